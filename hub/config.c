@@ -1,0 +1,350 @@
+/* config.c: the configuration table and its loaders (see config.h). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define OFF(f) offsetof(txhub_config, f)
+#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc}
+#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc}
+
+static const int64_t DAY_MS = 86400000;
+
+const config_option config_options[] = {
+	STR("brokers", "TXHUB_BROKERS", "localhost:9092", brokers,
+	    "Kafka bootstrap servers"),
+	STR("pg", "TXHUB_PG", "", pg,
+	    "PostgreSQL connection string; empty: libpq defaults and the PG* variables"),
+	STR("control_topic", "TXHUB_CONTROL_TOPIC", "txhub.control", control_topic,
+	    "topic producers send envelopes to"),
+	STR("group", "TXHUB_GROUP", "txhub", group,
+	    "consumer group shared by all replicas"),
+	INT("envelope.max_bytes", NULL, "1048576", 64, 100 * 1024 * 1024, envelope_max_bytes,
+	    "largest accepted envelope (record value), in bytes"),
+	INT("checkback.first_after_ms", NULL, "30000", 0, 30 * DAY_MS, checkback_first_after_ms,
+	    "delay from prepare to the first check-back"),
+	INT("checkback.backoff_ms", NULL, "10000", 1, DAY_MS, checkback_backoff_ms,
+	    "delay before the second check-back; doubles after each attempt"),
+	INT("checkback.backoff_max_ms", NULL, "600000", 1, 30 * DAY_MS, checkback_backoff_max_ms,
+	    "cap on the check-back retry delay"),
+	INT("checkback.max_attempts", NULL, "15", 1, 1000, checkback_max_attempts,
+	    "check-backs before a message becomes check_failed"),
+	INT("checkback.timeout_ms", NULL, "3000", 1, 600000, checkback_timeout_ms,
+	    "time-out of one check-back request"),
+	INT("checkback.concurrency", NULL, "64", 1, 10000, checkback_concurrency,
+	    "check-back requests in flight at once"),
+	STR("checkback.allow", NULL, "", checkback_allow,
+	    "comma-separated URL prefixes check-backs may go to; empty: any http or https URL"),
+	STR("checkback.default_url", NULL, "", checkback_default_url,
+	    "check-back URL for prepares that name none"),
+	STR("checkback.secret", "TXHUB_CHECKBACK_SECRET", "", checkback_secret,
+	    "HMAC-SHA256 key for signing check-back requests; empty: unsigned"),
+	INT("forward.backoff_ms", NULL, "1000", 1, DAY_MS, forward_backoff_ms,
+	    "delay before re-sending a forward whose delivery failed; doubles after each attempt"),
+	INT("forward.backoff_max_ms", NULL, "300000", 1, 30 * DAY_MS, forward_backoff_max_ms,
+	    "cap on the forward retry delay"),
+	INT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
+	    "delivery attempts before a message gets send_status failed"),
+	STR("alert.webhook", NULL, "", alert_webhook,
+	    "URL that receives a JSON POST for every alert; empty: log only"),
+	STR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
+	    "debug, info, warn or error"),
+	INT("intake.batch_max", NULL, "2000", 1, 100000, intake_batch_max,
+	    "most control records applied in one PostgreSQL transaction"),
+	INT("intake.batch_bytes", NULL, "16777216", 1024, 1024 * 1024 * 1024, intake_batch_bytes,
+	    "most record bytes applied in one PostgreSQL transaction"),
+	INT("intake.poll_ms", NULL, "100", 1, 60000, intake_poll_ms,
+	    "longest wait for the first record of a batch"),
+	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL},
+};
+
+static const config_option *find_option(const char *key)
+{
+	for (const config_option *o = config_options; o->key; o++)
+		if (strcmp(o->key, key) == 0)
+			return o;
+	return NULL;
+}
+
+static int set_option(txhub_config *cfg, const config_option *o, const char *value,
+                      char *err, size_t errsz)
+{
+	void *field = (char *)cfg + o->offset;
+	if (o->type == CONFIG_STRING) {
+		char *copy = strdup(value);
+		if (!copy) {
+			snprintf(err, errsz, "%s: out of memory", o->key);
+			return -1;
+		}
+		free(*(char **)field);
+		*(char **)field = copy;
+		return 0;
+	}
+	const char *d = value[0] == '-' ? value + 1 : value;
+	char *end;
+	errno = 0;
+	long long v = strtoll(value, &end, 10);
+	if (!isdigit((unsigned char)*d) || errno || *end != '\0') {
+		snprintf(err, errsz, "%s: \"%s\" is not an integer", o->key, value);
+		return -1;
+	}
+	if (v < o->min || v > o->max) {
+		snprintf(err, errsz, "%s: %lld is out of range (%lld..%lld)", o->key, v,
+		         (long long)o->min, (long long)o->max);
+		return -1;
+	}
+	*(int64_t *)field = v;
+	return 0;
+}
+
+int config_init(txhub_config *cfg)
+{
+	char err[256];
+	memset(cfg, 0, sizeof *cfg);
+	for (const config_option *o = config_options; o->key; o++)
+		if (set_option(cfg, o, o->def, err, sizeof err) != 0)
+			return -1;
+	return 0;
+}
+
+static int valid_kafka_key(const char *k)
+{
+	if (!*k)
+		return 0;
+	for (; *k; k++)
+		if (!(isalnum((unsigned char)*k) || *k == '.' || *k == '_' || *k == '-'))
+			return 0;
+	return 1;
+}
+
+int config_set(txhub_config *cfg, const char *key, const char *value,
+               char *err, size_t errsz)
+{
+	if (strncmp(key, "kafka.", 6) == 0) {
+		const char *k = key + 6;
+		if (!valid_kafka_key(k)) {
+			snprintf(err, errsz, "%s: not a valid librdkafka property name", key);
+			return -1;
+		}
+		for (size_t i = 0; i < cfg->kafka_cnt; i++) {
+			if (strcmp(cfg->kafka[i].key, k) == 0) {
+				char *v = strdup(value);
+				if (!v)
+					goto oom;
+				free(cfg->kafka[i].value);
+				cfg->kafka[i].value = v;
+				return 0;
+			}
+		}
+		config_kv *n = realloc(cfg->kafka, (cfg->kafka_cnt + 1) * sizeof *n);
+		if (!n)
+			goto oom;
+		cfg->kafka = n;
+		n[cfg->kafka_cnt].key = strdup(k);
+		n[cfg->kafka_cnt].value = strdup(value);
+		if (!n[cfg->kafka_cnt].key || !n[cfg->kafka_cnt].value) {
+			free(n[cfg->kafka_cnt].key);
+			free(n[cfg->kafka_cnt].value);
+			goto oom;
+		}
+		cfg->kafka_cnt++;
+		return 0;
+	}
+	const config_option *o = find_option(key);
+	if (!o) {
+		snprintf(err, errsz, "%s: unknown configuration key", key);
+		return -1;
+	}
+	return set_option(cfg, o, value, err, errsz);
+oom:
+	snprintf(err, errsz, "%s: out of memory", key);
+	return -1;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load_file(txhub_config *cfg, const char *path, char *err, size_t errsz)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errsz, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	char line[8192];
+	int lineno = 0, rc = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		size_t len = strlen(line);
+		if (len == sizeof line - 1 && line[len - 1] != '\n') {
+			snprintf(err, errsz, "%s:%d: line too long", path, lineno);
+			rc = -1;
+			break;
+		}
+		char *s = trim(line);
+		if (*s == '\0' || *s == '#')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errsz, "%s:%d: expected \"key = value\"", path, lineno);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		char sub[512];
+		if (config_set(cfg, key, value, sub, sizeof sub) != 0) {
+			snprintf(err, errsz, "%s:%d: %s", path, lineno, sub);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int config_load_env(txhub_config *cfg, char *err, size_t errsz)
+{
+	for (const config_option *o = config_options; o->key; o++) {
+		if (!o->env)
+			continue;
+		const char *v = getenv(o->env);
+		if (!v)
+			continue;
+		char sub[512];
+		if (set_option(cfg, o, v, sub, sizeof sub) != 0) {
+			snprintf(err, errsz, "%s (from %s)", sub, o->env);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int http_url_ok(const char *u)
+{
+	return strncmp(u, "http://", 7) == 0 ? u[7] != '\0'
+	       : strncmp(u, "https://", 8) == 0 ? u[8] != '\0'
+	       : 0;
+}
+
+int config_validate(const txhub_config *cfg, char *err, size_t errsz)
+{
+	log_level lvl;
+	if (log_level_parse(cfg->log_level, &lvl) != 0) {
+		snprintf(err, errsz, "log.level: \"%s\" is not one of debug, info, warn, error",
+		         cfg->log_level);
+		return -1;
+	}
+	if (!*cfg->brokers) {
+		snprintf(err, errsz, "brokers: must not be empty");
+		return -1;
+	}
+	if (!*cfg->control_topic || strlen(cfg->control_topic) > 249) {
+		snprintf(err, errsz, "control_topic: must be 1..249 characters");
+		return -1;
+	}
+	for (const char *p = cfg->control_topic; *p; p++) {
+		if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '_' || *p == '-')) {
+			snprintf(err, errsz, "control_topic: \"%s\" is not a valid topic name",
+			         cfg->control_topic);
+			return -1;
+		}
+	}
+	if (!*cfg->group) {
+		snprintf(err, errsz, "group: must not be empty");
+		return -1;
+	}
+	if (cfg->checkback_backoff_max_ms < cfg->checkback_backoff_ms) {
+		snprintf(err, errsz, "checkback.backoff_max_ms: must be >= checkback.backoff_ms");
+		return -1;
+	}
+	if (cfg->forward_backoff_max_ms < cfg->forward_backoff_ms) {
+		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
+		return -1;
+	}
+	if (*cfg->checkback_default_url && !http_url_ok(cfg->checkback_default_url)) {
+		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL");
+		return -1;
+	}
+	if (*cfg->alert_webhook && !http_url_ok(cfg->alert_webhook)) {
+		snprintf(err, errsz, "alert.webhook: must be an http:// or https:// URL");
+		return -1;
+	}
+	if (*cfg->checkback_allow) {
+		char *copy = strdup(cfg->checkback_allow);
+		if (!copy) {
+			snprintf(err, errsz, "checkback.allow: out of memory");
+			return -1;
+		}
+		int bad = 0;
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			char *p = trim(t);
+			if (*p && !http_url_ok(p)) {
+				snprintf(err, errsz, "checkback.allow: \"%s\" is not an http:// or https:// prefix", p);
+				bad = 1;
+				break;
+			}
+		}
+		free(copy);
+		if (bad)
+			return -1;
+	}
+	return 0;
+}
+
+void config_write_example(FILE *out)
+{
+	fprintf(out, "# txhub configuration: \"key = value\" lines, '#' starts a comment.\n"
+	             "# Every key is shown with its default. Environment variables (named\n"
+	             "# below) override this file; -X key=value overrides both.\n"
+	             "# Keys starting with kafka. go to librdkafka, e.g.:\n"
+	             "# kafka.security.protocol = SASL_SSL\n");
+	for (const config_option *o = config_options; o->key; o++) {
+		fprintf(out, "\n# %s", o->doc);
+		if (o->env)
+			fprintf(out, " (environment: %s)", o->env);
+		fprintf(out, "\n# %s = %s\n", o->key, o->def);
+	}
+}
+
+void config_write_help(FILE *out)
+{
+	for (const config_option *o = config_options; o->key; o++) {
+		char def[64];
+		snprintf(def, sizeof def, "%s", *o->def ? o->def : "(empty)");
+		fprintf(out, "  %-26s %-16s %s%s%s\n", o->key, def, o->doc, o->env ? "; env " : "",
+		        o->env ? o->env : "");
+	}
+}
+
+void config_free(txhub_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (const config_option *o = config_options; o->key; o++) {
+		if (o->type == CONFIG_STRING) {
+			char **f = (char **)((char *)cfg + o->offset);
+			free(*f);
+			*f = NULL;
+		}
+	}
+	for (size_t i = 0; i < cfg->kafka_cnt; i++) {
+		free(cfg->kafka[i].key);
+		free(cfg->kafka[i].value);
+	}
+	free(cfg->kafka);
+	cfg->kafka = NULL;
+	cfg->kafka_cnt = 0;
+}

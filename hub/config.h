@@ -1,0 +1,91 @@
+/* config.h: txhub's configuration, driven by one declarative table.
+ *
+ * Precedence, lowest first: built-in default, config file (-c FILE or
+ * TXHUB_CONFIG), environment, -X key=value. Keys starting with "kafka." are
+ * passed to librdkafka unchanged (minus the prefix). The table in config.c is
+ * the single source of the key names, defaults, documentation, the help text
+ * and deploy/txhub.conf.example (a unit test checks they agree). */
+#ifndef TXHUB_CONFIG_H
+#define TXHUB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+	char *key;   /* without the "kafka." prefix */
+	char *value;
+} config_kv;
+
+typedef struct txhub_config {
+	char *brokers;
+	char *pg;
+	char *control_topic;
+	char *group;
+	int64_t envelope_max_bytes;
+	int64_t checkback_first_after_ms;
+	int64_t checkback_backoff_ms;
+	int64_t checkback_backoff_max_ms;
+	int64_t checkback_max_attempts;
+	int64_t checkback_timeout_ms;
+	int64_t checkback_concurrency;
+	char *checkback_allow;
+	char *checkback_default_url;
+	char *checkback_secret;
+	int64_t forward_backoff_ms;
+	int64_t forward_backoff_max_ms;
+	int64_t forward_max_attempts;
+	char *alert_webhook;
+	char *log_level;
+	int64_t intake_batch_max;
+	int64_t intake_batch_bytes;
+	int64_t intake_poll_ms;
+
+	config_kv *kafka;    /* kafka.* pass-through, in the order set */
+	size_t kafka_cnt;
+} txhub_config;
+
+typedef enum { CONFIG_STRING, CONFIG_INT } config_type;
+
+/* One row of the table. */
+typedef struct {
+	const char *key;
+	const char *env;        /* environment variable, or NULL */
+	config_type type;
+	const char *def;        /* default as text */
+	int64_t min, max;       /* bounds for CONFIG_INT */
+	size_t offset;          /* offsetof(txhub_config, field) */
+	const char *doc;
+} config_option;
+
+/* The table, terminated by a row with key == NULL. */
+extern const config_option config_options[];
+
+/* Fill cfg with the built-in defaults. Returns 0, or -1 on allocation failure. */
+int config_init(txhub_config *cfg);
+
+/* Set one key from text. "kafka.*" keys are appended to the pass-through
+ * list. Returns 0, or -1 with a message naming the key in err. */
+int config_set(txhub_config *cfg, const char *key, const char *value,
+               char *err, size_t errsz);
+
+/* Read a "key = value" file ('#' starts a comment line). Returns 0, or -1
+ * with the file name and line number in err. */
+int config_load_file(txhub_config *cfg, const char *path, char *err, size_t errsz);
+
+/* Apply every table row that names an environment variable that is set. */
+int config_load_env(txhub_config *cfg, char *err, size_t errsz);
+
+/* Cross-key checks after everything is loaded (URLs, bounds between keys). */
+int config_validate(const txhub_config *cfg, char *err, size_t errsz);
+
+/* Print the table as a commented example config file. */
+void config_write_example(FILE *out);
+
+/* Print "key  default  doc" lines for --help. */
+void config_write_help(FILE *out);
+
+/* Free everything cfg owns; cfg may be zeroed or partly filled. */
+void config_free(txhub_config *cfg);
+
+#endif

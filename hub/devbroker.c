@@ -1,0 +1,118 @@
+/* devbroker.c: see devbroker.h. The mock cluster lives inside an
+ * rd_kafka_t handle and serves real Kafka protocol on loopback sockets, so
+ * any client (txhub, kcat, the tests) can talk to it. */
+#include "devbroker.h"
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "envelope.h"
+#include "log.h"
+
+static volatile sig_atomic_t devbroker_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	devbroker_stop = 1;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int devbroker_main(const txhub_config *cfg, int argc, char **argv)
+{
+	int brokers = 1;
+	const char *topics[64];
+	int parts[64], ntopics = 0;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--brokers") == 0 && i + 1 < argc) {
+			if (parse_int(argv[++i], 1, 16, &brokers) != 0) {
+				fprintf(stderr, "txhub devbroker: --brokers: \"%s\" is not a number from 1 to 16\n",
+				        argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--topic") == 0 && i + 1 < argc) {
+			if (ntopics == 64) {
+				fprintf(stderr, "txhub devbroker: at most 64 --topic options\n");
+				return 2;
+			}
+			char *spec = argv[++i];
+			char *colon = strrchr(spec, ':');
+			parts[ntopics] = 1;
+			if (colon) {
+				*colon = '\0';
+				if (parse_int(colon + 1, 1, 1000, &parts[ntopics]) != 0) {
+					fprintf(stderr, "txhub devbroker: --topic %s: partitions \"%s\" is not a "
+					                "number from 1 to 1000\n", spec, colon + 1);
+					return 2;
+				}
+			}
+			if (!envelope_valid_topic(spec, strlen(spec))) {
+				fprintf(stderr, "txhub devbroker: --topic: \"%s\" is not a valid topic name\n",
+				        spec);
+				return 2;
+			}
+			topics[ntopics++] = spec;
+		} else {
+			fprintf(stderr, "txhub devbroker: unknown argument \"%s\"\n"
+			                "usage: txhub devbroker [--brokers N] [--topic NAME[:PARTITIONS]]...\n",
+			        argv[i]);
+			return 2;
+		}
+	}
+	(void)cfg;
+	char err[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	/* the handle only hosts the cluster; keep it quiet */
+	rd_kafka_conf_set(conf, "log_level", "3", err, sizeof err);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+	if (!rk) {
+		fprintf(stderr, "txhub devbroker: %s\n", err);
+		rd_kafka_conf_destroy(conf);
+		return 1;
+	}
+	rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(rk, brokers);
+	if (!mc) {
+		fprintf(stderr, "txhub devbroker: cannot create the mock cluster\n");
+		rd_kafka_destroy(rk);
+		return 1;
+	}
+	for (int i = 0; i < ntopics; i++) {
+		rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mc, topics[i], parts[i], 1);
+		if (e) {
+			fprintf(stderr, "txhub devbroker: creating %s: %s\n", topics[i], rd_kafka_err2str(e));
+			rd_kafka_mock_cluster_destroy(mc);
+			rd_kafka_destroy(rk);
+			return 1;
+		}
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	printf("%s\n", rd_kafka_mock_cluster_bootstraps(mc));
+	fflush(stdout);
+	log_info("devbroker: %d broker(s) at %s, %d topic(s) created; topics are also created "
+	         "on first use", brokers, rd_kafka_mock_cluster_bootstraps(mc), ntopics);
+	while (!devbroker_stop)
+		usleep(100000);
+	log_info("devbroker: stopping");
+	rd_kafka_mock_cluster_destroy(mc);
+	rd_kafka_destroy(rk);
+	return 0;
+}

@@ -1,0 +1,609 @@
+/* envelope.c: the envelope parser. cJSON checks the grammar and builds the
+ * tree; a small raw scanner complements it where cJSON loses information:
+ * it rejects \u0000 (cJSON silently truncates strings there) and recovers the
+ * exact text of a JSON payload, so numbers are forwarded digit for digit
+ * rather than re-printed through a double. */
+#include "envelope.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int reject(char *err, size_t errsz, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int reject(char *err, size_t errsz, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errsz, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+const char *envelope_type_name(envelope_type t)
+{
+	switch (t) {
+	case ENVELOPE_PREPARE: return "prepare";
+	case ENVELOPE_COMMIT: return "commit";
+	case ENVELOPE_ROLLBACK: return "rollback";
+	}
+	return "?";
+}
+
+int envelope_valid_utf8(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		unsigned char c = s[i];
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t n;
+		unsigned int cp;
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return 0;
+		}
+		if (len - i - 1 < n)
+			return 0;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += n + 1;
+	}
+	return 1;
+}
+
+int envelope_valid_topic(const char *s, size_t len)
+{
+	if (len == 0 || len > 249)
+		return 0;
+	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int envelope_valid_url(const char *s)
+{
+	size_t skip;
+	if (strncasecmp(s, "http://", 7) == 0)
+		skip = 7;
+	else if (strncasecmp(s, "https://", 8) == 0)
+		skip = 8;
+	else
+		return 0;
+	size_t len = strlen(s);
+	if (len > ENVELOPE_URL_MAX || len == skip || s[skip] == '/' || s[skip] == '?')
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= 0x20 || c >= 0x7f)
+			return 0; /* no spaces, controls or raw non-ASCII */
+	}
+	return 1;
+}
+
+static int no_controls(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* Scan the raw JSON text: returns 1 when some string holds the escape \u0000. */
+static int has_escaped_nul(const char *p, size_t len)
+{
+	int in_str = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!in_str) {
+			if (p[i] == '"')
+				in_str = 1;
+			continue;
+		}
+		if (p[i] == '"') {
+			in_str = 0;
+		} else if (p[i] == '\\' && i + 1 < len) {
+			if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
+				return 1;
+			i++;
+		}
+	}
+	return 0;
+}
+
+/* Raw scanner over text cJSON has already accepted. */
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static const char *skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return end;
+}
+
+static const char *skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+	while (p < end) {
+		char c = *p;
+		if (c == '"') {
+			p = skip_string(p, end);
+		} else if (c == '{' || c == '[') {
+			depth++;
+			p++;
+		} else if (c == '}' || c == ']') {
+			if (depth == 0)
+				return p;
+			depth--;
+			p++;
+		} else if (c == ',' && depth == 0) {
+			return p;
+		} else {
+			p++;
+		}
+		if (depth == 0 && (c == '"' || c == '}' || c == ']'))
+			return p;
+	}
+	return p;
+}
+
+/* Find the raw text of the top-level member named exactly `name` (no escapes
+ * in the name). Returns 1 and the span, or 0 when not found that way. */
+static int raw_member(const char *text, size_t len, const char *name,
+                      const char **vstart, const char **vend)
+{
+	const char *p = text, *end = text + len;
+	size_t nlen = strlen(name);
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return 0;
+	p++;
+	for (;;) {
+		p = skip_ws(p, end);
+		if (p >= end || *p != '"')
+			return 0;
+		const char *ks = p + 1;
+		p = skip_string(p, end);
+		const char *ke = p - 1;
+		p = skip_ws(p, end);
+		if (p >= end || *p != ':')
+			return 0;
+		p = skip_ws(p + 1, end);
+		const char *vs = p;
+		p = skip_value(p, end);
+		const char *ve = p;
+		while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\n' || ve[-1] == '\r'))
+			ve--;
+		if ((size_t)(ke - ks) == nlen && memcmp(ks, name, nlen) == 0) {
+			*vstart = vs;
+			*vend = ve;
+			return 1;
+		}
+		p = skip_ws(p, end);
+		if (p >= end || *p != ',')
+			return 0;
+		p++;
+	}
+}
+
+/* Copy JSON text dropping whitespace outside strings. */
+static unsigned char *minify(const char *s, const char *e, size_t *outlen)
+{
+	unsigned char *out = malloc((size_t)(e - s) + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	int in_str = 0;
+	for (const char *p = s; p < e; p++) {
+		char c = *p;
+		if (in_str) {
+			out[o++] = (unsigned char)c;
+			if (c == '\\' && p + 1 < e)
+				out[o++] = (unsigned char)*++p;
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '"') {
+			in_str = 1;
+			out[o++] = (unsigned char)c;
+		} else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			out[o++] = (unsigned char)c;
+		}
+	}
+	*outlen = o;
+	return out;
+}
+
+static int b64val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z') return c - 'A';
+	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+	if (c >= '0' && c <= '9') return c - '0' + 52;
+	if (c == '+') return 62;
+	if (c == '/') return 63;
+	return -1;
+}
+
+/* Standard base64, padding optional. Returns 0, or -1 on a bad character. */
+static int base64_decode(const char *in, unsigned char **out, size_t *outlen)
+{
+	size_t len = strlen(in);
+	while (len > 0 && in[len - 1] == '=')
+		len--;
+	if (strlen(in) - len > 2 || len % 4 == 1)
+		return -1;
+	unsigned char *buf = malloc(len * 3 / 4 + 1);
+	if (!buf)
+		return -1;
+	size_t o = 0;
+	unsigned int acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64val((unsigned char)in[i]);
+		if (v < 0) {
+			free(buf);
+			return -1;
+		}
+		acc = (acc << 6) | (unsigned int)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			buf[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*out = buf;
+	*outlen = o;
+	return 0;
+}
+
+static int is_whole(double d, double max)
+{
+	return isfinite(d) && d >= 0 && d <= max && floor(d) == d;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* Fields the hub reads; each may appear once. */
+static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payload",
+                                     "payload_base64", "forward", "checkback", NULL};
+
+int envelope_parse(const void *value, size_t len, size_t max_bytes,
+                   envelope *env, char *err, size_t errsz)
+{
+	memset(env, 0, sizeof *env);
+	env->first_after_ms = -1;
+	const char *text = value;
+	cJSON *root = NULL;
+
+	if (!value)
+		return reject(err, errsz, "null record value (tombstone)");
+	if (len == 0)
+		return reject(err, errsz, "empty record value");
+	if (len > max_bytes)
+		return reject(err, errsz, "record value of %zu bytes exceeds envelope.max_bytes (%zu)",
+		              len, max_bytes);
+	if (memchr(text, '\0', len))
+		return reject(err, errsz, "record value contains a NUL byte");
+	if (!envelope_valid_utf8(value, len))
+		return reject(err, errsz, "record value is not valid UTF-8");
+
+	const char *parse_end = NULL;
+	root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
+	if (!root) {
+		size_t at = parse_end && parse_end >= text ? (size_t)(parse_end - text) : 0;
+		return reject(err, errsz, "invalid JSON near byte %zu", at);
+	}
+	const char *tail = skip_ws(parse_end, text + len);
+	if (tail != text + len) {
+		reject(err, errsz, "invalid JSON: trailing data at byte %zu", (size_t)(tail - text));
+		goto fail;
+	}
+	if (!cJSON_IsObject(root)) {
+		reject(err, errsz, "envelope is not a JSON object");
+		goto fail;
+	}
+	if (has_escaped_nul(text, len)) {
+		reject(err, errsz, "a string contains \\u0000, which is not supported");
+		goto fail;
+	}
+	for (const char **f = known_fields; *f; f++) {
+		int n = 0;
+		for (cJSON *c = root->child; c; c = c->next)
+			if (c->string && strcmp(c->string, *f) == 0)
+				n++;
+		if (n > 1) {
+			reject(err, errsz, "field \"%s\" appears more than once", *f);
+			goto fail;
+		}
+	}
+
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble, 1e9)) {
+			reject(err, errsz, "field \"v\" must be a non-negative integer");
+			goto fail;
+		}
+		if (v->valuedouble != 1) {
+			reject(err, errsz, "unsupported envelope version %.0f (this hub reads version 1)",
+			       v->valuedouble);
+			goto fail;
+		}
+	}
+
+	cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
+	if (!type) {
+		reject(err, errsz, "missing field \"type\"");
+		goto fail;
+	}
+	if (!cJSON_IsString(type)) {
+		reject(err, errsz, "field \"type\" must be a string");
+		goto fail;
+	}
+	if (strcmp(type->valuestring, "prepare") == 0)
+		env->type = ENVELOPE_PREPARE;
+	else if (strcmp(type->valuestring, "commit") == 0)
+		env->type = ENVELOPE_COMMIT;
+	else if (strcmp(type->valuestring, "rollback") == 0)
+		env->type = ENVELOPE_ROLLBACK;
+	else {
+		reject(err, errsz, "field \"type\" must be \"prepare\", \"commit\" or \"rollback\"");
+		goto fail;
+	}
+
+	cJSON *biz = cJSON_GetObjectItemCaseSensitive(root, "biz_id");
+	if (!biz) {
+		reject(err, errsz, "missing field \"biz_id\"");
+		goto fail;
+	}
+	if (cJSON_IsString(biz)) {
+		size_t bl = strlen(biz->valuestring);
+		if (bl == 0 || bl > ENVELOPE_BIZ_ID_MAX) {
+			reject(err, errsz, "field \"biz_id\" must be 1..%d bytes, got %zu",
+			       ENVELOPE_BIZ_ID_MAX, bl);
+			goto fail;
+		}
+		if (!no_controls(biz->valuestring)) {
+			reject(err, errsz, "field \"biz_id\" contains a control character");
+			goto fail;
+		}
+		env->biz_id = strdup(biz->valuestring);
+	} else if (cJSON_IsNumber(biz)) {
+		/* integers up to 2^53 are exact in a double */
+		if (!is_whole(biz->valuedouble, 9007199254740992.0)) {
+			reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
+			goto fail;
+		}
+		char num[32];
+		snprintf(num, sizeof num, "%.0f", biz->valuedouble);
+		env->biz_id = strdup(num);
+	} else {
+		reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
+		goto fail;
+	}
+	if (!env->biz_id)
+		goto oom;
+
+	cJSON *mk = cJSON_GetObjectItemCaseSensitive(root, "message_key");
+	if (!mk) {
+		reject(err, errsz, "missing field \"message_key\"");
+		goto fail;
+	}
+	if (!cJSON_IsString(mk)) {
+		reject(err, errsz, "field \"message_key\" must be a string");
+		goto fail;
+	}
+	size_t ml = strlen(mk->valuestring);
+	if (ml == 0 || ml > ENVELOPE_MESSAGE_KEY_MAX) {
+		reject(err, errsz, "field \"message_key\" must be 1..%d bytes, got %zu",
+		       ENVELOPE_MESSAGE_KEY_MAX, ml);
+		goto fail;
+	}
+	if (!no_controls(mk->valuestring)) {
+		reject(err, errsz, "field \"message_key\" contains a control character");
+		goto fail;
+	}
+	if (!(env->message_key = strdup(mk->valuestring)))
+		goto oom;
+
+	cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "payload");
+	cJSON *pb = cJSON_GetObjectItemCaseSensitive(root, "payload_base64");
+	if (pl && pb) {
+		reject(err, errsz, "fields \"payload\" and \"payload_base64\" are mutually exclusive");
+		goto fail;
+	}
+	if (pb) {
+		if (!cJSON_IsString(pb)) {
+			reject(err, errsz, "field \"payload_base64\" must be a string");
+			goto fail;
+		}
+		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0) {
+			reject(err, errsz, "field \"payload_base64\" is not valid base64");
+			goto fail;
+		}
+		env->has_payload = 1;
+	} else if (pl) {
+		if (cJSON_IsString(pl)) {
+			env->payload_len = strlen(pl->valuestring);
+			env->payload = malloc(env->payload_len + 1);
+			if (!env->payload)
+				goto oom;
+			memcpy(env->payload, pl->valuestring, env->payload_len + 1);
+		} else {
+			const char *vs, *ve;
+			if (raw_member(text, len, "payload", &vs, &ve)) {
+				env->payload = minify(vs, ve, &env->payload_len);
+			} else { /* the member name was written with escapes */
+				char *printed = cJSON_PrintUnformatted(pl);
+				if (printed) {
+					env->payload_len = strlen(printed);
+					env->payload = (unsigned char *)printed;
+				}
+			}
+			if (!env->payload)
+				goto oom;
+		}
+		env->has_payload = 1;
+	}
+
+	cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "forward");
+	if (fw) {
+		if (!cJSON_IsObject(fw)) {
+			reject(err, errsz, "field \"forward\" must be an object");
+			goto fail;
+		}
+		cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
+		if (!ft) {
+			reject(err, errsz, "missing field \"forward.topic\"");
+			goto fail;
+		}
+		if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring))) {
+			reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
+			                   "(1..249 of a-z A-Z 0-9 . _ -)");
+			goto fail;
+		}
+		cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");
+		if (fk && !cJSON_IsNull(fk) && !cJSON_IsString(fk)) {
+			reject(err, errsz, "field \"forward.key\" must be a string");
+			goto fail;
+		}
+		cJSON *fh = cJSON_GetObjectItemCaseSensitive(fw, "headers");
+		if (fh && !cJSON_IsNull(fh)) {
+			if (!cJSON_IsObject(fh)) {
+				reject(err, errsz, "field \"forward.headers\" must be an object of strings");
+				goto fail;
+			}
+			for (cJSON *h = fh->child; h; h = h->next) {
+				if (!cJSON_IsString(h)) {
+					reject(err, errsz, "forward header \"%.64s\" must have a string value",
+					       h->string);
+					goto fail;
+				}
+				if (!*h->string || strlen(h->string) > 255 || !no_controls(h->string)) {
+					reject(err, errsz, "a forward header name must be 1..255 bytes "
+					                   "without control characters");
+					goto fail;
+				}
+				if (strncasecmp(h->string, "txhub-", 6) == 0) {
+					reject(err, errsz, "forward header \"%.64s\" uses the reserved "
+					                   "prefix txhub-", h->string);
+					goto fail;
+				}
+			}
+			if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
+				goto oom;
+		}
+		if (!(env->forward_topic = strdup(ft->valuestring)))
+			goto oom;
+		if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
+			goto oom;
+	}
+
+	cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "checkback");
+	if (cb && !cJSON_IsNull(cb)) {
+		if (!cJSON_IsObject(cb)) {
+			reject(err, errsz, "field \"checkback\" must be an object");
+			goto fail;
+		}
+		cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");
+		if (url && !cJSON_IsNull(url)) {
+			if (!cJSON_IsString(url) || !envelope_valid_url(url->valuestring)) {
+				reject(err, errsz, "field \"checkback.url\" must be an http:// or https:// "
+				                   "URL of at most %d characters", ENVELOPE_URL_MAX);
+				goto fail;
+			}
+			if (!(env->checkback_url = dup_or_null(url->valuestring)))
+				goto oom;
+		}
+		cJSON *fa = cJSON_GetObjectItemCaseSensitive(cb, "first_after_ms");
+		if (fa && !cJSON_IsNull(fa)) {
+			if (!cJSON_IsNumber(fa) || !is_whole(fa->valuedouble, 30.0 * 86400000.0)) {
+				reject(err, errsz, "field \"checkback.first_after_ms\" must be an integer "
+				                   "from 0 to 2592000000");
+				goto fail;
+			}
+			env->first_after_ms = (int64_t)fa->valuedouble;
+		}
+	}
+
+	if (env->type == ENVELOPE_PREPARE) {
+		if (!env->has_payload) {
+			reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
+			goto fail;
+		}
+		if (!env->forward_topic) {
+			reject(err, errsz, "missing field \"forward\"");
+			goto fail;
+		}
+	} else if (env->type == ENVELOPE_COMMIT) {
+		if (env->has_payload != (env->forward_topic != NULL)) {
+			reject(err, errsz, "a one-shot commit needs both a payload and \"forward\"");
+			goto fail;
+		}
+	}
+	cJSON_Delete(root);
+	return 0;
+
+oom:
+	reject(err, errsz, "out of memory");
+fail:
+	cJSON_Delete(root);
+	envelope_free(env);
+	return -1;
+}
+
+int envelope_is_oneshot(const envelope *env)
+{
+	return env->type == ENVELOPE_COMMIT && env->has_payload && env->forward_topic;
+}
+
+void envelope_free(envelope *env)
+{
+	if (!env)
+		return;
+	free(env->biz_id);
+	free(env->message_key);
+	free(env->payload);
+	free(env->forward_topic);
+	free(env->forward_key);
+	free(env->forward_headers);
+	free(env->checkback_url);
+	memset(env, 0, sizeof *env);
+	env->first_after_ms = -1;
+}

@@ -1,0 +1,59 @@
+/* envelope.h: parse and validate one control-topic record value (CONTRACT §2).
+ *
+ * Pure logic, no I/O: unit-tested and fuzzed in isolation. Everything the
+ * rest of the hub reads from an envelope has passed these checks. */
+#ifndef TXHUB_ENVELOPE_H
+#define TXHUB_ENVELOPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+	ENVELOPE_PREPARE = 1,
+	ENVELOPE_COMMIT = 2,
+	ENVELOPE_ROLLBACK = 3,
+} envelope_type;
+
+/* A validated envelope. All strings are NUL-terminated, valid UTF-8 and
+ * owned by the envelope; envelope_free() releases them. */
+typedef struct {
+	envelope_type type;
+	char *biz_id;           /* 1..64 bytes, no control characters */
+	char *message_key;      /* 1..255 bytes, no control characters */
+	int has_payload;
+	unsigned char *payload; /* the bytes to forward (may contain NUL) */
+	size_t payload_len;
+	char *forward_topic;    /* NULL when the envelope has no forward */
+	char *forward_key;      /* NULL: null record key */
+	char *forward_headers;  /* compact JSON object of string:string, or NULL */
+	char *checkback_url;    /* NULL: use checkback.default_url */
+	int64_t first_after_ms; /* -1: use checkback.first_after_ms */
+} envelope;
+
+/* Longest accepted biz_id and message_key, in bytes. */
+#define ENVELOPE_BIZ_ID_MAX 64
+#define ENVELOPE_MESSAGE_KEY_MAX 255
+/* Longest accepted check-back URL. */
+#define ENVELOPE_URL_MAX 2048
+
+/* Parse value[0..len) (not NUL-terminated; NULL means a Kafka null value).
+ * On success returns 0 and fills *env, which the caller frees with
+ * envelope_free(). On rejection returns -1, leaves *env empty and writes the
+ * reason to err (a short English sentence, safe to store and log). */
+int envelope_parse(const void *value, size_t len, size_t max_bytes,
+                   envelope *env, char *err, size_t errsz);
+
+/* A commit that carries both payload and forward (a one-shot commit). */
+int envelope_is_oneshot(const envelope *env);
+
+/* Free what env owns and zero it; NULL and zeroed envelopes are fine. */
+void envelope_free(envelope *env);
+
+const char *envelope_type_name(envelope_type t);
+
+/* Helpers shared with the rest of the hub. */
+int envelope_valid_topic(const char *s, size_t len);
+int envelope_valid_url(const char *s);
+int envelope_valid_utf8(const unsigned char *s, size_t len);
+
+#endif

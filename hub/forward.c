@@ -1,0 +1,267 @@
+/* forward.c: see forward.h. */
+#include "forward.h"
+
+#include <cjson/cJSON.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "kafka.h"
+#include "log.h"
+
+/* What travels with a message as its opaque, until its report is written. */
+typedef struct {
+	char *biz_id;
+	char *message_key;
+	int32_t send_attempts;
+	int ok;
+	char error[160];
+} fw_item;
+
+struct forward {
+	rd_kafka_t *rk;
+	const txhub_config *cfg;
+	int64_t delivery_timeout_ms;
+	fw_item **done; /* reports received, not yet written */
+	size_t ndone, capdone;
+	size_t in_flight;
+	forward_stats stats;
+};
+
+static void item_free(fw_item *it)
+{
+	if (!it)
+		return;
+	free(it->biz_id);
+	free(it->message_key);
+	free(it);
+}
+
+static void push_done(forward *fw, fw_item *it)
+{
+	if (fw->ndone == fw->capdone) {
+		size_t cap = fw->capdone ? fw->capdone * 2 : 1024;
+		fw_item **n = realloc(fw->done, cap * sizeof *n);
+		if (!n) {
+			/* the row stays pending and leased: retried after the lease */
+			log_error("forward: out of memory recording a delivery report");
+			item_free(it);
+			fw->in_flight--;
+			return;
+		}
+		fw->done = n;
+		fw->capdone = cap;
+	}
+	fw->done[fw->ndone++] = it;
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	forward *fw = opaque;
+	fw_item *it = m->_private;
+	if (!it)
+		return;
+	if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+		it->ok = 1;
+	} else {
+		it->ok = 0;
+		snprintf(it->error, sizeof it->error, "delivery to %s failed: %s",
+		         rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+	}
+	push_done(fw, it);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+forward *forward_new(const txhub_config *cfg, char *err, size_t errsz)
+{
+	forward *fw = calloc(1, sizeof *fw);
+	if (!fw) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	fw->cfg = cfg;
+	static const char *defaults[] = {
+		"enable.idempotence", "true", /* implies acks=all, ordered retries */
+		"acks", "all",
+		"linger.ms", "5",
+		"message.timeout.ms", "30000",
+		"compression.type", "lz4",
+		NULL};
+	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
+	if (!conf)
+		goto fail;
+	char v[64];
+	size_t vs = sizeof v;
+	fw->delivery_timeout_ms = 30000;
+	if (rd_kafka_conf_get(conf, "message.timeout.ms", v, &vs) == RD_KAFKA_CONF_OK)
+		fw->delivery_timeout_ms = atoll(v);
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_opaque(conf, fw);
+	char sub[512];
+	fw->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
+	if (!fw->rk) {
+		snprintf(err, errsz, "cannot create producer: %s", sub);
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	return fw;
+fail:
+	free(fw);
+	return NULL;
+}
+
+int64_t forward_delivery_timeout_ms(const forward *fw) { return fw->delivery_timeout_ms; }
+
+static rd_kafka_headers_t *make_headers(const store_forward *f)
+{
+	rd_kafka_headers_t *h = rd_kafka_headers_new(8);
+	if (f->headers) {
+		cJSON *o = cJSON_Parse(f->headers);
+		for (cJSON *c = o ? o->child : NULL; c; c = c->next)
+			if (cJSON_IsString(c))
+				rd_kafka_header_add(h, c->string, -1, c->valuestring, -1);
+		cJSON_Delete(o);
+	}
+	rd_kafka_header_add(h, "txhub-biz-id", -1, f->biz_id, -1);
+	rd_kafka_header_add(h, "txhub-message-key", -1, f->message_key, -1);
+	return h;
+}
+
+void forward_send(forward *fw, const store_forward_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const store_forward *f = &l->items[i];
+		fw_item *it = calloc(1, sizeof *it);
+		if (!it || !(it->biz_id = strdup(f->biz_id)) || !(it->message_key = strdup(f->message_key))) {
+			log_error("forward: out of memory; the message is retried after its lease");
+			item_free(it);
+			continue;
+		}
+		it->send_attempts = f->send_attempts;
+		fw->in_flight++;
+		for (;;) {
+			rd_kafka_headers_t *h = make_headers(f);
+			rd_kafka_resp_err_t e = rd_kafka_producev(
+				fw->rk, RD_KAFKA_V_TOPIC(f->topic),
+				RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
+				RD_KAFKA_V_VALUE(f->payload, f->payload_len),
+				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+				RD_KAFKA_V_OPAQUE(it), RD_KAFKA_V_END);
+			if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+				fw->stats.produced++;
+				break;
+			}
+			rd_kafka_headers_destroy(h);
+			if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+				rd_kafka_poll(fw->rk, 100); /* make room, then try again */
+				continue;
+			}
+			/* refused outright (too large, bad topic): a failed attempt */
+			it->ok = 0;
+			snprintf(it->error, sizeof it->error, "produce to %s refused: %s", f->topic,
+			         rd_kafka_err2str(e));
+			push_done(fw, it);
+			break;
+		}
+	}
+}
+
+store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
+{
+	rd_kafka_poll(fw->rk, 0);
+	if (fw->ndone == 0)
+		return STORE_OK;
+	store_delivery *d = calloc(fw->ndone, sizeof *d);
+	if (!d) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	for (size_t i = 0; i < fw->ndone; i++) {
+		fw_item *it = fw->done[i];
+		d[i].biz_id = it->biz_id;
+		d[i].message_key = it->message_key;
+		d[i].ok = it->ok;
+		d[i].error = it->error;
+		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, fw->cfg->forward_backoff_ms,
+		                                 fw->cfg->forward_backoff_max_ms, backoff_random());
+	}
+	store_forward_list failed = {0};
+	store_rc rc = store_record_deliveries(st, d, fw->ndone, (int)fw->cfg->forward_max_attempts,
+	                                      &failed, err, errsz);
+	free(d);
+	if (rc != STORE_OK)
+		return rc;
+	for (size_t i = 0; i < fw->ndone; i++) {
+		fw_item *it = fw->done[i];
+		if (it->ok) {
+			fw->stats.delivered++;
+		} else {
+			fw->stats.failed_attempts++;
+			char eb[80], ek[300];
+			log_warn("forward: biz_id=%s message_key=%s attempt %d: %s",
+			         log_escape(it->biz_id, strlen(it->biz_id), eb, sizeof eb),
+			         log_escape(it->message_key, strlen(it->message_key), ek, sizeof ek),
+			         it->send_attempts + 1, it->error);
+		}
+		item_free(it);
+	}
+	fw->in_flight -= fw->ndone;
+	fw->ndone = 0;
+	for (size_t i = 0; i < failed.n; i++) {
+		char eb[80], ek[300];
+		fw->stats.failed_final++;
+		log_error("forward: giving up on biz_id=%s message_key=%s after %d attempts: "
+		          "send_status is now failed",
+		          log_escape(failed.items[i].biz_id, strlen(failed.items[i].biz_id), eb, sizeof eb),
+		          log_escape(failed.items[i].message_key, strlen(failed.items[i].message_key),
+		                     ek, sizeof ek),
+		          failed.items[i].send_attempts);
+	}
+	store_forward_list_clear(&failed);
+	return STORE_OK;
+}
+
+size_t forward_in_flight(const forward *fw) { return fw->in_flight; }
+
+void forward_drain(forward *fw, store *st, int timeout_ms)
+{
+	char err[512];
+	int waited = 0;
+	while (fw->in_flight > 0 && waited < timeout_ms) {
+		rd_kafka_poll(fw->rk, 50);
+		waited += 50;
+		if (forward_poll(fw, st, err, sizeof err) != STORE_OK)
+			log_warn("forward: recording deliveries: %s", err);
+	}
+	if (fw->in_flight > 0)
+		log_warn("forward: %zu message(s) still in flight; they stay pending and are sent "
+		         "again after their lease", fw->in_flight);
+}
+
+forward_stats forward_get_stats(const forward *fw) { return fw->stats; }
+
+void forward_destroy(forward *fw)
+{
+	if (!fw)
+		return;
+	rd_kafka_flush(fw->rk, 1000);
+	/* what is still queued is purged: its rows stay pending and leased, and
+	 * are sent again when the lease ends or the partition is next assigned */
+	rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_poll(fw->rk, 0);
+	for (size_t i = 0; i < fw->ndone; i++)
+		item_free(fw->done[i]);
+	free(fw->done);
+	rd_kafka_destroy(fw->rk);
+	free(fw);
+}

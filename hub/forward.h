@@ -1,0 +1,46 @@
+/* forward.h: republish committed messages to their forward topics with an
+ * idempotent producer (CONTRACT §4), at least once.
+ *
+ * A message is marked sent only when its delivery report says so; failed
+ * deliveries are retried with backoff until forward.max_attempts. Delivery
+ * reports are collected in memory and written back in batches. Called from
+ * the hub's main thread only. */
+#ifndef TXHUB_FORWARD_H
+#define TXHUB_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "store.h"
+
+typedef struct forward forward;
+
+forward *forward_new(const txhub_config *cfg, char *err, size_t errsz);
+void forward_destroy(forward *fw);
+
+/* The producer's delivery time-out (message.timeout.ms), for the lease. */
+int64_t forward_delivery_timeout_ms(const forward *fw);
+
+/* Produce every message of l in order. Ownership of the list's contents
+ * stays with the caller. */
+void forward_send(forward *fw, const store_forward_list *l);
+
+/* Serve delivery reports and write the results accumulated so far to the
+ * store (one transaction). Returns STORE_OK, or the store's error; results
+ * that could not be written are kept and written next time. */
+store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz);
+
+/* Messages handed to the producer whose report has not been written yet. */
+size_t forward_in_flight(const forward *fw);
+
+/* Wait up to timeout_ms for every delivery report and write them. */
+void forward_drain(forward *fw, store *st, int timeout_ms);
+
+/* Counters since start. */
+typedef struct {
+	uint64_t produced, delivered, failed_attempts, failed_final;
+} forward_stats;
+forward_stats forward_get_stats(const forward *fw);
+
+#endif

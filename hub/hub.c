@@ -1,0 +1,270 @@
+/* hub.c: the run loop.
+ *
+ *   poll a batch (intake) -> apply it in one transaction (store) -> store the
+ *   offsets (intake) -> produce what became committed (forward) -> write
+ *   delivery reports (forward -> store) -> claim due retries (store)
+ *
+ * The loop never acknowledges a record before its transaction committed, and
+ * on a PostgreSQL error it keeps the batch and retries it with backoff, so an
+ * outage delays the hub but loses nothing. */
+#include "hub.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "forward.h"
+#include "intake.h"
+#include "log.h"
+#include "migrate.h"
+#include "store.h"
+
+static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_count;
+
+void hub_request_stop(void) { stop_requested = 1; }
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+	if (++stop_count >= 2)
+		_exit(1); /* a second signal: exit at once */
+}
+
+typedef struct {
+	const txhub_config *cfg;
+	store *st;
+	intake *in;
+	forward *fw;
+	intake_batch batch;
+	uint64_t records, batches, rejected, conflicts;
+	int32_t *released; /* partitions assigned since the last release */
+	size_t nreleased;
+} hub;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR && !stop_requested)
+		;
+}
+
+/* Keep the store usable; waits with backoff while PostgreSQL is away. Returns
+ * 0 when connected, -1 when a stop was requested first. */
+static int wait_for_store(hub *h, int even_when_stopping)
+{
+	char err[512];
+	for (int attempt = 1;; attempt++) {
+		if (store_ensure(h->st, err, sizeof err) == STORE_OK)
+			return 0;
+		if (stop_requested && !even_when_stopping)
+			return -1;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
+		sleep_ms(d);
+		if (stop_requested && attempt > 3)
+			return -1;
+	}
+}
+
+/* Apply the batch in hand until it sticks; then acknowledge and forward. */
+static void flush_batch(hub *h)
+{
+	if (h->batch.n == 0)
+		return;
+	char err[1024];
+	store_forward_list committed = {0};
+	store_stats stats;
+	for (int attempt = 1;; attempt++) {
+		store_rc rc = store_apply(h->st, h->cfg->control_topic, h->batch.recs, h->batch.n,
+		                          &committed, &stats, err, sizeof err);
+		if (rc == STORE_OK)
+			break;
+		store_forward_list_clear(&committed);
+		int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
+		log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
+		        "hub: applying a batch of %zu records failed (attempt %d): %s; retrying in %lld ms",
+		        h->batch.n, attempt, err, (long long)d);
+		sleep_ms(d);
+		if (wait_for_store(h, 1) != 0 && stop_requested && attempt > 5) {
+			/* not acknowledged: the records are read again after restart */
+			log_error("hub: stopping with %zu records not stored; they will be read again",
+			          h->batch.n);
+			intake_batch_reset(&h->batch);
+			return;
+		}
+	}
+	intake_ack(h->in, &h->batch);
+	h->records += h->batch.n;
+	h->batches++;
+	h->rejected += stats.rejected;
+	h->conflicts += stats.conflicts;
+	log_debug("hub: batch of %zu: %zu applied, %zu no-op, %zu committed, %zu rejected, "
+	          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
+	          stats.rejected, stats.conflicts);
+	intake_batch_reset(&h->batch);
+	forward_send(h->fw, &committed);
+	store_forward_list_clear(&committed);
+}
+
+static void write_deliveries(hub *h)
+{
+	char err[512];
+	if (forward_poll(h->fw, h->st, err, sizeof err) != STORE_OK)
+		log_warn("hub: recording delivery reports: %s (kept, retried)", err);
+}
+
+static void on_assigned(void *opaque, const int32_t *parts, size_t n)
+{
+	hub *h = opaque;
+	int32_t *r = realloc(h->released, (h->nreleased + n) * sizeof *r);
+	if (!r)
+		return; /* their leases expire on their own */
+	memcpy(r + h->nreleased, parts, n * sizeof *parts);
+	h->released = r;
+	h->nreleased += n;
+}
+
+static void on_revoking(void *opaque, const int32_t *parts, size_t n)
+{
+	hub *h = opaque;
+	(void)parts;
+	(void)n;
+	/* finish the batch in hand, commit its offsets and deliver what is in
+	 * flight while these partitions are still ours */
+	flush_batch(h);
+	intake_commit(h->in);
+	forward_drain(h->fw, h->st, (int)forward_delivery_timeout_ms(h->fw));
+}
+
+static void release_assigned(hub *h)
+{
+	if (h->nreleased == 0)
+		return;
+	char err[512];
+	if (store_release_forwards(h->st, h->released, h->nreleased, err, sizeof err) == STORE_OK)
+		h->nreleased = 0;
+	else
+		log_warn("hub: taking over pending forwards: %s (retried)", err);
+}
+
+static void claim_retries(hub *h)
+{
+	size_t npart;
+	const int32_t *parts = intake_owned(h->in, &npart);
+	if (npart == 0 || forward_in_flight(h->fw) > 10000)
+		return;
+	char err[512];
+	store_forward_list l = {0};
+	if (store_claim_forwards(h->st, parts, npart, 1000, &l, err, sizeof err) != STORE_OK)
+		log_warn("hub: claiming due forwards: %s", err);
+	else if (l.n > 0)
+		log_debug("hub: re-sending %zu forward(s)", l.n);
+	forward_send(h->fw, &l);
+	store_forward_list_clear(&l);
+}
+
+int hub_run(const txhub_config *cfg)
+{
+	hub h;
+	memset(&h, 0, sizeof h);
+	h.cfg = cfg;
+	char err[1024];
+	int status = 1;
+
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	for (int attempt = 1; !h.st; attempt++) {
+		h.st = store_connect(cfg, err, sizeof err);
+		if (h.st)
+			break;
+		if (stop_requested)
+			return 0;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
+		sleep_ms(d);
+	}
+	int version;
+	if (store_schema_version(h.st, &version, err, sizeof err) != STORE_OK) {
+		log_error("hub: reading the schema version: %s", err);
+		goto done;
+	}
+	if (version != migrate_latest()) {
+		log_error("hub: the database schema is at version %d, this txhub needs %d: run "
+		          "`txhub migrate` first", version, migrate_latest());
+		goto done;
+	}
+	if (!(h.fw = forward_new(cfg, err, sizeof err))) {
+		log_error("hub: %s", err);
+		goto done;
+	}
+	/* a forward in flight is leased for longer than the producer may take */
+	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
+	intake_hooks hooks = {on_assigned, on_revoking, &h};
+	if (!(h.in = intake_new(cfg, hooks, err, sizeof err))) {
+		log_error("hub: %s", err);
+		goto done;
+	}
+	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
+	         cfg->group, cfg->brokers);
+
+	int64_t next_scan = 0, next_stats = now_ms() + 60000;
+	while (!stop_requested) {
+		intake_poll(h.in, &h.batch);
+		if (h.batch.n > 0 && wait_for_store(&h, 0) == 0)
+			flush_batch(&h);
+		write_deliveries(&h);
+		int64_t now = now_ms();
+		if (h.nreleased > 0 || now >= next_scan) {
+			if (wait_for_store(&h, 0) == 0) {
+				release_assigned(&h);
+				claim_retries(&h);
+			}
+			next_scan = now + 1000;
+		}
+		if (now >= next_stats) {
+			forward_stats fs = forward_get_stats(h.fw);
+			log_info("hub: %llu records in %llu batches, %llu rejected, %llu conflicts; "
+			         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight",
+			         (unsigned long long)h.records, (unsigned long long)h.batches,
+			         (unsigned long long)h.rejected, (unsigned long long)h.conflicts,
+			         (unsigned long long)fs.delivered, (unsigned long long)fs.failed_attempts,
+			         (unsigned long long)fs.failed_final, forward_in_flight(h.fw));
+			next_stats = now + 60000;
+		}
+	}
+	log_info("hub: stopping: finishing the batch in hand");
+	flush_batch(&h);
+	intake_commit(h.in);
+	forward_drain(h.fw, h.st, 10000);
+	status = 0;
+done:
+	if (h.in)
+		intake_close(h.in); /* may call on_revoking: batch is empty by now */
+	intake_batch_free(&h.batch);
+	forward_destroy(h.fw);
+	store_close(h.st);
+	free(h.released);
+	if (status == 0)
+		log_info("hub: stopped cleanly");
+	return status;
+}

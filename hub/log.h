@@ -1,0 +1,37 @@
+/* log.h: levelled logging to standard error, one line per event.
+ *
+ * Lines look like "2026-11-22T10:00:00.123Z info  intake: message" so they
+ * can be grepped and shipped as they are. Anything that came from outside
+ * (record keys, HTTP answers) must go through log_escape() first. */
+#ifndef TXHUB_LOG_H
+#define TXHUB_LOG_H
+
+#include <stddef.h>
+
+typedef enum {
+	LOG_DEBUG = 0,
+	LOG_INFO = 1,
+	LOG_WARN = 2,
+	LOG_ERROR = 3,
+} log_level;
+
+/* Parse "debug", "info", "warn" or "error". Returns 0 on success, -1 else. */
+int log_level_parse(const char *s, log_level *out);
+void log_set_level(log_level lvl);
+log_level log_get_level(void);
+
+void log_msg(log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* Copy at most len bytes of untrusted data into out as printable ASCII:
+ * bytes outside 0x20..0x7e and the backslash become \xNN. The result is
+ * truncated with "..." to fit outsize and always NUL-terminated. Returns
+ * out, so it can be used inline in a log_* argument list. */
+const char *log_escape(const void *data, size_t len, char *out, size_t outsize);
+
+#endif

@@ -1,0 +1,158 @@
+/* main.c: the command line (CONTRACT §8). Parses arguments, loads the
+ * configuration, and hands over to the module that does the work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "devbroker.h"
+#include "hub.h"
+#include "log.h"
+#include "migrate.h"
+#include "store.h"
+#include "txhub.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: txhub COMMAND [-c FILE] [-X key=value]...\n"
+	        "\n"
+	        "commands:\n"
+	        "  run        consume the control topic, persist, check back, forward\n"
+	        "  migrate    apply pending database migrations (safe from several replicas)\n"
+	        "  devbroker [--brokers N] [--topic NAME[:PARTITIONS]]...\n"
+	        "             an embedded Kafka cluster for development; prints its bootstrap\n"
+	        "             servers on the first line of standard output\n"
+	        "  config     print an example configuration file with every key and default\n"
+	        "  version    print the version\n"
+	        "  help       print this text\n"
+	        "\n"
+	        "options:\n"
+	        "  -c FILE       configuration file (default: $TXHUB_CONFIG, if set)\n"
+	        "  -X key=value  set a configuration key; kafka.* keys go to librdkafka\n"
+	        "\n"
+	        "configuration keys (default, meaning):\n");
+	config_write_help(out);
+	fprintf(out, "\nexit status: 0 done, 1 run-time failure, 2 bad usage or configuration\n");
+}
+
+int main(int argc, char **argv)
+{
+	txhub_config cfg;
+	char err[1024];
+	const char *file = getenv("TXHUB_CONFIG");
+	const char *command = NULL;
+	char **rest = calloc((size_t)argc + 1, sizeof *rest);
+	char **sets = calloc((size_t)argc + 1, sizeof *sets);
+	int nrest = 0, nsets = 0, status = 2;
+
+	if (!rest || !sets || config_init(&cfg) != 0) {
+		fprintf(stderr, "txhub: out of memory\n");
+		return 1;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-c") == 0 || strcmp(a, "-X") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "txhub: %s needs an argument\n", a);
+				goto out;
+			}
+			if (a[1] == 'c')
+				file = argv[++i];
+			else
+				sets[nsets++] = argv[++i];
+		} else if (strncmp(a, "-X", 2) == 0 && a[2]) {
+			sets[nsets++] = argv[i] + 2;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			command = "help";
+		} else if (!command) {
+			command = a;
+		} else {
+			rest[nrest++] = argv[i];
+		}
+	}
+	if (!command) {
+		usage(stderr);
+		goto out;
+	}
+	if (strcmp(command, "help") == 0) {
+		usage(stdout);
+		status = 0;
+		goto out;
+	}
+	if (strcmp(command, "version") == 0) {
+		printf("txhub %s\n", txhub_version());
+		status = 0;
+		goto out;
+	}
+	if (strcmp(command, "config") == 0) {
+		config_write_example(stdout);
+		status = 0;
+		goto out;
+	}
+	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
+	            strcmp(command, "devbroker") == 0;
+	if (!known) {
+		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
+		goto out;
+	}
+	if (strcmp(command, "devbroker") != 0 && nrest > 0) {
+		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
+		goto out;
+	}
+	if (file && *file && config_load_file(&cfg, file, err, sizeof err) != 0) {
+		fprintf(stderr, "txhub: %s\n", err);
+		goto out;
+	}
+	if (config_load_env(&cfg, err, sizeof err) != 0) {
+		fprintf(stderr, "txhub: %s\n", err);
+		goto out;
+	}
+	for (int i = 0; i < nsets; i++) {
+		char *eq = strchr(sets[i], '=');
+		if (!eq || eq == sets[i]) {
+			fprintf(stderr, "txhub: -X %s: expected key=value\n", sets[i]);
+			goto out;
+		}
+		*eq = '\0';
+		int rc = config_set(&cfg, sets[i], eq + 1, err, sizeof err);
+		*eq = '=';
+		if (rc != 0) {
+			fprintf(stderr, "txhub: %s\n", err);
+			goto out;
+		}
+	}
+	if (config_validate(&cfg, err, sizeof err) != 0) {
+		fprintf(stderr, "txhub: %s\n", err);
+		goto out;
+	}
+	log_level lvl = LOG_INFO;
+	log_level_parse(cfg.log_level, &lvl);
+	log_set_level(lvl);
+
+	if (strcmp(command, "devbroker") == 0) {
+		status = devbroker_main(&cfg, nrest, rest);
+	} else if (strcmp(command, "migrate") == 0) {
+		store *st = store_connect(&cfg, err, sizeof err);
+		int applied = 0;
+		if (!st) {
+			log_error("migrate: %s", err);
+			status = 1;
+		} else if (migrate_apply(st, &applied, err, sizeof err) != 0) {
+			log_error("migrate: %s", err);
+			status = 1;
+		} else {
+			log_info("migrate: %d migration(s) applied; schema at version %d", applied,
+			         migrate_latest());
+			status = 0;
+		}
+		store_close(st);
+	} else {
+		status = hub_run(&cfg);
+	}
+out:
+	config_free(&cfg);
+	free(rest);
+	free(sets);
+	return status;
+}

@@ -1,0 +1,138 @@
+/* sbuf.c: see sbuf.h. */
+#include "sbuf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int grow(sbuf *b, size_t extra)
+{
+	if (b->oom)
+		return -1;
+	if (b->len + extra + 1 <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	char *n = realloc(b->data, cap);
+	if (!n) {
+		b->oom = 1;
+		return -1;
+	}
+	b->data = n;
+	b->cap = cap;
+	return 0;
+}
+
+void sbuf_reset(sbuf *b)
+{
+	b->len = 0;
+	b->oom = 0;
+	if (b->data)
+		b->data[0] = '\0';
+}
+
+void sbuf_free(sbuf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof *b);
+}
+
+void sbuf_put(sbuf *b, const void *p, size_t n)
+{
+	if (grow(b, n) != 0)
+		return;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void sbuf_puts(sbuf *b, const char *s) { sbuf_put(b, s, strlen(s)); }
+
+void sbuf_printf(sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || grow(b, (size_t)n) != 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+const char *sbuf_str(sbuf *b)
+{
+	if (grow(b, 0) != 0)
+		return "";
+	b->data[b->len] = '\0';
+	return b->data;
+}
+
+static void sep(sbuf *b)
+{
+	if (b->len > 0 && b->data[b->len - 1] != '{')
+		sbuf_put(b, ",", 1);
+}
+
+void sbuf_arr_begin(sbuf *b) { sbuf_put(b, "{", 1); }
+void sbuf_arr_end(sbuf *b) { sbuf_put(b, "}", 1); }
+
+void sbuf_arr_text(sbuf *b, const char *s)
+{
+	sep(b);
+	if (!s) {
+		sbuf_put(b, "NULL", 4);
+		return;
+	}
+	size_t n = strlen(s);
+	if (grow(b, 2 * n + 2) != 0)
+		return;
+	char *o = b->data + b->len;
+	*o++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			*o++ = '\\';
+		*o++ = s[i];
+	}
+	*o++ = '"';
+	b->len = (size_t)(o - b->data);
+	b->data[b->len] = '\0';
+}
+
+void sbuf_arr_hex(sbuf *b, const void *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	sep(b);
+	if (!p) {
+		sbuf_put(b, "NULL", 4);
+		return;
+	}
+	if (grow(b, 2 * n + 2) != 0)
+		return;
+	const unsigned char *s = p;
+	char *o = b->data + b->len;
+	*o++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		*o++ = hex[s[i] >> 4];
+		*o++ = hex[s[i] & 15];
+	}
+	*o++ = '"';
+	b->len = (size_t)(o - b->data);
+	b->data[b->len] = '\0';
+}
+
+void sbuf_arr_int(sbuf *b, int64_t v)
+{
+	sep(b);
+	sbuf_printf(b, "%lld", (long long)v);
+}
+
+void sbuf_arr_bool(sbuf *b, int v)
+{
+	sep(b);
+	sbuf_put(b, v ? "t" : "f", 1);
+}

@@ -1,0 +1,932 @@
+/* store.c: PostgreSQL access (see store.h).
+ *
+ * Why batches look the way they do: the state of a message depends on the
+ * steps before it, possibly earlier in the same batch, so store_apply()
+ * reads the current state of every key of the batch once (locking the rows),
+ * runs the rules in memory in record order, and writes the final state of
+ * every touched key with one INSERT (new keys) and one UPDATE (known keys).
+ * A key that another replica inserts concurrently makes the INSERT come up
+ * short; the whole transaction is then rolled back and retried, and the retry
+ * sees and locks that row. */
+#include "store.h"
+
+#include <arpa/inet.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rules.h"
+#include "sbuf.h"
+
+struct store {
+	PGconn *conn;
+	char *conninfo;
+	int64_t first_after_ms; /* default check-back delay */
+	int64_t lease_ms;       /* how long a forward in flight is leased */
+};
+
+/* ---- results and errors ---- */
+
+static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
+{
+	if (PQstatus(conn) != CONNECTION_OK) {
+		snprintf(err, errsz, "connection lost: %s", PQerrorMessage(conn));
+		return STORE_RETRY;
+	}
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+	snprintf(err, errsz, "%s%s%s", state ? state : "", state ? ": " : "", msg);
+	size_t l = strlen(err);
+	while (l > 0 && (err[l - 1] == '\n' || err[l - 1] == ' '))
+		err[--l] = '\0';
+	if (!state)
+		return STORE_RETRY;
+	/* serialization failure, deadlock, lock not available, connection class,
+	 * operator intervention (admin shutdown), insufficient resources */
+	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
+	    strcmp(state, "55P03") == 0 || strncmp(state, "08", 2) == 0 ||
+	    strncmp(state, "57", 2) == 0 || strncmp(state, "53", 2) == 0)
+		return STORE_RETRY;
+	return STORE_FATAL;
+}
+
+static store_rc exec_simple(store *st, const char *sql, char *err, size_t errsz)
+{
+	PGresult *r = PQexec(st->conn, sql);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
+	return rc;
+}
+
+static void rollback(store *st)
+{
+	if (PQstatus(st->conn) == CONNECTION_OK && PQtransactionStatus(st->conn) != PQTRANS_IDLE) {
+		PGresult *r = PQexec(st->conn, "ROLLBACK");
+		PQclear(r);
+	}
+}
+
+/* Execute with text parameters. fmt: 0 text results, 1 binary results. */
+static PGresult *exec_params(store *st, const char *sql, int n, const char *const *vals,
+                             int fmt)
+{
+	return PQexecParams(st->conn, sql, n, NULL, vals, NULL, NULL, fmt);
+}
+
+static void notice_to_log(void *arg, const char *msg)
+{
+	(void)arg;
+	char esc[512];
+	size_t l = strlen(msg);
+	while (l > 0 && msg[l - 1] == '\n')
+		l--;
+	log_info("store: postgres: %s", log_escape(msg, l, esc, sizeof esc));
+}
+
+/* ---- connection ---- */
+
+store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
+{
+	store *st = calloc(1, sizeof *st);
+	if (!st) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	st->first_after_ms = cfg->checkback_first_after_ms;
+	st->lease_ms = 360000;
+	if (!(st->conninfo = strdup(cfg->pg))) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *vals[] = {st->conninfo, "txhub", NULL};
+	/* expand_dbname: dbname may hold a full conninfo string or URI */
+	st->conn = PQconnectdbParams(keys, vals, 1);
+	if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {
+		const char *m = st->conn ? PQerrorMessage(st->conn) : "out of memory";
+		snprintf(err, errsz, "cannot connect to PostgreSQL: %s", m);
+		size_t l = strlen(err);
+		while (l > 0 && err[l - 1] == '\n')
+			err[--l] = '\0';
+		goto fail;
+	}
+	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
+	return st;
+fail:
+	store_close(st);
+	return NULL;
+}
+
+void store_set_lease(store *st, int64_t lease_ms) { st->lease_ms = lease_ms; }
+
+void store_close(store *st)
+{
+	if (!st)
+		return;
+	if (st->conn)
+		PQfinish(st->conn);
+	free(st->conninfo);
+	free(st);
+}
+
+store_rc store_ensure(store *st, char *err, size_t errsz)
+{
+	if (PQstatus(st->conn) == CONNECTION_OK)
+		return STORE_OK;
+	PQreset(st->conn);
+	if (PQstatus(st->conn) != CONNECTION_OK) {
+		snprintf(err, errsz, "cannot reconnect to PostgreSQL: %s", PQerrorMessage(st->conn));
+		size_t l = strlen(err);
+		while (l > 0 && err[l - 1] == '\n')
+			err[--l] = '\0';
+		return STORE_RETRY;
+	}
+	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
+	log_info("store: reconnected to PostgreSQL");
+	return STORE_OK;
+}
+
+struct pg_conn *store_conn(store *st) { return st->conn; }
+
+store_rc store_schema_version(store *st, int *version, char *err, size_t errsz)
+{
+	*version = 0;
+	PGresult *r = PQexec(st->conn, "SELECT to_regclass('txhub.schema_migrations') IS NOT NULL");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail;
+	int exists = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	if (!exists)
+		return STORE_OK;
+	r = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM txhub.schema_migrations");
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail;
+	*version = atoi(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return STORE_OK;
+fail:;
+	store_rc rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
+	return rc;
+}
+
+/* ---- forward lists ---- */
+
+void store_forward_free(store_forward *f)
+{
+	free(f->biz_id);
+	free(f->message_key);
+	free(f->payload);
+	free(f->topic);
+	free(f->key);
+	free(f->headers);
+	memset(f, 0, sizeof *f);
+}
+
+void store_forward_list_clear(store_forward_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		store_forward_free(&l->items[i]);
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+static store_forward *list_add(store_forward_list *l)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		store_forward *n = realloc(l->items, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		l->items = n;
+		l->cap = cap;
+	}
+	store_forward *f = &l->items[l->n++];
+	memset(f, 0, sizeof *f);
+	return f;
+}
+
+static char *bin_text(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return NULL;
+	int len = PQgetlength(r, row, col);
+	char *s = malloc((size_t)len + 1);
+	if (s) {
+		memcpy(s, PQgetvalue(r, row, col), (size_t)len);
+		s[len] = '\0';
+	}
+	return s;
+}
+
+static int32_t bin_int4(const PGresult *r, int row, int col)
+{
+	uint32_t v;
+	memcpy(&v, PQgetvalue(r, row, col), 4);
+	return (int32_t)ntohl(v);
+}
+
+static int64_t bin_int8(const PGresult *r, int row, int col)
+{
+	uint32_t hi, lo;
+	const char *p = PQgetvalue(r, row, col);
+	memcpy(&hi, p, 4);
+	memcpy(&lo, p + 4, 4);
+	return (int64_t)(((uint64_t)ntohl(hi) << 32) | ntohl(lo));
+}
+
+/* Columns, in this order, of every query that returns forwards (binary). */
+#define FORWARD_COLUMNS                                                         \
+	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
+	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts"
+
+/* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
+ * column `flag` (a bool, or -1 for every row) is true. */
+static int collect_forwards(const PGresult *r, int first, int flag, store_forward_list *out)
+{
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (flag >= 0 && (PQgetisnull(r, i, flag) || PQgetvalue(r, i, flag)[0] == 0))
+			continue;
+		store_forward *f = list_add(out);
+		if (!f)
+			return -1;
+		f->biz_id = bin_text(r, i, first);
+		f->message_key = bin_text(r, i, first + 1);
+		if (!PQgetisnull(r, i, first + 2)) {
+			f->payload_len = (size_t)PQgetlength(r, i, first + 2);
+			f->payload = malloc(f->payload_len + 1);
+			if (f->payload)
+				memcpy(f->payload, PQgetvalue(r, i, first + 2), f->payload_len);
+		}
+		f->topic = bin_text(r, i, first + 3);
+		f->key = bin_text(r, i, first + 4);
+		f->headers = bin_text(r, i, first + 5);
+		f->src_partition = bin_int4(r, i, first + 6);
+		f->src_offset = bin_int8(r, i, first + 7);
+		f->send_attempts = bin_int4(r, i, first + 8);
+		if (!f->biz_id || !f->message_key || !f->topic || (!f->payload && !PQgetisnull(r, i, first + 2)))
+			return -1;
+	}
+	return 0;
+}
+
+static int cmp_forward(const void *a, const void *b)
+{
+	const store_forward *x = a, *y = b;
+	if (x->src_partition != y->src_partition)
+		return x->src_partition < y->src_partition ? -1 : 1;
+	return x->src_offset < y->src_offset ? -1 : x->src_offset > y->src_offset;
+}
+
+/* ---- the batch key table ---- */
+
+typedef struct {
+	const char *biz, *mk;
+	uint64_t hash;
+	int used;
+	int existed;
+	rules_state cur;
+	int dirty;
+	int payload_rec;   /* record whose prepare payload the row takes, or -1 */
+	int committed;     /* became committed in this batch */
+	int has_prepare;   /* the batch holds a prepare step for this key */
+	int32_t part;
+	int64_t off;
+	/* the stored first prepare, fetched only to compare a repeated prepare */
+	int db_loaded;
+	unsigned char *db_payload;
+	size_t db_payload_len;
+	char *db_topic, *db_key;
+} key_entry;
+
+typedef struct {
+	key_entry *slots;
+	size_t cap, n;
+} key_table;
+
+static uint64_t key_hash(const char *biz, const char *mk)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = biz; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ 0x1f) * 1099511628211ull;
+	for (const char *p = mk; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+static key_entry *key_find(key_table *t, const char *biz, const char *mk, int create)
+{
+	uint64_t h = key_hash(biz, mk);
+	size_t i = (size_t)h & (t->cap - 1);
+	for (;;) {
+		key_entry *e = &t->slots[i];
+		if (!e->used) {
+			if (!create)
+				return NULL;
+			e->used = 1;
+			e->biz = biz;
+			e->mk = mk;
+			e->hash = h;
+			e->payload_rec = -1;
+			t->n++;
+			return e;
+		}
+		if (e->hash == h && strcmp(e->biz, biz) == 0 && strcmp(e->mk, mk) == 0)
+			return e;
+		i = (i + 1) & (t->cap - 1);
+	}
+}
+
+static void key_table_free(key_table *t)
+{
+	for (size_t i = 0; i < t->cap; i++) {
+		free(t->slots[i].db_payload);
+		free(t->slots[i].db_topic);
+		free(t->slots[i].db_key);
+	}
+	free(t->slots);
+}
+
+static int same_prepare(const envelope *a, const unsigned char *payload, size_t plen,
+                        const char *topic, const char *key)
+{
+	if (a->payload_len != plen || (plen && memcmp(a->payload, payload, plen) != 0))
+		return 0;
+	if (!topic || strcmp(a->forward_topic, topic) != 0)
+		return 0;
+	if ((a->forward_key == NULL) != (key == NULL))
+		return 0;
+	return !key || strcmp(a->forward_key, key) == 0;
+}
+
+/* ---- store_apply ---- */
+
+enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_NCOLS };
+
+static const char *SQL_LOCK =
+	"SELECT m.biz_id, m.message_key, m.status, m.decision "
+	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"ON m.biz_id = x.b AND m.message_key = x.k "
+	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
+
+static const char *SQL_FIRST_PREPARE =
+	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key "
+	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"ON m.biz_id = x.b AND m.message_key = x.k";
+
+/* $1..$13 as in W_*, $14 the forward lease in ms */
+static const char *SQL_INSERT =
+	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
+	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
+	"next_send_at, src_partition, src_offset) "
+	"SELECT x.b, x.k, x.s, x.d, CASE WHEN x.c THEN 'pending' END, decode(x.p, 'hex'), "
+	"x.ft, x.fk, x.fh::jsonb, x.cu, "
+	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
+	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so "
+	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
+	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so) "
+	"ON CONFLICT DO NOTHING "
+	"RETURNING m.status = 'committed', " FORWARD_COLUMNS;
+
+/* same columns, $14 the lease, $15 whether the row takes the payload */
+static const char *SQL_UPDATE =
+	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
+	"send_status = CASE WHEN x.c THEN 'pending' ELSE m.send_status END, "
+	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
+	"next_send_at = CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
+	"ELSE m.next_send_at END, "
+	"payload = CASE WHEN x.tp THEN decode(x.p, 'hex') ELSE m.payload END, "
+	"forward_topic = CASE WHEN x.tp THEN x.ft ELSE m.forward_topic END, "
+	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
+	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
+	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
+	"src_partition = x.sp, src_offset = x.so, updated_at = now() "
+	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
+	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
+	"$15::bool[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp) "
+	"WHERE m.biz_id = x.b AND m.message_key = x.k "
+	"RETURNING x.c, " FORWARD_COLUMNS;
+
+static const char *SQL_CONFLICTS =
+	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
+	"src_topic, src_partition, src_offset) "
+	"SELECT x.b, x.k, x.a, x.m, x.d, $6, x.p, x.o "
+	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::int[], "
+	"$8::bigint[]) AS x(b, k, a, m, d, p, o) "
+	"ON CONFLICT (src_topic, src_partition, src_offset) WHERE src_offset IS NOT NULL "
+	"DO NOTHING";
+
+static const char *SQL_REJECTED =
+	"INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, record_key, "
+	"record_value, reason) "
+	"SELECT $1, x.p, x.o, decode(x.k, 'hex'), decode(x.v, 'hex'), x.r "
+	"FROM unnest($2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[]) "
+	"AS x(p, o, k, v, r) "
+	"ON CONFLICT (src_topic, src_partition, src_offset) DO NOTHING";
+
+static void write_row(sbuf *w, const key_entry *e, const store_record *recs,
+                      int64_t default_first_after)
+{
+	const envelope *pe = e->payload_rec >= 0 ? &recs[e->payload_rec].env : NULL;
+	sbuf_arr_text(&w[W_B], e->biz);
+	sbuf_arr_text(&w[W_K], e->mk);
+	sbuf_arr_text(&w[W_S], rules_status_name(e->cur.status));
+	sbuf_arr_text(&w[W_D], e->cur.status == STATUS_AWAITING_PREPARE
+	                           ? rules_decision_name(e->cur.decision) : NULL);
+	sbuf_arr_bool(&w[W_C], e->committed);
+	sbuf_arr_hex(&w[W_P], pe ? (pe->payload ? (const void *)pe->payload : "") : NULL,
+	             pe ? pe->payload_len : 0);
+	sbuf_arr_text(&w[W_FT], pe ? pe->forward_topic : NULL);
+	sbuf_arr_text(&w[W_FK], pe ? pe->forward_key : NULL);
+	sbuf_arr_text(&w[W_FH], pe ? pe->forward_headers : NULL);
+	sbuf_arr_text(&w[W_CU], pe ? pe->checkback_url : NULL);
+	sbuf_arr_int(&w[W_FA], pe && pe->first_after_ms >= 0 ? pe->first_after_ms
+	                                                     : default_first_after);
+	sbuf_arr_int(&w[W_SP], e->part);
+	sbuf_arr_int(&w[W_SO], e->off);
+	sbuf_arr_bool(&w[W_TP], pe != NULL);
+}
+
+typedef struct {
+	int rec;
+	rules_step step;
+	rules_state met;
+	const char *detail;
+} conflict_note;
+
+store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
+                     store_forward_list *out, store_stats *stats, char *err, size_t errsz)
+{
+	store_rc rc = STORE_OK;
+	key_table kt = {0};
+	sbuf ins[W_NCOLS] = {{0}}, upd[W_NCOLS] = {{0}}, kb = {0}, kk = {0};
+	sbuf cf[5] = {{0}}, cfp = {0}, cfo = {0}, rj[5] = {{0}};
+	conflict_note *notes = NULL;
+	size_t nnotes = 0;
+	PGresult *r = NULL, *ins_res = NULL, *upd_res = NULL;
+	char lease[32];
+	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
+	memset(stats, 0, sizeof *stats);
+
+	kt.cap = 16;
+	while (kt.cap < n * 2)
+		kt.cap *= 2;
+	kt.slots = calloc(kt.cap, sizeof *kt.slots);
+	notes = calloc(n ? n : 1, sizeof *notes);
+	if (!kt.slots || !notes) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
+
+	/* distinct keys of the batch */
+	sbuf_arr_begin(&kb);
+	sbuf_arr_begin(&kk);
+	for (size_t i = 0; i < n; i++) {
+		if (!recs[i].valid)
+			continue;
+		size_t before = kt.n;
+		key_entry *e = key_find(&kt, recs[i].env.biz_id, recs[i].env.message_key, 1);
+		if (kt.n != before) {
+			sbuf_arr_text(&kb, e->biz);
+			sbuf_arr_text(&kk, e->mk);
+		}
+		if (recs[i].env.type == ENVELOPE_PREPARE || envelope_is_oneshot(&recs[i].env))
+			e->has_prepare = 1;
+	}
+	sbuf_arr_end(&kb);
+	sbuf_arr_end(&kk);
+
+	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK)
+		goto done;
+
+	if (kt.n > 0) {
+		const char *p[2] = {sbuf_str(&kb), sbuf_str(&kk)};
+		r = exec_params(st, SQL_LOCK, 2, p, 0);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto done;
+		}
+		int need_first = 0;
+		for (int i = 0; i < PQntuples(r); i++) {
+			key_entry *e = key_find(&kt, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), 0);
+			if (!e)
+				continue;
+			e->existed = 1;
+			if (rules_status_parse(PQgetvalue(r, i, 2), &e->cur.status) != 0) {
+				snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
+				         PQgetvalue(r, i, 2));
+				rc = STORE_FATAL;
+				goto done;
+			}
+			const char *d = PQgetvalue(r, i, 3);
+			e->cur.decision = strcmp(d, "commit") == 0 ? DECISION_COMMIT
+			                  : strcmp(d, "rollback") == 0 ? DECISION_ROLLBACK
+			                  : DECISION_NONE;
+			if (e->cur.status == STATUS_PREPARED && e->has_prepare)
+				need_first = 1;
+		}
+		PQclear(r);
+		r = NULL;
+
+		if (need_first) { /* rare: a prepare repeated for a stored prepare */
+			r = exec_params(st, SQL_FIRST_PREPARE, 2, p, 1);
+			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+				rc = classify(st->conn, r, err, errsz);
+				goto done;
+			}
+			for (int i = 0; i < PQntuples(r); i++) {
+				char *b = bin_text(r, i, 0), *k = bin_text(r, i, 1);
+				key_entry *e = b && k ? key_find(&kt, b, k, 0) : NULL;
+				free(b);
+				free(k);
+				if (!e)
+					continue;
+				e->db_loaded = 1;
+				e->db_payload_len = (size_t)PQgetlength(r, i, 2);
+				e->db_payload = malloc(e->db_payload_len + 1);
+				if (e->db_payload)
+					memcpy(e->db_payload, PQgetvalue(r, i, 2), e->db_payload_len);
+				e->db_topic = bin_text(r, i, 3);
+				e->db_key = bin_text(r, i, 4);
+			}
+			PQclear(r);
+			r = NULL;
+		}
+	}
+
+	/* run the rules in record order */
+	for (size_t i = 0; i < n; i++) {
+		store_record *rec = &recs[i];
+		if (!rec->valid)
+			continue;
+		key_entry *e = key_find(&kt, rec->env.biz_id, rec->env.message_key, 0);
+		rules_step steps[2];
+		int nsteps = 0;
+		if (rec->env.type == ENVELOPE_PREPARE) {
+			steps[nsteps++] = STEP_PREPARE;
+		} else if (rec->env.type == ENVELOPE_COMMIT) {
+			if (envelope_is_oneshot(&rec->env))
+				steps[nsteps++] = STEP_PREPARE;
+			steps[nsteps++] = STEP_COMMIT;
+		} else {
+			steps[nsteps++] = STEP_ROLLBACK;
+		}
+		int changed = 0, noted = 0;
+		for (int s = 0; s < nsteps; s++) {
+			int same = 1;
+			if (steps[s] == STEP_PREPARE && e->cur.status == STATUS_PREPARED) {
+				if (e->payload_rec >= 0) {
+					const envelope *f = &recs[e->payload_rec].env;
+					same = same_prepare(&rec->env, f->payload, f->payload_len,
+					                    f->forward_topic, f->forward_key);
+				} else if (e->db_loaded) {
+					same = same_prepare(&rec->env, e->db_payload, e->db_payload_len,
+					                    e->db_topic, e->db_key);
+				}
+			}
+			rules_outcome o = rules_apply(e->cur, steps[s], same);
+			if (o.conflict && !noted) {
+				notes[nnotes].rec = (int)i;
+				notes[nnotes].step = steps[s];
+				notes[nnotes].met = e->cur;
+				notes[nnotes].detail = steps[s] == STEP_PREPARE
+				                           ? "a second prepare with a different payload or forward; the first stays"
+				                           : "the decision contradicts the state; the state stays";
+				nnotes++;
+				noted = 1;
+			}
+			if (o.changed) {
+				changed = 1;
+				e->cur = o.next;
+				e->dirty = 1;
+				e->part = rec->partition;
+				e->off = rec->offset;
+				if (o.take_payload)
+					e->payload_rec = (int)i;
+				if (o.committed)
+					e->committed = 1;
+			}
+		}
+		if (changed)
+			stats->applied++;
+		else
+			stats->noops++;
+	}
+	stats->conflicts = nnotes;
+
+	/* write the final state of every touched key */
+	size_t nins = 0, nupd = 0;
+	for (int w = 0; w < W_NCOLS; w++) {
+		sbuf_arr_begin(&ins[w]);
+		sbuf_arr_begin(&upd[w]);
+	}
+	for (size_t i = 0; i < kt.cap; i++) {
+		key_entry *e = &kt.slots[i];
+		if (!e->used || !e->dirty)
+			continue;
+		if (e->existed) {
+			write_row(upd, e, recs, st->first_after_ms);
+			nupd++;
+		} else {
+			write_row(ins, e, recs, st->first_after_ms);
+			nins++;
+		}
+		if (e->committed)
+			stats->committed++;
+	}
+	for (int w = 0; w < W_NCOLS; w++) {
+		sbuf_arr_end(&ins[w]);
+		sbuf_arr_end(&upd[w]);
+		if (ins[w].oom || upd[w].oom) {
+			snprintf(err, errsz, "out of memory building the batch");
+			rc = STORE_RETRY;
+			goto done;
+		}
+	}
+	if (nins > 0) {
+		const char *p[14];
+		for (int w = 0; w < 13; w++)
+			p[w] = sbuf_str(&ins[w]);
+		p[13] = lease;
+		ins_res = exec_params(st, SQL_INSERT, 14, p, 1);
+		if (PQresultStatus(ins_res) != PGRES_TUPLES_OK) {
+			rc = classify(st->conn, ins_res, err, errsz);
+			goto done;
+		}
+		if ((size_t)PQntuples(ins_res) != nins) {
+			snprintf(err, errsz, "another replica inserted %zu of this batch's messages "
+			                     "first; applying the batch again",
+			         nins - (size_t)PQntuples(ins_res));
+			rc = STORE_RETRY;
+			goto done;
+		}
+	}
+	if (nupd > 0) {
+		const char *p[15];
+		for (int w = 0; w < 13; w++)
+			p[w] = sbuf_str(&upd[w]);
+		p[13] = lease;
+		p[14] = sbuf_str(&upd[W_TP]);
+		upd_res = exec_params(st, SQL_UPDATE, 15, p, 1);
+		if (PQresultStatus(upd_res) != PGRES_TUPLES_OK) {
+			rc = classify(st->conn, upd_res, err, errsz);
+			goto done;
+		}
+	}
+
+	if (nnotes > 0) {
+		for (int c = 0; c < 5; c++)
+			sbuf_arr_begin(&cf[c]);
+		sbuf_arr_begin(&cfp);
+		sbuf_arr_begin(&cfo);
+		for (size_t c = 0; c < nnotes; c++) {
+			const store_record *rec = &recs[notes[c].rec];
+			char met[64];
+			snprintf(met, sizeof met, "%s%s%s", rules_status_name(notes[c].met.status),
+			         notes[c].met.status == STATUS_AWAITING_PREPARE ? ":" : "",
+			         notes[c].met.status == STATUS_AWAITING_PREPARE
+			             ? rules_decision_name(notes[c].met.decision) : "");
+			sbuf_arr_text(&cf[0], rec->env.biz_id);
+			sbuf_arr_text(&cf[1], rec->env.message_key);
+			sbuf_arr_text(&cf[2], rules_step_name(notes[c].step));
+			sbuf_arr_text(&cf[3], met);
+			sbuf_arr_text(&cf[4], notes[c].detail);
+			sbuf_arr_int(&cfp, rec->partition);
+			sbuf_arr_int(&cfo, rec->offset);
+			char eb[80], ek[300];
+			log_warn("store: conflict: %s for biz_id=%s message_key=%s met %s (partition %d "
+			         "offset %lld)", rules_step_name(notes[c].step),
+			         log_escape(rec->env.biz_id, strlen(rec->env.biz_id), eb, sizeof eb),
+			         log_escape(rec->env.message_key, strlen(rec->env.message_key), ek, sizeof ek),
+			         met, rec->partition, (long long)rec->offset);
+		}
+		for (int c = 0; c < 5; c++)
+			sbuf_arr_end(&cf[c]);
+		sbuf_arr_end(&cfp);
+		sbuf_arr_end(&cfo);
+		const char *p[8] = {sbuf_str(&cf[0]), sbuf_str(&cf[1]), sbuf_str(&cf[2]),
+		                    sbuf_str(&cf[3]), sbuf_str(&cf[4]), topic, sbuf_str(&cfp),
+		                    sbuf_str(&cfo)};
+		r = exec_params(st, SQL_CONFLICTS, 8, p, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto done;
+		}
+		PQclear(r);
+		r = NULL;
+	}
+
+	size_t nrej = 0;
+	for (int c = 0; c < 5; c++)
+		sbuf_arr_begin(&rj[c]);
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].valid)
+			continue;
+		sbuf_arr_int(&rj[0], recs[i].partition);
+		sbuf_arr_int(&rj[1], recs[i].offset);
+		sbuf_arr_hex(&rj[2], recs[i].key, recs[i].key_len);
+		sbuf_arr_hex(&rj[3], recs[i].value, recs[i].value_len);
+		sbuf_arr_text(&rj[4], recs[i].reason);
+		nrej++;
+	}
+	for (int c = 0; c < 5; c++)
+		sbuf_arr_end(&rj[c]);
+	stats->rejected = nrej;
+	if (nrej > 0) {
+		const char *p[6] = {topic, sbuf_str(&rj[0]), sbuf_str(&rj[1]), sbuf_str(&rj[2]),
+		                    sbuf_str(&rj[3]), sbuf_str(&rj[4])};
+		r = exec_params(st, SQL_REJECTED, 6, p, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto done;
+		}
+		PQclear(r);
+		r = NULL;
+	}
+
+	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+		goto done;
+
+	if ((ins_res && collect_forwards(ins_res, 1, 0, out) != 0) ||
+	    (upd_res && collect_forwards(upd_res, 1, 0, out) != 0)) {
+		/* committed, but we could not copy the rows: the lease expiry or the
+		 * next assignment forwards them */
+		log_error("store: out of memory copying committed messages; they are forwarded "
+		          "when their lease expires");
+	}
+	qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+
+done:
+	if (rc != STORE_OK)
+		rollback(st);
+	PQclear(r);
+	PQclear(ins_res);
+	PQclear(upd_res);
+	key_table_free(&kt);
+	free(notes);
+	for (int w = 0; w < W_NCOLS; w++) {
+		sbuf_free(&ins[w]);
+		sbuf_free(&upd[w]);
+	}
+	for (int c = 0; c < 5; c++) {
+		sbuf_free(&cf[c]);
+		sbuf_free(&rj[c]);
+	}
+	sbuf_free(&cfp);
+	sbuf_free(&cfo);
+	sbuf_free(&kb);
+	sbuf_free(&kk);
+	return rc;
+}
+
+/* ---- forwards ---- */
+
+static void partitions_array(sbuf *b, const int32_t *partitions, size_t npart)
+{
+	sbuf_arr_begin(b);
+	for (size_t i = 0; i < npart; i++)
+		sbuf_arr_int(b, partitions[i]);
+	sbuf_arr_end(b);
+}
+
+store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart,
+                              int limit, store_forward_list *out, char *err, size_t errsz)
+{
+	static const char *sql =
+		"UPDATE txhub.messages AS m SET next_send_at = now() + $3::bigint * interval "
+		"'1 millisecond' FROM (SELECT biz_id, message_key FROM txhub.messages "
+		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
+		"AND next_send_at <= now() ORDER BY src_partition, next_send_at LIMIT $2 "
+		"FOR UPDATE SKIP LOCKED) d "
+		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
+		"RETURNING " FORWARD_COLUMNS;
+	if (npart == 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	char lim[16], lease[32];
+	partitions_array(&pb, partitions, npart);
+	snprintf(lim, sizeof lim, "%d", limit);
+	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
+	const char *p[3] = {sbuf_str(&pb), lim, lease};
+	PGresult *r = exec_params(st, sql, 3, p, 1);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else if (collect_forwards(r, 0, -1, out) != 0) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	} else {
+		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+	}
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+store_rc store_release_forwards(store *st, const int32_t *partitions, size_t npart,
+                                char *err, size_t errsz)
+{
+	static const char *sql =
+		"UPDATE txhub.messages SET next_send_at = now() "
+		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
+		"AND send_attempts = 0 AND next_send_at > now()";
+	if (npart == 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	partitions_array(&pb, partitions, npart);
+	const char *p[1] = {sbuf_str(&pb)};
+	PGresult *r = exec_params(st, sql, 1, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
+                                 int max_attempts, store_forward_list *failed_out,
+                                 char *err, size_t errsz)
+{
+	static const char *sql_sent =
+		"UPDATE txhub.messages AS m SET send_status = 'sent', updated_at = now() "
+		"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
+		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending'";
+	static const char *sql_failed =
+		"UPDATE txhub.messages AS m SET send_attempts = m.send_attempts + 1, "
+		"last_error = x.e, updated_at = now(), "
+		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
+		"ELSE 'pending' END, "
+		"next_send_at = now() + x.ms * interval '1 millisecond' "
+		"FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS x(b, k, e, ms) "
+		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
+		"RETURNING m.send_status = 'failed', " FORWARD_COLUMNS;
+	sbuf ok[2] = {{0}}, bad[4] = {{0}};
+	size_t nok = 0, nbad = 0;
+	store_rc rc = STORE_OK;
+	PGresult *r = NULL;
+	char maxs[16];
+	snprintf(maxs, sizeof maxs, "%d", max_attempts);
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_begin(&ok[i]);
+	for (int i = 0; i < 4; i++)
+		sbuf_arr_begin(&bad[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (d[i].ok) {
+			sbuf_arr_text(&ok[0], d[i].biz_id);
+			sbuf_arr_text(&ok[1], d[i].message_key);
+			nok++;
+		} else {
+			sbuf_arr_text(&bad[0], d[i].biz_id);
+			sbuf_arr_text(&bad[1], d[i].message_key);
+			sbuf_arr_text(&bad[2], d[i].error);
+			sbuf_arr_int(&bad[3], d[i].retry_in_ms);
+			nbad++;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_end(&ok[i]);
+	for (int i = 0; i < 4; i++)
+		sbuf_arr_end(&bad[i]);
+	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK)
+		goto done;
+	if (nok > 0) {
+		const char *p[2] = {sbuf_str(&ok[0]), sbuf_str(&ok[1])};
+		r = exec_params(st, sql_sent, 2, p, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto done;
+		}
+		PQclear(r);
+		r = NULL;
+	}
+	if (nbad > 0) {
+		const char *p[5] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs};
+		r = exec_params(st, sql_failed, 5, p, 1);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto done;
+		}
+	}
+	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+		goto done;
+	if (r && failed_out && collect_forwards(r, 1, 0, failed_out) != 0)
+		log_error("store: out of memory listing failed forwards");
+done:
+	if (rc != STORE_OK)
+		rollback(st);
+	PQclear(r);
+	for (int i = 0; i < 2; i++)
+		sbuf_free(&ok[i]);
+	for (int i = 0; i < 4; i++)
+		sbuf_free(&bad[i]);
+	return rc;
+}

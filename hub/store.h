@@ -1,0 +1,121 @@
+/* store.h: PostgreSQL, the source of truth (CONTRACT §6).
+ *
+ * One store owns one connection and is used by one thread. Every write of
+ * the hot path is batched: store_apply() turns a whole poll batch of control
+ * records into one transaction of a handful of statements, whatever the
+ * batch size. All SQL uses parameters; batches travel as array parameters. */
+#ifndef TXHUB_STORE_H
+#define TXHUB_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "envelope.h"
+
+typedef struct store store;
+
+/* Result classes: retriable errors (lost connection, serialization failure,
+ * deadlock, a concurrent insert) are worth trying again; permanent ones are
+ * not. */
+typedef enum {
+	STORE_OK = 0,
+	STORE_RETRY = 1,
+	STORE_FATAL = 2,
+} store_rc;
+
+/* One control-topic record of a batch. The byte pointers belong to the
+ * caller (intake keeps the Kafka message alive until the batch is done). */
+typedef struct {
+	int32_t partition;
+	int64_t offset;
+	const void *key;
+	size_t key_len;
+	const void *value; /* NULL for a null (tombstone) value */
+	size_t value_len;
+	int valid;          /* env holds a parsed envelope; else reason says why not */
+	envelope env;
+	char reason[256];
+} store_record;
+
+/* A committed message to forward, as stored. Owns its strings. */
+typedef struct {
+	char *biz_id;
+	char *message_key;
+	unsigned char *payload;
+	size_t payload_len;
+	char *topic;
+	char *key;      /* NULL: null record key */
+	char *headers;  /* JSON object text or NULL */
+	int32_t src_partition;
+	int64_t src_offset;
+	int32_t send_attempts; /* attempts that already failed */
+} store_forward;
+
+typedef struct {
+	store_forward *items;
+	size_t n, cap;
+} store_forward_list;
+
+void store_forward_list_clear(store_forward_list *l);
+void store_forward_free(store_forward *f);
+
+/* What a batch did, for logs and tests. */
+typedef struct {
+	size_t applied, rejected, conflicts, committed, noops;
+} store_stats;
+
+/* Connect with cfg->pg (a conninfo string or URI; empty: libpq defaults).
+ * Returns NULL with a reason in err. */
+store *store_connect(const txhub_config *cfg, char *err, size_t errsz);
+void store_close(store *st);
+
+/* How long a forward handed to the producer stays leased (must exceed the
+ * producer's delivery time-out). */
+void store_set_lease(store *st, int64_t lease_ms);
+
+/* Reconnect if the connection was lost. Returns STORE_OK when usable. */
+store_rc store_ensure(store *st, char *err, size_t errsz);
+
+/* The schema version the database is at (0: txhub never migrated there). */
+store_rc store_schema_version(store *st, int *version, char *err, size_t errsz);
+
+/* Apply a batch in one transaction: state changes by the rules of CONTRACT
+ * §3, rejected records, conflicts. On STORE_OK the transaction has
+ * committed and `out` holds the messages it made committed, in source order
+ * (partition, offset); they are leased for forwarding. On any other result
+ * nothing was written and the batch can be applied again. */
+store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
+                     store_forward_list *out, store_stats *stats, char *err, size_t errsz);
+
+/* Claim up to `limit` pending forwards of the given source partitions whose
+ * next attempt is due, leasing them so that no other scan returns them. */
+store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart,
+                              int limit, store_forward_list *out, char *err, size_t errsz);
+
+/* Make the first-attempt leases of these partitions due now (a new owner
+ * takes over what the old one may have left in flight). */
+store_rc store_release_forwards(store *st, const int32_t *partitions, size_t npart,
+                                char *err, size_t errsz);
+
+/* One delivery result. */
+typedef struct {
+	const char *biz_id;
+	const char *message_key;
+	int ok;
+	const char *error;   /* when !ok */
+	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
+} store_delivery;
+
+/* Record delivery results in one transaction. Failed ones get
+ * send_attempts + 1; those reaching max_attempts become failed, and their
+ * keys are returned in failed_out (caller frees with store_forward_list_clear). */
+store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
+                                 int max_attempts, store_forward_list *failed_out,
+                                 char *err, size_t errsz);
+
+/* Raw access for migrate.c and the tests. */
+struct pg_conn;
+struct pg_conn *store_conn(store *st);
+
+#endif
