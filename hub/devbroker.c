@@ -37,6 +37,8 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 	int brokers = 1;
 	const char *topics[64];
 	int parts[64], ntopics = 0;
+	const char *denied[64];
+	int ndenied = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--brokers") == 0 && i + 1 < argc) {
 			if (parse_int(argv[++i], 1, 16, &brokers) != 0) {
@@ -66,9 +68,19 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 				return 2;
 			}
 			topics[ntopics++] = spec;
+		} else if (strcmp(argv[i], "--deny-topic") == 0 && i + 1 < argc) {
+			/* for tests: the topic answers TOPIC_AUTHORIZATION_FAILED, as
+			 * a real broker does when an ACL denies it */
+			if (ndenied == 64 || !envelope_valid_topic(argv[i + 1], strlen(argv[i + 1]))) {
+				fprintf(stderr, "txhub devbroker: --deny-topic: \"%s\" is not a valid topic name\n",
+				        argv[i + 1]);
+				return 2;
+			}
+			denied[ndenied++] = argv[++i];
 		} else {
 			fprintf(stderr, "txhub devbroker: unknown argument \"%s\"\n"
-			                "usage: txhub devbroker [--brokers N] [--topic NAME[:PARTITIONS]]...\n",
+			                "usage: txhub devbroker [--brokers N] [--topic NAME[:PARTITIONS]]... "
+			                "[--deny-topic NAME]...\n",
 			        argv[i]);
 			return 2;
 		}
@@ -99,6 +111,8 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 			return 1;
 		}
 	}
+	for (int i = 0; i < ndenied; i++)
+		rd_kafka_mock_topic_set_error(mc, denied[i], RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;

@@ -1,0 +1,325 @@
+/* harness.c: see harness.h. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static rd_kafka_t *producer;
+static char producer_brokers[256];
+static int hub_count;
+
+/* The test producer, for the brokers e names (re-created when they change). */
+static rd_kafka_t *producer_for(h_env *e)
+{
+	if (producer && strcmp(producer_brokers, e->brokers) == 0)
+		return producer;
+	if (producer) {
+		rd_kafka_flush(producer, 5000);
+		rd_kafka_destroy(producer);
+	}
+	char es[512];
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_set(c, "linger.ms", "1", es, sizeof es);
+	producer = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
+	cr_assert_not_null(producer, "%s", es);
+	snprintf(producer_brokers, sizeof producer_brokers, "%s", e->brokers);
+	return producer;
+}
+
+static const char *env_or_die(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		cr_assert_fail("%s is not set: run the integration suite through tests/with-services.sh", name);
+	return v;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+void h_setup(h_env *e, const char *name)
+{
+	memset(e, 0, sizeof *e);
+	snprintf(e->name, sizeof e->name, "t_%s_%d", name, (int)getpid());
+	snprintf(e->topic, sizeof e->topic, "ctl.%s", e->name);
+	snprintf(e->brokers, sizeof e->brokers, "%s", env_or_die("TXHUB_BROKERS"));
+	const char *base = env_or_die("TXHUB_PG");
+	PGconn *admin = PQconnectdb(base);
+	cr_assert(PQstatus(admin) == CONNECTION_OK, "connect: %s", PQerrorMessage(admin));
+	PQclear(PQexec(admin, "SET client_min_messages = warning"));
+	char sql[256];
+	snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s", e->name);
+	PQclear(PQexec(admin, sql));
+	snprintf(sql, sizeof sql, "CREATE DATABASE %s", e->name);
+	PGresult *r = PQexec(admin, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(admin));
+	PQclear(r);
+	PQfinish(admin);
+	snprintf(e->conninfo, sizeof e->conninfo, "%s dbname=%s", base, e->name);
+	char err[2048];
+	const char *args[] = {"migrate", NULL};
+	int rc = h_txhub(e, args, err, sizeof err);
+	cr_assert_eq(rc, 0, "txhub migrate failed: %s", err);
+	e->db = PQconnectdb(e->conninfo);
+	cr_assert(PQstatus(e->db) == CONNECTION_OK);
+}
+
+void h_teardown(h_env *e)
+{
+	if (e->db)
+		PQfinish(e->db);
+	e->db = NULL;
+	if (producer) {
+		rd_kafka_flush(producer, 5000);
+		rd_kafka_destroy(producer);
+		producer = NULL;
+	}
+}
+
+static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *settings,
+                   const char *logpath)
+{
+	const char *bin = env_or_die("TXHUB_BIN");
+	const char *argv[64];
+	char pgset[600], topicset[200], groupset[200], brokerset[300];
+	int n = 0;
+	argv[n++] = bin;
+	for (; argv_tail && *argv_tail; argv_tail++)
+		argv[n++] = *argv_tail;
+	snprintf(pgset, sizeof pgset, "pg=%s", e->conninfo);
+	snprintf(topicset, sizeof topicset, "control_topic=%s", e->topic);
+	snprintf(groupset, sizeof groupset, "group=%s", e->name);
+	snprintf(brokerset, sizeof brokerset, "brokers=%s", e->brokers);
+	const char *base[] = {pgset, topicset, groupset, brokerset,
+	                      /* short group time-outs: the mock cluster waits them out */
+	                      "kafka.session.timeout.ms=6000", "kafka.max.poll.interval.ms=10000",
+	                      "kafka.heartbeat.interval.ms=500", NULL};
+	for (const char *const *s = base; *s; s++) {
+		argv[n++] = "-X";
+		argv[n++] = *s;
+	}
+	for (; settings && *settings && n < 60; settings++) {
+		argv[n++] = "-X";
+		argv[n++] = *settings;
+	}
+	argv[n] = NULL;
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+			close(fd);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+pid_t h_hub_start(h_env *e, const char *const *settings)
+{
+	char log[256];
+	snprintf(log, sizeof log, "/tmp/txhub-%s-%d.log", e->name, ++hub_count);
+	const char *run[] = {"run", NULL};
+	return spawn(e, run, settings, log);
+}
+
+int h_hub_stop(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void h_hub_kill(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+}
+
+int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz)
+{
+	char log[256];
+	snprintf(log, sizeof log, "/tmp/txhub-%s-cmd.log", e->name);
+	pid_t pid = spawn(e, args, NULL, log);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	FILE *f = fopen(log, "r");
+	size_t got = f ? fread(errbuf, 1, errsz - 1, f) : 0;
+	errbuf[got] = '\0';
+	if (f)
+		fclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void h_send(h_env *e, int partition, const char *key, const void *value, size_t len)
+{
+	for (;;) {
+		rd_kafka_resp_err_t err = rd_kafka_producev(
+			producer_for(e), RD_KAFKA_V_TOPIC(e->topic),
+			RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+			RD_KAFKA_V_KEY(key, key ? strlen(key) : 0), RD_KAFKA_V_VALUE((void *)value, len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+		if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+			rd_kafka_poll(producer_for(e), 50);
+			continue;
+		}
+		cr_assert_eq(err, 0, "produce: %s", rd_kafka_err2str(err));
+		return;
+	}
+}
+
+void h_send_str(h_env *e, int partition, const char *key, const char *json)
+{
+	h_send(e, partition, key, json, strlen(json));
+}
+
+void h_flush(void)
+{
+	if (producer)
+		cr_assert_eq(rd_kafka_flush(producer, 30000), 0, "flush timed out");
+}
+
+char *h_query(h_env *e, const char *sql, char *out, size_t outsz)
+{
+	PGresult *r = PQexec(e->db, sql);
+	cr_assert(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(e->db));
+	if (PQntuples(r) == 0)
+		snprintf(out, outsz, "%s", "");
+	else if (PQgetisnull(r, 0, 0))
+		snprintf(out, outsz, "%s", "NULL");
+	else
+		snprintf(out, outsz, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return out;
+}
+
+long h_count(h_env *e, const char *sql)
+{
+	char buf[64];
+	return atol(h_query(e, sql, buf, sizeof buf));
+}
+
+int h_wait(h_env *e, const char *sql, const char *expect, int timeout_ms)
+{
+	char buf[4096];
+	for (int waited = 0;; waited += 100) {
+		if (strcmp(h_query(e, sql, buf, sizeof buf), expect) == 0)
+			return 1;
+		if (waited >= timeout_ms) {
+			cr_log_warn("h_wait: %s gave \"%s\", wanted \"%s\"", sql, buf, expect);
+			return 0;
+		}
+		sleep_ms(100);
+	}
+}
+
+size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out)
+{
+	char es[512];
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_set(c, "group.id", "harness-reader", es, sizeof es);
+	rd_kafka_conf_set(c, "enable.auto.commit", "false", es, sizeof es);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	const rd_kafka_metadata_t *md = NULL;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+	int nparts = 0;
+	for (int i = 0; i < 50 && nparts == 0; i++) {
+		if (rd_kafka_metadata(rk, 0, t, &md, 5000) == 0) {
+			if (md->topic_cnt == 1 && md->topics[0].err == 0)
+				nparts = md->topics[0].partition_cnt;
+			rd_kafka_metadata_destroy(md);
+		}
+		if (nparts == 0)
+			sleep_ms(100);
+	}
+	rd_kafka_topic_destroy(t);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(nparts);
+	for (int p = 0; p < nparts; p++)
+		rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+	rd_kafka_assign(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	size_t n = 0, cap = 0;
+	h_record *recs = NULL;
+	int idle = 0;
+	while (idle < idle_ms) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+		if (!m) {
+			idle += 100;
+			continue;
+		}
+		if (m->err) {
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		idle = 0;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			recs = realloc(recs, cap * sizeof *recs);
+			cr_assert_not_null(recs);
+		}
+		h_record *r = &recs[n++];
+		memset(r, 0, sizeof *r);
+		r->partition = m->partition;
+		r->key_null = m->key == NULL;
+		r->key_len = m->key_len;
+		r->key = calloc(1, m->key_len + 1);
+		if (m->key)
+			memcpy(r->key, m->key, m->key_len);
+		r->value_len = m->len;
+		r->value = calloc(1, m->len + 1);
+		if (m->len)
+			memcpy(r->value, m->payload, m->len);
+		rd_kafka_headers_t *hdrs = NULL;
+		size_t hl = 0;
+		r->headers = calloc(1, 1);
+		if (rd_kafka_message_headers(m, &hdrs) == 0) {
+			const char *name;
+			const void *val;
+			size_t vs;
+			for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &vs) == 0; i++) {
+				size_t add = strlen(name) + vs + 3;
+				r->headers = realloc(r->headers, hl + add);
+				hl += (size_t)snprintf(r->headers + hl, add, "%s=%.*s\n", name, (int)vs,
+				                       (const char *)val);
+			}
+		}
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	*out = recs;
+	return n;
+}
+
+void h_records_free(h_record *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(r[i].key);
+		free(r[i].value);
+		free(r[i].headers);
+	}
+	free(r);
+}

@@ -1,0 +1,63 @@
+/* harness.h: helpers for the integration tests. Each test gets its own
+ * database, control topic and consumer group, so tests can run in parallel
+ * against the PostgreSQL and broker that tests/with-services.sh started
+ * (TXHUB_PG, TXHUB_BROKERS, TXHUB_BIN in the environment). */
+#ifndef TXHUB_HARNESS_H
+#define TXHUB_HARNESS_H
+
+#include <libpq-fe.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct {
+	char name[64];      /* unique per test: database, topic and group */
+	char conninfo[512]; /* the test's own database */
+	char topic[96];     /* its control topic */
+	char brokers[256];
+	PGconn *db;
+} h_env;
+
+/* A fresh database (migrated) and names for this test. */
+void h_setup(h_env *e, const char *name);
+void h_teardown(h_env *e);
+
+/* Start `txhub run` for e with extra "-X" settings (NULL-terminated list of
+ * "key=value"); its log goes to /tmp/txhub-<name>-<n>.log. */
+pid_t h_hub_start(h_env *e, const char *const *settings);
+/* SIGTERM and wait: returns the exit status (or 128+signal). */
+int h_hub_stop(pid_t pid);
+void h_hub_kill(pid_t pid); /* SIGKILL and reap */
+
+/* Run the txhub binary with args (NULL-terminated) and the test's database;
+ * returns the exit status, standard error goes to errbuf. */
+int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz);
+
+/* Produce one record to the control topic (partition -1: by key hash). */
+void h_send(h_env *e, int partition, const char *key, const void *value, size_t len);
+void h_send_str(h_env *e, int partition, const char *key, const char *json);
+void h_flush(void);
+
+/* The first column of the first row of sql, as text ("" for no row, "NULL"
+ * for null). */
+char *h_query(h_env *e, const char *sql, char *out, size_t outsz);
+long h_count(h_env *e, const char *sql);
+/* Poll sql until it returns `expect` or timeout_ms pass; returns 1 on match. */
+int h_wait(h_env *e, const char *sql, const char *expect, int timeout_ms);
+
+/* A record read back from a forward topic. */
+typedef struct {
+	char *key;
+	size_t key_len;
+	int key_null;
+	unsigned char *value;
+	size_t value_len;
+	char *headers; /* "name=value\n" lines */
+	int partition;
+} h_record;
+
+/* Everything on topic, reading until idle_ms pass with nothing new.
+ * Returns the count; *out is an array the caller frees with h_records_free. */
+size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out);
+void h_records_free(h_record *r, size_t n);
+
+#endif
