@@ -1,0 +1,128 @@
+/* test_rejects.c: malformed control records each land in txhub.rejected
+ * with their raw bytes and a reason, and the hub keeps going. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct {
+	const char *value; /* NULL: a null (tombstone) value */
+	size_t len;        /* 0: strlen(value) unless empty is set */
+	int empty;
+	const char *reason; /* a substring the reason must hold */
+} bad;
+
+#define S(v, r) {v, 0, 0, r}
+
+Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout = 180)
+{
+	h_env e;
+	h_setup(&e, "rej");
+	char fwd[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	static char big[5000], longkey[400], longbiz[200], ctlfwd[400];
+	memset(big, ' ', sizeof big - 1);
+	memcpy(big, "{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"big\"}", 52);
+	snprintf(longkey, sizeof longkey, "{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"%0300d\"}", 7);
+	snprintf(longbiz, sizeof longbiz, "{\"type\":\"rollback\",\"biz_id\":\"%065d\",\"message_key\":\"k\"}", 7);
+	snprintf(ctlfwd, sizeof ctlfwd, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"loop\","
+	                                "\"payload\":1,\"forward\":{\"topic\":\"%s\"}}", e.topic);
+	static const char garbage[] = "\x00\x01\xfe\xff\x80garbage\x00";
+	const char *P = "\"payload\":\"p\",\"forward\":{\"topic\":\"t\"}";
+	char cases_buf[40][256];
+	(void)cases_buf;
+	bad cases[] = {
+		S("not json", "invalid JSON"),
+		S("{", "invalid JSON"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\"", "invalid JSON"),
+		S("[]", "not a JSON object"),
+		S("\"prepare\"", "not a JSON object"),
+		S("42", "not a JSON object"),
+		S("null", "not a JSON object"),
+		S("{}", "missing field \"type\""),
+		S("{\"type\":\"bogus\",\"biz_id\":\"b\",\"message_key\":\"k\"}", "\"type\""),
+		S("{\"type\":1,\"biz_id\":\"b\",\"message_key\":\"k\"}", "\"type\""),
+		S("{\"type\":\"rollback\",\"message_key\":\"k\"}", "missing field \"biz_id\""),
+		S("{\"type\":\"rollback\",\"biz_id\":\"\",\"message_key\":\"k\"}", "biz_id"),
+		{longbiz, 0, 0, "biz_id"},
+		S("{\"type\":\"rollback\",\"biz_id\":-1,\"message_key\":\"k\"}", "biz_id"),
+		S("{\"type\":\"rollback\",\"biz_id\":1.5,\"message_key\":\"k\"}", "biz_id"),
+		S("{\"type\":\"rollback\",\"biz_id\":true,\"message_key\":\"k\"}", "biz_id"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"a\\tb\",\"message_key\":\"k\"}", "control character"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\"}", "missing field \"message_key\""),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"\"}", "message_key"),
+		{longkey, 0, 0, "message_key"},
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":7}", "message_key"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"a\\nb\"}", "control character"),
+		S("\xff\xfe{}", "UTF-8"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\xc3\",\"message_key\":\"k\"}", "UTF-8"),
+		S("{\"v\":2,\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"k\"}", "version 2"),
+		{big, sizeof big - 1, 0, "envelope.max_bytes"},
+		{garbage, sizeof garbage - 1, 0, "NUL"},
+		{"", 0, 1, "empty"},
+		{NULL, 0, 0, "null record value"},
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"forward\":{\"topic\":\"t\"}}", "payload"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1}", "forward"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"bad topic!\"}}", "forward.topic"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"payload_base64\":\"AA==\",\"forward\":{\"topic\":\"t\"}}", "mutually exclusive"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload_base64\":\"%%%\",\"forward\":{\"topic\":\"t\"}}", "base64"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"k\\u0000x\"}", "\\u0000"),
+		S("{\"type\":\"rollback\",\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k\"}", "more than once"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"k\"} trailing", "trailing"),
+		{ctlfwd, 0, 0, "control topic"},
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"t\"},\"checkback\":{\"url\":\"ftp://x/\"}}", "checkback.url"),
+		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"t\",\"headers\":{\"txhub-biz-id\":\"x\"}}}", "reserved"),
+		S("{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1}", "one-shot"),
+	};
+	(void)P;
+	size_t ncases = sizeof cases / sizeof cases[0];
+	cr_assert_geq(ncases, 30);
+
+	const char *settings[] = {"envelope.max_bytes=4096", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	/* everything into one partition, so offsets map to cases */
+	for (size_t i = 0; i < ncases; i++) {
+		size_t len = cases[i].value ? (cases[i].len ? cases[i].len : strlen(cases[i].value)) : 0;
+		h_send(&e, 0, "bad", cases[i].value, len);
+	}
+	/* the hub keeps going: a valid transaction after all of them */
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"after\","
+	                          "\"payload\":\"ok\",\"forward\":{\"topic\":\"%s\"}}", fwd);
+	h_send_str(&e, 0, "good", buf);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT status || '/' || send_status FROM txhub.messages "
+	                     "WHERE message_key = 'after'", "committed/sent", 30000));
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), (long)ncases);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 1,
+	             "no malformed record may create state");
+
+	for (size_t i = 0; i < ncases; i++) {
+		char sql[512], reason[512], raw[16];
+		snprintf(sql, sizeof sql, "SELECT reason FROM txhub.rejected WHERE src_partition = 0 "
+		                          "AND src_offset = %zu AND src_topic = '%s'", i, e.topic);
+		h_query(&e, sql, reason, sizeof reason);
+		cr_expect(strstr(reason, cases[i].reason) != NULL,
+		          "case %zu: reason \"%s\" should mention \"%s\"", i, reason, cases[i].reason);
+		/* the raw value is kept byte for byte */
+		size_t len = cases[i].value ? (cases[i].len ? cases[i].len : strlen(cases[i].value)) : 0;
+		snprintf(sql, sizeof sql, "SELECT CASE WHEN record_value IS NULL THEN 'null' "
+		                          "ELSE length(record_value)::text END FROM txhub.rejected "
+		                          "WHERE src_offset = %zu AND src_topic = '%s'", i, e.topic);
+		h_query(&e, sql, raw, sizeof raw);
+		char want[16];
+		if (cases[i].value)
+			snprintf(want, sizeof want, "%zu", len);
+		else
+			snprintf(want, sizeof want, "null");
+		cr_expect_str_eq(raw, want, "case %zu: stored value length", i);
+	}
+	snprintf(buf, sizeof buf, "SELECT encode(record_value, 'hex') || '/' || encode(record_key, 'escape') "
+	                          "FROM txhub.rejected WHERE src_offset = 26 AND src_topic = '%s'", e.topic);
+	char got[256];
+	cr_assert_str_eq(h_query(&e, buf, got, sizeof got), "0001feff80676172626167650" "0/bad");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
