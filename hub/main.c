@@ -7,6 +7,7 @@
 #include "config.h"
 #include "devbroker.h"
 #include "hub.h"
+#include "kafka.h"
 #include "log.h"
 #include "migrate.h"
 #include "store.h"
@@ -127,6 +128,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub: %s\n", err);
 		goto out;
 	}
+	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is a
+	 * configuration error (exit 2), not a failure after start-up */
+	rd_kafka_conf_t *probe = kafka_conf_new(&cfg, NULL, err, sizeof err);
+	if (!probe) {
+		fprintf(stderr, "txhub: %s\n", err);
+		goto out;
+	}
+	rd_kafka_conf_destroy(probe);
 	log_level lvl = LOG_INFO;
 	log_level_parse(cfg.log_level, &lvl);
 	log_set_level(lvl);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# txhub for developers: one script for the README's quick start.
+#
+#   deploy/dev.sh demo        install what is missing, build, start a throwaway
+#                             PostgreSQL and the embedded broker, run the hub
+#                             with a small demo
+#   deploy/dev.sh test        the same set-up, then the whole test suite
+#   deploy/dev.sh bench [N]   push N prepare+commit pairs through (default 50000)
+#
+# Works on Debian 12 as root or as a user with sudo. Nothing is installed
+# outside Debian's packages; the build goes to ./build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
+          libcurl4-openssl-dev libssl-dev libcriterion-dev postgresql kcat)
+
+install_missing() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "dev.sh: installing ${missing[*]}" >&2
+  local sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+build() {
+  if [ ! -f build/build.ninja ]; then
+    meson setup build ${TXHUB_MESON_OPTIONS:-} >/dev/null
+  fi
+  ninja -C build >/dev/null
+}
+
+# Print every Criterion synthesis line from the last meson test run, then
+# one plain "N passed, N failed" line.
+summarise() {
+  local log=build/meson-logs/testlog.txt
+  [ -f "$log" ] || return 0
+  grep -h "Synthesis: Tested" "$log" || true
+  grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' | awk -F'|' '
+    { for (i = 1; i <= NF; i++) {
+        if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }
+        if ($i ~ /Failing:/) { split($i, a, ":"); f += a[2] }
+        if ($i ~ /Crashing:/) { split($i, a, ":"); f += a[2] } } }
+    END { printf "tests: %d passed, %d failed\n", p, f }'
+}
+
+cmd=${1:-}
+case "$cmd" in
+  demo)
+    install_missing
+    build
+    exec tests/with-services.sh build/txhub deploy/demo.sh
+    ;;
+  test)
+    install_missing
+    build
+    set +e
+    tests/with-services.sh build/txhub meson test -C build --print-errorlogs --no-rebuild \
+      ${TXHUB_TEST_ARGS:-}
+    rc=$?
+    set -e
+    summarise
+    exit $rc
+    ;;
+  bench)
+    install_missing
+    TXHUB_MESON_OPTIONS="--buildtype=release" build
+    exec tests/with-services.sh build/txhub deploy/bench.sh "${2:-50000}"
+    ;;
+  *)
+    echo "usage: deploy/dev.sh demo | test | bench [N]" >&2
+    exit 2
+    ;;
+esac
