@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envelope.h"
 #include "log.h"
 
 #define OFF(f) offsetof(txhub_config, f)
@@ -231,12 +232,7 @@ int config_load_env(txhub_config *cfg, char *err, size_t errsz)
 	return 0;
 }
 
-static int http_url_ok(const char *u)
-{
-	return strncmp(u, "http://", 7) == 0 ? u[7] != '\0'
-	       : strncmp(u, "https://", 8) == 0 ? u[8] != '\0'
-	       : 0;
-}
+static int http_url_ok(const char *u) { return envelope_valid_url(u); }
 
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
@@ -250,16 +246,10 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "brokers: must not be empty");
 		return -1;
 	}
-	if (!*cfg->control_topic || strlen(cfg->control_topic) > 249) {
-		snprintf(err, errsz, "control_topic: must be 1..249 characters");
+	if (!envelope_valid_topic(cfg->control_topic, strlen(cfg->control_topic))) {
+		snprintf(err, errsz, "control_topic: \"%s\" is not a valid topic name "
+		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)", cfg->control_topic);
 		return -1;
-	}
-	for (const char *p = cfg->control_topic; *p; p++) {
-		if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '_' || *p == '-')) {
-			snprintf(err, errsz, "control_topic: \"%s\" is not a valid topic name",
-			         cfg->control_topic);
-			return -1;
-		}
 	}
 	if (!*cfg->group) {
 		snprintf(err, errsz, "group: must not be empty");
@@ -315,7 +305,7 @@ void config_write_example(FILE *out)
 		fprintf(out, "\n# %s", o->doc);
 		if (o->env)
 			fprintf(out, " (environment: %s)", o->env);
-		fprintf(out, "\n# %s = %s\n", o->key, o->def);
+		fprintf(out, "\n# %s =%s%s\n", o->key, *o->def ? " " : "", o->def);
 	}
 }
 

@@ -116,25 +116,38 @@ static int no_controls(const char *s)
 	return 1;
 }
 
-/* Scan the raw JSON text: returns 1 when some string holds the escape \u0000. */
-static int has_escaped_nul(const char *p, size_t len)
+/* What cJSON lets through but RFC 8259 (or we) do not: a raw control
+ * character inside a string, a number with a leading zero, and the escape
+ * \u0000 (cJSON silently truncates the string there). Runs on text cJSON has
+ * accepted. Returns NULL, or the reason. */
+static const char *strict_json_check(const char *p, size_t len)
 {
 	int in_str = 0;
 	for (size_t i = 0; i < len; i++) {
-		if (!in_str) {
-			if (p[i] == '"')
-				in_str = 1;
+		unsigned char c = (unsigned char)p[i];
+		if (in_str) {
+			if (c == '"') {
+				in_str = 0;
+			} else if (c < 0x20) {
+				return "invalid JSON: a raw control character inside a string";
+			} else if (c == '\\' && i + 1 < len) {
+				if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
+					return "a string contains \\u0000, which is not supported";
+				i++;
+			}
 			continue;
 		}
-		if (p[i] == '"') {
-			in_str = 0;
-		} else if (p[i] == '\\' && i + 1 < len) {
-			if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
-				return 1;
-			i++;
+		if (c == '"') {
+			in_str = 1;
+		} else if (c == '0' && i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9') {
+			/* a leading zero, unless this 0 is inside a number already */
+			unsigned char prev = i ? (unsigned char)p[i - 1] : ' ';
+			if (!((prev >= '0' && prev <= '9') || prev == '.' || prev == 'e' || prev == 'E' ||
+			      prev == '+'))
+				return "invalid JSON: a number with a leading zero";
 		}
 	}
-	return 0;
+	return NULL;
 }
 
 /* Raw scanner over text cJSON has already accepted. */
@@ -182,8 +195,47 @@ static const char *skip_value(const char *p, const char *end)
 	return p;
 }
 
-/* Find the raw text of the top-level member named exactly `name` (no escapes
- * in the name). Returns 1 and the span, or 0 when not found that way. */
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Does the raw JSON string body [ks, ke) decode to name? (ASCII names.) */
+static int key_equals(const char *ks, const char *ke, const char *name, size_t nlen)
+{
+	size_t o = 0;
+	for (const char *p = ks; p < ke; p++, o++) {
+		char c = *p;
+		if (c == '\\' && p + 1 < ke) {
+			char e = *++p;
+			if (e == 'u') {
+				if (ke - p < 5)
+					return 0;
+				int v = 0;
+				for (int k = 1; k <= 4; k++) {
+					int h = hexval(p[k]);
+					if (h < 0)
+						return 0;
+					v = v * 16 + h;
+				}
+				if (v >= 0x80)
+					return 0;
+				c = (char)v;
+				p += 4;
+			} else {
+				c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
+				    : e == 'f' ? '\f' : e;
+			}
+		}
+		if (o >= nlen || name[o] != c)
+			return 0;
+	}
+	return o == nlen;
+}
+
+/* Find the raw text of the top-level member named `name`. Returns 1 and the
+ * span, or 0 when not found. */
 static int raw_member(const char *text, size_t len, const char *name,
                       const char **vstart, const char **vend)
 {
@@ -209,7 +261,7 @@ static int raw_member(const char *text, size_t len, const char *name,
 		const char *ve = p;
 		while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\n' || ve[-1] == '\r'))
 			ve--;
-		if ((size_t)(ke - ks) == nlen && memcmp(ks, name, nlen) == 0) {
+		if (key_equals(ks, ke, name, nlen)) {
 			*vstart = vs;
 			*vend = ve;
 			return 1;
@@ -300,6 +352,17 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* The first member name of obj that appears twice, or NULL. Objects here are
+ * small (forward, checkback, at most ENVELOPE_HEADERS_MAX headers). */
+static const char *duplicate_member(const cJSON *obj)
+{
+	for (const cJSON *a = obj->child; a; a = a->next)
+		for (const cJSON *b = a->next; b; b = b->next)
+			if (a->string && b->string && strcmp(a->string, b->string) == 0)
+				return a->string;
+	return NULL;
+}
+
 /* Fields the hub reads; each may appear once. */
 static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payload",
                                      "payload_base64", "forward", "checkback", NULL};
@@ -323,6 +386,8 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		return reject(err, errsz, "record value contains a NUL byte");
 	if (!envelope_valid_utf8(value, len))
 		return reject(err, errsz, "record value is not valid UTF-8");
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+		return reject(err, errsz, "invalid JSON: the record value starts with a byte-order mark");
 
 	const char *parse_end = NULL;
 	root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
@@ -339,8 +404,9 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		reject(err, errsz, "envelope is not a JSON object");
 		goto fail;
 	}
-	if (has_escaped_nul(text, len)) {
-		reject(err, errsz, "a string contains \\u0000, which is not supported");
+	const char *strict = strict_json_check(text, len);
+	if (strict) {
+		reject(err, errsz, "%s", strict);
 		goto fail;
 	}
 	for (const char **f = known_fields; *f; f++) {
@@ -405,13 +471,19 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		}
 		env->biz_id = strdup(biz->valuestring);
 	} else if (cJSON_IsNumber(biz)) {
-		/* integers up to 2^53 are exact in a double */
-		if (!is_whole(biz->valuedouble, 9007199254740992.0)) {
+		/* integers below 2^53 are exact in a double; larger ones would be
+		 * silently rounded into another id, so they are refused */
+		if (is_whole(biz->valuedouble, 1e300) && biz->valuedouble > 9007199254740991.0) {
+			reject(err, errsz, "field \"biz_id\" is an integer above 9007199254740991; "
+			                   "send it as a string");
+			goto fail;
+		}
+		if (!is_whole(biz->valuedouble, 9007199254740991.0)) {
 			reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
 			goto fail;
 		}
 		char num[32];
-		snprintf(num, sizeof num, "%.0f", biz->valuedouble);
+		snprintf(num, sizeof num, "%.0f", biz->valuedouble + 0.0); /* -0 is 0 */
 		env->biz_id = strdup(num);
 	} else {
 		reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
@@ -467,16 +539,13 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 			memcpy(env->payload, pl->valuestring, env->payload_len + 1);
 		} else {
 			const char *vs, *ve;
-			if (raw_member(text, len, "payload", &vs, &ve)) {
-				env->payload = minify(vs, ve, &env->payload_len);
-			} else { /* the member name was written with escapes */
-				char *printed = cJSON_PrintUnformatted(pl);
-				if (printed) {
-					env->payload_len = strlen(printed);
-					env->payload = (unsigned char *)printed;
-				}
+			if (!raw_member(text, len, "payload", &vs, &ve)) {
+				/* cannot happen for text cJSON accepted; never re-print
+				 * through a double, which would change numbers */
+				reject(err, errsz, "field \"payload\" could not be located in the text");
+				goto fail;
 			}
-			if (!env->payload)
+			if (!(env->payload = minify(vs, ve, &env->payload_len)))
 				goto oom;
 		}
 		env->has_payload = 1;
@@ -486,6 +555,11 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 	if (fw) {
 		if (!cJSON_IsObject(fw)) {
 			reject(err, errsz, "field \"forward\" must be an object");
+			goto fail;
+		}
+		const char *dup = duplicate_member(fw);
+		if (dup) {
+			reject(err, errsz, "field \"forward.%.64s\" appears more than once", dup);
 			goto fail;
 		}
 		cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
@@ -507,6 +581,14 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		if (fh && !cJSON_IsNull(fh)) {
 			if (!cJSON_IsObject(fh)) {
 				reject(err, errsz, "field \"forward.headers\" must be an object of strings");
+				goto fail;
+			}
+			if (cJSON_GetArraySize(fh) > ENVELOPE_HEADERS_MAX) {
+				reject(err, errsz, "more than %d forward headers", ENVELOPE_HEADERS_MAX);
+				goto fail;
+			}
+			if ((dup = duplicate_member(fh))) {
+				reject(err, errsz, "forward header \"%.64s\" appears more than once", dup);
 				goto fail;
 			}
 			for (cJSON *h = fh->child; h; h = h->next) {
@@ -539,6 +621,11 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 	if (cb && !cJSON_IsNull(cb)) {
 		if (!cJSON_IsObject(cb)) {
 			reject(err, errsz, "field \"checkback\" must be an object");
+			goto fail;
+		}
+		const char *dup = duplicate_member(cb);
+		if (dup) {
+			reject(err, errsz, "field \"checkback.%.64s\" appears more than once", dup);
 			goto fail;
 		}
 		cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");

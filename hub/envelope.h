@@ -33,6 +33,8 @@ typedef struct {
 /* Longest accepted biz_id and message_key, in bytes. */
 #define ENVELOPE_BIZ_ID_MAX 64
 #define ENVELOPE_MESSAGE_KEY_MAX 255
+/* Most forward headers one envelope may carry. */
+#define ENVELOPE_HEADERS_MAX 64
 /* Longest accepted check-back URL. */
 #define ENVELOPE_URL_MAX 2048
 

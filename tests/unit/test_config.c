@@ -1,0 +1,572 @@
+/* Unit tests for config: CONTRACT §7 keys and defaults, loaders, precedence, validation, example drift. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static txhub_config cfg;
+static char err[1024];
+static char tmpfiles[8][64];
+static int ntmp;
+
+/* The environment variables the contract names; cleared before each test so
+ * the caller's environment cannot leak in. */
+static const char *env_vars[] = {"TXHUB_BROKERS", "TXHUB_PG", "TXHUB_CONTROL_TOPIC", "TXHUB_GROUP",
+                                 "TXHUB_CHECKBACK_SECRET", "TXHUB_LOG_LEVEL", NULL};
+
+static void setup(void)
+{
+	for (const char **e = env_vars; *e; e++)
+		unsetenv(*e);
+	err[0] = '\0';
+	ntmp = 0;
+	cr_assert_eq(config_init(&cfg), 0);
+}
+
+static void teardown(void)
+{
+	config_free(&cfg);
+	for (int i = 0; i < ntmp; i++)
+		unlink(tmpfiles[i]);
+}
+
+TestSuite(config, .init = setup, .fini = teardown);
+
+/* Write text to a fresh temporary file; returns its path. */
+static const char *temp_file(const char *text)
+{
+	cr_assert_lt(ntmp, 8);
+	char *path = tmpfiles[ntmp++];
+	snprintf(path, sizeof tmpfiles[0], "/tmp/txhub-config-test-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	size_t len = strlen(text);
+	cr_assert_eq(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+static const config_option *option(const char *key)
+{
+	for (const config_option *o = config_options; o->key; o++)
+		if (strcmp(o->key, key) == 0)
+			return o;
+	return NULL;
+}
+
+/* CONTRACT §7: key, environment variable, default. */
+static const struct {
+	const char *key, *env, *def;
+	config_type type;
+} contract[] = {
+	{"brokers", "TXHUB_BROKERS", "localhost:9092", CONFIG_STRING},
+	{"pg", "TXHUB_PG", "", CONFIG_STRING},
+	{"control_topic", "TXHUB_CONTROL_TOPIC", "txhub.control", CONFIG_STRING},
+	{"group", "TXHUB_GROUP", "txhub", CONFIG_STRING},
+	{"envelope.max_bytes", NULL, "1048576", CONFIG_INT},
+	{"checkback.first_after_ms", NULL, "30000", CONFIG_INT},
+	{"checkback.backoff_ms", NULL, "10000", CONFIG_INT},
+	{"checkback.backoff_max_ms", NULL, "600000", CONFIG_INT},
+	{"checkback.max_attempts", NULL, "15", CONFIG_INT},
+	{"checkback.timeout_ms", NULL, "3000", CONFIG_INT},
+	{"checkback.allow", NULL, "", CONFIG_STRING},
+	{"checkback.default_url", NULL, "", CONFIG_STRING},
+	{"checkback.secret", "TXHUB_CHECKBACK_SECRET", "", CONFIG_STRING},
+	{"forward.backoff_ms", NULL, "1000", CONFIG_INT},
+	{"forward.backoff_max_ms", NULL, "300000", CONFIG_INT},
+	{"forward.max_attempts", NULL, "15", CONFIG_INT},
+	{"alert.webhook", NULL, "", CONFIG_STRING},
+	{"log.level", "TXHUB_LOG_LEVEL", "info", CONFIG_STRING},
+};
+#define NCONTRACT (sizeof contract / sizeof contract[0])
+
+Test(config, defaults_match_contract)
+{
+	cr_assert_str_eq(cfg.brokers, "localhost:9092");
+	cr_assert_str_eq(cfg.pg, "");
+	cr_assert_str_eq(cfg.control_topic, "txhub.control");
+	cr_assert_str_eq(cfg.group, "txhub");
+	cr_assert_eq(cfg.envelope_max_bytes, 1048576);
+	cr_assert_eq(cfg.checkback_first_after_ms, 30000);
+	cr_assert_eq(cfg.checkback_backoff_ms, 10000);
+	cr_assert_eq(cfg.checkback_backoff_max_ms, 600000);
+	cr_assert_eq(cfg.checkback_max_attempts, 15);
+	cr_assert_eq(cfg.checkback_timeout_ms, 3000);
+	cr_assert_str_eq(cfg.checkback_allow, "");
+	cr_assert_str_eq(cfg.checkback_default_url, "");
+	cr_assert_str_eq(cfg.checkback_secret, "");
+	cr_assert_eq(cfg.forward_backoff_ms, 1000);
+	cr_assert_eq(cfg.forward_backoff_max_ms, 300000);
+	cr_assert_eq(cfg.forward_max_attempts, 15);
+	cr_assert_str_eq(cfg.alert_webhook, "");
+	cr_assert_str_eq(cfg.log_level, "info");
+	cr_assert_eq(cfg.kafka_cnt, 0);
+	cr_assert_null(cfg.kafka);
+}
+
+Test(config, defaults_are_valid)
+{
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, every_contract_key_in_table)
+{
+	for (size_t i = 0; i < NCONTRACT; i++) {
+		const config_option *o = option(contract[i].key);
+		cr_assert_not_null(o, "contract key %s missing from config_options", contract[i].key);
+		cr_assert_str_eq(o->def, contract[i].def, "default of %s", contract[i].key);
+		cr_assert_eq(o->type, contract[i].type, "type of %s", contract[i].key);
+		if (contract[i].env)
+			cr_assert(o->env && strcmp(o->env, contract[i].env) == 0,
+			          "%s: environment variable should be %s", o->key, contract[i].env);
+		else
+			cr_assert_null(o->env, "%s: no environment variable in the contract", o->key);
+		cr_assert(o->doc && *o->doc, "%s has no documentation", o->key);
+	}
+}
+
+Test(config, table_is_well_formed)
+{
+	int n = 0;
+	for (const config_option *o = config_options; o->key; o++, n++) {
+		cr_assert_eq(option(o->key), o, "duplicate key %s", o->key);
+		cr_assert_neq(strncmp(o->key, "kafka.", 6), 0, "%s shadows the kafka. prefix", o->key);
+		if (o->type == CONFIG_INT) {
+			cr_assert_leq(o->min, o->max, "%s bounds", o->key);
+			long long d = atoll(o->def);
+			cr_assert(d >= o->min && d <= o->max, "%s default %s out of bounds", o->key, o->def);
+		}
+	}
+	cr_assert_geq(n, (int)NCONTRACT);
+}
+
+Test(config, set_every_key_to_its_default_round_trips)
+{
+	for (const config_option *o = config_options; o->key; o++)
+		cr_assert_eq(config_set(&cfg, o->key, o->def, err, sizeof err), 0, "%s: %s", o->key, err);
+	txhub_config fresh;
+	cr_assert_eq(config_init(&fresh), 0);
+	cr_assert_str_eq(cfg.brokers, fresh.brokers);
+	cr_assert_eq(cfg.checkback_max_attempts, fresh.checkback_max_attempts);
+	cr_assert_eq(cfg.intake_batch_bytes, fresh.intake_batch_bytes);
+	config_free(&fresh);
+}
+
+Test(config, set_string_and_int)
+{
+	cr_assert_eq(config_set(&cfg, "brokers", "k1:9092,k2:9092", err, sizeof err), 0);
+	cr_assert_str_eq(cfg.brokers, "k1:9092,k2:9092");
+	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "3", err, sizeof err), 0);
+	cr_assert_eq(cfg.checkback_max_attempts, 3);
+	cr_assert_eq(config_set(&cfg, "checkback.first_after_ms", "0", err, sizeof err), 0);
+	cr_assert_eq(cfg.checkback_first_after_ms, 0);
+	cr_assert_eq(config_set(&cfg, "pg", "host=db user=txhub", err, sizeof err), 0);
+	cr_assert_str_eq(cfg.pg, "host=db user=txhub");
+	cr_assert_eq(config_set(&cfg, "checkback.secret", "", err, sizeof err), 0);
+	cr_assert_str_eq(cfg.checkback_secret, "");
+}
+
+Test(config, unknown_key_fails_naming_it)
+{
+	cr_assert_eq(config_set(&cfg, "checkback.retries", "3", err, sizeof err), -1);
+	cr_assert(strstr(err, "checkback.retries"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "Brokers", "x", err, sizeof err), -1);
+	cr_assert(strstr(err, "Brokers"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "", "x", err, sizeof err), -1);
+	cr_assert_str_eq(cfg.brokers, "localhost:9092");
+}
+
+Test(config, non_integer_fails_naming_key)
+{
+	static const char *bad[] = {"", "abc", "12abc", "1e3", " 12", "12 ", "0x10", "1.5", "-",
+	                            "99999999999999999999999"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		cr_assert_eq(config_set(&cfg, "checkback.max_attempts", bad[i], err, sizeof err), -1,
+		             "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.max_attempts"), "\"%s\": message %s", bad[i], err);
+		cr_assert_eq(cfg.checkback_max_attempts, 15, "\"%s\" changed the value", bad[i]);
+	}
+}
+
+Test(config, out_of_range_fails_naming_key)
+{
+	static const struct {
+		const char *key, *value;
+	} bad[] = {
+		{"envelope.max_bytes", "63"},
+		{"envelope.max_bytes", "104857601"},
+		{"envelope.max_bytes", "-1"},
+		{"checkback.max_attempts", "0"},
+		{"checkback.max_attempts", "1001"},
+		{"checkback.first_after_ms", "-1"},
+		{"checkback.backoff_ms", "0"},
+		{"forward.max_attempts", "-5"},
+		{"checkback.timeout_ms", "9223372036854775807"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		cr_assert_eq(config_set(&cfg, bad[i].key, bad[i].value, err, sizeof err), -1,
+		             "%s=%s accepted", bad[i].key, bad[i].value);
+		cr_assert(strstr(err, bad[i].key), "%s=%s: message %s", bad[i].key, bad[i].value, err);
+		cr_assert(strstr(err, "range"), "%s=%s: message %s", bad[i].key, bad[i].value, err);
+	}
+	cr_assert_eq(cfg.envelope_max_bytes, 1048576);
+}
+
+Test(config, range_bounds_inclusive)
+{
+	cr_assert_eq(config_set(&cfg, "envelope.max_bytes", "64", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(cfg.envelope_max_bytes, 64);
+	cr_assert_eq(config_set(&cfg, "envelope.max_bytes", "104857600", err, sizeof err), 0, "%s", err);
+	cr_assert_eq(cfg.envelope_max_bytes, 104857600);
+	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1000", err, sizeof err), 0);
+	cr_assert_eq(cfg.checkback_max_attempts, 1000);
+}
+
+Test(config, kafka_keys_collected_in_order)
+{
+	cr_assert_eq(config_set(&cfg, "kafka.security.protocol", "SASL_SSL", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "kafka.sasl.mechanism", "PLAIN", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "kafka.client.id", "hub-1", err, sizeof err), 0);
+	cr_assert_eq(cfg.kafka_cnt, 3);
+	cr_assert_str_eq(cfg.kafka[0].key, "security.protocol");
+	cr_assert_str_eq(cfg.kafka[0].value, "SASL_SSL");
+	cr_assert_str_eq(cfg.kafka[1].key, "sasl.mechanism");
+	cr_assert_str_eq(cfg.kafka[1].value, "PLAIN");
+	cr_assert_str_eq(cfg.kafka[2].key, "client.id");
+	cr_assert_str_eq(cfg.kafka[2].value, "hub-1");
+}
+
+Test(config, kafka_repeated_key_overrides)
+{
+	cr_assert_eq(config_set(&cfg, "kafka.client.id", "a", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "kafka.linger.ms", "5", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "kafka.client.id", "b", err, sizeof err), 0);
+	cr_assert_eq(cfg.kafka_cnt, 2);
+	cr_assert_str_eq(cfg.kafka[0].key, "client.id");
+	cr_assert_str_eq(cfg.kafka[0].value, "b");
+	cr_assert_str_eq(cfg.kafka[1].value, "5");
+	cr_assert_eq(config_set(&cfg, "kafka.client.id", "", err, sizeof err), 0);
+	cr_assert_str_eq(cfg.kafka[0].value, "");
+	cr_assert_eq(cfg.kafka_cnt, 2);
+}
+
+Test(config, kafka_bad_property_name)
+{
+	cr_assert_eq(config_set(&cfg, "kafka.", "x", err, sizeof err), -1);
+	cr_assert(strstr(err, "kafka."), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "kafka.bad key", "x", err, sizeof err), -1);
+	cr_assert(strstr(err, "kafka.bad key"), "message: %s", err);
+	cr_assert_eq(cfg.kafka_cnt, 0);
+}
+
+Test(config, load_file_key_value_and_comments)
+{
+	const char *path = temp_file("# a comment\n"
+	                             "   # an indented comment\n"
+	                             "\n"
+	                             "brokers = b1:9092,b2:9092\n"
+	                             "  group=g1  \n"
+	                             "\t\n"
+	                             "pg = host=db user=txhub password=a=b\n"
+	                             "checkback.max_attempts = 7\n"
+	                             "checkback.default_url =\n"
+	                             "kafka.client.id = hub-a\n"
+	                             "log.level = debug   \n"
+	                             "# checkback.timeout_ms = 1\n");
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "b1:9092,b2:9092");
+	cr_assert_str_eq(cfg.group, "g1");
+	cr_assert_str_eq(cfg.pg, "host=db user=txhub password=a=b");
+	cr_assert_eq(cfg.checkback_max_attempts, 7);
+	cr_assert_str_eq(cfg.checkback_default_url, "");
+	cr_assert_str_eq(cfg.log_level, "debug");
+	cr_assert_eq(cfg.checkback_timeout_ms, 3000, "a commented-out line was applied");
+	cr_assert_str_eq(cfg.control_topic, "txhub.control");
+	cr_assert_eq(cfg.kafka_cnt, 1);
+	cr_assert_str_eq(cfg.kafka[0].key, "client.id");
+	cr_assert_str_eq(cfg.kafka[0].value, "hub-a");
+}
+
+Test(config, load_file_crlf_and_no_final_newline)
+{
+	const char *path = temp_file("brokers = x:1\r\n# c\r\ngroup = g2");
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "x:1");
+	cr_assert_str_eq(cfg.group, "g2");
+}
+
+Test(config, load_file_later_line_wins)
+{
+	const char *path = temp_file("group = first\ngroup = second\n");
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.group, "second");
+}
+
+Test(config, load_file_line_without_equals)
+{
+	const char *path = temp_file("# ok\nbrokers = a:1\nthis is not a setting\ngroup = g\n");
+	char want[128];
+	snprintf(want, sizeof want, "%s:3:", path);
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), -1);
+	cr_assert(strstr(err, want), "want \"%s\" in: %s", want, err);
+}
+
+Test(config, load_file_unknown_key_reports_line_and_key)
+{
+	const char *path = temp_file("\n\n\n\nnot.a.key = 1\n");
+	char want[128];
+	snprintf(want, sizeof want, "%s:5:", path);
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), -1);
+	cr_assert(strstr(err, want), "want \"%s\" in: %s", want, err);
+	cr_assert(strstr(err, "not.a.key"), "message: %s", err);
+}
+
+Test(config, load_file_bad_integer_reports_line_and_key)
+{
+	const char *path = temp_file("brokers = a:1\ncheckback.timeout_ms = soon\n");
+	char want[128];
+	snprintf(want, sizeof want, "%s:2:", path);
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), -1);
+	cr_assert(strstr(err, want), "want \"%s\" in: %s", want, err);
+	cr_assert(strstr(err, "checkback.timeout_ms"), "message: %s", err);
+}
+
+Test(config, load_file_missing)
+{
+	const char *path = "/nonexistent/txhub-test.conf";
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), -1);
+	cr_assert(strstr(err, path), "message: %s", err);
+}
+
+Test(config, load_env)
+{
+	setenv("TXHUB_BROKERS", "env:9092", 1);
+	setenv("TXHUB_PG", "dbname=env", 1);
+	setenv("TXHUB_CONTROL_TOPIC", "env.control", 1);
+	setenv("TXHUB_GROUP", "env-group", 1);
+	setenv("TXHUB_CHECKBACK_SECRET", "s3cret", 1);
+	setenv("TXHUB_LOG_LEVEL", "warn", 1);
+	cr_assert_eq(config_load_env(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "env:9092");
+	cr_assert_str_eq(cfg.pg, "dbname=env");
+	cr_assert_str_eq(cfg.control_topic, "env.control");
+	cr_assert_str_eq(cfg.group, "env-group");
+	cr_assert_str_eq(cfg.checkback_secret, "s3cret");
+	cr_assert_str_eq(cfg.log_level, "warn");
+}
+
+Test(config, load_env_unset_leaves_defaults)
+{
+	setenv("TXHUB_GROUP", "only-this", 1);
+	cr_assert_eq(config_load_env(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.group, "only-this");
+	cr_assert_str_eq(cfg.brokers, "localhost:9092");
+	cr_assert_str_eq(cfg.log_level, "info");
+}
+
+Test(config, load_env_empty_value_applies)
+{
+	setenv("TXHUB_BROKERS", "", 1);
+	cr_assert_eq(config_load_env(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "");
+	/* and the empty value is then caught by validation, naming the key */
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "brokers"), "message: %s", err);
+}
+
+Test(config, precedence_file_env_set)
+{
+	const char *path = temp_file("brokers = file:1\n"
+	                             "group = file-group\n"
+	                             "control_topic = file.control\n"
+	                             "log.level = debug\n");
+	setenv("TXHUB_BROKERS", "env:1", 1);
+	setenv("TXHUB_GROUP", "env-group", 1);
+	setenv("TXHUB_LOG_LEVEL", "warn", 1);
+	/* the order main.c applies them in */
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_load_env(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "brokers", "cli:1", err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "cli:1");               /* -X beats env and file */
+	cr_assert_str_eq(cfg.group, "env-group");             /* env beats file */
+	cr_assert_str_eq(cfg.log_level, "warn");              /* env beats file */
+	cr_assert_str_eq(cfg.control_topic, "file.control");  /* file beats default */
+	cr_assert_str_eq(cfg.pg, "");                         /* default stays */
+}
+
+Test(config, validate_log_level)
+{
+	static const char *good[] = {"debug", "info", "warn", "error"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(config_set(&cfg, "log.level", good[i], err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s: %s", good[i], err);
+	}
+	static const char *bad[] = {"verbose", "", "INFO ", "trace"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(config_set(&cfg, "log.level", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "log.level"), "message: %s", err);
+	}
+}
+
+Test(config, validate_default_url_must_be_http)
+{
+	static const char *bad[] = {"ftp://shop/check", "shop/check", "http://", "https://", "mailto:x"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.default_url", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.default_url"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "checkback.default_url", "https://shop/check", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "checkback.default_url", "http://shop:80/c", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, validate_alert_webhook_and_allow)
+{
+	cr_assert_eq(config_set(&cfg, "alert.webhook", "smtp://x", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "alert.webhook"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "alert.webhook", "https://alerts.example/hook", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "https://a.example/, http://b.example/cb",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "https://a.example/, ftp://b.example/",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "checkback.allow"), "message: %s", err);
+	cr_assert(strstr(err, "ftp://b.example/"), "message: %s", err);
+}
+
+Test(config, validate_backoff_max_below_backoff)
+{
+	cr_assert_eq(config_set(&cfg, "checkback.backoff_ms", "20000", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "checkback.backoff_max_ms", "19999", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "checkback.backoff_max_ms"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "checkback.backoff_max_ms", "20000", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "equal bounds are fine: %s", err);
+
+	cr_assert_eq(config_set(&cfg, "forward.backoff_ms", "5000", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "forward.backoff_max_ms", "4000", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "forward.backoff_max_ms"), "message: %s", err);
+}
+
+Test(config, validate_names_and_topics)
+{
+	cr_assert_eq(config_set(&cfg, "control_topic", "bad topic", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "control_topic"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "control_topic", "", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "control_topic"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "control_topic", "ok.topic_1-x", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "group", "", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "group"), "message: %s", err);
+}
+
+Test(config, free_twice_and_zeroed)
+{
+	cr_assert_eq(config_set(&cfg, "kafka.a", "b", err, sizeof err), 0);
+	config_free(&cfg);
+	cr_assert_null(cfg.brokers);
+	cr_assert_null(cfg.kafka);
+	cr_assert_eq(cfg.kafka_cnt, 0);
+	config_free(&cfg);
+	txhub_config zero;
+	memset(&zero, 0, sizeof zero);
+	config_free(&zero);
+	config_free(NULL);
+	cr_assert_eq(config_init(&cfg), 0); /* teardown frees it again */
+}
+
+Test(config, help_lists_every_key)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	config_write_help(f);
+	fclose(f);
+	for (const config_option *o = config_options; o->key; o++)
+		cr_assert(strstr(buf, o->key), "help lacks %s", o->key);
+	free(buf);
+}
+
+Test(config, example_lists_every_key_with_default)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	config_write_example(f);
+	fclose(f);
+	for (const config_option *o = config_options; o->key; o++) {
+		char line[256];
+		/* an empty default leaves no trailing space */
+		snprintf(line, sizeof line, "\n# %s =%s%s\n", o->key, *o->def ? " " : "", o->def);
+		cr_assert(strstr(buf, line), "example lacks the line \"%s\"", line + 1);
+	}
+	free(buf);
+}
+
+Test(config, example_file_loads_to_defaults)
+{
+	/* every setting in the shipped example is commented out */
+	const char *path = TXHUB_SOURCE_ROOT "/deploy/txhub.conf.example";
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.brokers, "localhost:9092");
+	cr_assert_eq(cfg.checkback_max_attempts, 15);
+	cr_assert_eq(cfg.kafka_cnt, 0);
+}
+
+Test(config, example_file_matches_table)
+{
+	const char *path = TXHUB_SOURCE_ROOT "/deploy/txhub.conf.example";
+	char *want = NULL;
+	size_t want_len = 0;
+	FILE *m = open_memstream(&want, &want_len);
+	cr_assert_not_null(m);
+	config_write_example(m);
+	fclose(m);
+
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "cannot open %s", path);
+	char *have = NULL;
+	size_t have_len = 0, cap = 0, n;
+	char chunk[4096];
+	while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		if (have_len + n > cap) {
+			cap = (have_len + n) * 2;
+			have = realloc(have, cap);
+			cr_assert_not_null(have);
+		}
+		memcpy(have + have_len, chunk, n);
+		have_len += n;
+	}
+	fclose(f);
+
+	size_t i = 0;
+	while (i < have_len && i < want_len && have[i] == want[i])
+		i++;
+	cr_assert(i == have_len && i == want_len,
+	          "%s differs from `txhub config` at byte %zu (file %zu bytes, table %zu bytes); "
+	          "regenerate it with: txhub config > deploy/txhub.conf.example",
+	          path, i, have_len, want_len);
+	free(have);
+	free(want);
+}
