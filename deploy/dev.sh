@@ -8,7 +8,7 @@
 #   deploy/dev.sh bench [N]   push N prepare+commit pairs through (default 50000)
 #
 # Works on Debian 12 as root or as a user with sudo. Nothing is installed
-# outside Debian's packages; the build goes to ./build.
+# outside Debian's packages; the build goes to ./build ($TXHUB_BUILD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,17 +29,19 @@ install_missing() {
     "${missing[@]}" >/dev/null
 }
 
+b=${TXHUB_BUILD:-build}   # build directory
+
 build() {
-  if [ ! -f build/build.ninja ]; then
-    meson setup build ${TXHUB_MESON_OPTIONS:-} >/dev/null
+  if [ ! -f "$b/build.ninja" ]; then
+    meson setup "$b" ${TXHUB_MESON_OPTIONS:-} >/dev/null
   fi
-  ninja -C build >/dev/null
+  ninja -C "$b" >/dev/null
 }
 
 # Print every Criterion synthesis line from the last meson test run, then
 # one plain "N passed, N failed" line.
 summarise() {
-  local log=build/meson-logs/testlog.txt
+  local log=$b/meson-logs/testlog.txt
   [ -f "$log" ] || return 0
   grep -h "Synthesis: Tested" "$log" || true
   grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' | awk -F'|' '
@@ -55,13 +57,13 @@ case "$cmd" in
   demo)
     install_missing
     build
-    exec tests/with-services.sh build/txhub deploy/demo.sh
+    exec tests/with-services.sh "$b/txhub" deploy/demo.sh
     ;;
   test)
     install_missing
     build
     set +e
-    tests/with-services.sh build/txhub meson test -C build --print-errorlogs --no-rebuild \
+    tests/with-services.sh "$b/txhub" meson test -C "$b" --print-errorlogs --no-rebuild \
       ${TXHUB_TEST_ARGS:-}
     rc=$?
     set -e
@@ -71,7 +73,7 @@ case "$cmd" in
   bench)
     install_missing
     TXHUB_MESON_OPTIONS="--buildtype=release" build
-    exec tests/with-services.sh build/txhub deploy/bench.sh "${2:-50000}"
+    exec tests/with-services.sh "$b/txhub" deploy/bench.sh "${2:-50000}"
     ;;
   *)
     echo "usage: deploy/dev.sh demo | test | bench [N]" >&2

@@ -766,7 +766,8 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 		log_error("store: out of memory copying committed messages; they are forwarded "
 		          "when their lease expires");
 	}
-	qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+	if (out->n > 1) /* qsort must not see a NULL base */
+		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 
 done:
 	if (rc != STORE_OK)
@@ -828,7 +829,8 @@ store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else {
-		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+		if (out->n > 1) /* qsort must not see a NULL base */
+			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 	}
 	PQclear(r);
 	sbuf_free(&pb);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -268,6 +269,7 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	cr_assert_eq(pipe(pfd), 0);
 	pid_t broker = fork();
 	if (broker == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		dup2(pfd[1], 1);
 		close(pfd[0]);
 		execl(bin, bin, "devbroker", "--deny-topic", "denied", (char *)NULL);
