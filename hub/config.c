@@ -232,8 +232,6 @@ int config_load_env(txhub_config *cfg, char *err, size_t errsz)
 	return 0;
 }
 
-static int http_url_ok(const char *u) { return envelope_valid_url(u); }
-
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
 	log_level lvl;
@@ -263,11 +261,11 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
 		return -1;
 	}
-	if (*cfg->checkback_default_url && !http_url_ok(cfg->checkback_default_url)) {
+	if (*cfg->checkback_default_url && !envelope_valid_url(cfg->checkback_default_url)) {
 		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL");
 		return -1;
 	}
-	if (*cfg->alert_webhook && !http_url_ok(cfg->alert_webhook)) {
+	if (*cfg->alert_webhook && !envelope_valid_url(cfg->alert_webhook)) {
 		snprintf(err, errsz, "alert.webhook: must be an http:// or https:// URL");
 		return -1;
 	}
@@ -281,7 +279,7 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		char *save = NULL;
 		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 			char *p = trim(t);
-			if (*p && !http_url_ok(p)) {
+			if (*p && !envelope_valid_url(p)) {
 				snprintf(err, errsz, "checkback.allow: \"%s\" is not an http:// or https:// prefix", p);
 				bad = 1;
 				break;

@@ -75,3 +75,13 @@ const char *log_escape(const void *data, size_t len, char *out, size_t outsize)
 	out[o] = '\0';
 	return out;
 }
+
+void log_one_line(char *s)
+{
+	size_t l = strlen(s);
+	while (l > 0 && (s[l - 1] == '\n' || s[l - 1] == ' '))
+		s[--l] = '\0';
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\t')
+			*s = ' ';
+}

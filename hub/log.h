@@ -34,4 +34,9 @@ void log_msg(log_level lvl, const char *fmt, ...)
  * out, so it can be used inline in a log_* argument list. */
 const char *log_escape(const void *data, size_t len, char *out, size_t outsize);
 
+/* Make a message fit on one log line, in place: drop trailing newlines and
+ * spaces, turn inner newlines and tabs into spaces (libpq's messages span
+ * lines). */
+void log_one_line(char *s);
+
 #endif

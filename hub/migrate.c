@@ -31,9 +31,7 @@ static int run(PGconn *c, const char *sql, int nparams, const char *const *param
 	ExecStatusType s = PQresultStatus(r);
 	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
 		snprintf(err, errsz, "%s", PQresultErrorMessage(r));
-		size_t l = strlen(err);
-		while (l > 0 && err[l - 1] == '\n')
-			err[--l] = '\0';
+		log_one_line(err);
 		PQclear(r);
 		return -1;
 	}

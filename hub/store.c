@@ -29,17 +29,6 @@ struct store {
 
 /* ---- results and errors ---- */
 
-/* libpq's messages span lines and end in a newline; a log line must not. */
-static void one_line(char *s)
-{
-	size_t l = strlen(s);
-	while (l > 0 && (s[l - 1] == '\n' || s[l - 1] == ' '))
-		s[--l] = '\0';
-	for (; *s; s++)
-		if (*s == '\n' || *s == '\t')
-			*s = ' ';
-}
-
 static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
 {
 	if (PQstatus(conn) != CONNECTION_OK) {
@@ -49,7 +38,7 @@ static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t er
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
 	snprintf(err, errsz, "%s%s%s", state ? state : "", state ? ": " : "", msg);
-	one_line(err);
+	log_one_line(err);
 	if (!state)
 		return STORE_RETRY;
 	/* serialization failure, deadlock, lock not available, connection class,
@@ -118,7 +107,7 @@ store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 	if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {
 		const char *m = st->conn ? PQerrorMessage(st->conn) : "out of memory";
 		snprintf(err, errsz, "cannot connect to PostgreSQL: %s", m);
-		one_line(err);
+		log_one_line(err);
 		goto fail;
 	}
 	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
@@ -147,7 +136,7 @@ store_rc store_ensure(store *st, char *err, size_t errsz)
 	PQreset(st->conn);
 	if (PQstatus(st->conn) != CONNECTION_OK) {
 		snprintf(err, errsz, "cannot reconnect to PostgreSQL: %s", PQerrorMessage(st->conn));
-		one_line(err);
+		log_one_line(err);
 		return STORE_RETRY;
 	}
 	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
