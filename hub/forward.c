@@ -23,6 +23,7 @@ typedef struct {
 struct forward {
 	rd_kafka_t *rk;
 	const txhub_config *cfg;
+	alert *al;
 	int64_t delivery_timeout_ms;
 	fw_item **done; /* reports received, not yet written */
 	size_t ndone, capdone;
@@ -81,7 +82,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-forward *forward_new(const txhub_config *cfg, char *err, size_t errsz)
+forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
 {
 	forward *fw = calloc(1, sizeof *fw);
 	if (!fw) {
@@ -89,6 +90,7 @@ forward *forward_new(const txhub_config *cfg, char *err, size_t errsz)
 		return NULL;
 	}
 	fw->cfg = cfg;
+	fw->al = al;
 	static const char *defaults[] = {
 		"enable.idempotence", "true", /* implies acks=all, ordered retries */
 		"acks", "all",
@@ -201,6 +203,17 @@ store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
 	free(d);
 	if (rc != STORE_OK)
 		return rc;
+	for (size_t i = 0; i < failed.n; i++) {
+		const store_forward *f = &failed.items[i];
+		const char *why = NULL; /* the final attempt's error, from its report */
+		for (size_t j = 0; j < fw->ndone && !why; j++)
+			if (!fw->done[j]->ok && strcmp(fw->done[j]->biz_id, f->biz_id) == 0 &&
+			    strcmp(fw->done[j]->message_key, f->message_key) == 0)
+				why = fw->done[j]->error;
+		fw->stats.failed_final++;
+		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
+		            f->topic, why);
+	}
 	for (size_t i = 0; i < fw->ndone; i++) {
 		fw_item *it = fw->done[i];
 		if (it->ok) {
@@ -217,16 +230,6 @@ store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
 	}
 	fw->in_flight -= fw->ndone;
 	fw->ndone = 0;
-	for (size_t i = 0; i < failed.n; i++) {
-		char eb[80], ek[300];
-		fw->stats.failed_final++;
-		log_error("forward: giving up on biz_id=%s message_key=%s after %d attempts: "
-		          "send_status is now failed",
-		          log_escape(failed.items[i].biz_id, strlen(failed.items[i].biz_id), eb, sizeof eb),
-		          log_escape(failed.items[i].message_key, strlen(failed.items[i].message_key),
-		                     ek, sizeof ek),
-		          failed.items[i].send_attempts);
-	}
 	store_forward_list_clear(&failed);
 	return STORE_OK;
 }

@@ -11,12 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alert.h"
 #include "config.h"
 #include "store.h"
 
 typedef struct forward forward;
 
-forward *forward_new(const txhub_config *cfg, char *err, size_t errsz);
+/* Forwards that end `failed` are reported through al (may be NULL). */
+forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);
 void forward_destroy(forward *fw);
 
 /* The producer's delivery time-out (message.timeout.ms), for the lease. */

@@ -4,6 +4,10 @@
  *   offsets (intake) -> produce what became committed (forward) -> write
  *   delivery reports (forward -> store) -> claim due retries (store)
  *
+ * Check-backs run beside it in their own thread (checkback.c), told which
+ * partitions this replica owns on every rebalance; what they commit is
+ * forwarded by the retry scan here.
+ *
  * The loop never acknowledges a record before its transaction committed, and
  * on a PostgreSQL error it keeps the batch and retries it with backoff, so an
  * outage delays the hub but loses nothing. */
@@ -17,7 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
+#include "alert.h"
 #include "backoff.h"
+#include "checkback.h"
 #include "forward.h"
 #include "intake.h"
 #include "log.h"
@@ -42,6 +50,8 @@ typedef struct {
 	store *st;
 	intake *in;
 	forward *fw;
+	checkback *cb;
+	alert *al;
 	intake_batch batch;
 	uint64_t records, batches, rejected, conflicts;
 	int32_t *released; /* partitions assigned since the last release */
@@ -136,18 +146,36 @@ static void on_assigned(void *opaque, const int32_t *parts, size_t n)
 	memcpy(r + h->nreleased, parts, n * sizeof *parts);
 	h->released = r;
 	h->nreleased += n;
+	size_t nowned;
+	const int32_t *owned = intake_owned(h->in, &nowned);
+	checkback_assign(h->cb, owned, nowned);
 }
 
 static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 {
 	hub *h = opaque;
-	(void)parts;
-	(void)n;
 	/* finish the batch in hand, commit its offsets and deliver what is in
 	 * flight while these partitions are still ours */
 	flush_batch(h);
 	intake_commit(h->in);
 	forward_drain(h->fw, h->st, (int)forward_delivery_timeout_ms(h->fw));
+	/* and stop checking them back */
+	size_t nowned, nkeep = 0;
+	const int32_t *owned = intake_owned(h->in, &nowned);
+	int32_t *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
+	if (!keep) {
+		checkback_assign(h->cb, NULL, 0); /* stop everything rather than too little */
+		return;
+	}
+	for (size_t i = 0; i < nowned; i++) {
+		size_t j;
+		for (j = 0; j < n && parts[j] != owned[i]; j++)
+			;
+		if (j == n)
+			keep[nkeep++] = owned[i];
+	}
+	checkback_assign(h->cb, keep, nkeep);
+	free(keep);
 }
 
 static void release_assigned(hub *h)
@@ -192,13 +220,19 @@ int hub_run(const txhub_config *cfg)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		log_error("hub: cannot initialise libcurl");
+		return 1;
+	}
 
 	for (int attempt = 1; !h.st; attempt++) {
 		h.st = store_connect(cfg, err, sizeof err);
 		if (h.st)
 			break;
-		if (stop_requested)
+		if (stop_requested) {
+			curl_global_cleanup();
 			return 0;
+		}
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
 		sleep_ms(d);
@@ -213,7 +247,12 @@ int hub_run(const txhub_config *cfg)
 		          "`txhub migrate` first", version, migrate_latest());
 		goto done;
 	}
-	if (!(h.fw = forward_new(cfg, err, sizeof err))) {
+	if (!(h.al = alert_start(cfg, err, sizeof err)) ||
+	    !(h.cb = checkback_start(cfg, h.al, err, sizeof err))) {
+		log_error("hub: %s", err);
+		goto done;
+	}
+	if (!(h.fw = forward_new(cfg, h.al, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
 	}
@@ -243,12 +282,19 @@ int hub_run(const txhub_config *cfg)
 		}
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
+			checkback_stats cs = checkback_get_stats(h.cb);
 			log_info("hub: %llu records in %llu batches, %llu rejected, %llu conflicts; "
-			         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight",
+			         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight; "
+			         "check-backs: %llu asked, %llu committed, %llu rolled back, %llu undecided, "
+			         "%llu errors, %llu check_failed, %zu in flight",
 			         (unsigned long long)h.records, (unsigned long long)h.batches,
 			         (unsigned long long)h.rejected, (unsigned long long)h.conflicts,
 			         (unsigned long long)fs.delivered, (unsigned long long)fs.failed_attempts,
-			         (unsigned long long)fs.failed_final, forward_in_flight(h.fw));
+			         (unsigned long long)fs.failed_final, forward_in_flight(h.fw),
+			         (unsigned long long)cs.requests, (unsigned long long)cs.committed,
+			         (unsigned long long)cs.rolled_back, (unsigned long long)cs.undecided,
+			         (unsigned long long)cs.errors, (unsigned long long)cs.check_failed,
+			         cs.in_flight);
 			next_stats = now + 60000;
 		}
 	}
@@ -261,9 +307,12 @@ done:
 	if (h.in)
 		intake_close(h.in); /* may call on_revoking: batch is empty by now */
 	intake_batch_free(&h.batch);
+	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h.fw);
+	alert_stop(h.al, 3000);
 	store_close(h.st);
 	free(h.released);
+	curl_global_cleanup();
 	if (status == 0)
 		log_info("hub: stopped cleanly");
 	return status;

@@ -926,3 +926,197 @@ done:
 		sbuf_free(&bad[i]);
 	return rc;
 }
+
+/* ---- check-backs ---- */
+
+void store_check_list_clear(store_check_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->items[i].biz_id);
+		free(l->items[i].message_key);
+		free(l->items[i].url);
+		free(l->items[i].last_error);
+	}
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+static store_check *check_add(store_check_list *l)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		store_check *n = realloc(l->items, cap * sizeof *n);
+		if (!n)
+			return NULL;
+		l->items = n;
+		l->cap = cap;
+	}
+	store_check *c = &l->items[l->n++];
+	memset(c, 0, sizeof *c);
+	return c;
+}
+
+/* Each partition's due rows come from its own walk of messages_check_due
+ * (only unfinished rows are in that index, however many finished ones the
+ * table holds); $4 caps each partition's share so one busy partition does
+ * not starve the others. */
+static const char *SQL_CLAIM_CHECKS =
+	"UPDATE txhub.messages AS m SET next_check_at = now() + $3::bigint * interval "
+	"'1 millisecond' "
+	"FROM (SELECT c.biz_id, c.message_key FROM unnest($1::int[]) AS p(part) "
+	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.messages "
+	"WHERE status = 'prepared' AND src_partition = p.part AND next_check_at <= now() "
+	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
+	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
+	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts";
+
+static const char *SQL_NEXT_CHECK =
+	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
+	"FROM unnest($1::int[]) AS p(part) CROSS JOIN LATERAL (SELECT next_check_at AS t "
+	"FROM txhub.messages WHERE status = 'prepared' AND src_partition = p.part "
+	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
+
+store_rc store_claim_checks(store *st, const int32_t *partitions, size_t npart, int limit,
+                            int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
+                            char *err, size_t errsz)
+{
+	*next_due_ms = -1;
+	if (npart == 0 || limit <= 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	char lim[16], share[16], lease[32];
+	partitions_array(&pb, partitions, npart);
+	snprintf(lim, sizeof lim, "%d", limit);
+	snprintf(share, sizeof share, "%d", (int)(((size_t)limit + npart - 1) / npart));
+	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+	const char *p[4] = {sbuf_str(&pb), lim, lease, share};
+	store_rc rc = STORE_OK;
+	PGresult *r = exec_params(st, SQL_CLAIM_CHECKS, 4, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	int rows = PQntuples(r);
+	for (int i = 0; i < rows; i++) {
+		store_check *c = check_add(out);
+		if (!c)
+			goto oom;
+		c->biz_id = strdup(PQgetvalue(r, i, 0));
+		c->message_key = strdup(PQgetvalue(r, i, 1));
+		c->url = PQgetisnull(r, i, 2) ? NULL : strdup(PQgetvalue(r, i, 2));
+		c->partition = (int32_t)atoi(PQgetvalue(r, i, 3));
+		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 4));
+		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)))
+			goto oom;
+	}
+	PQclear(r);
+	r = NULL;
+	if (rows >= limit) {
+		*next_due_ms = 0;
+		goto done;
+	}
+	const char *q[1] = {sbuf_str(&pb)};
+	r = exec_params(st, SQL_NEXT_CHECK, 1, q, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		/* the claim itself is done and must not be lost: guess instead */
+		*next_due_ms = 1000;
+		goto done;
+	}
+	if (!PQgetisnull(r, 0, 0)) { /* null: nothing is waiting */
+		*next_due_ms = atoll(PQgetvalue(r, 0, 0));
+		if (*next_due_ms < 0)
+			*next_due_ms = 0;
+	}
+	goto done;
+oom:
+	/* rows already claimed stay leased and fall due again when it ends */
+	snprintf(err, errsz, "out of memory reading claimed check-backs");
+	rc = STORE_RETRY;
+	store_check_list_clear(out);
+done:
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+/* The rows are locked in key order first (the sub-select), the order
+ * store_apply() locks in, so the two never deadlock. */
+static const char *SQL_RECORD_CHECKS =
+	"UPDATE txhub.messages AS m SET "
+	"status = CASE x.o WHEN 'retry' THEN 'prepared' ELSE x.o END, "
+	"check_attempts = x.n, last_error = coalesce(x.e, m.last_error), "
+	"next_check_at = CASE WHEN x.o = 'retry' THEN now() + x.ms * interval '1 millisecond' "
+	"END, "
+	"send_status = CASE WHEN x.o = 'committed' THEN 'pending' ELSE m.send_status END, "
+	"send_attempts = CASE WHEN x.o = 'committed' THEN 0 ELSE m.send_attempts END, "
+	"next_send_at = CASE WHEN x.o = 'committed' THEN now() ELSE m.next_send_at END, "
+	"updated_at = now() "
+	"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], "
+	"$6::text[], $7::bigint[]) AS y(b, k, p, n, o, e, ms) "
+	"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
+	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
+	"AND m.check_attempts = x.p "
+	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error";
+
+store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
+                             store_check_list *failed_out, size_t *written,
+                             char *err, size_t errsz)
+{
+	static const char *outcome_names[] = {"committed", "rolled_back", "retry", "check_failed"};
+	*written = 0;
+	if (n == 0)
+		return STORE_OK;
+	sbuf a[7] = {{0}};
+	for (int i = 0; i < 7; i++)
+		sbuf_arr_begin(&a[i]);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_text(&a[0], res[i].biz_id);
+		sbuf_arr_text(&a[1], res[i].message_key);
+		sbuf_arr_int(&a[2], res[i].claimed_attempts);
+		sbuf_arr_int(&a[3], res[i].attempts);
+		sbuf_arr_text(&a[4], outcome_names[res[i].outcome]);
+		sbuf_arr_text(&a[5], res[i].error);
+		sbuf_arr_int(&a[6], res[i].outcome == CHECK_RETRY ? res[i].retry_in_ms : 0);
+	}
+	store_rc rc = STORE_OK;
+	PGresult *r = NULL;
+	const char *p[7];
+	for (int i = 0; i < 7; i++) {
+		sbuf_arr_end(&a[i]);
+		if (a[i].oom) {
+			snprintf(err, errsz, "out of memory building check-back results");
+			rc = STORE_RETRY;
+			goto done;
+		}
+		p[i] = sbuf_str(&a[i]);
+	}
+	r = exec_params(st, SQL_RECORD_CHECKS, 7, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	*written = (size_t)PQntuples(r);
+	for (int i = 0; failed_out && i < PQntuples(r); i++) {
+		if (strcmp(PQgetvalue(r, i, 2), "check_failed") != 0)
+			continue;
+		store_check *c = check_add(failed_out);
+		if (!c) {
+			log_error("store: out of memory listing failed check-backs");
+			break;
+		}
+		c->biz_id = strdup(PQgetvalue(r, i, 0));
+		c->message_key = strdup(PQgetvalue(r, i, 1));
+		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 3));
+		c->last_error = PQgetisnull(r, i, 4) ? NULL : strdup(PQgetvalue(r, i, 4));
+		if (!c->biz_id || !c->message_key) {
+			log_error("store: out of memory listing failed check-backs");
+			break;
+		}
+	}
+done:
+	PQclear(r);
+	for (int i = 0; i < 7; i++)
+		sbuf_free(&a[i]);
+	return rc;
+}

@@ -114,6 +114,60 @@ store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
                                  int max_attempts, store_forward_list *failed_out,
                                  char *err, size_t errsz);
 
+/* ---- check-backs ---- */
+
+/* A prepared message whose check-back is due, as claimed. Owns its strings. */
+typedef struct {
+	char *biz_id;
+	char *message_key;
+	char *url;         /* the prepare's checkback.url, or NULL */
+	int32_t partition; /* source partition */
+	int32_t attempts;  /* check_attempts when claimed */
+	char *last_error;  /* only in store_record_checks' failed_out */
+} store_check;
+
+typedef struct {
+	store_check *items;
+	size_t n, cap;
+} store_check_list;
+
+void store_check_list_clear(store_check_list *l);
+
+/* Claim up to `limit` prepared messages of these partitions whose check is
+ * due (oldest first, shared fairly between partitions), leasing them for
+ * lease_ms so that no other scan returns them. When fewer than limit were
+ * due, *next_due_ms is set to the time until the next one falls due
+ * (-1: none is waiting), else to 0. */
+store_rc store_claim_checks(store *st, const int32_t *partitions, size_t npart, int limit,
+                            int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
+                            char *err, size_t errsz);
+
+/* What became of one claimed check. */
+typedef enum {
+	CHECK_COMMITTED,    /* -> committed, forward pending (due now) */
+	CHECK_ROLLED_BACK,  /* -> rolled_back */
+	CHECK_RETRY,        /* stays prepared; next check in retry_in_ms */
+	CHECK_FAILED,       /* -> check_failed */
+} store_check_outcome;
+
+typedef struct {
+	const char *biz_id;
+	const char *message_key;
+	int32_t claimed_attempts; /* check_attempts when claimed */
+	int32_t attempts;         /* check_attempts to write */
+	store_check_outcome outcome;
+	const char *error;        /* last_error to write, or NULL to keep it */
+	int64_t retry_in_ms;      /* CHECK_RETRY */
+} store_check_result;
+
+/* Write results in one statement, each only if its row is still prepared at
+ * claimed_attempts (a decision that arrived meanwhile wins). Rows that
+ * became check_failed are appended to failed_out (biz_id, message_key,
+ * attempts; caller clears); *written counts the rows changed. */
+store_rc store_record_checks(store *st, const store_check_result *r, size_t n,
+                             store_check_list *failed_out, size_t *written,
+                             char *err, size_t errsz);
+
 /* Raw access for migrate.c and the tests. */
 struct pg_conn;
 struct pg_conn *store_conn(store *st);

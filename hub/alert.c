@@ -1,0 +1,304 @@
+/* alert.c: see alert.h. One thread, one queue, one reused curl handle. */
+#include "alert.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backoff.h"
+#include "log.h"
+
+#define ALERT_QUEUE_MAX 10000
+#define ALERT_ATTEMPTS 5
+#define ALERT_TIMEOUT_MS 5000
+#define ALERT_BACKOFF_MS 1000
+#define ALERT_BACKOFF_MAX_MS 30000
+
+typedef struct item {
+	struct item *next;
+	char *json;
+	int attempts;   /* POSTs tried so far */
+	int64_t due_ms; /* monotonic time of the next try */
+} item;
+
+struct alert {
+	char *url;
+	pthread_t thread;
+	int running;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	item *head, *tail; /* queued, in order of arrival */
+	size_t queued;
+	int stopping;
+	int64_t give_up_at; /* when stopping: drop what is left after this */
+	alert_stats stats;
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *u)
+{
+	(void)p;
+	(void)u;
+	return size * n;
+}
+
+/* POST one body; returns 0 on a 2xx answer, else -1 with a reason. */
+static int post(CURL *c, const char *url, const char *json, char *why, size_t whysz)
+{
+	char cerr[CURL_ERROR_SIZE] = "";
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)ALERT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "txhub/" TXHUB_VERSION);
+	CURLcode rc = curl_easy_perform(c);
+	long code = 0;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	curl_slist_free_all(h);
+	if (rc != CURLE_OK) {
+		snprintf(why, whysz, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+		return -1;
+	}
+	if (code < 200 || code > 299) {
+		snprintf(why, whysz, "HTTP %ld", code);
+		return -1;
+	}
+	return 0;
+}
+
+static void *run(void *arg)
+{
+	alert *al = arg;
+	CURL *c = curl_easy_init();
+	pthread_mutex_lock(&al->mu);
+	for (;;) {
+		int64_t now = mono_ms();
+		if (al->stopping && (!al->head || now >= al->give_up_at))
+			break;
+		/* the earliest due item (the queue is short; a scan is fine) */
+		item *best = NULL, *prev_best = NULL, *prev = NULL;
+		for (item *it = al->head; it; prev = it, it = it->next)
+			if (!best || it->due_ms < best->due_ms) {
+				best = it;
+				prev_best = prev;
+			}
+		if (!best || best->due_ms > now) {
+			int64_t until = best ? best->due_ms : now + 60000;
+			if (al->stopping && until > al->give_up_at)
+				until = al->give_up_at;
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			int64_t wait = until - now;
+			ts.tv_sec += (time_t)(wait / 1000);
+			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&al->cv, &al->mu, &ts);
+			continue;
+		}
+		/* unlink it while we POST without the lock */
+		if (prev_best)
+			prev_best->next = best->next;
+		else
+			al->head = best->next;
+		if (al->tail == best)
+			al->tail = prev_best;
+		best->next = NULL;
+		al->queued--;
+		pthread_mutex_unlock(&al->mu);
+
+		char why[CURL_ERROR_SIZE + 32];
+		int ok = c && post(c, al->url, best->json, why, sizeof why) == 0;
+		if (!c)
+			snprintf(why, sizeof why, "cannot create a curl handle");
+		best->attempts++;
+		pthread_mutex_lock(&al->mu);
+		if (ok) {
+			al->stats.delivered++;
+			free(best->json);
+			free(best);
+		} else if (best->attempts >= ALERT_ATTEMPTS) {
+			al->stats.dropped++;
+			char ej[1024];
+			log_error("alert: webhook failed %d times (%s); dropping the alert %s",
+			          best->attempts, why,
+			          log_escape(best->json, strlen(best->json), ej, sizeof ej));
+			free(best->json);
+			free(best);
+		} else {
+			int64_t d = backoff_delay(best->attempts, ALERT_BACKOFF_MS, ALERT_BACKOFF_MAX_MS,
+			                          backoff_random());
+			log_warn("alert: webhook: %s; retrying in %lld ms", why, (long long)d);
+			best->due_ms = mono_ms() + d;
+			if (al->tail)
+				al->tail->next = best;
+			else
+				al->head = best;
+			al->tail = best;
+			al->queued++;
+		}
+	}
+	/* what is left was not delivered in time */
+	for (item *it = al->head, *n; it; it = n) {
+		n = it->next;
+		char ej[1024];
+		al->stats.dropped++;
+		log_error("alert: stopping; not delivered to the webhook: %s",
+		          log_escape(it->json, strlen(it->json), ej, sizeof ej));
+		free(it->json);
+		free(it);
+	}
+	al->head = al->tail = NULL;
+	al->queued = 0;
+	pthread_mutex_unlock(&al->mu);
+	if (c)
+		curl_easy_cleanup(c);
+	return NULL;
+}
+
+alert *alert_start(const txhub_config *cfg, char *err, size_t errsz)
+{
+	alert *al = calloc(1, sizeof *al);
+	if (!al) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&al->mu, NULL);
+	pthread_cond_init(&al->cv, NULL);
+	if (!*cfg->alert_webhook)
+		return al;
+	if (!(al->url = strdup(cfg->alert_webhook))) {
+		snprintf(err, errsz, "out of memory");
+		alert_stop(al, 0);
+		return NULL;
+	}
+	if (pthread_create(&al->thread, NULL, run, al) != 0) {
+		snprintf(err, errsz, "cannot start the alert thread: %s", strerror(errno));
+		alert_stop(al, 0);
+		return NULL;
+	}
+	al->running = 1;
+	return al;
+}
+
+static void utc_now(char *out, size_t outsz)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
+                 int attempts, const char *topic, const char *last_error)
+{
+	char eb[160], ek[600], ee[600];
+	log_error("ALERT %s: biz_id=%s message_key=%s attempts=%d%s%s last_error=%s", kind,
+	          log_escape(biz_id, strlen(biz_id), eb, sizeof eb),
+	          log_escape(message_key, strlen(message_key), ek, sizeof ek), attempts,
+	          topic ? " topic=" : "", topic ? topic : "",
+	          last_error ? log_escape(last_error, strlen(last_error), ee, sizeof ee) : "-");
+	if (!al)
+		return;
+	pthread_mutex_lock(&al->mu);
+	al->stats.raised++;
+	pthread_mutex_unlock(&al->mu);
+	if (!al->running)
+		return;
+
+	char at[32];
+	utc_now(at, sizeof at);
+	cJSON *o = cJSON_CreateObject();
+	char *json = NULL;
+	/* the strings are valid UTF-8: envelope fields were checked at intake,
+	 * and last_error is our own text with outside bytes escaped */
+	if (o && cJSON_AddStringToObject(o, "kind", kind) &&
+	    cJSON_AddStringToObject(o, "biz_id", biz_id) &&
+	    cJSON_AddStringToObject(o, "message_key", message_key) &&
+	    cJSON_AddNumberToObject(o, "attempts", attempts) &&
+	    (!topic || cJSON_AddStringToObject(o, "topic", topic)) &&
+	    (last_error ? cJSON_AddStringToObject(o, "last_error", last_error)
+	                : cJSON_AddNullToObject(o, "last_error")) &&
+	    cJSON_AddStringToObject(o, "at", at))
+		json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	item *it = json ? calloc(1, sizeof *it) : NULL;
+	if (!it) {
+		free(json);
+		log_error("alert: out of memory; this alert is only in the log");
+		return;
+	}
+	it->json = json;
+	it->due_ms = mono_ms();
+	pthread_mutex_lock(&al->mu);
+	if (al->queued >= ALERT_QUEUE_MAX || al->stopping) {
+		al->stats.dropped++;
+		int stopping = al->stopping;
+		pthread_mutex_unlock(&al->mu);
+		char ej[1024];
+		log_error("alert: %s; not sent to the webhook: %s",
+		          stopping ? "stopping" : "queue full",
+		          log_escape(json, strlen(json), ej, sizeof ej));
+		free(json);
+		free(it);
+		return;
+	}
+	if (al->tail)
+		al->tail->next = it;
+	else
+		al->head = it;
+	al->tail = it;
+	al->queued++;
+	pthread_cond_signal(&al->cv);
+	pthread_mutex_unlock(&al->mu);
+}
+
+void alert_stop(alert *al, int wait_ms)
+{
+	if (!al)
+		return;
+	if (al->running) {
+		pthread_mutex_lock(&al->mu);
+		al->stopping = 1;
+		al->give_up_at = mono_ms() + wait_ms;
+		pthread_cond_signal(&al->cv);
+		pthread_mutex_unlock(&al->mu);
+		pthread_join(al->thread, NULL);
+	}
+	pthread_mutex_destroy(&al->mu);
+	pthread_cond_destroy(&al->cv);
+	free(al->url);
+	free(al);
+}
+
+alert_stats alert_get_stats(alert *al)
+{
+	alert_stats s = {0, 0, 0};
+	if (!al)
+		return s;
+	pthread_mutex_lock(&al->mu);
+	s = al->stats;
+	pthread_mutex_unlock(&al->mu);
+	return s;
+}

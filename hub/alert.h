@@ -1,0 +1,37 @@
+/* alert.h: tell a human that a message needs attention.
+ *
+ * Every alert is an error-level log line. When alert.webhook is set it is
+ * also POSTed there as one JSON object, for example
+ *   {"kind":"check_failed","biz_id":"shop","message_key":"o-1","attempts":15,
+ *    "last_error":"HTTP 503","at":"2026-11-22T10:00:00Z"}
+ * from a thread of its own, retried with backoff a few times, so a slow or
+ * dead webhook never holds up the hub. Safe to call from any thread. */
+#ifndef TXHUB_ALERT_H
+#define TXHUB_ALERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct alert alert;
+
+/* Start the webhook thread when cfg->alert_webhook is set (else alerts are
+ * only logged). Returns NULL with err only when out of resources. */
+alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
+
+/* Raise one alert. kind: "check_failed" or "send_failed". topic may be NULL
+ * (it is named for send_failed). Never blocks on the network: when the
+ * queue is full the webhook copy is dropped and that is logged. */
+void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
+                 int attempts, const char *topic, const char *last_error);
+
+/* Deliver what is queued for at most wait_ms, then stop and free. */
+void alert_stop(alert *al, int wait_ms);
+
+typedef struct {
+	uint64_t raised, delivered, dropped;
+} alert_stats;
+alert_stats alert_get_stats(alert *al);
+
+#endif

@@ -1,0 +1,838 @@
+/* checkback.c: see checkback.h.
+ *
+ * The thread's loop, with nothing busy-waiting:
+ *
+ *   take the owned partitions -> write the answers in hand (one statement)
+ *   -> claim due rows for the free request slots -> start their requests
+ *   -> curl_multi_poll() until a socket is ready, a time-out, the next due
+ *   check, or a wake-up from checkback_assign()/checkback_stop()
+ *
+ * A request is attempt number check_attempts + 1 of its row; its answer is
+ * written only if the row is still `prepared` at check_attempts, so a
+ * decision envelope or a second answer can never be overridden. */
+#include "checkback.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "backoff.h"
+#include "log.h"
+#include "store.h"
+#include "txhub.h"
+
+/* How often the owned partitions are scanned at most when nothing is known
+ * to fall due sooner (a new prepare may be due in less than this). */
+#define SCAN_MAX_MS 1000
+/* Answers are written when this many are in hand, or after WRITE_MS. */
+#define WRITE_BATCH 256
+#define WRITE_MS 20
+/* A claimed row stays leased this long beyond the request time-out. */
+#define LEASE_MARGIN_MS 30000
+/* How long checkback_assign() waits for the thread to let go. */
+#define ASSIGN_WAIT_MS 10000
+
+/* ---- pure helpers ---- */
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* Classify one status word or number (already trimmed). */
+static int status_word(const char *s, size_t len, checkback_answer *out)
+{
+	static const struct {
+		const char *word;
+		checkback_answer a;
+	} words[] = {
+		{"committed", CHECKBACK_COMMITTED},   {"commit", CHECKBACK_COMMITTED},
+		{"2", CHECKBACK_COMMITTED},           {"rolled_back", CHECKBACK_ROLLED_BACK},
+		{"rollback", CHECKBACK_ROLLED_BACK},  {"3", CHECKBACK_ROLLED_BACK},
+		{"unknown", CHECKBACK_UNDECIDED},     {"prepared", CHECKBACK_UNDECIDED},
+		{"1", CHECKBACK_UNDECIDED},
+	};
+	for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+		if (strlen(words[i].word) == len && strncasecmp(words[i].word, s, len) == 0) {
+			*out = words[i].a;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+checkback_answer checkback_parse_answer(long http_status, const char *body, size_t len,
+                                        char *reason, size_t reasonsz)
+{
+	char esc[96];
+	if (reasonsz)
+		reason[0] = '\0';
+	if (http_status < 200 || http_status > 299) {
+		snprintf(reason, reasonsz, "HTTP %ld%s%s", http_status, len ? ": " : "",
+		         len ? log_escape(body, len < 64 ? len : 64, esc, sizeof esc) : "");
+		return CHECKBACK_ERROR;
+	}
+	while (len > 0 && is_space(*body)) {
+		body++;
+		len--;
+	}
+	while (len > 0 && is_space(body[len - 1]))
+		len--;
+	if (len == 0) {
+		snprintf(reason, reasonsz, "empty answer");
+		return CHECKBACK_ERROR;
+	}
+	checkback_answer a;
+	if (body[0] == '{' || body[0] == '"') {
+		cJSON *doc = cJSON_ParseWithLength(body, len);
+		const cJSON *st = NULL;
+		if (doc && cJSON_IsObject(doc))
+			st = cJSON_GetObjectItemCaseSensitive(doc, "status");
+		else if (doc && cJSON_IsString(doc))
+			st = doc;
+		int ok = -1;
+		if (!doc) {
+			snprintf(reason, reasonsz, "unreadable answer: %s",
+			         log_escape(body, len < 64 ? len : 64, esc, sizeof esc));
+		} else if (!st) {
+			snprintf(reason, reasonsz, "the JSON answer has no \"status\" field");
+		} else if (cJSON_IsString(st)) {
+			ok = status_word(st->valuestring, strlen(st->valuestring), &a);
+			if (ok != 0)
+				snprintf(reason, reasonsz, "unknown status \"%s\"",
+				         log_escape(st->valuestring, strlen(st->valuestring), esc,
+				                    sizeof esc));
+		} else if (cJSON_IsNumber(st) && (st->valuedouble == 1 || st->valuedouble == 2 ||
+		                                  st->valuedouble == 3)) {
+			char num[2] = {(char)('0' + (int)st->valuedouble), '\0'};
+			ok = status_word(num, 1, &a);
+		} else {
+			snprintf(reason, reasonsz, "the JSON \"status\" is not 1, 2, 3 or a status word");
+		}
+		cJSON_Delete(doc);
+		if (ok != 0)
+			return CHECKBACK_ERROR;
+	} else if (status_word(body, len, &a) != 0) {
+		snprintf(reason, reasonsz, "unreadable answer: %s",
+		         log_escape(body, len < 64 ? len : 64, esc, sizeof esc));
+		return CHECKBACK_ERROR;
+	}
+	if (a == CHECKBACK_UNDECIDED)
+		snprintf(reason, reasonsz, "not decided yet (the producer answered %s)",
+		         log_escape(body, len < 48 ? len : 48, esc, sizeof esc));
+	return a;
+}
+
+/* Append s percent-encoded (RFC 3986: all but unreserved characters). */
+static char *put_escaped(char *o, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+		    *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+			*o++ = (char)*p;
+		} else {
+			*o++ = '%';
+			*o++ = hex[*p >> 4];
+			*o++ = hex[*p & 15];
+		}
+	}
+	return o;
+}
+
+char *checkback_request_url(const char *base, const char *biz_id, const char *message_key)
+{
+	size_t blen = strcspn(base, "#"); /* a fragment is never sent */
+	size_t need = blen + 1 + 3 * 2 * (strlen(biz_id) + strlen(message_key)) +
+	              sizeof "biz_id=&message_key=&bizID=&messageKey=";
+	char *url = malloc(need);
+	if (!url)
+		return NULL;
+	memcpy(url, base, blen);
+	char *o = url + blen;
+	const char *q = memchr(base, '?', blen);
+	if (!q)
+		*o++ = '?';
+	else if (o[-1] != '?' && o[-1] != '&')
+		*o++ = '&';
+	static const char *names[] = {"biz_id=", "&message_key=", "&bizID=", "&messageKey="};
+	for (int i = 0; i < 4; i++) {
+		size_t nl = strlen(names[i]);
+		memcpy(o, names[i], nl);
+		o = put_escaped(o + nl, i % 2 == 0 ? biz_id : message_key);
+	}
+	*o = '\0';
+	return url;
+}
+
+int checkback_url_allowed(const char *allow, const char *url)
+{
+	if (!allow || !*allow)
+		return 1;
+	const char *p = allow;
+	while (*p) {
+		while (*p == ',' || is_space(*p))
+			p++;
+		const char *end = p;
+		while (*end && *end != ',')
+			end++;
+		const char *last = end;
+		while (last > p && is_space(last[-1]))
+			last--;
+		size_t len = (size_t)(last - p);
+		if (len > 0 && strncmp(url, p, len) == 0) {
+			char next = url[len];
+			if (p[len - 1] == '/' || next == '\0' || next == '/' || next == '?' || next == '#')
+				return 1;
+		}
+		p = end;
+	}
+	return 0;
+}
+
+/* ---- the checker ---- */
+
+typedef struct {
+	int busy;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *biz_id, *message_key;
+	int32_t partition, claimed_attempts;
+	char *body;
+	size_t body_len;
+	int too_long;
+	char curl_err[CURL_ERROR_SIZE];
+} slot;
+
+/* An answer waiting to be written; owns its strings. */
+typedef struct {
+	store_check_result r;
+	int32_t partition;
+	char *biz_id, *message_key, *error;
+} pending;
+
+struct checkback {
+	const txhub_config *cfg;
+	alert *al;
+	pthread_t thread;
+	CURLM *multi;
+	store *st;
+
+	/* shared with the main thread, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int32_t *want;      /* the partitions the main thread says we own */
+	size_t nwant;
+	uint64_t want_gen;  /* bumped by every checkback_assign() */
+	uint64_t acked_gen; /* the generation the thread has acted on */
+	int stopping;
+	checkback_stats stats;
+
+	/* the thread's own */
+	int32_t *owned;
+	size_t nowned;
+	slot *slots;
+	size_t nslots, busy;
+	pending *pend;
+	size_t npend, cappend;
+	int64_t first_pend_ms;   /* when the oldest unwritten answer arrived */
+	int64_t next_scan_ms;
+	int64_t store_retry_ms;  /* after a store error: not before this */
+	int store_failures;
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int owns(const int32_t *parts, size_t n, int32_t p)
+{
+	for (size_t i = 0; i < n; i++)
+		if (parts[i] == p)
+			return 1;
+	return 0;
+}
+
+static void count(checkback *cb, uint64_t *counter)
+{
+	pthread_mutex_lock(&cb->mu);
+	(*counter)++;
+	pthread_mutex_unlock(&cb->mu);
+}
+
+/* cb->busy is the thread's; stats.in_flight is its copy for other threads */
+static void set_busy(checkback *cb, int delta)
+{
+	cb->busy = (size_t)((ptrdiff_t)cb->busy + delta);
+	pthread_mutex_lock(&cb->mu);
+	cb->stats.in_flight = cb->busy;
+	pthread_mutex_unlock(&cb->mu);
+}
+
+/* Queue an answer for writing. The strings are copied. */
+static void add_pending(checkback *cb, const char *biz, const char *mk, int32_t part,
+                        int32_t claimed, int32_t attempts, store_check_outcome o,
+                        const char *error, int64_t retry_in_ms)
+{
+	if (cb->npend == cb->cappend) {
+		size_t cap = cb->cappend ? cb->cappend * 2 : 64;
+		pending *n = realloc(cb->pend, cap * sizeof *n);
+		if (!n)
+			goto oom;
+		cb->pend = n;
+		cb->cappend = cap;
+	}
+	pending *p = &cb->pend[cb->npend];
+	memset(p, 0, sizeof *p);
+	p->biz_id = strdup(biz);
+	p->message_key = strdup(mk);
+	p->error = error ? strdup(error) : NULL;
+	if (!p->biz_id || !p->message_key || (error && !p->error)) {
+		free(p->biz_id);
+		free(p->message_key);
+		free(p->error);
+		goto oom;
+	}
+	p->partition = part;
+	p->r.biz_id = p->biz_id;
+	p->r.message_key = p->message_key;
+	p->r.claimed_attempts = claimed;
+	p->r.attempts = attempts;
+	p->r.outcome = o;
+	p->r.error = p->error;
+	p->r.retry_in_ms = retry_in_ms;
+	if (cb->npend++ == 0)
+		cb->first_pend_ms = mono_ms();
+	return;
+oom:
+	/* the row stays leased and is asked again when the lease ends */
+	log_error("checkback: out of memory keeping an answer; the message is asked again later");
+}
+
+static void pending_clear(checkback *cb)
+{
+	for (size_t i = 0; i < cb->npend; i++) {
+		free(cb->pend[i].biz_id);
+		free(cb->pend[i].message_key);
+		free(cb->pend[i].error);
+	}
+	cb->npend = 0;
+}
+
+/* Turn "not decided" or an error on attempt n into a retry or, at the
+ * limit, check_failed. */
+static void add_unresolved(checkback *cb, const char *biz, const char *mk, int32_t part,
+                           int32_t claimed, const char *reason)
+{
+	int32_t n = claimed + 1;
+	if (n >= cb->cfg->checkback_max_attempts) {
+		add_pending(cb, biz, mk, part, claimed, n, CHECK_FAILED, reason, 0);
+	} else {
+		int64_t d = backoff_delay(n, cb->cfg->checkback_backoff_ms,
+		                          cb->cfg->checkback_backoff_max_ms, backoff_random());
+		add_pending(cb, biz, mk, part, claimed, n, CHECK_RETRY, reason, d);
+	}
+}
+
+/* Write the answers in hand. Returns 0 when done (or nothing to do). */
+static int write_pending(checkback *cb)
+{
+	if (cb->npend == 0)
+		return 0;
+	char err[1024];
+	if (store_ensure(cb->st, err, sizeof err) != STORE_OK)
+		goto fail;
+	store_check_result *r = malloc(cb->npend * sizeof *r);
+	if (!r) {
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < cb->npend; i++)
+		r[i] = cb->pend[i].r;
+	store_check_list failed = {0};
+	size_t written = 0;
+	store_rc rc = store_record_checks(cb->st, r, cb->npend, &failed, &written, err, sizeof err);
+	free(r);
+	if (rc != STORE_OK) {
+		store_check_list_clear(&failed);
+		goto fail;
+	}
+	if (written < cb->npend)
+		log_debug("checkback: %zu of %zu answers came after a decision and were dropped",
+		          cb->npend - written, cb->npend);
+	/* a retry may fall due before the next planned scan */
+	for (size_t i = 0; i < cb->npend; i++) {
+		if (cb->pend[i].r.outcome != CHECK_RETRY)
+			continue;
+		int64_t due = mono_ms() + cb->pend[i].r.retry_in_ms;
+		if (due < cb->next_scan_ms)
+			cb->next_scan_ms = due;
+	}
+	for (size_t i = 0; i < failed.n; i++) {
+		alert_raise(cb->al, "check_failed", failed.items[i].biz_id,
+		            failed.items[i].message_key, failed.items[i].attempts, NULL,
+		            failed.items[i].last_error);
+		count(cb, &cb->stats.check_failed);
+	}
+	store_check_list_clear(&failed);
+	pending_clear(cb);
+	cb->store_failures = 0;
+	cb->store_retry_ms = 0;
+	return 0;
+fail:
+	cb->store_failures++;
+	int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
+	cb->store_retry_ms = mono_ms() + d;
+	log_warn("checkback: writing %zu answers: %s; retrying in %lld ms", cb->npend, err,
+	         (long long)d);
+	return -1;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
+{
+	slot *s = opaque;
+	size_t n = size * nmemb;
+	if (s->body_len + n > CHECKBACK_BODY_MAX) {
+		s->too_long = 1;
+		return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
+	}
+	char *b = realloc(s->body, s->body_len + n + 1);
+	if (!b)
+		return 0;
+	memcpy(b + s->body_len, data, n);
+	s->body = b;
+	s->body_len += n;
+	b[s->body_len] = '\0';
+	return n;
+}
+
+static void slot_reset(checkback *cb, slot *s)
+{
+	if (s->easy) {
+		curl_multi_remove_handle(cb->multi, s->easy);
+		curl_easy_cleanup(s->easy);
+	}
+	curl_slist_free_all(s->headers);
+	free(s->biz_id);
+	free(s->message_key);
+	free(s->body);
+	memset(s, 0, sizeof *s);
+	set_busy(cb, -1);
+}
+
+/* Start the request for one claimed row, or settle it at once when it may
+ * not be asked. */
+static void start_check(checkback *cb, const store_check *c)
+{
+	const char *base = c->url ? c->url : cb->cfg->checkback_default_url;
+	char why[600], esc[512];
+	if (!base || !*base) {
+		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+		            CHECK_FAILED,
+		            "no check-back URL: the prepare named none and checkback.default_url is empty",
+		            0);
+		return;
+	}
+	if (!checkback_url_allowed(cb->cfg->checkback_allow, base)) {
+		snprintf(why, sizeof why, "check-back URL %s is outside checkback.allow; not requested",
+		         log_escape(base, strlen(base), esc, sizeof esc));
+		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+		            CHECK_FAILED, why, 0);
+		return;
+	}
+	slot *s = NULL;
+	for (size_t i = 0; i < cb->nslots && !s; i++)
+		if (!cb->slots[i].busy)
+			s = &cb->slots[i];
+	if (!s)
+		return; /* cannot happen: we never claim more than the free slots */
+	s->busy = 1;
+	set_busy(cb, +1);
+	char *url = checkback_request_url(base, c->biz_id, c->message_key);
+	s->biz_id = strdup(c->biz_id);
+	s->message_key = strdup(c->message_key);
+	s->partition = c->partition;
+	s->claimed_attempts = c->attempts;
+	s->easy = curl_easy_init();
+	char h[160], sig[65];
+	snprintf(h, sizeof h, "X-Txhub-Attempt: %d", c->attempts + 1);
+	s->headers = curl_slist_append(NULL, h);
+	if (s->headers && *cb->cfg->checkback_secret) {
+		long long ts = (long long)time(NULL);
+		if (txhub_checkback_signature(cb->cfg->checkback_secret, ts, c->biz_id,
+		                              c->message_key, sig, sizeof sig) == 0) {
+			snprintf(h, sizeof h, "X-Txhub-Timestamp: %lld", ts);
+			curl_slist_append(s->headers, h);
+			snprintf(h, sizeof h, "X-Txhub-Signature: v1=%s", sig);
+			curl_slist_append(s->headers, h);
+		}
+	}
+	if (s->headers)
+		curl_slist_append(s->headers, "Accept: application/json, text/plain");
+	if (!url || !s->biz_id || !s->message_key || !s->easy || !s->headers) {
+		free(url);
+		log_error("checkback: out of memory starting a request; it is retried later");
+		add_unresolved(cb, c->biz_id, c->message_key, c->partition, c->attempts,
+		               "out of memory in txhub");
+		slot_reset(cb, s);
+		return;
+	}
+	CURL *e = s->easy;
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cb->cfg->checkback_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->curl_err);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "txhub/" TXHUB_VERSION);
+	free(url); /* curl keeps its own copy */
+	if (curl_multi_add_handle(cb->multi, e) != CURLM_OK) {
+		add_unresolved(cb, c->biz_id, c->message_key, c->partition, c->attempts,
+		               "txhub could not start the request");
+		slot_reset(cb, s);
+		return;
+	}
+	count(cb, &cb->stats.requests);
+}
+
+/* A request finished: classify and queue the answer. */
+static void finish_check(checkback *cb, slot *s, CURLcode rc)
+{
+	char reason[600];
+	checkback_answer a;
+	if (rc != CURLE_OK) {
+		a = CHECKBACK_ERROR;
+		if (s->too_long)
+			snprintf(reason, sizeof reason, "answer longer than %d bytes", CHECKBACK_BODY_MAX);
+		else if (rc == CURLE_OPERATION_TIMEDOUT)
+			snprintf(reason, sizeof reason, "no answer within checkback.timeout_ms (%lld ms)",
+			         (long long)cb->cfg->checkback_timeout_ms);
+		else {
+			char esc[300];
+			const char *m = s->curl_err[0] ? s->curl_err : curl_easy_strerror(rc);
+			snprintf(reason, sizeof reason, "%s", log_escape(m, strlen(m), esc, sizeof esc));
+		}
+	} else {
+		long code = 0;
+		curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &code);
+		a = checkback_parse_answer(code, s->body ? s->body : "", s->body_len, reason,
+		                           sizeof reason);
+	}
+	switch (a) {
+	case CHECKBACK_COMMITTED:
+		count(cb, &cb->stats.committed);
+		add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		            s->claimed_attempts + 1, CHECK_COMMITTED, NULL, 0);
+		break;
+	case CHECKBACK_ROLLED_BACK:
+		count(cb, &cb->stats.rolled_back);
+		add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		            s->claimed_attempts + 1, CHECK_ROLLED_BACK, NULL, 0);
+		break;
+	case CHECKBACK_UNDECIDED:
+	case CHECKBACK_ERROR: {
+		count(cb, a == CHECKBACK_UNDECIDED ? &cb->stats.undecided : &cb->stats.errors);
+		char eb[80], ek[300];
+		log_msg(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG,
+		        "checkback: biz_id=%s message_key=%s attempt %d: %s",
+		        log_escape(s->biz_id, strlen(s->biz_id), eb, sizeof eb),
+		        log_escape(s->message_key, strlen(s->message_key), ek, sizeof ek),
+		        s->claimed_attempts + 1, reason);
+		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		               reason);
+		break;
+	}
+	}
+	slot_reset(cb, s);
+}
+
+static void collect_finished(checkback *cb)
+{
+	int left;
+	CURLMsg *m;
+	while ((m = curl_multi_info_read(cb->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		char *priv = NULL;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
+		CURLcode rc = m->data.result; /* m is invalid once the handle is removed */
+		if (priv)
+			finish_check(cb, (slot *)priv, rc);
+	}
+}
+
+/* Take up the partitions the main thread set. For the ones taken away:
+ * write what we have, drop their requests and make those rows due again
+ * (the new owner asks them at once), then acknowledge. */
+static void take_assignment(checkback *cb)
+{
+	pthread_mutex_lock(&cb->mu);
+	if (cb->want_gen == cb->acked_gen) {
+		pthread_mutex_unlock(&cb->mu);
+		return;
+	}
+	uint64_t gen = cb->want_gen;
+	int32_t *n = malloc((cb->nwant ? cb->nwant : 1) * sizeof *n);
+	size_t nn = cb->nwant;
+	if (n)
+		memcpy(n, cb->want, nn * sizeof *n);
+	pthread_mutex_unlock(&cb->mu);
+	if (!n)
+		return; /* tried again next round */
+
+	int lost = 0;
+	for (size_t i = 0; i < cb->nowned; i++)
+		if (!owns(n, nn, cb->owned[i]))
+			lost = 1;
+	if (lost) {
+		for (size_t i = 0; i < cb->nslots; i++) {
+			slot *s = &cb->slots[i];
+			if (s->busy && !owns(n, nn, s->partition)) {
+				/* same attempt count: only the lease is given back */
+				add_pending(cb, s->biz_id, s->message_key, s->partition,
+				            s->claimed_attempts, s->claimed_attempts, CHECK_RETRY, NULL, 0);
+				slot_reset(cb, s);
+			}
+		}
+		for (int attempt = 0; attempt < 3 && write_pending(cb) != 0; attempt++) {
+			struct timespec ts = {0, 200 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		if (cb->npend > 0) {
+			/* their leases run out on their own; the new owner asks again */
+			log_warn("checkback: dropping %zu unwritten answers for revoked partitions",
+			         cb->npend);
+			pending_clear(cb);
+		}
+	}
+	free(cb->owned);
+	cb->owned = n;
+	cb->nowned = nn;
+	cb->next_scan_ms = 0; /* scan the new set at once */
+	pthread_mutex_lock(&cb->mu);
+	cb->acked_gen = gen;
+	pthread_cond_broadcast(&cb->cv);
+	pthread_mutex_unlock(&cb->mu);
+}
+
+static void claim_and_start(checkback *cb, int64_t now)
+{
+	size_t free_slots = cb->nslots - cb->busy;
+	if (cb->nowned == 0 || free_slots == 0 || now < cb->next_scan_ms ||
+	    now < cb->store_retry_ms)
+		return;
+	/* wait for half the slots to free up, unless little is in flight: claims
+	 * then come in batches rather than one row at a time */
+	if (cb->busy > 0 && free_slots < (cb->nslots + 1) / 2)
+		return;
+	char err[1024];
+	if (store_ensure(cb->st, err, sizeof err) != STORE_OK) {
+		cb->store_failures++;
+		int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
+		cb->store_retry_ms = now + d;
+		log_warn("checkback: %s; retrying in %lld ms", err, (long long)d);
+		return;
+	}
+	store_check_list l = {0};
+	int64_t next_due = -1;
+	int64_t lease = cb->cfg->checkback_timeout_ms + LEASE_MARGIN_MS;
+	if (store_claim_checks(cb->st, cb->owned, cb->nowned, (int)free_slots, lease, &l,
+	                       &next_due, err, sizeof err) != STORE_OK) {
+		cb->store_failures++;
+		int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
+		cb->store_retry_ms = now + d;
+		log_warn("checkback: claiming due check-backs: %s; retrying in %lld ms", err,
+		         (long long)d);
+		return;
+	}
+	cb->store_failures = 0;
+	if (l.n > 0)
+		log_debug("checkback: %zu check-back(s) due", l.n);
+	for (size_t i = 0; i < l.n; i++)
+		start_check(cb, &l.items[i]);
+	store_check_list_clear(&l);
+	if (next_due == 0 && l.n == 0)
+		cb->next_scan_ms = now + 10; /* due rows locked by a batch being applied */
+	else if (next_due == 0)
+		cb->next_scan_ms = now; /* more are due: claim as slots free up */
+	else
+		cb->next_scan_ms = now + (next_due < 0 || next_due > SCAN_MAX_MS ? SCAN_MAX_MS
+		                                                                 : next_due);
+}
+
+static void *run(void *arg)
+{
+	checkback *cb = arg;
+	for (;;) {
+		pthread_mutex_lock(&cb->mu);
+		int stopping = cb->stopping;
+		pthread_mutex_unlock(&cb->mu);
+		if (stopping)
+			break;
+		take_assignment(cb);
+		int64_t now = mono_ms();
+		if (cb->npend > 0 && now >= cb->store_retry_ms &&
+		    (cb->npend >= WRITE_BATCH || now - cb->first_pend_ms >= WRITE_MS || cb->busy == 0))
+			write_pending(cb);
+		claim_and_start(cb, mono_ms());
+
+		int running = 0;
+		curl_multi_perform(cb->multi, &running);
+		collect_finished(cb);
+
+		/* sleep until a socket is ready or the next thing to do */
+		now = mono_ms();
+		int64_t wait = SCAN_MAX_MS;
+		if (cb->nowned > 0 && cb->busy < cb->nslots) {
+			int64_t t = cb->next_scan_ms > cb->store_retry_ms ? cb->next_scan_ms
+			                                                  : cb->store_retry_ms;
+			if (t - now < wait)
+				wait = t - now;
+		}
+		if (cb->npend > 0) {
+			int64_t t = cb->first_pend_ms + WRITE_MS;
+			if (t < cb->store_retry_ms)
+				t = cb->store_retry_ms;
+			if (cb->busy == 0 || cb->npend >= WRITE_BATCH)
+				t = cb->store_retry_ms;
+			if (t - now < wait)
+				wait = t - now;
+		}
+		if (wait < 0)
+			wait = 0;
+		if (wait > 0 || cb->busy > 0)
+			curl_multi_poll(cb->multi, NULL, 0, (int)wait, NULL);
+	}
+	/* stopping: give back the leases of what is in flight */
+	for (size_t i = 0; i < cb->nslots; i++) {
+		slot *s = &cb->slots[i];
+		if (s->busy) {
+			add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+			            s->claimed_attempts, CHECK_RETRY, NULL, 0);
+			slot_reset(cb, s);
+		}
+	}
+	if (write_pending(cb) != 0)
+		pending_clear(cb);
+	return NULL;
+}
+
+checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+{
+	checkback *cb = calloc(1, sizeof *cb);
+	if (!cb) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	cb->cfg = cfg;
+	cb->al = al;
+	cb->nslots = (size_t)cfg->checkback_concurrency;
+	pthread_mutex_init(&cb->mu, NULL);
+	pthread_cond_init(&cb->cv, NULL);
+	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
+	cb->multi = curl_multi_init();
+	if (!cb->slots || !cb->multi) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
+	/* connections are kept and reused across requests, one per slot at most */
+	curl_multi_setopt(cb->multi, CURLMOPT_MAXCONNECTS, (long)cb->nslots);
+	curl_multi_setopt(cb->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cb->nslots);
+	if (!(cb->st = store_connect(cfg, err, errsz)))
+		goto fail;
+	if (pthread_create(&cb->thread, NULL, run, cb) != 0) {
+		snprintf(err, errsz, "cannot start the check-back thread: %s", strerror(errno));
+		goto fail;
+	}
+	return cb;
+fail:
+	if (cb->multi)
+		curl_multi_cleanup(cb->multi);
+	store_close(cb->st);
+	free(cb->slots);
+	pthread_mutex_destroy(&cb->mu);
+	pthread_cond_destroy(&cb->cv);
+	free(cb);
+	return NULL;
+}
+
+void checkback_assign(checkback *cb, const int32_t *partitions, size_t n)
+{
+	if (!cb)
+		return;
+	pthread_mutex_lock(&cb->mu);
+	int taken = 0;
+	for (size_t i = 0; i < cb->nwant; i++)
+		if (!owns(partitions, n, cb->want[i]))
+			taken = 1;
+	int32_t *w = malloc((n ? n : 1) * sizeof *w);
+	if (!w) {
+		pthread_mutex_unlock(&cb->mu);
+		log_error("checkback: out of memory tracking partitions");
+		return;
+	}
+	if (n)
+		memcpy(w, partitions, n * sizeof *w);
+	free(cb->want);
+	cb->want = w;
+	cb->nwant = n;
+	uint64_t gen = ++cb->want_gen;
+	pthread_mutex_unlock(&cb->mu);
+	curl_multi_wakeup(cb->multi);
+	if (!taken)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ASSIGN_WAIT_MS / 1000;
+	pthread_mutex_lock(&cb->mu);
+	int rc = 0;
+	while (cb->acked_gen < gen && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&cb->cv, &cb->mu, &ts);
+	pthread_mutex_unlock(&cb->mu);
+	if (rc == ETIMEDOUT)
+		log_warn("checkback: the checker did not let go of revoked partitions within %d ms",
+		         ASSIGN_WAIT_MS);
+}
+
+void checkback_stop(checkback *cb)
+{
+	if (!cb)
+		return;
+	pthread_mutex_lock(&cb->mu);
+	cb->stopping = 1;
+	pthread_mutex_unlock(&cb->mu);
+	curl_multi_wakeup(cb->multi);
+	pthread_join(cb->thread, NULL);
+	curl_multi_cleanup(cb->multi);
+	store_close(cb->st);
+	free(cb->slots);
+	free(cb->want);
+	free(cb->owned);
+	free(cb->pend);
+	pthread_mutex_destroy(&cb->mu);
+	pthread_cond_destroy(&cb->cv);
+	free(cb);
+}
+
+checkback_stats checkback_get_stats(checkback *cb)
+{
+	checkback_stats s;
+	memset(&s, 0, sizeof s);
+	if (!cb)
+		return s;
+	pthread_mutex_lock(&cb->mu);
+	s = cb->stats;
+	pthread_mutex_unlock(&cb->mu);
+	return s;
+}

@@ -1,0 +1,71 @@
+/* checkback.h: ask producers about prepares that never got a decision
+ * (CONTRACT §5).
+ *
+ * The checker runs in a thread of its own with its own PostgreSQL
+ * connection and one libcurl multi handle: it claims due `prepared` rows of
+ * the partitions this replica owns, keeps up to checkback.concurrency
+ * requests in flight on reused connections, and writes the answers back in
+ * batches. A committed answer makes the row `committed` with a pending
+ * forward, which the main loop's forward scan sends. Every write is
+ * conditional on the row still being `prepared` at the attempt count it was
+ * claimed with, so a decision envelope that arrives meanwhile always wins.
+ *
+ * The pure helpers below are what the unit tests exercise. */
+#ifndef TXHUB_CHECKBACK_H
+#define TXHUB_CHECKBACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alert.h"
+#include "config.h"
+
+/* The largest answer body read; a longer one is refused as an error. */
+#define CHECKBACK_BODY_MAX 65536
+
+typedef enum {
+	CHECKBACK_COMMITTED,
+	CHECKBACK_ROLLED_BACK,
+	CHECKBACK_UNDECIDED, /* "unknown", "prepared", 1: ask again later */
+	CHECKBACK_ERROR,     /* anything else: also asked again later */
+} checkback_answer;
+
+/* Classify an HTTP answer. For CHECKBACK_UNDECIDED and CHECKBACK_ERROR a
+ * printable reason (untrusted bytes escaped) is written to reason. */
+checkback_answer checkback_parse_answer(long http_status, const char *body, size_t len,
+                                        char *reason, size_t reasonsz);
+
+/* The request URL: base with biz_id, message_key, bizID and messageKey
+ * appended as percent-encoded query parameters after "?" or "&" (a fragment
+ * of base is dropped: it is never sent). Returns a malloc'd string, or NULL
+ * when out of memory. */
+char *checkback_request_url(const char *base, const char *biz_id, const char *message_key);
+
+/* Whether url may be requested under the comma-separated prefix list allow
+ * (empty: everything). A prefix matches at a boundary: "http://a.example"
+ * allows "http://a.example/x" and "http://a.example?x" but not
+ * "http://a.example.evil/" or "http://a.example:8080/". */
+int checkback_url_allowed(const char *allow, const char *url);
+
+typedef struct checkback checkback;
+
+/* Start the checker thread. It owns no partition until checkback_assign(). */
+checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t errsz);
+
+/* Tell the checker which partitions this replica owns now. When some were
+ * taken away, waits (up to a few seconds) until the checker has written the
+ * answers it has for them and dropped their requests in flight. Called from
+ * the main thread. */
+void checkback_assign(checkback *cb, const int32_t *partitions, size_t n);
+
+/* Stop the thread (requests in flight are dropped and their rows made due
+ * again) and free everything. */
+void checkback_stop(checkback *cb);
+
+typedef struct {
+	uint64_t requests, committed, rolled_back, undecided, errors, check_failed;
+	size_t in_flight;
+} checkback_stats;
+checkback_stats checkback_get_stats(checkback *cb);
+
+#endif

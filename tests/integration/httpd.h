@@ -1,0 +1,49 @@
+/* httpd.h: a small HTTP/1.1 server for the tests and the check-back
+ * benchmark, standing in for a producer's check-back endpoint and an alert
+ * webhook. One thread per connection, keep-alive, answers decided by a
+ * handler the caller supplies. Listens on 127.0.0.1, any free port. */
+#ifndef TXHUB_HTTPD_H
+#define TXHUB_HTTPD_H
+
+#include <stddef.h>
+
+typedef struct {
+	char method[16];
+	char path[512];     /* without the query */
+	char query[2048];   /* after '?', raw */
+	char headers[4096]; /* "name: value\n" lines, names lower-cased */
+	char *body;         /* NUL-terminated */
+	size_t body_len;
+} h_http_request;
+
+typedef struct {
+	int status;            /* default 200 */
+	char body[512];        /* default empty */
+	size_t pad_to;         /* pad the body with spaces up to this many bytes */
+	int delay_ms;          /* wait this long before answering */
+	char location[256];    /* a Location header, when set */
+} h_http_answer;
+
+/* Called from a connection thread; must be thread-safe. */
+typedef void (*h_http_handler)(void *opaque, const h_http_request *req, h_http_answer *ans);
+
+typedef struct h_httpd h_httpd;
+
+h_httpd *h_httpd_start(h_http_handler fn, void *opaque);
+int h_httpd_port(const h_httpd *s);
+void h_httpd_stop(h_httpd *s);
+
+/* Requests answered or being answered, and the most ever handled at once. */
+long h_httpd_requests(h_httpd *s);
+long h_httpd_max_in_flight(h_httpd *s);
+
+/* The query parameter `name`, percent-decoded ('+' stays '+'), into out.
+ * Returns 1 when present. */
+int h_http_param(const h_http_request *r, const char *name, char *out, size_t outsz);
+/* The header `name` (lower-case) into out. Returns 1 when present. */
+int h_http_header(const h_http_request *r, const char *name, char *out, size_t outsz);
+
+/* A port with nothing listening on it (for "connection refused"). */
+int h_free_port(void);
+
+#endif

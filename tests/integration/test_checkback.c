@@ -1,0 +1,570 @@
+/* test_checkback.c: check-backs (CONTRACT §5) against a real HTTP server
+ * that plays the producer's endpoint and the alert webhook: every kind of
+ * answer, the retry limit, signatures, the allow list, decisions that beat
+ * the check-back, and 1,000 due at once under the concurrency limit. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "httpd.h"
+#include "txhub.h"
+
+#define WAIT_MS 60000
+#define MAX_KEYS 1200
+#define MAX_ALERTS 64
+
+/* ---- the producer's endpoint, as the tests see it ---- */
+
+typedef struct {
+	char mk[128];
+	int hits;
+	int last_attempt;  /* X-Txhub-Attempt of the latest request */
+	int attempts_ok;   /* every request's attempt was previous + 1 */
+	int params_ok;     /* biz_id == bizID, message_key == messageKey */
+	int signed_ok;     /* every request carried a valid signature */
+	int unsigned_seen; /* a request came without signature headers */
+} key_log;
+
+typedef struct {
+	pthread_mutex_t mu;
+	key_log keys[MAX_KEYS];
+	int nkeys;
+	const char *secret;
+	char alerts[MAX_ALERTS][1024];
+	int nalerts;
+	int alert_posts, alert_fail_first;
+	int hold_ms; /* delay of /hold */
+} producer;
+
+static key_log *key_of(producer *p, const char *mk)
+{
+	for (int i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].mk, mk) == 0)
+			return &p->keys[i];
+	if (p->nkeys == MAX_KEYS)
+		return NULL;
+	key_log *k = &p->keys[p->nkeys++];
+	memset(k, 0, sizeof *k);
+	snprintf(k->mk, sizeof k->mk, "%s", mk);
+	k->attempts_ok = k->params_ok = k->signed_ok = 1;
+	return k;
+}
+
+static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
+{
+	producer *p = opaque;
+	if (strcmp(r->path, "/alert") == 0) {
+		pthread_mutex_lock(&p->mu);
+		int fail = p->alert_posts++ < p->alert_fail_first;
+		if (!fail && p->nalerts < MAX_ALERTS)
+			snprintf(p->alerts[p->nalerts++], sizeof p->alerts[0], "%s", r->body ? r->body : "");
+		pthread_mutex_unlock(&p->mu);
+		a->status = fail ? 500 : 200;
+		return;
+	}
+	char biz[128] = "", mk[300] = "", biz2[128] = "", mk2[300] = "", att[16] = "";
+	char ts[32] = "", sig[100] = "";
+	h_http_param(r, "biz_id", biz, sizeof biz);
+	h_http_param(r, "message_key", mk, sizeof mk);
+	int params = h_http_param(r, "bizID", biz2, sizeof biz2) &&
+	             h_http_param(r, "messageKey", mk2, sizeof mk2) && strcmp(biz, biz2) == 0 &&
+	             strcmp(mk, mk2) == 0 && *biz && *mk && strcmp(r->method, "GET") == 0;
+	h_http_header(r, "x-txhub-attempt", att, sizeof att);
+	int has_ts = h_http_header(r, "x-txhub-timestamp", ts, sizeof ts);
+	int has_sig = h_http_header(r, "x-txhub-signature", sig, sizeof sig);
+	pthread_mutex_lock(&p->mu);
+	key_log *k = key_of(p, mk);
+	if (k) {
+		k->hits++;
+		if (atoi(att) != k->last_attempt + 1)
+			k->attempts_ok = 0;
+		k->last_attempt = atoi(att);
+		if (!params)
+			k->params_ok = 0;
+		if (!has_ts && !has_sig)
+			k->unsigned_seen = 1;
+		if (p->secret) {
+			char want[65], full[70];
+			long long t = atoll(ts);
+			long long now = (long long)time(NULL);
+			int ok = has_ts && has_sig && t > now - 60 && t <= now &&
+			         txhub_checkback_signature(p->secret, t, biz, mk, want, sizeof want) == 0;
+			snprintf(full, sizeof full, "v1=%s", want);
+			if (!ok || strcmp(sig, full) != 0)
+				k->signed_ok = 0;
+		}
+	}
+	int hold = p->hold_ms;
+	pthread_mutex_unlock(&p->mu);
+
+	const char *path = r->path;
+	if (strncmp(path, "/ok/", 4) == 0) /* the allow-listed prefix */
+		path += 3;
+	static const struct {
+		const char *path;
+		const char *body;
+	} plain[] = {
+		{"/committed", "committed"},
+		{"/commit", "commit\n"},
+		{"/2", " 2 "},
+		{"/json-committed", "{\"status\":\"committed\",\"order\":17}"},
+		{"/json-2", "{\"status\":2}"},
+		{"/rolled_back", "rolled_back"},
+		{"/rollback", "rollback"},
+		{"/3", "3"},
+		{"/json-3", "{\"status\":3}"},
+		{"/unknown", "unknown"},
+		{"/prepared", "{\"status\":\"prepared\"}"},
+		{"/1", "1"},
+		{"/garbage", "<html>\x01\xff oops</html>"},
+		{"/json-nostatus", "{\"state\":\"committed\"}"},
+	};
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+		if (strcmp(path, plain[i].path) == 0) {
+			snprintf(a->body, sizeof a->body, "%s", plain[i].body);
+			return;
+		}
+	}
+	if (strcmp(path, "/500") == 0) {
+		a->status = 500;
+		snprintf(a->body, sizeof a->body, "committed"); /* the status decides, not the body */
+	} else if (strcmp(path, "/slow") == 0) {
+		a->delay_ms = 2000; /* the hub gives up after 500 ms */
+		snprintf(a->body, sizeof a->body, "committed");
+	} else if (strcmp(path, "/big") == 0) {
+		snprintf(a->body, sizeof a->body, "committed"); /* then 70,000 spaces */
+		a->pad_to = 70000;
+	} else if (strcmp(path, "/redirect") == 0) {
+		a->status = 302;
+		snprintf(a->location, sizeof a->location, "/committed");
+	} else if (strcmp(path, "/hold") == 0) {
+		a->delay_ms = hold;
+		snprintf(a->body, sizeof a->body, "committed");
+	} else if (strcmp(path, "/parity") == 0) {
+		a->delay_ms = 5;
+		int n = atoi(strrchr(mk, '-') ? strrchr(mk, '-') + 1 : "0");
+		snprintf(a->body, sizeof a->body, "%s", n % 2 == 0 ? "committed" : "rolled_back");
+	} else {
+		a->status = 404;
+	}
+}
+
+static producer *producer_new(void)
+{
+	producer *p = calloc(1, sizeof *p);
+	cr_assert_not_null(p);
+	pthread_mutex_init(&p->mu, NULL);
+	return p;
+}
+
+static key_log snapshot(producer *p, const char *mk)
+{
+	key_log k;
+	memset(&k, 0, sizeof k);
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->nkeys; i++)
+		if (strcmp(p->keys[i].mk, mk) == 0)
+			k = p->keys[i];
+	pthread_mutex_unlock(&p->mu);
+	return k;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- helpers ---- */
+
+static char sqlbuf[1024];
+
+static const char *row(const char *what, const char *mk)
+{
+	snprintf(sqlbuf, sizeof sqlbuf, "SELECT %s FROM txhub.messages WHERE message_key = '%s'",
+	         what, mk);
+	return sqlbuf;
+}
+
+static void send_prepare(h_env *e, const char *mk, const char *url, const char *fwd)
+{
+	char buf[1024], cbk[512] = "";
+	if (url)
+		snprintf(cbk, sizeof cbk, ",\"checkback\":{\"url\":\"%s\"}", url);
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"%s\","
+	         "\"payload\":\"pay-%s\",\"forward\":{\"topic\":\"%s\"}%s}", mk, mk, fwd, cbk);
+	h_send_str(e, -1, mk, buf);
+}
+
+static void send_decision(h_env *e, const char *type, const char *mk)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"type\":\"%s\",\"biz_id\":\"shop\",\"message_key\":\"%s\"}",
+	         type, mk);
+	h_send_str(e, -1, mk, buf);
+}
+
+/* Forwarded records on topic whose txhub-message-key is mk. */
+static int forwards_of(h_record *r, size_t n, const char *mk)
+{
+	char want[300];
+	snprintf(want, sizeof want, "txhub-message-key=%s\n", mk);
+	int c = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strstr(r[i].headers, want))
+			c++;
+	return c;
+}
+
+/* ---- tests ---- */
+
+typedef struct {
+	const char *mk;
+	const char *path; /* NULL: a port where nothing listens */
+	const char *status;
+	int hits;
+	const char *error; /* a piece of last_error, or NULL */
+} expect;
+
+Test(checkback, every_answer_decides_its_message, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "cbans");
+	producer *p = producer_new();
+	p->alert_fail_first = 2; /* the webhook fails twice: alerts are retried */
+	h_httpd *srv = h_httpd_start(answer, p);
+	cr_assert_not_null(srv);
+	int port = h_httpd_port(srv), dead = h_free_port();
+	char fwd[128], webhook[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert", port);
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=50",
+	                          "checkback.backoff_max_ms=100", "checkback.max_attempts=3",
+	                          "checkback.timeout_ms=500", webhook, NULL};
+
+	static const expect cases[] = {
+		{"c-plain", "/committed", "committed", 1, NULL},
+		{"c-word", "/commit", "committed", 1, NULL},
+		{"c-legacy", "/2", "committed", 1, NULL},
+		{"c-json", "/json-committed", "committed", 1, NULL},
+		{"c-json-num", "/json-2", "committed", 1, NULL},
+		{"odd key&=?/%+\xc3\xa9#x", "/committed", "committed", 1, NULL},
+		{"r-plain", "/rolled_back", "rolled_back", 1, NULL},
+		{"r-word", "/rollback", "rolled_back", 1, NULL},
+		{"r-legacy", "/3", "rolled_back", 1, NULL},
+		{"r-json-num", "/json-3", "rolled_back", 1, NULL},
+		{"u-unknown", "/unknown", "check_failed", 3, "not decided yet"},
+		{"u-prepared", "/prepared", "check_failed", 3, "not decided yet"},
+		{"u-legacy", "/1", "check_failed", 3, "not decided yet"},
+		{"e-500", "/500", "check_failed", 3, "HTTP 500"},
+		{"e-garbage", "/garbage", "check_failed", 3, "unreadable answer: <html>\\x01\\xff"},
+		{"e-nostatus", "/json-nostatus", "check_failed", 3, "no \"status\""},
+		{"e-slow", "/slow", "check_failed", 3, "no answer within"},
+		{"e-big", "/big", "check_failed", 3, "longer than 65536"},
+		{"e-redirect", "/redirect", "check_failed", 3, "HTTP 302"},
+		{"e-refused", NULL, "check_failed", 0, "onnect"},
+	};
+	size_t ncases = sizeof cases / sizeof cases[0];
+	pid_t hub = h_hub_start(&e, settings);
+	for (size_t i = 0; i < ncases; i++) {
+		char url[256];
+		if (cases[i].path)
+			snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, cases[i].path);
+		else
+			snprintf(url, sizeof url, "http://127.0.0.1:%d/nobody", dead);
+		send_prepare(&e, cases[i].mk, url, fwd);
+	}
+	h_flush();
+
+	char buf[1024];
+	for (size_t i = 0; i < ncases; i++) {
+		const expect *c = &cases[i];
+		cr_assert(h_wait(&e, row("status", c->mk), c->status, WAIT_MS), "%s: status %s, want %s",
+		          c->mk, h_query(&e, row("status", c->mk), buf, sizeof buf), c->status);
+		int want_attempts = strcmp(c->status, "check_failed") == 0 ? 3 : 1;
+		cr_assert_eq(h_count(&e, row("check_attempts", c->mk)), want_attempts,
+		             "%s: check_attempts", c->mk);
+		key_log k = snapshot(p, c->mk);
+		cr_assert_eq(k.hits, c->hits, "%s: asked %d times, want %d", c->mk, k.hits, c->hits);
+		if (c->hits > 0) {
+			cr_assert(k.params_ok, "%s: biz_id/message_key/bizID/messageKey wrong", c->mk);
+			cr_assert(k.attempts_ok, "%s: X-Txhub-Attempt did not count 1, 2, 3", c->mk);
+			cr_assert(k.unsigned_seen, "%s: no secret set, yet a signature was sent", c->mk);
+		}
+		if (c->error) {
+			h_query(&e, row("last_error", c->mk), buf, sizeof buf);
+			cr_assert(strstr(buf, c->error), "%s: last_error \"%s\" lacks \"%s\"", c->mk, buf,
+			          c->error);
+		}
+		if (strcmp(c->status, "committed") == 0)
+			cr_assert(h_wait(&e, row("send_status", c->mk), "sent", WAIT_MS), "%s: not sent",
+			          c->mk);
+		else
+			cr_assert_str_eq(h_query(&e, row("send_status", c->mk), buf, sizeof buf), "NULL");
+	}
+
+	/* a check_failed message still takes a late decision */
+	send_decision(&e, "commit", "u-unknown");
+	h_flush();
+	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "u-unknown"),
+	                 "committed/sent", WAIT_MS));
+
+	/* forwarded: each committed one, never a rolled-back or failed one */
+	h_record *r;
+	size_t n = h_read_topic(&e, fwd, 1500, &r);
+	for (size_t i = 0; i < ncases; i++) {
+		int f = forwards_of(r, n, cases[i].mk);
+		if (strcmp(cases[i].status, "committed") == 0)
+			cr_assert_geq(f, 1, "%s was not forwarded", cases[i].mk);
+		else if (strcmp(cases[i].mk, "u-unknown") != 0)
+			cr_assert_eq(f, 0, "%s was forwarded", cases[i].mk);
+	}
+	h_records_free(r, n);
+
+	/* the webhook got one check_failed alert per failed message, despite
+	 * failing its first two POSTs */
+	size_t nfailed = 0;
+	for (size_t i = 0; i < ncases; i++)
+		nfailed += strcmp(cases[i].status, "check_failed") == 0;
+	for (int waited = 0; waited < 30000; waited += 100) {
+		pthread_mutex_lock(&p->mu);
+		int got = p->nalerts;
+		pthread_mutex_unlock(&p->mu);
+		if ((size_t)got >= nfailed)
+			break;
+		sleep_ms(100);
+	}
+	pthread_mutex_lock(&p->mu);
+	cr_assert_eq((size_t)p->nalerts, nfailed, "%d alerts, want %zu", p->nalerts, nfailed);
+	for (size_t i = 0; i < ncases; i++) {
+		if (strcmp(cases[i].status, "check_failed") != 0)
+			continue;
+		int found = 0;
+		for (int j = 0; j < p->nalerts; j++) {
+			cJSON *a = cJSON_Parse(p->alerts[j]);
+			cr_assert_not_null(a, "alert is not JSON: %s", p->alerts[j]);
+			const cJSON *kind = cJSON_GetObjectItem(a, "kind");
+			const cJSON *mk = cJSON_GetObjectItem(a, "message_key");
+			const cJSON *biz = cJSON_GetObjectItem(a, "biz_id");
+			const cJSON *att = cJSON_GetObjectItem(a, "attempts");
+			const cJSON *le = cJSON_GetObjectItem(a, "last_error");
+			if (cJSON_IsString(mk) && strcmp(mk->valuestring, cases[i].mk) == 0) {
+				found++;
+				cr_assert_str_eq(kind->valuestring, "check_failed");
+				cr_assert_str_eq(biz->valuestring, "shop");
+				cr_assert_eq((int)att->valuedouble, 3);
+				cr_assert(cJSON_IsString(le) && strstr(le->valuestring, cases[i].error),
+				          "alert last_error: %s", p->alerts[j]);
+			}
+			cJSON_Delete(a);
+		}
+		cr_assert_eq(found, 1, "%s: %d alerts", cases[i].mk, found);
+	}
+	pthread_mutex_unlock(&p->mu);
+
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, signature_verifies_with_the_secret, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbsig");
+	producer *p = producer_new();
+	p->secret = "correct horse battery staple";
+	h_httpd *srv = h_httpd_start(answer, p);
+	int port = h_httpd_port(srv);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=50",
+	                          "checkback.max_attempts=2",
+	                          "checkback.secret=correct horse battery staple", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", port);
+	send_prepare(&e, "s-1", url, fwd);
+	send_prepare(&e, "s 2/\xc3\xa9", url, fwd);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/unknown?tenant=7", port);
+	send_prepare(&e, "s-3", url, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "s-1"), "committed", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "s 2/\xc3\xa9"), "committed", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "s-3"), "check_failed", WAIT_MS));
+	const char *keys[] = {"s-1", "s 2/\xc3\xa9", "s-3"};
+	for (int i = 0; i < 3; i++) {
+		key_log k = snapshot(p, keys[i]);
+		cr_assert_geq(k.hits, 1);
+		cr_assert(k.signed_ok, "%s: a request's signature did not verify", keys[i]);
+		cr_assert(!k.unsigned_seen, "%s: a request came unsigned", keys[i]);
+		cr_assert(k.params_ok, "%s: parameters wrong (URL with its own query)", keys[i]);
+	}
+	cr_assert_eq(snapshot(p, "s-3").hits, 2);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, allow_list_and_missing_urls_are_never_requested, .timeout = 180)
+{
+	h_env e;
+	h_setup(&e, "cballow");
+	producer *p = producer_new();
+	h_httpd *srv = h_httpd_start(answer, p);
+	int port = h_httpd_port(srv);
+	char fwd[128], url[128], allow[128], def[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(allow, sizeof allow, "checkback.allow=http://127.0.0.1:%d/ok", port);
+	const char *settings[] = {"checkback.first_after_ms=0", allow, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/committed", port);
+	send_prepare(&e, "a-in", url, fwd);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/okay/committed", port);
+	send_prepare(&e, "a-out", url, fwd);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", port);
+	send_prepare(&e, "a-out2", url, fwd);
+	send_prepare(&e, "a-none", NULL, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "a-in"), "committed", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "a-out"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "a-out2"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "a-none"), "check_failed", WAIT_MS));
+	char buf[512];
+	cr_assert(strstr(h_query(&e, row("last_error", "a-out"), buf, sizeof buf),
+	                 "outside checkback.allow"), "%s", buf);
+	cr_assert(strstr(h_query(&e, row("last_error", "a-none"), buf, sizeof buf),
+	                 "no check-back URL"), "%s", buf);
+	cr_assert_eq(h_count(&e, row("check_attempts", "a-out")), 0);
+	cr_assert_eq(h_count(&e, row("check_attempts", "a-none")), 0);
+	cr_assert_eq(snapshot(p, "a-in").hits, 1);
+	cr_assert_eq(snapshot(p, "a-out").hits, 0, "a URL outside the allow list was requested");
+	cr_assert_eq(snapshot(p, "a-out2").hits, 0, "a URL outside the allow list was requested");
+	cr_assert_eq(h_hub_stop(hub), 0);
+
+	/* with checkback.default_url, a prepare without a URL is asked there */
+	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/ok/rolled_back", port);
+	const char *settings2[] = {"checkback.first_after_ms=0", allow, def, NULL};
+	hub = h_hub_start(&e, settings2);
+	send_prepare(&e, "a-default", NULL, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "a-default"), "rolled_back", WAIT_MS));
+	cr_assert_eq(snapshot(p, "a-default").hits, 1);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, a_decision_before_the_due_time_means_no_check_back, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbearly");
+	producer *p = producer_new();
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/rolled_back", h_httpd_port(srv));
+	const char *settings[] = {"checkback.first_after_ms=1500", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "d-commit", url, fwd);
+	send_prepare(&e, "d-rollback", url, fwd);
+	send_prepare(&e, "d-late", url, fwd); /* nobody decides this one */
+	send_decision(&e, "commit", "d-commit");
+	send_decision(&e, "rollback", "d-rollback");
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "d-late"), "rolled_back", WAIT_MS));
+	sleep_ms(2000); /* well past the due time of all three */
+	cr_assert_str_eq(h_query(&e, row("status", "d-commit"), url, sizeof url), "committed");
+	cr_assert_str_eq(h_query(&e, row("status", "d-rollback"), url, sizeof url), "rolled_back");
+	cr_assert_eq(snapshot(p, "d-commit").hits, 0, "a committed prepare was checked back");
+	cr_assert_eq(snapshot(p, "d-rollback").hits, 0, "a rolled-back prepare was checked back");
+	cr_assert_eq(snapshot(p, "d-late").hits, 1);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, a_decision_during_the_check_back_wins, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbrace");
+	producer *p = producer_new();
+	p->hold_ms = 2500; /* answers "committed", late */
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=10000", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "race-1", url, fwd);
+	h_flush();
+	for (int waited = 0; snapshot(p, "race-1").hits == 0 && waited < WAIT_MS; waited += 20)
+		sleep_ms(20);
+	cr_assert_eq(snapshot(p, "race-1").hits, 1, "the check-back never came");
+	send_decision(&e, "rollback", "race-1"); /* while the producer thinks */
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "race-1"), "rolled_back", WAIT_MS));
+	sleep_ms(3500); /* the "committed" answer has arrived by now */
+	char buf[256];
+	cr_assert_str_eq(h_query(&e, row("status || '/' || coalesce(send_status, '-')", "race-1"),
+	                         buf, sizeof buf), "rolled_back/-");
+	cr_assert_eq(h_count(&e, row("check_attempts", "race-1")), 0,
+	             "the late answer was written over the decision");
+	h_record *r;
+	size_t n = h_read_topic(&e, fwd, 1000, &r);
+	cr_assert_eq(n, 0, "a rolled-back message was forwarded");
+	h_records_free(r, n);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, a_thousand_due_at_once_stay_within_the_concurrency, .timeout = 300)
+{
+	h_env e;
+	h_setup(&e, "cbmany");
+	producer *p = producer_new();
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/parity", h_httpd_port(srv));
+	/* all stored before the first falls due */
+	const char *settings[] = {"checkback.first_after_ms=3000", "checkback.concurrency=8", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	for (int i = 0; i < 1000; i++) {
+		char mk[32];
+		snprintf(mk, sizeof mk, "m-%d", i);
+		send_prepare(&e, mk, url, fwd);
+	}
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status <> 'prepared'",
+	                 "1000", 120000), "not every message was decided");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 500);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'"), 500);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE check_attempts <> 1"), 0);
+	long max = h_httpd_max_in_flight(srv);
+	cr_assert_leq(max, 8, "%ld requests in flight at once, over checkback.concurrency", max);
+	cr_assert_geq(max, 2, "requests were not made in parallel");
+	cr_assert_eq(h_httpd_requests(srv), 1000, "each prepare asked once");
+	pthread_mutex_lock(&p->mu);
+	cr_assert_eq(p->nkeys, 1000);
+	for (int i = 0; i < p->nkeys; i++)
+		cr_assert_eq(p->keys[i].hits, 1, "%s asked %d times", p->keys[i].mk, p->keys[i].hits);
+	pthread_mutex_unlock(&p->mu);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "500",
+	                 WAIT_MS));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
