@@ -6,6 +6,9 @@
 #                             with a small demo
 #   deploy/dev.sh test        the same set-up, then the whole test suite
 #   deploy/dev.sh bench [N]   push N prepare+commit pairs through (default 50000)
+#   deploy/dev.sh bench-checkback [N]
+#                             N check-backs due at once against a local
+#                             endpoint (default 20000), and idle CPU
 #
 # Works on Debian 12 as root or as a user with sudo. Nothing is installed
 # outside Debian's packages; the build goes to ./build ($TXHUB_BUILD).
@@ -75,8 +78,13 @@ case "$cmd" in
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench.sh "${2:-50000}"
     ;;
+  bench-checkback)
+    install_missing
+    TXHUB_MESON_OPTIONS="--buildtype=release" build
+    exec tests/with-services.sh "$b/txhub" deploy/bench-checkback.sh "${2:-20000}"
+    ;;
   *)
-    echo "usage: deploy/dev.sh demo | test | bench [N]" >&2
+    echo "usage: deploy/dev.sh demo | test | bench [N] | bench-checkback [N]" >&2
     exit 2
     ;;
 esac

@@ -88,6 +88,7 @@ static int post(CURL *c, const char *url, const char *json, char *why, size_t wh
 static void *run(void *arg)
 {
 	alert *al = arg;
+	pthread_setname_np(pthread_self(), "txhub:alert");
 	CURL *c = curl_easy_init();
 	pthread_mutex_lock(&al->mu);
 	for (;;) {

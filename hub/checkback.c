@@ -626,15 +626,23 @@ static void take_assignment(checkback *cb)
 	pthread_mutex_unlock(&cb->mu);
 }
 
+/* Whether enough slots are free to claim: with requests in flight we wait
+ * for half the slots, so that claims come in batches rather than one row at
+ * a time. */
+static int slots_to_claim(const checkback *cb)
+{
+	size_t free_slots = cb->nslots - cb->busy;
+	if (cb->nowned == 0 || free_slots == 0)
+		return 0;
+	if (cb->busy > 0 && free_slots < (cb->nslots + 1) / 2)
+		return 0;
+	return 1;
+}
+
 static void claim_and_start(checkback *cb, int64_t now)
 {
 	size_t free_slots = cb->nslots - cb->busy;
-	if (cb->nowned == 0 || free_slots == 0 || now < cb->next_scan_ms ||
-	    now < cb->store_retry_ms)
-		return;
-	/* wait for half the slots to free up, unless little is in flight: claims
-	 * then come in batches rather than one row at a time */
-	if (cb->busy > 0 && free_slots < (cb->nslots + 1) / 2)
+	if (!slots_to_claim(cb) || now < cb->next_scan_ms || now < cb->store_retry_ms)
 		return;
 	char err[1024];
 	if (store_ensure(cb->st, err, sizeof err) != STORE_OK) {
@@ -674,6 +682,7 @@ static void claim_and_start(checkback *cb, int64_t now)
 static void *run(void *arg)
 {
 	checkback *cb = arg;
+	pthread_setname_np(pthread_self(), "txhub:checkbk");
 	for (;;) {
 		pthread_mutex_lock(&cb->mu);
 		int stopping = cb->stopping;
@@ -694,7 +703,7 @@ static void *run(void *arg)
 		/* sleep until a socket is ready or the next thing to do */
 		now = mono_ms();
 		int64_t wait = SCAN_MAX_MS;
-		if (cb->nowned > 0 && cb->busy < cb->nslots) {
+		if (slots_to_claim(cb)) {
 			int64_t t = cb->next_scan_ms > cb->store_retry_ms ? cb->next_scan_ms
 			                                                  : cb->store_retry_ms;
 			if (t - now < wait)

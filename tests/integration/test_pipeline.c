@@ -2,6 +2,7 @@
  * against a real PostgreSQL and broker: forwarding, rollbacks, duplicates,
  * early decisions, one-shot commits, failed forwards, restarts. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,24 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "httpd.h"
+
+/* An alert webhook: keeps the body of every POST. */
+typedef struct {
+	pthread_mutex_t mu;
+	char bodies[8][1024];
+	int n;
+} webhook;
+
+static void on_alert(void *opaque, const h_http_request *r, h_http_answer *a)
+{
+	webhook *w = opaque;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < 8 && r->body)
+		snprintf(w->bodies[w->n++], sizeof w->bodies[0], "%s", r->body);
+	pthread_mutex_unlock(&w->mu);
+	a->status = 200;
+}
 
 #define WAIT_MS 30000
 
@@ -282,8 +301,14 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	line[strcspn(line, "\n")] = '\0';
 	snprintf(e.brokers, sizeof e.brokers, "%s", line);
 
+	webhook w = {.n = 0};
+	pthread_mutex_init(&w.mu, NULL);
+	h_httpd *srv = h_httpd_start(on_alert, &w);
+	cr_assert_not_null(srv);
+	char hook[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_httpd_port(srv));
 	const char *settings[] = {"kafka.message.timeout.ms=1000", "forward.backoff_ms=100",
-	                          "forward.backoff_max_ms=200", "forward.max_attempts=3", NULL};
+	                          "forward.backoff_max_ms=200", "forward.max_attempts=3", hook, NULL};
 	pid_t hub = h_hub_start(&e, settings);
 	h_send_str(&e, -1, "f", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"f-1\","
 	                        "\"payload\":\"x\",\"forward\":{\"topic\":\"denied\"}}");
@@ -298,7 +323,22 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	cr_assert(strstr(buf, "denied") != NULL, "last_error names the topic: %s", buf);
 	/* the failure of one topic does not hold up another */
 	cr_assert(h_wait(&e, status_of("ok-1"), "committed/sent", WAIT_MS));
-	cr_assert_eq(h_hub_stop(hub), 0);
+	/* the webhook heard of it once */
+	for (int i = 0; i < 100; i++) {
+		pthread_mutex_lock(&w.mu);
+		int got = w.n;
+		pthread_mutex_unlock(&w.mu);
+		if (got > 0)
+			break;
+		usleep(100000);
+	}
+	cr_assert_eq(h_hub_stop(hub), 0); /* stopping delivers what is queued */
+	h_httpd_stop(srv);
+	cr_assert_eq(w.n, 1, "%d alerts", w.n);
+	cr_assert(strstr(w.bodies[0], "\"kind\":\"send_failed\""), "%s", w.bodies[0]);
+	cr_assert(strstr(w.bodies[0], "\"message_key\":\"f-1\""), "%s", w.bodies[0]);
+	cr_assert(strstr(w.bodies[0], "\"topic\":\"denied\""), "%s", w.bodies[0]);
+	cr_assert(strstr(w.bodies[0], "\"attempts\":3"), "%s", w.bodies[0]);
 	h_teardown(&e);
 	kill(broker, SIGTERM);
 	waitpid(broker, NULL, 0);
