@@ -5,9 +5,12 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -567,4 +570,70 @@ Test(checkback, a_thousand_due_at_once_stay_within_the_concurrency, .timeout = 3
 	h_httpd_stop(srv);
 	h_teardown(&e);
 	free(p);
+}
+
+/* The example endpoint of deploy/examples answers truthfully: a business
+ * transaction that committed is "committed"; one that never ran is fenced
+ * off and "rolled_back", and can no longer commit afterwards. */
+static int run_example(const char *const *args)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		execv("/usr/bin/python3", (char *const *)args);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(checkback, the_example_endpoint_answers_truthfully, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbexample");
+	char script[512], db[128], fwd[128], def[160];
+	snprintf(script, sizeof script, "%s/deploy/examples/checkback_endpoint.py", TXHUB_SOURCE_ROOT);
+	snprintf(db, sizeof db, "/tmp/txhub-%s.sqlite", e.name);
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	unlink(db);
+	const char *commit1[] = {"python3", script, "commit", "--db", db, "ex-1", NULL};
+	cr_assert_eq(run_example(commit1), 0, "the example's business transaction failed");
+
+	int out[2];
+	cr_assert_eq(pipe(out), 0);
+	pid_t ep = fork();
+	if (ep == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(out[1], 1);
+		close(out[0]);
+		execl("/usr/bin/python3", "python3", script, "serve", "--db", db, "--port", "0",
+		      "--secret", "s3cret", (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	FILE *f = fdopen(out[0], "r");
+	char line[128] = "";
+	int port = 0;
+	cr_assert(fgets(line, sizeof line, f) && sscanf(line, "listening on %d", &port) == 1,
+	          "the example endpoint did not start: %s", line);
+	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/txhub/check", port);
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.secret=s3cret", def,
+	                          "checkback.max_attempts=2", "checkback.backoff_ms=100", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "ex-1", NULL, fwd);
+	send_prepare(&e, "ex-2", NULL, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "ex-1"),
+	                 "committed/sent", WAIT_MS));
+	cr_assert(h_wait(&e, row("status", "ex-2"), "rolled_back", WAIT_MS));
+	/* the producer's late business transaction is refused */
+	const char *commit2[] = {"python3", script, "commit", "--db", db, "ex-2", NULL};
+	cr_assert_neq(run_example(commit2), 0, "a fenced transaction committed after all");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	kill(ep, SIGTERM);
+	waitpid(ep, NULL, 0);
+	fclose(f);
+	unlink(db);
+	h_teardown(&e);
 }
