@@ -31,7 +31,7 @@ struct h_httpd {
 	pthread_mutex_t mu;
 	conn *conns;
 	int stopping;
-	long requests, in_flight, max_in_flight;
+	long requests, in_flight, max_in_flight, connections;
 };
 
 static int stopping(h_httpd *s)
@@ -240,6 +240,7 @@ static void *accept_loop(void *arg)
 		}
 		c->next = s->conns;
 		s->conns = c;
+		s->connections++;
 		pthread_mutex_unlock(&s->mu);
 	}
 	return NULL;
@@ -321,6 +322,14 @@ long h_httpd_max_in_flight(h_httpd *s)
 {
 	pthread_mutex_lock(&s->mu);
 	long v = s->max_in_flight;
+	pthread_mutex_unlock(&s->mu);
+	return v;
+}
+
+long h_httpd_connections(h_httpd *s)
+{
+	pthread_mutex_lock(&s->mu);
+	long v = s->connections;
 	pthread_mutex_unlock(&s->mu);
 	return v;
 }

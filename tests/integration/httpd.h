@@ -36,6 +36,8 @@ void h_httpd_stop(h_httpd *s);
 /* Requests answered or being answered, and the most ever handled at once. */
 long h_httpd_requests(h_httpd *s);
 long h_httpd_max_in_flight(h_httpd *s);
+/* Connections accepted so far. */
+long h_httpd_connections(h_httpd *s);
 
 /* The query parameter `name`, percent-decoded ('+' stays '+'), into out.
  * Returns 1 when present. */

@@ -559,6 +559,9 @@ Test(checkback, a_thousand_due_at_once_stay_within_the_concurrency, .timeout = 3
 	cr_assert_leq(max, 8, "%ld requests in flight at once, over checkback.concurrency", max);
 	cr_assert_geq(max, 2, "requests were not made in parallel");
 	cr_assert_eq(h_httpd_requests(srv), 1000, "each prepare asked once");
+	/* connections are kept and reused, not one per request */
+	long conns = h_httpd_connections(srv);
+	cr_assert_leq(conns, 16, "%ld connections for 1000 requests", conns);
 	pthread_mutex_lock(&p->mu);
 	cr_assert_eq(p->nkeys, 1000);
 	for (int i = 0; i < p->nkeys; i++)
@@ -636,4 +639,40 @@ Test(checkback, the_example_endpoint_answers_truthfully, .timeout = 120)
 	fclose(f);
 	unlink(db);
 	h_teardown(&e);
+}
+
+/* A hub stopped with a check-back in flight gives the message back: the
+ * next hub asks again at once, and the dropped request is not counted. */
+Test(checkback, a_request_in_flight_at_shutdown_is_asked_again, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbstop");
+	producer *p = producer_new();
+	p->hold_ms = 4000;
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=60000", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "stop-1", url, fwd);
+	h_flush();
+	for (int waited = 0; snapshot(p, "stop-1").hits == 0 && waited < WAIT_MS; waited += 20)
+		sleep_ms(20);
+	cr_assert_eq(snapshot(p, "stop-1").hits, 1, "the check-back never came");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	/* given back: due now (not leased for 90 s), attempt not counted */
+	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts || '/' || "
+	                                 "(next_check_at <= now())", "stop-1"), url, sizeof url),
+	                 "prepared/0/true");
+	pthread_mutex_lock(&p->mu);
+	p->hold_ms = 0;
+	pthread_mutex_unlock(&p->mu);
+	hub = h_hub_start(&e, settings);
+	cr_assert(h_wait(&e, row("status || '/' || check_attempts", "stop-1"), "committed/1", WAIT_MS));
+	cr_assert_eq(snapshot(p, "stop-1").hits, 2);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
 }
