@@ -46,6 +46,18 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Append it to the queue; the caller holds al->mu. */
+static void append(alert *al, item *it)
+{
+	it->next = NULL;
+	if (al->tail)
+		al->tail->next = it;
+	else
+		al->head = it;
+	al->tail = it;
+	al->queued++;
+}
+
 static size_t discard(char *p, size_t size, size_t n, void *u)
 {
 	(void)p;
@@ -152,12 +164,7 @@ static void *run(void *arg)
 			                          backoff_random());
 			log_warn("alert: webhook: %s; retrying in %lld ms", why, (long long)d);
 			best->due_ms = mono_ms() + d;
-			if (al->tail)
-				al->tail->next = best;
-			else
-				al->head = best;
-			al->tail = best;
-			al->queued++;
+			append(al, best);
 		}
 	}
 	/* what is left was not delivered in time */
@@ -265,12 +272,7 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
 		free(it);
 		return;
 	}
-	if (al->tail)
-		al->tail->next = it;
-	else
-		al->head = it;
-	al->tail = it;
-	al->queued++;
+	append(al, it);
 	pthread_cond_signal(&al->cv);
 	pthread_mutex_unlock(&al->mu);
 }

@@ -737,6 +737,21 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* Free what the thread left (it has stopped, or never started). */
+static void destroy(checkback *cb)
+{
+	if (cb->multi)
+		curl_multi_cleanup(cb->multi);
+	store_close(cb->st);
+	free(cb->slots);
+	free(cb->want);
+	free(cb->owned);
+	free(cb->pend);
+	pthread_mutex_destroy(&cb->mu);
+	pthread_cond_destroy(&cb->cv);
+	free(cb);
+}
+
 checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t errsz)
 {
 	checkback *cb = calloc(1, sizeof *cb);
@@ -766,13 +781,7 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
 	}
 	return cb;
 fail:
-	if (cb->multi)
-		curl_multi_cleanup(cb->multi);
-	store_close(cb->st);
-	free(cb->slots);
-	pthread_mutex_destroy(&cb->mu);
-	pthread_cond_destroy(&cb->cv);
-	free(cb);
+	destroy(cb);
 	return NULL;
 }
 
@@ -823,15 +832,7 @@ void checkback_stop(checkback *cb)
 	pthread_mutex_unlock(&cb->mu);
 	curl_multi_wakeup(cb->multi);
 	pthread_join(cb->thread, NULL);
-	curl_multi_cleanup(cb->multi);
-	store_close(cb->st);
-	free(cb->slots);
-	free(cb->want);
-	free(cb->owned);
-	free(cb->pend);
-	pthread_mutex_destroy(&cb->mu);
-	pthread_cond_destroy(&cb->cv);
-	free(cb);
+	destroy(cb);
 }
 
 checkback_stats checkback_get_stats(checkback *cb)
