@@ -32,6 +32,7 @@ typedef struct {
 	int params_ok;     /* biz_id == bizID, message_key == messageKey */
 	int signed_ok;     /* every request carried a valid signature */
 	int unsigned_seen; /* a request came without signature headers */
+	long long at_ms[4]; /* monotonic time of the first four requests */
 } key_log;
 
 typedef struct {
@@ -59,6 +60,13 @@ static key_log *key_of(producer *p, const char *mk)
 	return k;
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 {
 	producer *p = opaque;
@@ -84,6 +92,8 @@ static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 	pthread_mutex_lock(&p->mu);
 	key_log *k = key_of(p, mk);
 	if (k) {
+		if (k->hits < 4)
+			k->at_ms[k->hits] = now_ms();
 		k->hits++;
 		if (atoi(att) != k->last_attempt + 1)
 			k->attempts_ok = 0;
@@ -671,6 +681,99 @@ Test(checkback, a_request_in_flight_at_shutdown_is_asked_again, .timeout = 120)
 	hub = h_hub_start(&e, settings);
 	cr_assert(h_wait(&e, row("status || '/' || check_attempts", "stop-1"), "committed/1", WAIT_MS));
 	cr_assert_eq(snapshot(p, "stop-1").hits, 2);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, an_answer_to_an_older_attempt_is_dropped, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbstale");
+	producer *p = producer_new();
+	p->hold_ms = 2500; /* answers "committed", late */
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=10000", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "stale-1", url, fwd);
+	h_flush();
+	for (int waited = 0; snapshot(p, "stale-1").hits == 0 && waited < WAIT_MS; waited += 20)
+		sleep_ms(20);
+	cr_assert_eq(snapshot(p, "stale-1").hits, 1, "the check-back never came");
+	/* meanwhile another replica (its lease having run out) asked again and
+	 * recorded "not decided" as attempt 1 */
+	char buf[256];
+	h_query(&e, "UPDATE txhub.messages SET check_attempts = 1, last_error = 'other replica', "
+	            "next_check_at = now() + interval '1 hour' WHERE message_key = 'stale-1' "
+	            "RETURNING 1", buf, sizeof buf);
+	sleep_ms(3500); /* the late "committed" to the first attempt has arrived by now */
+	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts || '/' || "
+	                                 "coalesce(send_status, '-')", "stale-1"), buf, sizeof buf),
+	                 "prepared/1/-", "an answer to an older attempt was written");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, retries_wait_for_the_backoff, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbbackoff");
+	producer *p = producer_new();
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/unknown", h_httpd_port(srv));
+	/* delays of 800..1000 ms, then 1600..2000 ms (20 % jitter below nominal) */
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=1000",
+	                          "checkback.backoff_max_ms=10000", "checkback.max_attempts=3",
+	                          NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "slowly", url, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, row("status", "slowly"), "check_failed", WAIT_MS));
+	key_log k = snapshot(p, "slowly");
+	cr_assert_eq(k.hits, 3);
+	long long gap1 = k.at_ms[1] - k.at_ms[0], gap2 = k.at_ms[2] - k.at_ms[1];
+	cr_assert_geq(gap1, 750, "second attempt %lld ms after the first, want >= 800", gap1);
+	cr_assert_geq(gap2, 1550, "third attempt %lld ms after the second, want >= 1600", gap2);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	free(p);
+}
+
+Test(checkback, only_rows_of_owned_partitions_are_asked, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "cbowned");
+	producer *p = producer_new();
+	h_httpd *srv = h_httpd_start(answer, p);
+	char fwd[128], url[128], buf[256];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", h_httpd_port(srv));
+	const char *settings[] = {"checkback.first_after_ms=3000", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_prepare(&e, "own-mine", url, fwd);
+	send_prepare(&e, "own-theirs", url, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages", "2", WAIT_MS));
+	/* before it falls due, make one row belong to a partition this replica
+	 * does not own (as if another replica's intake had stored it) */
+	h_query(&e, "UPDATE txhub.messages SET src_partition = 999 "
+	            "WHERE message_key = 'own-theirs' AND status = 'prepared' "
+	            "AND next_check_at > now() + interval '1 second' RETURNING 1", buf, sizeof buf);
+	cr_assert_str_eq(buf, "1", "the prepare fell due before the test could move it");
+	cr_assert(h_wait(&e, row("status", "own-mine"), "committed", WAIT_MS));
+	sleep_ms(2000); /* several more scans */
+	cr_assert_eq(snapshot(p, "own-theirs").hits, 0, "a row of a partition owned elsewhere was asked");
+	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts", "own-theirs"), buf,
+	                         sizeof buf), "prepared/0");
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_httpd_stop(srv);
 	h_teardown(&e);
