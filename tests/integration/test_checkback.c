@@ -150,6 +150,9 @@ static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 	} else if (strcmp(path, "/slow") == 0) {
 		a->delay_ms = 2000; /* the hub gives up after 500 ms */
 		snprintf(a->body, sizeof a->body, "committed");
+	} else if (strcmp(path, "/64k") == 0) {
+		snprintf(a->body, sizeof a->body, "committed"); /* exactly the limit */
+		a->pad_to = 65536;
 	} else if (strcmp(path, "/big") == 0) {
 		snprintf(a->body, sizeof a->body, "committed"); /* then 70,000 spaces */
 		a->pad_to = 70000;
@@ -268,6 +271,7 @@ Test(checkback, every_answer_decides_its_message, .timeout = 240)
 		{"c-legacy", "/2", "committed", 1, NULL},
 		{"c-json", "/json-committed", "committed", 1, NULL},
 		{"c-json-num", "/json-2", "committed", 1, NULL},
+		{"c-64k", "/64k", "committed", 1, NULL},
 		{"odd key&=?/%+\xc3\xa9#x", "/committed", "committed", 1, NULL},
 		{"r-plain", "/rolled_back", "rolled_back", 1, NULL},
 		{"r-word", "/rollback", "rolled_back", 1, NULL},
