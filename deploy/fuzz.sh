@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Fuzz the parsers of outside input with libFuzzer, under AddressSanitizer
+# and UndefinedBehaviorSanitizer, for a bounded time; any crash, sanitizer
+# report or broken invariant fails (exit status non-zero) and leaves the
+# input in $TXHUB_BUILD_FUZZ (build-fuzz)/crashes/.
+#
+#   deploy/fuzz.sh [SECONDS]   envelope parser for SECONDS (default 60), the
+#                              check-back answer parser for a third of that
+#
+# Installs clang and its runtime from Debian's packages when missing. The
+# seed corpora in tests/fuzz/corpus/ are copied, never modified.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+b=${TXHUB_BUILD_FUZZ:-build-fuzz}
+
+need=()
+for p in clang libclang-rt-14-dev meson ninja-build pkg-config libcjson-dev librdkafka-dev \
+         libpq-dev libcurl4-openssl-dev libssl-dev libcriterion-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "fuzz.sh: installing ${need[*]}" >&2
+  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${need[@]}" >/dev/null
+fi
+
+if [ ! -f "$b/build.ninja" ]; then
+  CC=clang meson setup "$b" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+    --buildtype=debugoptimized >/dev/null
+fi
+ninja -C "$b" tests/fuzz/fuzz-envelope tests/fuzz/fuzz-answer >/dev/null
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+mkdir -p "$b/crashes"
+run() { # name seconds
+  local corpus; corpus=$(mktemp -d)
+  cp tests/fuzz/corpus/"$1"/* "$corpus"/
+  echo "== fuzz-$1 for $2 s"
+  "$b/tests/fuzz/fuzz-$1" -max_total_time="$2" -print_final_stats=1 -max_len=8192 -timeout=10 \
+    -artifact_prefix="$b/crashes/$1-" "$corpus" 2>"$b/fuzz-$1.log" || {
+    tail -50 "$b/fuzz-$1.log"; echo "fuzz.sh: fuzz-$1 FAILED; input in $b/crashes/" >&2
+    rm -rf "$corpus"; exit 1; }
+  grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb" \
+    "$b/fuzz-$1.log" | sed "s/^/fuzz-$1: /"
+  echo "fuzz-$1: corpus grew from $(ls tests/fuzz/corpus/"$1" | wc -l) to $(ls "$corpus" | wc -l) inputs"
+  rm -rf "$corpus"
+}
+run envelope "$secs"
+run answer "$((secs / 3 > 0 ? secs / 3 : 1))"
