@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "log.h"
+
 static int reject(char *err, size_t errsz, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -106,6 +108,14 @@ int envelope_valid_url(const char *s)
 			return 0; /* no spaces, controls or raw non-ASCII */
 	}
 	return 1;
+}
+
+/* A name from the envelope, fit for a rejection reason: printable ASCII
+ * (other bytes as \xNN, so a reason is always valid UTF-8 and one log
+ * line), at most about 64 bytes of it. */
+static const char *shown(const char *name, char *buf, size_t bufsz)
+{
+	return log_escape(name, strlen(name), buf, bufsz);
 }
 
 static int no_controls(const char *s)
@@ -559,7 +569,9 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		}
 		const char *dup = duplicate_member(fw);
 		if (dup) {
-			reject(err, errsz, "field \"forward.%.64s\" appears more than once", dup);
+			char nb[72];
+			reject(err, errsz, "field \"forward.%s\" appears more than once",
+			       shown(dup, nb, sizeof nb));
 			goto fail;
 		}
 		cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
@@ -588,13 +600,16 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 				goto fail;
 			}
 			if ((dup = duplicate_member(fh))) {
-				reject(err, errsz, "forward header \"%.64s\" appears more than once", dup);
+				char nb[72];
+				reject(err, errsz, "forward header \"%s\" appears more than once",
+				       shown(dup, nb, sizeof nb));
 				goto fail;
 			}
 			for (cJSON *h = fh->child; h; h = h->next) {
 				if (!cJSON_IsString(h)) {
-					reject(err, errsz, "forward header \"%.64s\" must have a string value",
-					       h->string);
+					char nb[72];
+					reject(err, errsz, "forward header \"%s\" must have a string value",
+					       shown(h->string, nb, sizeof nb));
 					goto fail;
 				}
 				if (!*h->string || strlen(h->string) > 255 || !no_controls(h->string)) {
@@ -603,8 +618,9 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 					goto fail;
 				}
 				if (strncasecmp(h->string, "txhub-", 6) == 0) {
-					reject(err, errsz, "forward header \"%.64s\" uses the reserved "
-					                   "prefix txhub-", h->string);
+					char nb[72];
+					reject(err, errsz, "forward header \"%s\" uses the reserved "
+					                   "prefix txhub-", shown(h->string, nb, sizeof nb));
 					goto fail;
 				}
 			}
@@ -625,7 +641,9 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		}
 		const char *dup = duplicate_member(cb);
 		if (dup) {
-			reject(err, errsz, "field \"checkback.%.64s\" appears more than once", dup);
+			char nb[72];
+			reject(err, errsz, "field \"checkback.%s\" appears more than once",
+			       shown(dup, nb, sizeof nb));
 			goto fail;
 		}
 		cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");

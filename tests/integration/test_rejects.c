@@ -29,6 +29,15 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 	snprintf(longbiz, sizeof longbiz, "{\"type\":\"rollback\",\"biz_id\":\"%065d\",\"message_key\":\"k\"}", 7);
 	snprintf(ctlfwd, sizeof ctlfwd, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"loop\","
 	                                "\"payload\":1,\"forward\":{\"topic\":\"%s\"}}", e.topic);
+	/* a duplicate header name of 30 three-byte characters: a reason that
+	 * quoted it cut at byte 64 would split a character, and PostgreSQL
+	 * refuses text that is not UTF-8 (found by the fuzzer) */
+	static char euro[400], euros[91];
+	for (int i = 0; i < 30; i++)
+		memcpy(euros + 3 * i, "\xe2\x82\xac", 3);
+	snprintf(euro, sizeof euro, "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\","
+	                            "\"payload\":1,\"forward\":{\"topic\":\"t\",\"headers\":"
+	                            "{\"%s\":\"1\",\"%s\":\"2\"}}}", euros, euros);
 	static const char garbage[] = "\x00\x01\xfe\xff\x80garbage\x00";
 	const char *P = "\"payload\":\"p\",\"forward\":{\"topic\":\"t\"}";
 	char cases_buf[40][256];
@@ -75,6 +84,7 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"t\"},\"checkback\":{\"url\":\"ftp://x/\"}}", "checkback.url"),
 		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"t\",\"headers\":{\"txhub-biz-id\":\"x\"}}}", "reserved"),
 		S("{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1}", "one-shot"),
+		{euro, 0, 0, "appears more than once"},
 	};
 	(void)P;
 	size_t ncases = sizeof cases / sizeof cases[0];

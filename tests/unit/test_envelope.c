@@ -844,3 +844,41 @@ Test(envelope_helpers, valid_url)
 	url[ENVELOPE_URL_MAX + 1] = '\0';
 	cr_assert_not(envelope_valid_url(url), "%d characters accepted", ENVELOPE_URL_MAX + 1);
 }
+
+/* Names from the envelope appear in a rejection reason escaped: the reason
+ * goes to txhub.rejected (which needs valid UTF-8) and to one log line. A
+ * name the fuzzer found, with a DEL byte, and a long non-ASCII name whose
+ * cut would split a UTF-8 sequence. */
+static void reason_is_printable_ascii(void)
+{
+	cr_assert_gt(strlen(err), 0);
+	for (const char *p = err; *p; p++)
+		cr_assert((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f,
+		          "byte 0x%02x in reason \"%s\"", (unsigned char)*p, err);
+}
+
+Test(envelope_reject, names_in_reasons_are_escaped)
+{
+	must_reject(PREP_HDR("{\"a\x7f" "b\":\"1\",\"a\x7f" "b\":\"2\"}"),
+	            "forward header \"a\\x7fb\" appears more than once");
+	reason_is_printable_ascii();
+	/* 40 two-byte characters: 80 bytes, longer than a reason shows */
+	char name[81], json[512];
+	for (int i = 0; i < 40; i++)
+		memcpy(name + 2 * i, "\xc3\xa9", 2);
+	name[80] = '\0';
+	snprintf(json, sizeof json, PREP_HDR("{\"%s\":\"1\",\"%s\":\"2\"}"), name, name);
+	must_reject(json, "appears more than once");
+	reason_is_printable_ascii();
+	cr_assert(strstr(err, "\\xc3\\xa9"), "%s", err);
+	snprintf(json, sizeof json, PREP_HDR("{\"%s\":1}"), name);
+	must_reject(json, "must have a string value");
+	reason_is_printable_ascii();
+	must_reject(PREP_HDR("{\"TXHUB-\xc3\xa9\":\"1\"}"), "forward header \"TXHUB-\\xc3\\xa9\" uses");
+	reason_is_printable_ascii();
+	must_reject(PREP_CB("{\"u\xc3\xa9\":1,\"u\xc3\xa9\":2}"), "field \"checkback.u\\xc3\\xa9\"");
+	reason_is_printable_ascii();
+	must_reject(PREP_FWD("{\"topic\":\"t\",\"\xe2\x82\xac\":1,\"\xe2\x82\xac\":2}"),
+	            "field \"forward.\\xe2\\x82\\xac\"");
+	reason_is_printable_ascii();
+}
