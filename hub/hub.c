@@ -90,6 +90,87 @@ static int wait_for_store(hub *h, int even_when_stopping)
 	}
 }
 
+static void add_stats(store_stats *to, const store_stats *s)
+{
+	to->applied += s->applied;
+	to->rejected += s->rejected;
+	to->conflicts += s->conflicts;
+	to->committed += s->committed;
+	to->noops += s->noops;
+}
+
+/* The slow path for a batch PostgreSQL keeps refusing with a permanent
+ * error: apply its records one at a time, in order, forwarding as we go.
+ * A valid record that PostgreSQL refuses on its own is kept in
+ * txhub.rejected with the database's reason, so one poisonous record never
+ * stops its partition (when PostgreSQL refuses every write, nothing is
+ * rejected: the record is retried with backoff). Returns 0 when every record
+ * is stored, -1 when a
+ * stop came first (nothing is acknowledged then; what was applied is a
+ * no-op when read again). */
+static int apply_singly(hub *h, store_stats *total)
+{
+	char err[1024];
+	memset(total, 0, sizeof *total);
+	log_warn("hub: applying the %zu records of the batch one at a time to find the one "
+	         "PostgreSQL refuses", h->batch.n);
+	for (size_t i = 0; i < h->batch.n; i++) {
+		store_record *r = &h->batch.recs[i];
+		int sanitized = 0;
+		for (int attempt = 1;; attempt++) {
+			store_forward_list committed = {0};
+			store_stats stats;
+			store_rc rc = store_apply(h->st, h->cfg->control_topic, r, 1, &committed, &stats,
+			                          err, sizeof err);
+			if (rc == STORE_OK) {
+				add_stats(total, &stats);
+				forward_send(h->fw, &committed);
+				store_forward_list_clear(&committed);
+				break;
+			}
+			store_forward_list_clear(&committed);
+			if (rc == STORE_FATAL && r->valid) {
+				/* keep it as rejected, if PostgreSQL takes that: when it
+				 * refuses every write (read-only, permissions) both fail,
+				 * and the record is tried again as it is */
+				store_record rej = *r;
+				char esc[200];
+				memset(&rej.env, 0, sizeof rej.env);
+				rej.valid = 0;
+				snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
+				         log_escape(err, strlen(err), esc, sizeof esc));
+				char err2[1024];
+				if (store_apply(h->st, h->cfg->control_topic, &rej, 1, &committed, &stats, err2,
+				                sizeof err2) == STORE_OK) {
+					log_error("hub: PostgreSQL refuses the record at partition %d offset %lld: "
+					          "%s; kept in txhub.rejected", r->partition, (long long)r->offset,
+					          err);
+					add_stats(total, &stats);
+					store_forward_list_clear(&committed);
+					break;
+				}
+				store_forward_list_clear(&committed);
+			} else if (rc == STORE_FATAL && !sanitized) {
+				/* a rejected record refused: make its reason plain ASCII */
+				char esc[sizeof r->reason];
+				log_escape(r->reason, strlen(r->reason), esc, sizeof esc);
+				memcpy(r->reason, esc, sizeof esc);
+				sanitized = 1;
+				continue;
+			}
+			int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
+			log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
+			        "hub: applying the record at partition %d offset %lld failed (attempt %d): "
+			        "%s; retrying in %lld ms", r->partition, (long long)r->offset, attempt, err,
+			        (long long)d);
+			sleep_ms(d);
+			if (wait_for_store(h, 1) != 0 && stop_requested && attempt > 5)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 /* Apply the batch in hand until it sticks; then acknowledge and forward. */
 static void flush_batch(hub *h)
 {
@@ -103,6 +184,18 @@ static void flush_batch(hub *h)
 		                          &committed, &stats, err, sizeof err);
 		if (rc == STORE_OK)
 			break;
+		if (rc == STORE_FATAL && attempt >= 3) {
+			/* not a passing trouble: find the record PostgreSQL refuses */
+			store_forward_list_clear(&committed);
+			log_error("hub: applying a batch of %zu records failed %d times: %s", h->batch.n,
+			          attempt, err);
+			if (apply_singly(h, &stats) != 0) {
+				log_error("hub: stopping with records not stored; they will be read again");
+				intake_batch_reset(&h->batch);
+				return;
+			}
+			break; /* stored and forwarded one by one; committed is empty */
+		}
 		store_forward_list_clear(&committed);
 		int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
 		log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,

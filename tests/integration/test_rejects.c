@@ -136,3 +136,37 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
+
+/* A record that PostgreSQL itself refuses (here a trigger raises for one
+ * message key) does not stop its partition: after a few failed attempts the
+ * batch is applied one record at a time, the refused record is kept in
+ * txhub.rejected with the database's reason, and the others go through. */
+Test(rejects, a_record_postgresql_refuses_is_kept_and_the_rest_goes_on, .timeout = 180)
+{
+	h_env e;
+	h_setup(&e, "poison");
+	char fwd[128], buf[512];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	h_query(&e, "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+	            "BEGIN IF NEW.message_key = 'poison' THEN RAISE EXCEPTION 'no poison here'; "
+	            "END IF; RETURN NEW; END $$; SELECT 1", buf, sizeof buf);
+	h_query(&e, "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON txhub.messages "
+	            "FOR EACH ROW EXECUTE FUNCTION public.refuse(); SELECT 1", buf, sizeof buf);
+	pid_t hub = h_hub_start(&e, NULL);
+	const char *keys[] = {"good-1", "poison", "good-2"};
+	for (int i = 0; i < 3; i++) {
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"%s\","
+		                          "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", keys[i], fwd);
+		h_send_str(&e, 0, keys[i], buf);
+	}
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "2",
+	                 60000), "the records around the refused one were not applied");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'poison'"), 0);
+	h_query(&e, "SELECT reason FROM txhub.rejected WHERE src_offset = 1", buf, sizeof buf);
+	cr_assert(strstr(buf, "PostgreSQL refused the envelope") && strstr(buf, "no poison here"),
+	          "reason: %s", buf);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 1);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
