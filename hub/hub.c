@@ -37,12 +37,24 @@ static volatile sig_atomic_t stop_count;
 
 void hub_request_stop(void) { stop_requested = 1; }
 
+
 static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
 	if (++stop_count >= 2)
 		_exit(1); /* a second signal: exit at once */
+}
+
+void hub_install_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 }
 
 typedef struct {
@@ -306,13 +318,7 @@ int hub_run(const txhub_config *cfg)
 	char err[1024];
 	int status = 1;
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	hub_install_signals();
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_error("hub: cannot initialise libcurl");
 		return 1;

@@ -98,6 +98,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
 	}
+	if (strcmp(command, "run") == 0)
+		hub_install_signals(); /* before the slow start-up: config, connections */
 	if (strcmp(command, "devbroker") != 0 && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
