@@ -41,12 +41,14 @@ build() {
   ninja -C "$b" >/dev/null
 }
 
-# Print every Criterion synthesis line from the last meson test run, then
-# one plain "N passed, N failed" line.
+# Print every Criterion synthesis line from the last meson test run, the
+# restart and chaos figures, then one plain "N passed, N failed" line.
 summarise() {
-  local log=$b/meson-logs/testlog.txt
-  [ -f "$log" ] || return 0
+  local log
+  log=$(ls -t "$b"/meson-logs/testlog*.txt 2>/dev/null | head -1)   # testlog-<setup>.txt too
+  [ -n "$log" ] || return 0
   grep -h "Synthesis: Tested" "$log" || true
+  grep -hE "^(restart|chaos): " "$log" || true
   grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' | awk -F'|' '
     { for (i = 1; i <= NF; i++) {
         if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }
