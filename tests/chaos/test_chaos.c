@@ -8,7 +8,8 @@
  * TXHUB_CHAOS_TX transactions (default 20000) spread over about
  * TXHUB_CHAOS_SEND_MS (default 60000); each hub is killed
  * TXHUB_CHAOS_KILL_MS (default 3000) after its first forward (a new hub
- * gets its partitions only once the dead one's session has ended). */
+ * gets its partitions only once the dead one's session has ended, unless
+ * TXHUB_CHAOS_STATIC=1 gives it static group membership). */
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -131,9 +132,14 @@ Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
 	char fwd[128], def[128];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
 	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/cb", h_httpd_port(srv));
+	/* TXHUB_CHAOS_STATIC=1: static group membership, so that a restarted
+	 * hub takes its partitions back without waiting for the dead one's
+	 * session to end */
+	const char *stat = getenv("TXHUB_CHAOS_STATIC") && atoi(getenv("TXHUB_CHAOS_STATIC"))
+	                       ? "kafka.group.instance.id=chaos-hub" : NULL;
 	const char *settings[] = {def, "checkback.first_after_ms=3000", "checkback.backoff_ms=500",
 	                          "checkback.backoff_max_ms=2000", "checkback.max_attempts=50",
-	                          "intake.batch_max=500", NULL};
+	                          "intake.batch_max=500", stat, NULL};
 	/* hubs are started from this thread: a hub dies with the thread that
 	 * started it (PR_SET_PDEATHSIG) */
 	sender snd = {.e = &e, .fwd = fwd, .tx = tx, .send_ms = send_ms};
