@@ -77,11 +77,13 @@ case "$cmd" in
     ;;
   bench)
     install_missing
+    b=${TXHUB_BUILD:-build-release}
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench.sh "${2:-50000}"
     ;;
   bench-checkback)
     install_missing
+    b=${TXHUB_BUILD:-build-release}
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench-checkback.sh "${2:-20000}"
     ;;

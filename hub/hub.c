@@ -102,6 +102,11 @@ static int wait_for_store(hub *h, int even_when_stopping)
 	}
 }
 
+/* More valid records than this refused one after the other is taken for a
+ * problem of the database (a trigger or privilege on txhub.messages), not
+ * of the records: they are retried, not rejected. */
+#define REFUSED_IN_A_ROW_MAX 10
+
 static void add_stats(store_stats *to, const store_stats *s)
 {
 	to->applied += s->applied;
@@ -126,6 +131,7 @@ static int apply_singly(hub *h, store_stats *total)
 	memset(total, 0, sizeof *total);
 	log_warn("hub: applying the %zu records of the batch one at a time to find the one "
 	         "PostgreSQL refuses", h->batch.n);
+	size_t refused_in_a_row = 0;
 	for (size_t i = 0; i < h->batch.n; i++) {
 		store_record *r = &h->batch.recs[i];
 		int sanitized = 0;
@@ -135,13 +141,19 @@ static int apply_singly(hub *h, store_stats *total)
 			store_rc rc = store_apply(h->st, h->cfg->control_topic, r, 1, &committed, &stats,
 			                          err, sizeof err);
 			if (rc == STORE_OK) {
+				if (r->valid)
+					refused_in_a_row = 0;
 				add_stats(total, &stats);
 				forward_send(h->fw, &committed);
 				store_forward_list_clear(&committed);
 				break;
 			}
 			store_forward_list_clear(&committed);
-			if (rc == STORE_FATAL && r->valid) {
+			if (rc == STORE_FATAL && r->valid && refused_in_a_row >= REFUSED_IN_A_ROW_MAX)
+				log_error("hub: PostgreSQL refused %zu records in a row: taking that for a "
+				          "problem of the database, not of the records; retrying",
+				          refused_in_a_row);
+			else if (rc == STORE_FATAL && r->valid) {
 				/* keep it as rejected, if PostgreSQL takes that: when it
 				 * refuses every write (read-only, permissions) both fail,
 				 * and the record is tried again as it is */
@@ -157,6 +169,7 @@ static int apply_singly(hub *h, store_stats *total)
 					log_error("hub: PostgreSQL refuses the record at partition %d offset %lld: "
 					          "%s; kept in txhub.rejected", r->partition, (long long)r->offset,
 					          err);
+					refused_in_a_row++;
 					add_stats(total, &stats);
 					store_forward_list_clear(&committed);
 					break;
@@ -176,7 +189,8 @@ static int apply_singly(hub *h, store_stats *total)
 			        "%s; retrying in %lld ms", r->partition, (long long)r->offset, attempt, err,
 			        (long long)d);
 			sleep_ms(d);
-			if (wait_for_store(h, 1) != 0 && stop_requested && attempt > 5)
+			/* a stop is honoured after a few attempts, connected or not */
+			if ((wait_for_store(h, 1) != 0 || attempt > 5) && stop_requested)
 				return -1;
 		}
 	}
@@ -214,7 +228,7 @@ static void flush_batch(hub *h)
 		        "hub: applying a batch of %zu records failed (attempt %d): %s; retrying in %lld ms",
 		        h->batch.n, attempt, err, (long long)d);
 		sleep_ms(d);
-		if (wait_for_store(h, 1) != 0 && stop_requested && attempt > 5) {
+		if ((wait_for_store(h, 1) != 0 || attempt > 5) && stop_requested) {
 			/* not acknowledged: the records are read again after restart */
 			log_error("hub: stopping with %zu records not stored; they will be read again",
 			          h->batch.n);
