@@ -5,7 +5,6 @@
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +12,8 @@
 
 #include "envelope.h"
 #include "log.h"
+#include "signals.h"
 
-static volatile sig_atomic_t devbroker_stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	devbroker_stop = 1;
-}
 
 static int parse_int(const char *s, int lo, int hi, int *out)
 {
@@ -113,17 +106,12 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 	}
 	for (int i = 0; i < ndenied; i++)
 		rd_kafka_mock_topic_set_error(mc, denied[i], RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
+	signals_install();
 	printf("%s\n", rd_kafka_mock_cluster_bootstraps(mc));
 	fflush(stdout);
 	log_info("devbroker: %d broker(s) at %s, %d topic(s) created; topics are also created "
 	         "on first use", brokers, rd_kafka_mock_cluster_bootstraps(mc), ntopics);
-	while (!devbroker_stop)
+	while (!signals_stop_requested())
 		usleep(100000);
 	log_info("devbroker: stopping");
 	rd_kafka_mock_cluster_destroy(mc);

@@ -14,7 +14,6 @@
 #include "hub.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,32 +29,8 @@
 #include "intake.h"
 #include "log.h"
 #include "migrate.h"
+#include "signals.h"
 #include "store.h"
-
-static volatile sig_atomic_t stop_requested;
-static volatile sig_atomic_t stop_count;
-
-void hub_request_stop(void) { stop_requested = 1; }
-
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-	if (++stop_count >= 2)
-		_exit(1); /* a second signal: exit at once */
-}
-
-void hub_install_signals(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-}
 
 typedef struct {
 	const txhub_config *cfg;
@@ -80,7 +55,7 @@ static int64_t now_ms(void)
 static void sleep_ms(int64_t ms)
 {
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR && !stop_requested)
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR && !signals_stop_requested())
 		;
 }
 
@@ -92,12 +67,12 @@ static int wait_for_store(hub *h, int even_when_stopping)
 	for (int attempt = 1;; attempt++) {
 		if (store_ensure(h->st, err, sizeof err) == STORE_OK)
 			return 0;
-		if (stop_requested && !even_when_stopping)
+		if (signals_stop_requested() && !even_when_stopping)
 			return -1;
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
 		sleep_ms(d);
-		if (stop_requested && attempt > 3)
+		if (signals_stop_requested() && attempt > 3)
 			return -1;
 	}
 }
@@ -114,6 +89,23 @@ static void add_stats(store_stats *to, const store_stats *s)
 	to->conflicts += s->conflicts;
 	to->committed += s->committed;
 	to->noops += s->noops;
+}
+
+/* After failed attempt number `attempt` at `what`: log, wait with backoff
+ * and for the store to be back. Returns -1 when a stop was asked for and a
+ * few attempts have been made (the caller gives up without acknowledging:
+ * the records are read again after the restart), else 0. */
+static int retry_pause(hub *h, int attempt, store_rc rc, const char *what, const char *err)
+{
+	int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
+	log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
+	        "hub: applying %s failed (attempt %d): %s; retrying in %lld ms", what, attempt, err,
+	        (long long)d);
+	sleep_ms(d);
+	/* a stop is honoured after a few attempts, connected or not */
+	if ((wait_for_store(h, 1) != 0 || attempt > 5) && signals_stop_requested())
+		return -1;
+	return 0;
 }
 
 /* The slow path for a batch PostgreSQL keeps refusing with a permanent
@@ -183,14 +175,10 @@ static int apply_singly(hub *h, store_stats *total)
 				sanitized = 1;
 				continue;
 			}
-			int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
-			log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
-			        "hub: applying the record at partition %d offset %lld failed (attempt %d): "
-			        "%s; retrying in %lld ms", r->partition, (long long)r->offset, attempt, err,
-			        (long long)d);
-			sleep_ms(d);
-			/* a stop is honoured after a few attempts, connected or not */
-			if ((wait_for_store(h, 1) != 0 || attempt > 5) && stop_requested)
+			char what[80];
+			snprintf(what, sizeof what, "the record at partition %d offset %lld", r->partition,
+			         (long long)r->offset);
+			if (retry_pause(h, attempt, rc, what, err) != 0)
 				return -1;
 		}
 	}
@@ -215,26 +203,15 @@ static void flush_batch(hub *h)
 			store_forward_list_clear(&committed);
 			log_error("hub: applying a batch of %zu records failed %d times: %s", h->batch.n,
 			          attempt, err);
-			if (apply_singly(h, &stats) != 0) {
-				log_error("hub: stopping with records not stored; they will be read again");
-				intake_batch_reset(&h->batch);
-				return;
-			}
+			if (apply_singly(h, &stats) != 0)
+				goto give_up;
 			break; /* stored and forwarded one by one; committed is empty */
 		}
 		store_forward_list_clear(&committed);
-		int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
-		log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
-		        "hub: applying a batch of %zu records failed (attempt %d): %s; retrying in %lld ms",
-		        h->batch.n, attempt, err, (long long)d);
-		sleep_ms(d);
-		if ((wait_for_store(h, 1) != 0 || attempt > 5) && stop_requested) {
-			/* not acknowledged: the records are read again after restart */
-			log_error("hub: stopping with %zu records not stored; they will be read again",
-			          h->batch.n);
-			intake_batch_reset(&h->batch);
-			return;
-		}
+		char what[64];
+		snprintf(what, sizeof what, "a batch of %zu records", h->batch.n);
+		if (retry_pause(h, attempt, rc, what, err) != 0)
+			goto give_up;
 	}
 	intake_ack(h->in, &h->batch);
 	h->records += h->batch.n;
@@ -247,6 +224,12 @@ static void flush_batch(hub *h)
 	intake_batch_reset(&h->batch);
 	forward_send(h->fw, &committed);
 	store_forward_list_clear(&committed);
+	return;
+give_up:
+	/* not acknowledged: the records are read again after the restart */
+	log_error("hub: stopping with %zu records not stored; they will be read again",
+	          h->batch.n);
+	intake_batch_reset(&h->batch);
 }
 
 static void write_deliveries(hub *h)
@@ -332,7 +315,7 @@ int hub_run(const txhub_config *cfg)
 	char err[1024];
 	int status = 1;
 
-	hub_install_signals();
+	signals_install();
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_error("hub: cannot initialise libcurl");
 		return 1;
@@ -342,7 +325,7 @@ int hub_run(const txhub_config *cfg)
 		h.st = store_connect(cfg, err, sizeof err);
 		if (h.st)
 			break;
-		if (stop_requested) {
+		if (signals_stop_requested()) {
 			curl_global_cleanup();
 			return 0;
 		}
@@ -380,7 +363,7 @@ int hub_run(const txhub_config *cfg)
 	         cfg->group, cfg->brokers);
 
 	int64_t next_scan = 0, next_stats = now_ms() + 60000;
-	while (!stop_requested) {
+	while (!signals_stop_requested()) {
 		intake_poll(h.in, &h.batch);
 		if (h.batch.n > 0 && wait_for_store(&h, 0) == 0)
 			flush_batch(&h);

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "devbroker.h"
 #include "hub.h"
+#include "signals.h"
 #include "kafka.h"
 #include "log.h"
 #include "migrate.h"
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (strcmp(command, "run") == 0)
-		hub_install_signals(); /* before the slow start-up: config, connections */
+		signals_install(); /* before the slow start-up: config, connections */
 	if (strcmp(command, "devbroker") != 0 && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
