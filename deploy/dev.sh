@@ -15,22 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+. deploy/packages.sh
 packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
           libcurl4-openssl-dev libssl-dev libcriterion-dev postgresql kcat)
 
-install_missing() {
-  local missing=()
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "dev.sh: installing ${missing[*]}" >&2
-  local sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(sudo)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-}
 
 b=${TXHUB_BUILD:-build}   # build directory
 
@@ -60,12 +48,12 @@ summarise() {
 cmd=${1:-}
 case "$cmd" in
   demo)
-    install_missing
+    install_missing "${packages[@]}"
     build
     exec tests/with-services.sh "$b/txhub" deploy/demo.sh
     ;;
   test)
-    install_missing
+    install_missing "${packages[@]}"
     build
     set +e
     tests/with-services.sh "$b/txhub" meson test -C "$b" --print-errorlogs --no-rebuild \
@@ -76,13 +64,13 @@ case "$cmd" in
     exit $rc
     ;;
   bench)
-    install_missing
+    install_missing "${packages[@]}"
     b=${TXHUB_BUILD:-build-release}
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench.sh "${2:-50000}"
     ;;
   bench-checkback)
-    install_missing
+    install_missing "${packages[@]}"
     b=${TXHUB_BUILD:-build-release}
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench-checkback.sh "${2:-20000}"

@@ -14,18 +14,9 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 b=${TXHUB_BUILD_FUZZ:-build-fuzz}
 
-need=()
-for p in clang libclang-rt-14-dev meson ninja-build pkg-config libcjson-dev librdkafka-dev \
-         libpq-dev libcurl4-openssl-dev libssl-dev libcriterion-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "fuzz.sh: installing ${need[*]}" >&2
-  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${need[@]}" >/dev/null
-fi
+. deploy/packages.sh
+install_missing clang libclang-rt-14-dev meson ninja-build pkg-config libcjson-dev librdkafka-dev \
+  libpq-dev libcurl4-openssl-dev libssl-dev libcriterion-dev
 
 if [ ! -f "$b/build.ninja" ]; then
   CC=clang meson setup "$b" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
