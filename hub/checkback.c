@@ -68,7 +68,7 @@ struct checkback {
 	/* shared with the main thread, under mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int32_t *want;      /* the partitions the main thread says we own */
+	store_owned *want;  /* the partitions the main thread says we own */
 	size_t nwant;
 	uint64_t want_gen;  /* bumped by every checkback_assign() */
 	uint64_t acked_gen; /* the generation the thread has acted on */
@@ -76,7 +76,7 @@ struct checkback {
 	checkback_stats stats;
 
 	/* the thread's own */
-	int32_t *owned;
+	store_owned *owned;
 	size_t nowned;
 	slot *slots;
 	size_t nslots, busy;
@@ -95,10 +95,10 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int owns(const int32_t *parts, size_t n, int32_t p)
+static int owns(const store_owned *parts, size_t n, int32_t p)
 {
 	for (size_t i = 0; i < n; i++)
-		if (parts[i] == p)
+		if (parts[i].partition == p)
 			return 1;
 	return 0;
 }
@@ -144,6 +144,7 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, int32_t 
 		goto oom;
 	}
 	p->partition = part;
+	p->r.partition = part;
 	p->r.biz_id = p->biz_id;
 	p->r.message_key = p->message_key;
 	p->r.claimed_attempts = claimed;
@@ -201,7 +202,8 @@ static int write_pending(checkback *cb)
 		r[i] = cb->pend[i].r;
 	store_check_list failed = {0};
 	size_t written = 0;
-	store_rc rc = store_record_checks(cb->st, r, cb->npend, &failed, &written, err, sizeof err);
+	store_rc rc = store_record_checks(cb->st, cb->owned, cb->nowned, r, cb->npend, &failed,
+	                                  &written, err, sizeof err);
 	free(r);
 	if (rc != STORE_OK) {
 		store_check_list_clear(&failed);
@@ -426,7 +428,7 @@ static void take_assignment(checkback *cb)
 		return;
 	}
 	uint64_t gen = cb->want_gen;
-	int32_t *n = malloc((cb->nwant ? cb->nwant : 1) * sizeof *n);
+	store_owned *n = malloc((cb->nwant ? cb->nwant : 1) * sizeof *n);
 	size_t nn = cb->nwant;
 	if (n)
 		memcpy(n, cb->want, nn * sizeof *n);
@@ -436,7 +438,7 @@ static void take_assignment(checkback *cb)
 
 	int lost = 0;
 	for (size_t i = 0; i < cb->nowned; i++)
-		if (!owns(n, nn, cb->owned[i]))
+		if (!owns(n, nn, cb->owned[i].partition))
 			lost = 1;
 	if (lost) {
 		for (size_t i = 0; i < cb->nslots; i++) {
@@ -628,16 +630,16 @@ fail:
 	return NULL;
 }
 
-void checkback_assign(checkback *cb, const int32_t *partitions, size_t n)
+void checkback_assign(checkback *cb, const store_owned *partitions, size_t n)
 {
 	if (!cb)
 		return;
 	pthread_mutex_lock(&cb->mu);
 	int taken = 0;
 	for (size_t i = 0; i < cb->nwant; i++)
-		if (!owns(partitions, n, cb->want[i]))
+		if (!owns(partitions, n, cb->want[i].partition))
 			taken = 1;
-	int32_t *w = malloc((n ? n : 1) * sizeof *w);
+	store_owned *w = malloc((n ? n : 1) * sizeof *w);
 	if (!w) {
 		pthread_mutex_unlock(&cb->mu);
 		log_error("checkback: out of memory tracking partitions");

@@ -19,6 +19,7 @@
 
 #include "alert.h"
 #include "config.h"
+#include "store.h"
 
 /* The largest answer body read; a longer one is refused as an error. */
 #define CHECKBACK_BODY_MAX 65536
@@ -56,7 +57,7 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
  * taken away, waits (up to a few seconds) until the checker has written the
  * answers it has for them and dropped their requests in flight. Called from
  * the main thread. */
-void checkback_assign(checkback *cb, const int32_t *partitions, size_t n);
+void checkback_assign(checkback *cb, const store_owned *partitions, size_t n);
 
 /* Stop the thread (requests in flight are dropped and their rows made due
  * again) and free everything. */

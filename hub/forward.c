@@ -15,6 +15,7 @@
 typedef struct {
 	char *biz_id;
 	char *message_key;
+	int32_t partition; /* source partition */
 	int32_t send_attempts;
 	int ok;
 	char error[160];
@@ -150,6 +151,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 			continue;
 		}
 		it->send_attempts = f->send_attempts;
+		it->partition = f->src_partition;
 		fw->in_flight++;
 		for (;;) {
 			rd_kafka_headers_t *h = make_headers(f);
@@ -178,7 +180,8 @@ void forward_send(forward *fw, const store_forward_list *l)
 	}
 }
 
-store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
+store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t nown, char *err,
+                      size_t errsz)
 {
 	rd_kafka_poll(fw->rk, 0);
 	if (fw->ndone == 0)
@@ -192,14 +195,15 @@ store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
 		fw_item *it = fw->done[i];
 		d[i].biz_id = it->biz_id;
 		d[i].message_key = it->message_key;
+		d[i].partition = it->partition;
 		d[i].ok = it->ok;
 		d[i].error = it->error;
 		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, fw->cfg->forward_backoff_ms,
 		                                 fw->cfg->forward_backoff_max_ms, backoff_random());
 	}
 	store_forward_list failed = {0};
-	store_rc rc = store_record_deliveries(st, d, fw->ndone, (int)fw->cfg->forward_max_attempts,
-	                                      &failed, err, errsz);
+	store_rc rc = store_record_deliveries(st, own, nown, d, fw->ndone,
+	                                      (int)fw->cfg->forward_max_attempts, &failed, err, errsz);
 	free(d);
 	if (rc != STORE_OK)
 		return rc;
@@ -236,14 +240,14 @@ store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz)
 
 size_t forward_in_flight(const forward *fw) { return fw->in_flight; }
 
-void forward_drain(forward *fw, store *st, int timeout_ms)
+void forward_drain(forward *fw, store *st, const store_owned *own, size_t nown, int timeout_ms)
 {
 	char err[512];
 	int waited = 0;
 	while (fw->in_flight > 0 && waited < timeout_ms) {
 		rd_kafka_poll(fw->rk, 50);
 		waited += 50;
-		if (forward_poll(fw, st, err, sizeof err) != STORE_OK)
+		if (forward_poll(fw, st, own, nown, err, sizeof err) != STORE_OK)
 			log_warn("forward: recording deliveries: %s", err);
 	}
 	if (fw->in_flight > 0)

@@ -29,15 +29,18 @@ int64_t forward_delivery_timeout_ms(const forward *fw);
 void forward_send(forward *fw, const store_forward_list *l);
 
 /* Serve delivery reports and write the results accumulated so far to the
- * store (one transaction). Returns STORE_OK, or the store's error; results
- * that could not be written are kept and written next time. */
-store_rc forward_poll(forward *fw, store *st, char *err, size_t errsz);
+ * store (one transaction); results for partitions not in own (no longer
+ * ours) are dropped, their new owner sends again. Returns STORE_OK, or the
+ * store's error; results that could not be written are kept and written
+ * next time. */
+store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t nown, char *err,
+                      size_t errsz);
 
 /* Messages handed to the producer whose report has not been written yet. */
 size_t forward_in_flight(const forward *fw);
 
 /* Wait up to timeout_ms for every delivery report and write them. */
-void forward_drain(forward *fw, store *st, int timeout_ms);
+void forward_drain(forward *fw, store *st, const store_owned *own, size_t nown, int timeout_ms);
 
 /* Counters since start. */
 typedef struct {

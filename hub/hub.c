@@ -41,8 +41,13 @@ typedef struct {
 	alert *al;
 	intake_batch batch;
 	uint64_t records, batches, rejected, conflicts;
-	int32_t *released; /* partitions assigned since the last release */
+	store_owned *released; /* partitions taken since the last release */
 	size_t nreleased;
+	char owner[128];       /* host/pid, recorded with each partition taken */
+	int attempt;           /* failed attempts at the batch in hand */
+	int64_t retry_at;      /* ... and when to try it again */
+	int store_down;        /* attempts at reconnecting that failed */
+	int64_t reconnect_at;
 } hub;
 
 static int64_t now_ms(void)
@@ -54,26 +59,46 @@ static int64_t now_ms(void)
 
 static void sleep_ms(int64_t ms)
 {
+	if (ms <= 0)
+		return;
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR && !signals_stop_requested())
 		;
 }
 
-/* Keep the store usable; waits with backoff while PostgreSQL is away. Returns
- * 0 when connected, -1 when a stop was requested first. */
-static int wait_for_store(hub *h, int even_when_stopping)
+/* Whether the store is usable now; while PostgreSQL is away, reconnects
+ * at most on a backoff schedule and returns -1 without waiting, so that the
+ * loop goes on polling Kafka. */
+static int store_ready(hub *h)
 {
 	char err[512];
+	int64_t now = now_ms();
+	if (h->store_down > 0 && now < h->reconnect_at)
+		return -1;
+	if (store_ensure(h->st, err, sizeof err) == STORE_OK) {
+		h->store_down = 0;
+		return 0;
+	}
+	h->store_down++;
+	int64_t d = backoff_delay(h->store_down, 200, 5000, backoff_random());
+	h->reconnect_at = now + d;
+	log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
+	return -1;
+}
+
+/* Keep the store usable, waiting with backoff while PostgreSQL is away.
+ * Only for the rare places that cannot go on without it (taking
+ * partitions, the one-record fallback). Returns 0 when connected, -1 when
+ * a stop was requested first. */
+static int wait_for_store(hub *h, int even_when_stopping)
+{
 	for (int attempt = 1;; attempt++) {
-		if (store_ensure(h->st, err, sizeof err) == STORE_OK)
+		h->reconnect_at = 0;
+		if (store_ready(h) == 0)
 			return 0;
-		if (signals_stop_requested() && !even_when_stopping)
+		if (signals_stop_requested() && (!even_when_stopping || attempt > 3))
 			return -1;
-		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
-		sleep_ms(d);
-		if (signals_stop_requested() && attempt > 3)
-			return -1;
+		sleep_ms(h->reconnect_at - now_ms());
 	}
 }
 
@@ -108,15 +133,60 @@ static int retry_pause(hub *h, int attempt, store_rc rc, const char *what, const
 	return 0;
 }
 
+/* Forward what became committed, noting per partition which epoch sends
+ * it (a debug line the replica tests read to check that no two replicas
+ * ever forward for one partition at the same time). */
+static void send_forwards(hub *h, const store_forward_list *l)
+{
+	if (l->n == 0)
+		return;
+	if (log_get_level() <= LOG_DEBUG) {
+		size_t nown;
+		const store_owned *own = intake_owned(h->in, &nown);
+		for (size_t i = 0; i < l->n;) {
+			size_t j = i;
+			while (j < l->n && l->items[j].src_partition == l->items[i].src_partition)
+				j++;
+			long long epoch = 0;
+			for (size_t k = 0; k < nown; k++)
+				if (own[k].partition == l->items[i].src_partition)
+					epoch = (long long)own[k].epoch;
+			log_debug("hub: forwarding %zu of partition %d at epoch %lld", j - i,
+			          l->items[i].src_partition, epoch);
+			i = j;
+		}
+	}
+	forward_send(h->fw, l);
+}
+
+/* Apply recs[0..n) once. On STORE_FENCED the partitions another replica
+ * took are fenced off here (and the caller's batch must drop them). */
+static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *out,
+                      store_stats *stats, int32_t **lost, size_t *nlost, char *err,
+                      size_t errsz)
+{
+	size_t nown;
+	const store_owned *own = intake_owned(h->in, &nown);
+	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, own, nown, out, stats,
+	                          lost, nlost, err, errsz);
+	if (rc == STORE_FENCED) {
+		intake_fence(h->in, *lost, *nlost);
+		own = intake_owned(h->in, &nown);
+		checkback_assign(h->cb, own, nown);
+	}
+	return rc;
+}
+
 /* The slow path for a batch PostgreSQL keeps refusing with a permanent
  * error: apply its records one at a time, in order, forwarding as we go.
  * A valid record that PostgreSQL refuses on its own is kept in
  * txhub.rejected with the database's reason, so one poisonous record never
  * stops its partition (when PostgreSQL refuses every write, nothing is
  * rejected: the record is retried with backoff). Returns 0 when every record
- * is stored, -1 when a
- * stop came first (nothing is acknowledged then; what was applied is a
- * no-op when read again). */
+ * is stored, 1 when a partition of the batch turned out to be fenced (the
+ * batch is then applied again without it: what was applied is a no-op),
+ * -1 when a stop came first (nothing is acknowledged then; what was
+ * applied is a no-op when read again). */
 static int apply_singly(hub *h, store_stats *total)
 {
 	char err[1024];
@@ -130,13 +200,20 @@ static int apply_singly(hub *h, store_stats *total)
 		for (int attempt = 1;; attempt++) {
 			store_forward_list committed = {0};
 			store_stats stats;
-			store_rc rc = store_apply(h->st, h->cfg->control_topic, r, 1, &committed, &stats,
-			                          err, sizeof err);
+			int32_t *lost = NULL;
+			size_t nlost = 0;
+			store_rc rc = apply(h, r, 1, &committed, &stats, &lost, &nlost, err, sizeof err);
+			if (rc == STORE_FENCED) {
+				intake_batch_drop(&h->batch, lost, nlost);
+				free(lost);
+				store_forward_list_clear(&committed);
+				return 1;
+			}
 			if (rc == STORE_OK) {
 				if (r->valid)
 					refused_in_a_row = 0;
 				add_stats(total, &stats);
-				forward_send(h->fw, &committed);
+				send_forwards(h, &committed);
 				store_forward_list_clear(&committed);
 				break;
 			}
@@ -156,17 +233,21 @@ static int apply_singly(hub *h, store_stats *total)
 				snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
 				         log_escape(err, strlen(err), esc, sizeof esc));
 				char err2[1024];
-				if (store_apply(h->st, h->cfg->control_topic, &rej, 1, &committed, &stats, err2,
-				                sizeof err2) == STORE_OK) {
+				rc = apply(h, &rej, 1, &committed, &stats, &lost, &nlost, err2, sizeof err2);
+				store_forward_list_clear(&committed);
+				if (rc == STORE_FENCED) {
+					intake_batch_drop(&h->batch, lost, nlost);
+					free(lost);
+					return 1;
+				}
+				if (rc == STORE_OK) {
 					log_error("hub: PostgreSQL refuses the record at partition %d offset %lld: "
 					          "%s; kept in txhub.rejected", r->partition, (long long)r->offset,
 					          err);
 					refused_in_a_row++;
 					add_stats(total, &stats);
-					store_forward_list_clear(&committed);
 					break;
 				}
-				store_forward_list_clear(&committed);
 			} else if (rc == STORE_FATAL && !sanitized) {
 				/* a rejected record refused: make its reason plain ASCII */
 				char esc[sizeof r->reason];
@@ -185,35 +266,67 @@ static int apply_singly(hub *h, store_stats *total)
 	return 0;
 }
 
-/* Apply the batch in hand until it sticks; then acknowledge and forward. */
-static void flush_batch(hub *h)
+/* Try to apply the batch in hand (when its retry is due); on success
+ * acknowledge and forward it. On a failure the batch is kept, reading is
+ * paused and the attempt is scheduled again with backoff: the loop goes on
+ * polling Kafka meanwhile, so an outage of PostgreSQL keeps the replica in
+ * its group. Returns 0 when the batch is stored (or empty). */
+static int flush_batch(hub *h)
 {
 	if (h->batch.n == 0)
-		return;
+		return 0;
+	if (now_ms() < h->retry_at || store_ready(h) != 0) {
+		intake_pause(h->in);
+		return -1;
+	}
 	char err[1024];
 	store_forward_list committed = {0};
 	store_stats stats;
-	for (int attempt = 1;; attempt++) {
-		store_rc rc = store_apply(h->st, h->cfg->control_topic, h->batch.recs, h->batch.n,
-		                          &committed, &stats, err, sizeof err);
+	for (;;) {
+		int32_t *lost = NULL;
+		size_t nlost = 0;
+		store_rc rc = apply(h, h->batch.recs, h->batch.n, &committed, &stats, &lost, &nlost,
+		                    err, sizeof err);
 		if (rc == STORE_OK)
 			break;
-		if (rc == STORE_FATAL && attempt >= 3) {
+		store_forward_list_clear(&committed);
+		if (rc == STORE_FENCED) {
+			size_t d = intake_batch_drop(&h->batch, lost, nlost);
+			log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
+			free(lost);
+			if (h->batch.n == 0)
+				return 0;
+			continue;
+		}
+		h->attempt++;
+		if (rc == STORE_FATAL && h->attempt >= 3) {
 			/* not a passing trouble: find the record PostgreSQL refuses */
-			store_forward_list_clear(&committed);
 			log_error("hub: applying a batch of %zu records failed %d times: %s", h->batch.n,
-			          attempt, err);
-			if (apply_singly(h, &stats) != 0)
-				goto give_up;
+			          h->attempt, err);
+			int r = apply_singly(h, &stats);
+			if (r == 1)
+				return -1; /* again, without the fenced partition */
+			if (r != 0) {
+				/* a stop: not acknowledged, read again after the restart */
+				log_error("hub: stopping with %zu records not stored; they will be read "
+				          "again", h->batch.n);
+				intake_batch_reset(&h->batch);
+				return -1;
+			}
 			break; /* stored and forwarded one by one; committed is empty */
 		}
-		store_forward_list_clear(&committed);
-		char what[64];
-		snprintf(what, sizeof what, "a batch of %zu records", h->batch.n);
-		if (retry_pause(h, attempt, rc, what, err) != 0)
-			goto give_up;
+		int64_t d = backoff_delay(h->attempt, 100, 5000, backoff_random());
+		log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
+		        "hub: applying a batch of %zu records failed (attempt %d): %s; retrying in "
+		        "%lld ms", h->batch.n, h->attempt, err, (long long)d);
+		h->retry_at = now_ms() + d;
+		intake_pause(h->in);
+		return -1;
 	}
 	intake_ack(h->in, &h->batch);
+	intake_resume(h->in);
+	h->attempt = 0;
+	h->retry_at = 0;
 	h->records += h->batch.n;
 	h->batches++;
 	h->rejected += stats.rejected;
@@ -222,34 +335,54 @@ static void flush_batch(hub *h)
 	          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
 	          stats.rejected, stats.conflicts);
 	intake_batch_reset(&h->batch);
-	forward_send(h->fw, &committed);
+	send_forwards(h, &committed);
 	store_forward_list_clear(&committed);
-	return;
-give_up:
-	/* not acknowledged: the records are read again after the restart */
-	log_error("hub: stopping with %zu records not stored; they will be read again",
-	          h->batch.n);
-	intake_batch_reset(&h->batch);
+	return 0;
 }
 
 static void write_deliveries(hub *h)
 {
 	char err[512];
-	if (forward_poll(h->fw, h->st, err, sizeof err) != STORE_OK)
+	size_t nown;
+	const store_owned *own = intake_owned(h->in, &nown);
+	if (forward_poll(h->fw, h->st, own, nown, err, sizeof err) != STORE_OK)
 		log_warn("hub: recording delivery reports: %s (kept, retried)", err);
 }
 
-static void on_assigned(void *opaque, const int32_t *parts, size_t n)
+/* Take newly assigned partitions in PostgreSQL. This must succeed before
+ * they are read, so while PostgreSQL is away it waits here, inside the
+ * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
+static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *own,
+                   int64_t *next_offset)
 {
 	hub *h = opaque;
-	int32_t *r = realloc(h->released, (h->nreleased + n) * sizeof *r);
-	if (!r)
-		return; /* their leases expire on their own */
-	memcpy(r + h->nreleased, parts, n * sizeof *parts);
-	h->released = r;
-	h->nreleased += n;
+	char err[512];
+	for (int attempt = 1;; attempt++) {
+		if (wait_for_store(h, 0) != 0)
+			return -1;
+		if (store_take_partitions(h->st, h->owner, parts, n, own, next_offset, err,
+		                          sizeof err) == STORE_OK)
+			return 0;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("hub: taking %zu partition(s): %s; retrying in %lld ms", n, err,
+		         (long long)d);
+		sleep_ms(d);
+		if (signals_stop_requested())
+			return -1;
+	}
+}
+
+static void on_assigned(void *opaque, const store_owned *taken, size_t n)
+{
+	hub *h = opaque;
+	store_owned *r = realloc(h->released, (h->nreleased + n) * sizeof *r);
+	if (r) { /* else their leases expire on their own */
+		memcpy(r + h->nreleased, taken, n * sizeof *taken);
+		h->released = r;
+		h->nreleased += n;
+	}
 	size_t nowned;
-	const int32_t *owned = intake_owned(h->in, &nowned);
+	const store_owned *owned = intake_owned(h->in, &nowned);
 	checkback_assign(h->cb, owned, nowned);
 }
 
@@ -257,27 +390,46 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 {
 	hub *h = opaque;
 	/* finish the batch in hand, commit its offsets and deliver what is in
-	 * flight while these partitions are still ours */
-	flush_batch(h);
+	 * flight while these partitions are still ours; what cannot be stored
+	 * now (PostgreSQL away) is dropped unacknowledged and read again by
+	 * the new owner */
+	h->retry_at = 0;
+	h->reconnect_at = 0;
+	if (flush_batch(h) != 0 && h->batch.n > 0) {
+		size_t d = intake_batch_drop(&h->batch, parts, n);
+		if (d > 0)
+			log_warn("hub: %zu record(s) of revoked partitions not stored; their new owner "
+			         "reads them again", d);
+	}
 	intake_commit(h->in);
-	forward_drain(h->fw, h->st, (int)forward_delivery_timeout_ms(h->fw));
-	/* and stop checking them back */
 	size_t nowned, nkeep = 0;
-	const int32_t *owned = intake_owned(h->in, &nowned);
-	int32_t *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
+	const store_owned *owned = intake_owned(h->in, &nowned);
+	forward_drain(h->fw, h->st, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
+	/* and stop checking them back */
+	store_owned *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
 	if (!keep) {
 		checkback_assign(h->cb, NULL, 0); /* stop everything rather than too little */
 		return;
 	}
 	for (size_t i = 0; i < nowned; i++) {
 		size_t j;
-		for (j = 0; j < n && parts[j] != owned[i]; j++)
+		for (j = 0; j < n && parts[j] != owned[i].partition; j++)
 			;
 		if (j == n)
 			keep[nkeep++] = owned[i];
 	}
 	checkback_assign(h->cb, keep, nkeep);
 	free(keep);
+	/* no longer ours: no release for them either */
+	size_t k = 0;
+	for (size_t i = 0; i < h->nreleased; i++) {
+		size_t j;
+		for (j = 0; j < n && parts[j] != h->released[i].partition; j++)
+			;
+		if (j == n)
+			h->released[k++] = h->released[i];
+	}
+	h->nreleased = k;
 }
 
 static void release_assigned(hub *h)
@@ -293,17 +445,17 @@ static void release_assigned(hub *h)
 
 static void claim_retries(hub *h)
 {
-	size_t npart;
-	const int32_t *parts = intake_owned(h->in, &npart);
-	if (npart == 0 || forward_in_flight(h->fw) > 10000)
+	size_t nown;
+	const store_owned *own = intake_owned(h->in, &nown);
+	if (nown == 0 || forward_in_flight(h->fw) > 10000)
 		return;
 	char err[512];
 	store_forward_list l = {0};
-	if (store_claim_forwards(h->st, parts, npart, 1000, &l, err, sizeof err) != STORE_OK)
+	if (store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err) != STORE_OK)
 		log_warn("hub: claiming due forwards: %s", err);
 	else if (l.n > 0)
 		log_debug("hub: re-sending %zu forward(s)", l.n);
-	forward_send(h->fw, &l);
+	send_forwards(h, &l);
 	store_forward_list_clear(&l);
 }
 
@@ -354,7 +506,11 @@ int hub_run(const txhub_config *cfg)
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
-	intake_hooks hooks = {on_assigned, on_revoking, &h};
+	char host[64] = "";
+	if (gethostname(host, sizeof host - 1) != 0)
+		snprintf(host, sizeof host, "unknown-host");
+	snprintf(h.owner, sizeof h.owner, "%s/%ld", host, (long)getpid());
+	intake_hooks hooks = {on_take, on_assigned, on_revoking, &h};
 	if (!(h.in = intake_new(cfg, hooks, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
@@ -365,16 +521,15 @@ int hub_run(const txhub_config *cfg)
 	int64_t next_scan = 0, next_stats = now_ms() + 60000;
 	while (!signals_stop_requested()) {
 		intake_poll(h.in, &h.batch);
-		if (h.batch.n > 0 && wait_for_store(&h, 0) == 0)
-			flush_batch(&h);
-		write_deliveries(&h);
+		flush_batch(&h);
 		int64_t now = now_ms();
-		if (h.nreleased > 0 || now >= next_scan) {
-			if (wait_for_store(&h, 0) == 0) {
+		if (store_ready(&h) == 0) {
+			write_deliveries(&h);
+			if (h.nreleased > 0 || now >= next_scan) {
 				release_assigned(&h);
 				claim_retries(&h);
+				next_scan = now + 1000;
 			}
-			next_scan = now + 1000;
 		}
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
@@ -395,9 +550,16 @@ int hub_run(const txhub_config *cfg)
 		}
 	}
 	log_info("hub: stopping: finishing the batch in hand");
-	flush_batch(&h);
+	h.retry_at = 0;
+	h.reconnect_at = 0;
+	if (flush_batch(&h) != 0)
+		log_warn("hub: stopping with %zu records not stored; they will be read again",
+		         h.batch.n);
+	intake_batch_reset(&h.batch);
 	intake_commit(h.in);
-	forward_drain(h.fw, h.st, 10000);
+	size_t nown;
+	const store_owned *own = intake_owned(h.in, &nown);
+	forward_drain(h.fw, h.st, own, nown, 10000);
 	status = 0;
 done:
 	if (h.in)

@@ -14,9 +14,12 @@ struct intake {
 	rd_kafka_queue_t *queue;
 	const txhub_config *cfg;
 	intake_hooks hooks;
-	int32_t *owned;
+	store_owned *owned; /* taken in PostgreSQL: ours to work on */
 	size_t nowned;
-	int cooperative;
+	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
+	size_t nfenced;
+	int paused;         /* consumption of owned partitions paused */
+	uint64_t dropped;   /* records read for partitions not owned */
 };
 
 void intake_batch_reset(intake_batch *b)
@@ -37,38 +40,158 @@ void intake_batch_free(intake_batch *b)
 	memset(b, 0, sizeof *b);
 }
 
-static int cmp_i32(const void *a, const void *b)
+static int in_list(const int32_t *parts, size_t n, int32_t p)
 {
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	for (size_t i = 0; i < n; i++)
+		if (parts[i] == p)
+			return 1;
+	return 0;
+}
+
+size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
+{
+	size_t kept = 0, dropped = 0;
+	b->bytes = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		if (in_list(parts, n, b->recs[i].partition)) {
+			envelope_free(&b->recs[i].env);
+			rd_kafka_message_destroy(b->msgs[i]);
+			dropped++;
+			continue;
+		}
+		b->recs[kept] = b->recs[i];
+		b->msgs[kept] = b->msgs[i];
+		b->bytes += b->msgs[kept]->len + b->msgs[kept]->key_len;
+		kept++;
+	}
+	b->n = kept;
+	return dropped;
+}
+
+static int cmp_owned(const void *a, const void *b)
+{
+	int32_t x = ((const store_owned *)a)->partition, y = ((const store_owned *)b)->partition;
 	return (x > y) - (x < y);
 }
 
-static void owned_set(intake *in, const rd_kafka_topic_partition_list_t *l, int add)
+static int owned_index(const intake *in, int32_t p)
 {
-	for (int i = 0; i < l->cnt; i++) {
-		int32_t p = l->elems[i].partition;
-		size_t j;
-		for (j = 0; j < in->nowned && in->owned[j] != p; j++)
-			;
-		if (add && j == in->nowned) {
-			int32_t *n = realloc(in->owned, (in->nowned + 1) * sizeof *n);
-			if (!n) {
-				log_error("intake: out of memory tracking partitions");
-				continue;
-			}
-			in->owned = n;
-			in->owned[in->nowned++] = p;
-		} else if (!add && j < in->nowned) {
-			in->owned[j] = in->owned[--in->nowned];
-		}
-	}
-	qsort(in->owned, in->nowned, sizeof *in->owned, cmp_i32);
+	for (size_t i = 0; i < in->nowned; i++)
+		if (in->owned[i].partition == p)
+			return (int)i;
+	return -1;
 }
 
-static void partitions_of(const rd_kafka_topic_partition_list_t *l, int32_t *out)
+static void owned_add(intake *in, const store_owned *o)
 {
-	for (int i = 0; i < l->cnt; i++)
-		out[i] = l->elems[i].partition;
+	int j = owned_index(in, o->partition);
+	if (j >= 0) {
+		in->owned[j] = *o;
+		return;
+	}
+	store_owned *n = realloc(in->owned, (in->nowned + 1) * sizeof *n);
+	if (!n) {
+		/* not worked on, so nothing is lost: its records are dropped
+		 * unread and the next owner reads them */
+		log_error("intake: out of memory tracking partition %d", o->partition);
+		return;
+	}
+	in->owned = n;
+	in->owned[in->nowned++] = *o;
+	qsort(in->owned, in->nowned, sizeof *in->owned, cmp_owned);
+}
+
+static void owned_remove(intake *in, int32_t p)
+{
+	int j = owned_index(in, p);
+	if (j < 0)
+		return;
+	memmove(&in->owned[j], &in->owned[j + 1], (in->nowned - (size_t)j - 1) * sizeof *in->owned);
+	in->nowned--;
+}
+
+static void fenced_remove(intake *in, int32_t p)
+{
+	for (size_t i = 0; i < in->nfenced; i++)
+		if (in->fenced[i] == p) {
+			in->fenced[i] = in->fenced[--in->nfenced];
+			return;
+		}
+}
+
+static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
+{
+	if (n == 0)
+		return;
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+	for (size_t i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, parts[i]);
+	rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(in->rk, l)
+	                              : rd_kafka_resume_partitions(in->rk, l);
+	if (e)
+		log_warn("intake: %s partitions: %s", pause ? "pausing" : "resuming",
+		         rd_kafka_err2str(e));
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int coop)
+{
+	if (coop) {
+		rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
+		if (e) {
+			log_error("intake: incremental assign: %s", rd_kafka_error_string(e));
+			rd_kafka_error_destroy(e);
+		}
+	} else {
+		rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+		if (e)
+			log_error("intake: assign: %s", rd_kafka_err2str(e));
+	}
+	(void)in;
+}
+
+/* New partitions: take them in PostgreSQL first (bumping their epochs),
+ * then start each one at the offset PostgreSQL holds for it. */
+static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts,
+                      int coop)
+{
+	size_t n = (size_t)parts->cnt;
+	int32_t *ps = calloc(n + 1, sizeof *ps);
+	store_owned *own = calloc(n + 1, sizeof *own);
+	int64_t *next = calloc(n + 1, sizeof *next);
+	if (!ps || !own || !next) {
+		log_error("intake: out of memory taking %zu partition(s); leaving them unread", n);
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++)
+		ps[i] = parts->elems[i].partition;
+	if (in->hooks.take(in->hooks.opaque, ps, n, own, next) != 0) {
+		log_warn("intake: stopping before %zu assigned partition(s) could be taken", n);
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* records before next_offset are in PostgreSQL already; without
+		 * one, Kafka's committed offset (or auto.offset.reset) decides */
+		if (next[i] >= 0)
+			parts->elems[i].offset = next[i];
+		fenced_remove(in, ps[i]);
+		owned_add(in, &own[i]);
+		if (next[i] >= 0)
+			log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
+			         "(txhub.partitions)", ps[i], (long long)own[i].epoch, (long long)next[i]);
+		else
+			log_info("intake: partition %d taken at epoch %lld, reading from the group's "
+			         "committed offset", ps[i], (long long)own[i].epoch);
+	}
+	assign(in, rk, parts, coop);
+	if (in->paused) /* PostgreSQL is away: the new ones wait too */
+		set_paused(in, ps, n, 1);
+	if (in->hooks.assigned)
+		in->hooks.assigned(in->hooks.opaque, own, n);
+done:
+	free(ps);
+	free(own);
+	free(next);
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -76,42 +199,85 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
 	intake *in = opaque;
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
-	int32_t *ps = calloc((size_t)parts->cnt + 1, sizeof *ps);
-	if (ps)
-		partitions_of(parts, ps);
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		log_info("intake: assigned %d partition(s) of %s (%s)", parts->cnt,
 		         in->cfg->control_topic, coop ? "cooperative" : "eager");
-		if (coop) {
-			rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
-			if (e) {
-				log_error("intake: incremental assign: %s", rd_kafka_error_string(e));
-				rd_kafka_error_destroy(e);
-			}
-		} else {
-			rd_kafka_assign(rk, parts);
-		}
-		owned_set(in, parts, 1);
-		if (ps && in->hooks.assigned)
-			in->hooks.assigned(in->hooks.opaque, ps, (size_t)parts->cnt);
-	} else {
-		log_info("intake: %s %d partition(s)",
-		         err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS ? "revoking" : "lost", parts->cnt);
-		/* finish the work in hand for these partitions while we own them */
-		if (ps && in->hooks.revoking)
+		on_assign(in, rk, parts, coop);
+		return;
+	}
+	int lost = rd_kafka_assignment_lost(rk);
+	log_info("intake: %s %d partition(s)", lost ? "lost" : "revoking", parts->cnt);
+	int32_t *ps = calloc((size_t)parts->cnt + 1, sizeof *ps);
+	if (ps) {
+		for (int i = 0; i < parts->cnt; i++)
+			ps[i] = parts->elems[i].partition;
+		/* finish the work in hand for these partitions while they are ours
+		 * (when lost, a new owner may have taken them already: its epoch
+		 * fences off whatever we still try to write) */
+		if (in->hooks.revoking)
 			in->hooks.revoking(in->hooks.opaque, ps, (size_t)parts->cnt);
-		owned_set(in, parts, 0);
-		if (coop) {
-			rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
-			if (e) {
-				log_error("intake: incremental unassign: %s", rd_kafka_error_string(e));
-				rd_kafka_error_destroy(e);
-			}
-		} else {
-			rd_kafka_assign(rk, NULL);
-		}
+	}
+	for (int i = 0; i < parts->cnt; i++) {
+		owned_remove(in, parts->elems[i].partition);
+		fenced_remove(in, parts->elems[i].partition);
 	}
 	free(ps);
+	if (coop) {
+		rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
+		if (e) {
+			log_error("intake: incremental unassign: %s", rd_kafka_error_string(e));
+			rd_kafka_error_destroy(e);
+		}
+	} else {
+		rd_kafka_assign(rk, NULL);
+	}
+}
+
+void intake_fence(intake *in, const int32_t *parts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (owned_index(in, parts[i]) < 0)
+			continue;
+		owned_remove(in, parts[i]);
+		int32_t *f = realloc(in->fenced, (in->nfenced + 1) * sizeof *f);
+		if (f) {
+			in->fenced = f;
+			in->fenced[in->nfenced++] = parts[i];
+		}
+		log_error("intake: partition %d was taken by another replica; it is left alone until "
+		          "Kafka assigns it here again", parts[i]);
+	}
+	set_paused(in, parts, n, 1);
+}
+
+static void pause_owned(intake *in, int pause)
+{
+	int32_t *ps = calloc(in->nowned + 1, sizeof *ps);
+	if (!ps) {
+		log_error("intake: out of memory %s partitions", pause ? "pausing" : "resuming");
+		return;
+	}
+	for (size_t i = 0; i < in->nowned; i++)
+		ps[i] = in->owned[i].partition;
+	set_paused(in, ps, in->nowned, pause);
+	free(ps);
+	in->paused = pause;
+}
+
+void intake_pause(intake *in)
+{
+	if (!in->paused) {
+		pause_owned(in, 1);
+		log_warn("intake: reading paused until PostgreSQL takes the records in hand");
+	}
+}
+
+void intake_resume(intake *in)
+{
+	if (in->paused) {
+		pause_owned(in, 0);
+		log_info("intake: reading resumed");
+	}
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -209,8 +375,11 @@ static void validate(const txhub_config *cfg, store_record *r)
 void intake_poll(intake *in, intake_batch *b)
 {
 	int timeout = (int)in->cfg->intake_poll_ms;
-	while (b->n < (size_t)in->cfg->intake_batch_max &&
-	       b->bytes < (size_t)in->cfg->intake_batch_bytes) {
+	/* while paused the batch in hand may be full, but the consumer is
+	 * still polled: that keeps this replica in the group and serves
+	 * rebalances; what arrives is what was fetched before the pause */
+	while (in->paused || (b->n < (size_t)in->cfg->intake_batch_max &&
+	                      b->bytes < (size_t)in->cfg->intake_batch_bytes)) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, timeout);
 		if (!m)
 			break;
@@ -218,6 +387,13 @@ void intake_poll(intake *in, intake_batch *b)
 		if (m->err) {
 			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
 				log_warn("intake: consume: %s", rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			continue;
+		}
+		if (owned_index(in, m->partition) < 0) {
+			/* fenced, or fetched before a revoke: not ours to apply, and
+			 * not acknowledged, so the owner reads it */
+			in->dropped++;
 			rd_kafka_message_destroy(m);
 			continue;
 		}
@@ -287,10 +463,11 @@ void intake_close(intake *in)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
 	free(in->owned);
+	free(in->fenced);
 	free(in);
 }
 
-const int32_t *intake_owned(const intake *in, size_t *n)
+const store_owned *intake_owned(const intake *in, size_t *n)
 {
 	*n = in->nowned;
 	return in->owned;

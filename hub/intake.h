@@ -26,11 +26,19 @@ typedef struct {
 void intake_batch_reset(intake_batch *b); /* destroys the messages */
 void intake_batch_free(intake_batch *b);
 
-/* Called from inside intake_poll() when partitions are assigned or about to
- * be revoked. On revoke the callee must finish (store and acknowledge) the
- * batch in hand before returning: afterwards the partitions move away. */
+/* Called from inside intake_poll() on a rebalance.
+ *
+ * take: before new partitions are read, take them in PostgreSQL: fill
+ * own[i] (the new epoch) and next_offset[i] (where to start; -1: Kafka's
+ * committed offset) for parts[i]. Returns 0, or -1 when a stop came first
+ * (the partitions are then not read at all).
+ * assigned: after they were assigned, with their epochs.
+ * revoking: before partitions move away; the callee must finish (store and
+ * acknowledge, or drop unacknowledged) the batch in hand for them. */
 typedef struct {
-	void (*assigned)(void *opaque, const int32_t *partitions, size_t n);
+	int (*take)(void *opaque, const int32_t *parts, size_t n, store_owned *own,
+	            int64_t *next_offset);
+	void (*assigned)(void *opaque, const store_owned *own, size_t n);
 	void (*revoking)(void *opaque, const int32_t *partitions, size_t n);
 	void *opaque;
 } intake_hooks;
@@ -50,7 +58,21 @@ void intake_commit(intake *in);
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
 void intake_close(intake *in);
 
-/* Partitions currently assigned, sorted. */
-const int32_t *intake_owned(const intake *in, size_t *n);
+/* Partitions this replica owns (assigned and taken), sorted, with epochs. */
+const store_owned *intake_owned(const intake *in, size_t *n);
+
+/* These partitions were taken by another replica: stop reading them and
+ * drop them from intake_owned() until Kafka assigns them here again. */
+void intake_fence(intake *in, const int32_t *parts, size_t n);
+
+/* Pause / resume reading every owned partition (PostgreSQL is away). The
+ * consumer is still polled while paused, so the replica stays in its
+ * group. */
+void intake_pause(intake *in);
+void intake_resume(intake *in);
+
+/* Remove the records of these partitions from b (not acknowledged: they
+ * are read again by whoever owns them). Returns how many. */
+size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n);
 
 #endif

@@ -23,6 +23,7 @@
 struct store {
 	PGconn *conn;
 	char *conninfo;
+	char *topic;            /* the control topic: txhub.partitions rows */
 	int64_t first_after_ms; /* default check-back delay */
 	int64_t lease_ms;       /* how long a forward in flight is leased */
 };
@@ -87,6 +88,19 @@ static void notice_to_log(void *arg, const char *msg)
 
 /* ---- connection ---- */
 
+/* A replica stopped in the middle of a transaction (SIGSTOP, a frozen VM)
+ * holds its row locks until PostgreSQL ends its session: the idle time-out
+ * bounds how long it can block the partition's new owner, and the lock
+ * time-out turns any such wait into an error that is retried. */
+static void session_settings(store *st)
+{
+	PGresult *r = PQexec(st->conn, "SET lock_timeout = '10s'; "
+	                                "SET idle_in_transaction_session_timeout = '30s'");
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		log_warn("store: setting session time-outs: %s", PQerrorMessage(st->conn));
+	PQclear(r);
+}
+
 store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 {
 	store *st = calloc(1, sizeof *st);
@@ -96,7 +110,7 @@ store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	st->first_after_ms = cfg->checkback_first_after_ms;
 	st->lease_ms = 360000;
-	if (!(st->conninfo = strdup(cfg->pg))) {
+	if (!(st->conninfo = strdup(cfg->pg)) || !(st->topic = strdup(cfg->control_topic))) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -111,6 +125,7 @@ store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 		goto fail;
 	}
 	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
+	session_settings(st);
 	return st;
 fail:
 	store_close(st);
@@ -126,6 +141,7 @@ void store_close(store *st)
 	if (st->conn)
 		PQfinish(st->conn);
 	free(st->conninfo);
+	free(st->topic);
 	free(st);
 }
 
@@ -140,6 +156,7 @@ store_rc store_ensure(store *st, char *err, size_t errsz)
 		return STORE_RETRY;
 	}
 	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
+	session_settings(st);
 	log_info("store: reconnected to PostgreSQL");
 	return STORE_OK;
 }
@@ -447,6 +464,131 @@ static void write_row(sbuf *w, const key_entry *e, const store_record *recs,
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
 }
 
+/* ---- partition ownership ---- */
+
+store_rc store_take_partitions(store *st, const char *owner, const int32_t *parts, size_t n,
+                               store_owned *own, int64_t *next_offset, char *err, size_t errsz)
+{
+	/* one statement, rows in partition order: two replicas taking
+	 * overlapping sets cannot deadlock */
+	static const char *sql =
+		"INSERT INTO txhub.partitions AS tp (topic, partition, epoch, owner) "
+		"SELECT $1, p, 1, $2 FROM unnest($3::int[]) AS p ORDER BY p "
+		"ON CONFLICT (topic, partition) DO UPDATE SET epoch = tp.epoch + 1, "
+		"owner = EXCLUDED.owner, taken_at = now(), updated_at = now() "
+		"RETURNING partition, epoch, coalesce(next_offset, -1)";
+	if (n == 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	sbuf_arr_begin(&pb);
+	for (size_t i = 0; i < n; i++)
+		sbuf_arr_int(&pb, parts[i]);
+	sbuf_arr_end(&pb);
+	const char *p[3] = {st->topic, owner, sbuf_str(&pb)};
+	store_rc rc = STORE_OK;
+	PGresult *r = exec_params(st, sql, 3, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		own[i].partition = parts[i];
+		own[i].epoch = 0;
+		next_offset[i] = -1;
+		for (int row = 0; row < PQntuples(r); row++) {
+			if (atoi(PQgetvalue(r, row, 0)) != parts[i])
+				continue;
+			own[i].epoch = atoll(PQgetvalue(r, row, 1));
+			next_offset[i] = atoll(PQgetvalue(r, row, 2));
+		}
+		if (own[i].epoch <= 0) {
+			snprintf(err, errsz, "taking partition %d returned no epoch", parts[i]);
+			rc = STORE_RETRY;
+		}
+	}
+done:
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+static int64_t epoch_of(const store_owned *own, size_t nown, int32_t partition)
+{
+	for (size_t i = 0; i < nown; i++)
+		if (own[i].partition == partition)
+			return own[i].epoch;
+	return 0;
+}
+
+/* In the open transaction, lock the ownership rows of own[0..nown) in
+ * partition order (exclusively for the batch that moves next_offset, shared
+ * for every other write) and copy to kept those still at their epoch. A new
+ * owner's take waits for these locks, and a write that comes after the take
+ * sees the new epoch: so a write either lands before the hand-over, where
+ * the new owner sees it, or not at all. */
+static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
+                           int exclusive, store_owned *kept, size_t *nkept, char *err,
+                           size_t errsz)
+{
+	static const char *sql_share =
+		"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "
+		"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "
+		"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition FOR SHARE OF tp";
+	static const char *sql_update =
+		"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "
+		"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "
+		"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
+		"FOR NO KEY UPDATE OF tp";
+	*nkept = 0;
+	if (nown == 0)
+		return STORE_OK;
+	sbuf pb = {0}, eb = {0};
+	sbuf_arr_begin(&pb);
+	sbuf_arr_begin(&eb);
+	for (size_t i = 0; i < nown; i++) {
+		sbuf_arr_int(&pb, own[i].partition);
+		sbuf_arr_int(&eb, own[i].epoch);
+	}
+	sbuf_arr_end(&pb);
+	sbuf_arr_end(&eb);
+	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&eb)};
+	store_rc rc = STORE_OK;
+	PGresult *r = exec_params(st, exclusive ? sql_update : sql_share, 3, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+	} else {
+		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
+			kept[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
+			kept[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
+			(*nkept)++;
+		}
+	}
+	PQclear(r);
+	sbuf_free(&pb);
+	sbuf_free(&eb);
+	return rc;
+}
+
+/* BEGIN, then lock_owned() shared; kept must hold nown entries. */
+static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned *kept,
+                            size_t *nkept, char *err, size_t errsz)
+{
+	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
+	if (rc == STORE_OK)
+		rc = lock_owned(st, st->topic, own, nown, 0, kept, nkept, err, errsz);
+	if (rc != STORE_OK)
+		rollback(st);
+	return rc;
+}
+
+static void owned_array(sbuf *b, const store_owned *own, size_t n)
+{
+	sbuf_arr_begin(b);
+	for (size_t i = 0; i < n; i++)
+		sbuf_arr_int(b, own[i].partition);
+	sbuf_arr_end(b);
+}
+
 typedef struct {
 	int rec;
 	rules_step step;
@@ -454,9 +596,114 @@ typedef struct {
 	const char *detail;
 } conflict_note;
 
-store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
-                     store_forward_list *out, store_stats *stats, char *err, size_t errsz)
+/* The batch's partitions with their epochs (from own) and next offsets. */
+typedef struct {
+	store_owned *own; /* epoch 0: not in own */
+	int64_t *next;
+	size_t n;
+} batch_parts;
+
+static int batch_parts_of(const store_record *recs, size_t n, const store_owned *own,
+                          size_t nown, batch_parts *bp)
 {
+	memset(bp, 0, sizeof *bp);
+	bp->own = calloc(n ? n : 1, sizeof *bp->own);
+	bp->next = calloc(n ? n : 1, sizeof *bp->next);
+	if (!bp->own || !bp->next)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		size_t j;
+		for (j = 0; j < bp->n && bp->own[j].partition != recs[i].partition; j++)
+			;
+		if (j == bp->n) {
+			bp->own[j].partition = recs[i].partition;
+			bp->own[j].epoch = epoch_of(own, nown, recs[i].partition);
+			bp->next[j] = 0;
+			bp->n++;
+		}
+		if (recs[i].offset + 1 > bp->next[j])
+			bp->next[j] = recs[i].offset + 1;
+	}
+	return 0;
+}
+
+static void batch_parts_free(batch_parts *bp)
+{
+	free(bp->own);
+	free(bp->next);
+}
+
+/* Lock the batch's partitions and check they are still ours. Returns
+ * STORE_FENCED with *lost set when some are not. */
+static store_rc fence_batch(store *st, const char *topic, const batch_parts *bp,
+                            int32_t **lost, size_t *nlost, char *err, size_t errsz)
+{
+	store_owned *kept = calloc(bp->n ? bp->n : 1, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	size_t nkept = 0;
+	store_rc rc = lock_owned(st, topic, bp->own, bp->n, 1, kept, &nkept, err, errsz);
+	if (rc == STORE_OK && nkept < bp->n) {
+		int32_t *l = calloc(bp->n, sizeof *l);
+		size_t nl = 0;
+		for (size_t i = 0; l && i < bp->n; i++)
+			if (epoch_of(kept, nkept, bp->own[i].partition) != bp->own[i].epoch ||
+			    bp->own[i].epoch == 0)
+				l[nl++] = bp->own[i].partition;
+		if (!l) {
+			snprintf(err, errsz, "out of memory");
+			rc = STORE_RETRY;
+		} else {
+			if (lost) {
+				*lost = l;
+				*nlost = nl;
+			} else {
+				free(l);
+			}
+			snprintf(err, errsz, "%zu partition(s) of the batch are owned by another replica "
+			                     "now", nl);
+			rc = STORE_FENCED;
+		}
+	}
+	free(kept);
+	return rc;
+}
+
+static store_rc store_offsets(store *st, const char *topic, const batch_parts *bp, char *err,
+                              size_t errsz)
+{
+	/* never backwards: records before next_offset are already applied */
+	static const char *sql =
+		"UPDATE txhub.partitions AS tp SET next_offset = greatest(tp.next_offset, o.n), "
+		"updated_at = now() FROM unnest($2::int[], $3::bigint[]) AS o(p, n) "
+		"WHERE tp.topic = $1 AND tp.partition = o.p";
+	sbuf pb = {0}, nb = {0};
+	sbuf_arr_begin(&pb);
+	sbuf_arr_begin(&nb);
+	for (size_t i = 0; i < bp->n; i++) {
+		sbuf_arr_int(&pb, bp->own[i].partition);
+		sbuf_arr_int(&nb, bp->next[i]);
+	}
+	sbuf_arr_end(&pb);
+	sbuf_arr_end(&nb);
+	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&nb)};
+	PGresult *r = exec_params(st, sql, 3, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
+	sbuf_free(&pb);
+	sbuf_free(&nb);
+	return rc;
+}
+
+store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
+                     const store_owned *own, size_t nown, store_forward_list *out,
+                     store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz)
+{
+	batch_parts bp = {0};
 	store_rc rc = STORE_OK;
 	key_table kt = {0};
 	sbuf ins[W_NCOLS] = {{0}}, upd[W_NCOLS] = {{0}}, kb = {0}, kk = {0};
@@ -473,7 +720,11 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 		kt.cap *= 2;
 	kt.slots = calloc(kt.cap, sizeof *kt.slots);
 	notes = calloc(n ? n : 1, sizeof *notes);
-	if (!kt.slots || !notes) {
+	if (lost)
+		*lost = NULL;
+	if (nlost)
+		*nlost = 0;
+	if (!kt.slots || !notes || batch_parts_of(recs, n, own, nown, &bp) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 		goto done;
@@ -498,6 +749,10 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	sbuf_arr_end(&kk);
 
 	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK)
+		goto done;
+	/* first: the ownership rows, so every transaction locks in the same
+	 * order (partitions, then messages in key order) */
+	if ((rc = fence_batch(st, topic, &bp, lost, nlost, err, errsz)) != STORE_OK)
 		goto done;
 
 	if (kt.n > 0) {
@@ -745,7 +1000,8 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 		r = NULL;
 	}
 
-	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+	if ((rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
+	    (rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
 
 	if ((ins_res && collect_forwards(ins_res, 1, 0, out) != 0) ||
@@ -765,6 +1021,7 @@ done:
 	PQclear(ins_res);
 	PQclear(upd_res);
 	key_table_free(&kt);
+	batch_parts_free(&bp);
 	free(notes);
 	for (int w = 0; w < W_NCOLS; w++) {
 		sbuf_free(&ins[w]);
@@ -783,16 +1040,8 @@ done:
 
 /* ---- forwards ---- */
 
-static void partitions_array(sbuf *b, const int32_t *partitions, size_t npart)
-{
-	sbuf_arr_begin(b);
-	for (size_t i = 0; i < npart; i++)
-		sbuf_arr_int(b, partitions[i]);
-	sbuf_arr_end(b);
-}
-
-store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart,
-                              int limit, store_forward_list *out, char *err, size_t errsz)
+store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                              store_forward_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
 		"UPDATE txhub.messages AS m SET next_send_at = now() + $3::bigint * interval "
@@ -802,52 +1051,83 @@ store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart
 		"FOR UPDATE SKIP LOCKED) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING " FORWARD_COLUMNS;
-	if (npart == 0)
+	if (nown == 0)
 		return STORE_OK;
+	store_owned *kept = calloc(nown, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	size_t nkept = 0;
+	PGresult *r = NULL;
 	sbuf pb = {0};
+	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
 	char lim[16], lease[32];
-	partitions_array(&pb, partitions, npart);
+	owned_array(&pb, kept, nkept);
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	const char *p[3] = {sbuf_str(&pb), lim, lease};
-	PGresult *r = exec_params(st, sql, 3, p, 1);
-	store_rc rc = STORE_OK;
+	r = exec_params(st, sql, 3, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
-	else if (collect_forwards(r, 0, -1, out) != 0) {
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK) {
+		rollback(st);
+	} else if (collect_forwards(r, 0, -1, out) != 0) {
+		/* leased: they fall due again when the lease ends */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else {
 		if (out->n > 1) /* qsort must not see a NULL base */
 			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 	}
+done:
 	PQclear(r);
 	sbuf_free(&pb);
+	free(kept);
 	return rc;
 }
 
-store_rc store_release_forwards(store *st, const int32_t *partitions, size_t npart,
+store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
                                 char *err, size_t errsz)
 {
 	static const char *sql =
 		"UPDATE txhub.messages SET next_send_at = now() "
 		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
 		"AND send_attempts = 0 AND next_send_at > now()";
-	if (npart == 0)
+	if (nown == 0)
 		return STORE_OK;
+	store_owned *kept = calloc(nown, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	size_t nkept = 0;
 	sbuf pb = {0};
-	partitions_array(&pb, partitions, npart);
+	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	owned_array(&pb, kept, nkept);
 	const char *p[1] = {sbuf_str(&pb)};
 	PGresult *r = exec_params(st, sql, 1, p, 0);
-	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		rc = classify(st->conn, r, err, errsz);
 	PQclear(r);
+	if (rc == STORE_OK)
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK)
+		rollback(st);
+done:
 	sbuf_free(&pb);
+	free(kept);
 	return rc;
 }
 
-store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
+store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
+                                 const store_delivery *d, size_t n,
                                  int max_attempts, store_forward_list *failed_out,
                                  char *err, size_t errsz)
 {
@@ -865,9 +1145,16 @@ store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"RETURNING m.send_status = 'failed', " FORWARD_COLUMNS;
 	sbuf ok[2] = {{0}}, bad[4] = {{0}};
-	size_t nok = 0, nbad = 0;
+	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
+	store_owned *kept = calloc(nown ? nown : 1, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	if ((rc = begin_owned(st, own, nown, kept, &nkept, err, errsz)) != STORE_OK)
+		goto done;
 	char maxs[16];
 	snprintf(maxs, sizeof maxs, "%d", max_attempts);
 	for (int i = 0; i < 2; i++)
@@ -875,6 +1162,10 @@ store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_begin(&bad[i]);
 	for (size_t i = 0; i < n; i++) {
+		if (epoch_of(kept, nkept, d[i].partition) == 0) {
+			dropped++; /* the partition's new owner sends it again */
+			continue;
+		}
 		if (d[i].ok) {
 			sbuf_arr_text(&ok[0], d[i].biz_id);
 			sbuf_arr_text(&ok[1], d[i].message_key);
@@ -891,8 +1182,9 @@ store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
 		sbuf_arr_end(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_end(&bad[i]);
-	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK)
-		goto done;
+	if (dropped > 0)
+		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
+		         "replica now", dropped);
 	if (nok > 0) {
 		const char *p[2] = {sbuf_str(&ok[0]), sbuf_str(&ok[1])};
 		r = exec_params(st, sql_sent, 2, p, 0);
@@ -924,6 +1216,7 @@ done:
 		sbuf_free(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
+	free(kept);
 	return rc;
 }
 
@@ -976,24 +1269,37 @@ static const char *SQL_NEXT_CHECK =
 	"FROM txhub.messages WHERE status = 'prepared' AND src_partition = p.part "
 	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
 
-store_rc store_claim_checks(store *st, const int32_t *partitions, size_t npart, int limit,
+store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
                             int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
                             char *err, size_t errsz)
 {
 	*next_due_ms = -1;
-	if (npart == 0 || limit <= 0)
+	if (nown == 0 || limit <= 0)
 		return STORE_OK;
+	store_owned *kept = calloc(nown, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	size_t nkept = 0;
 	sbuf pb = {0};
+	PGresult *r = NULL;
+	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
 	char lim[16], share[16], lease[32];
-	partitions_array(&pb, partitions, npart);
+	owned_array(&pb, kept, nkept);
 	snprintf(lim, sizeof lim, "%d", limit);
-	snprintf(share, sizeof share, "%d", (int)(((size_t)limit + npart - 1) / npart));
+	snprintf(share, sizeof share, "%d", (int)(((size_t)limit + nkept - 1) / (nkept ? nkept : 1)));
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
 	const char *p[4] = {sbuf_str(&pb), lim, lease, share};
-	store_rc rc = STORE_OK;
-	PGresult *r = exec_params(st, SQL_CLAIM_CHECKS, 4, p, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+	r = exec_params(st, SQL_CLAIM_CHECKS, 4, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK) {
+		rollback(st);
 		goto done;
 	}
 	int rows = PQntuples(r);
@@ -1036,6 +1342,7 @@ oom:
 done:
 	PQclear(r);
 	sbuf_free(&pb);
+	free(kept);
 	return rc;
 }
 
@@ -1059,7 +1366,8 @@ static const char *SQL_RECORD_CHECKS =
 	"AND m.check_attempts = x.p "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error";
 
-store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
+store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
+                             const store_check_result *res, size_t n,
                              store_check_list *failed_out, size_t *written,
                              char *err, size_t errsz)
 {
@@ -1068,9 +1376,22 @@ store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
 	if (n == 0)
 		return STORE_OK;
 	sbuf a[7] = {{0}};
+	PGresult *r = NULL;
+	size_t nkept = 0, nwrite = 0;
+	store_owned *kept = calloc(nown ? nown : 1, sizeof *kept);
+	if (!kept) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
 	for (int i = 0; i < 7; i++)
 		sbuf_arr_begin(&a[i]);
 	for (size_t i = 0; i < n; i++) {
+		if (epoch_of(kept, nkept, res[i].partition) == 0)
+			continue; /* no longer ours: the new owner asks again */
+		nwrite++;
 		sbuf_arr_text(&a[0], res[i].biz_id);
 		sbuf_arr_text(&a[1], res[i].message_key);
 		sbuf_arr_int(&a[2], res[i].claimed_attempts);
@@ -1079,8 +1400,6 @@ store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
 		sbuf_arr_text(&a[5], res[i].error);
 		sbuf_arr_int(&a[6], res[i].outcome == CHECK_RETRY ? res[i].retry_in_ms : 0);
 	}
-	store_rc rc = STORE_OK;
-	PGresult *r = NULL;
 	const char *p[7];
 	for (int i = 0; i < 7; i++) {
 		sbuf_arr_end(&a[i]);
@@ -1091,11 +1410,16 @@ store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
 		}
 		p[i] = sbuf_str(&a[i]);
 	}
+	if (nwrite < n)
+		log_warn("checkback: %zu answer(s) dropped: their partitions belong to another "
+		         "replica now", n - nwrite);
 	r = exec_params(st, SQL_RECORD_CHECKS, 7, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 		goto done;
 	}
+	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+		goto done;
 	*written = (size_t)PQntuples(r);
 	for (int i = 0; failed_out && i < PQntuples(r); i++) {
 		if (strcmp(PQgetvalue(r, i, 2), "check_failed") != 0)
@@ -1115,8 +1439,11 @@ store_rc store_record_checks(store *st, const store_check_result *res, size_t n,
 		}
 	}
 done:
+	if (rc != STORE_OK)
+		rollback(st);
 	PQclear(r);
 	for (int i = 0; i < 7; i++)
 		sbuf_free(&a[i]);
+	free(kept);
 	return rc;
 }

@@ -22,7 +22,17 @@ typedef enum {
 	STORE_OK = 0,
 	STORE_RETRY = 1,
 	STORE_FATAL = 2,
+	STORE_FENCED = 3, /* store_apply: a partition of the batch is no longer ours */
 } store_rc;
+
+/* A control-topic partition this replica owns, at the epoch its assignment
+ * took in txhub.partitions. Every write for a partition first locks that
+ * row and checks the epoch is still this one: a replica that lost the
+ * partition without noticing (paused, cut off) can no longer write for it. */
+typedef struct {
+	int32_t partition;
+	int64_t epoch;
+} store_owned;
 
 /* One control-topic record of a batch. The byte pointers belong to the
  * caller (intake keeps the Kafka message alive until the batch is done). */
@@ -80,37 +90,51 @@ store_rc store_ensure(store *st, char *err, size_t errsz);
 /* The schema version the database is at (0: txhub never migrated there). */
 store_rc store_schema_version(store *st, int *version, char *err, size_t errsz);
 
+/* Take ownership of partitions of the control topic: bump each one's epoch
+ * and record `owner`. own[i] and next_offset[i] receive partition parts[i]'s
+ * new epoch and the first offset not yet applied (-1: none stored yet).
+ * Waits for a write in progress by the previous owner to finish. */
+store_rc store_take_partitions(store *st, const char *owner, const int32_t *parts, size_t n,
+                               store_owned *own, int64_t *next_offset, char *err, size_t errsz);
+
 /* Apply a batch in one transaction: state changes by the rules of CONTRACT
- * §3, rejected records, conflicts. On STORE_OK the transaction has
- * committed and `out` holds the messages it made committed, in source order
- * (partition, offset); they are leased for forwarding. On any other result
- * nothing was written and the batch can be applied again. */
+ * §3, rejected records, conflicts, and each partition's next offset in
+ * txhub.partitions. Every record's partition must be in `own` at its epoch.
+ * On STORE_OK the transaction has committed and `out` holds the messages it
+ * made committed, in source order (partition, offset); they are leased for
+ * forwarding. On STORE_FENCED nothing was written and *lost (caller frees)
+ * lists the partitions of the batch that are no longer ours. On any other
+ * result nothing was written and the batch can be applied again. */
 store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
-                     store_forward_list *out, store_stats *stats, char *err, size_t errsz);
+                     const store_owned *own, size_t nown, store_forward_list *out,
+                     store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz);
 
-/* Claim up to `limit` pending forwards of the given source partitions whose
- * next attempt is due, leasing them so that no other scan returns them. */
-store_rc store_claim_forwards(store *st, const int32_t *partitions, size_t npart,
-                              int limit, store_forward_list *out, char *err, size_t errsz);
+/* Claim up to `limit` pending forwards of the owned partitions whose next
+ * attempt is due, leasing them so that no other scan returns them. */
+store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                              store_forward_list *out, char *err, size_t errsz);
 
-/* Make the first-attempt leases of these partitions due now (a new owner
- * takes over what the old one may have left in flight). */
-store_rc store_release_forwards(store *st, const int32_t *partitions, size_t npart,
+/* Make the first-attempt leases of these owned partitions due now (a new
+ * owner takes over what the old one may have left in flight). */
+store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
                                 char *err, size_t errsz);
 
 /* One delivery result. */
 typedef struct {
 	const char *biz_id;
 	const char *message_key;
+	int32_t partition;   /* source partition: written only while we own it */
 	int ok;
 	const char *error;   /* when !ok */
 	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
 } store_delivery;
 
-/* Record delivery results in one transaction. Failed ones get
+/* Record delivery results in one transaction; results for partitions no
+ * longer in `own` (or fenced) are dropped. Failed ones get
  * send_attempts + 1; those reaching max_attempts become failed, and their
  * keys are returned in failed_out (caller frees with store_forward_list_clear). */
-store_rc store_record_deliveries(store *st, const store_delivery *d, size_t n,
+store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
+                                 const store_delivery *d, size_t n,
                                  int max_attempts, store_forward_list *failed_out,
                                  char *err, size_t errsz);
 
@@ -138,7 +162,7 @@ void store_check_list_clear(store_check_list *l);
  * lease_ms so that no other scan returns them. When fewer than limit were
  * due, *next_due_ms is set to the time until the next one falls due
  * (-1: none is waiting), else to 0. */
-store_rc store_claim_checks(store *st, const int32_t *partitions, size_t npart, int limit,
+store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
                             int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
                             char *err, size_t errsz);
 
@@ -153,6 +177,7 @@ typedef enum {
 typedef struct {
 	const char *biz_id;
 	const char *message_key;
+	int32_t partition;        /* source partition: written only while we own it */
 	int32_t claimed_attempts; /* check_attempts when claimed */
 	int32_t attempts;         /* check_attempts to write */
 	store_check_outcome outcome;
@@ -161,10 +186,12 @@ typedef struct {
 } store_check_result;
 
 /* Write results in one statement, each only if its row is still prepared at
- * claimed_attempts (a decision that arrived meanwhile wins). Rows that
+ * claimed_attempts (a decision that arrived meanwhile wins) and its
+ * partition is still ours at the epoch in `own`. Rows that
  * became check_failed are appended to failed_out (biz_id, message_key,
  * attempts; caller clears); *written counts the rows changed. */
-store_rc store_record_checks(store *st, const store_check_result *r, size_t n,
+store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
+                             const store_check_result *r, size_t n,
                              store_check_list *failed_out, size_t *written,
                              char *err, size_t errsz);
 

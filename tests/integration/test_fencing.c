@@ -1,0 +1,269 @@
+/* test_fencing.c: partition ownership in txhub.partitions. A replica that
+ * lost a partition without noticing (paused, cut off) cannot write state for
+ * it: every write checks the epoch its assignment took, and a new owner
+ * starts from the offset PostgreSQL holds.
+ *
+ * The first tests drive two store connections directly, as two replicas
+ * would; the last one fences a running hub. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "harness.h"
+#include "store.h"
+
+typedef struct {
+	txhub_config cfg;
+	store *a, *b; /* two replicas */
+} two;
+
+static void two_open(two *t, h_env *e)
+{
+	char err[512];
+	cr_assert_eq(config_init(&t->cfg), 0);
+	cr_assert_eq(config_set(&t->cfg, "pg", e->conninfo, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&t->cfg, "control_topic", e->topic, err, sizeof err), 0, "%s", err);
+	t->a = store_connect(&t->cfg, err, sizeof err);
+	t->b = store_connect(&t->cfg, err, sizeof err);
+	cr_assert(t->a && t->b, "%s", err);
+}
+
+static void two_close(two *t)
+{
+	store_close(t->a);
+	store_close(t->b);
+	config_free(&t->cfg);
+}
+
+/* A parsed record; free with rec_free. */
+static store_record rec(int32_t partition, int64_t offset, const char *json)
+{
+	store_record r;
+	memset(&r, 0, sizeof r);
+	r.partition = partition;
+	r.offset = offset;
+	r.value = json;
+	r.value_len = strlen(json);
+	r.valid = envelope_parse(json, strlen(json), 1 << 20, &r.env, r.reason, sizeof r.reason) == 0;
+	cr_assert(r.valid, "%s", r.reason);
+	return r;
+}
+
+static void rec_free(store_record *r) { envelope_free(&r->env); }
+
+#define PREPARE(mk)                                                                  \
+	"{\"type\":\"prepare\",\"biz_id\":\"f\",\"message_key\":\"" mk "\","              \
+	"\"payload\":\"x\",\"forward\":{\"topic\":\"out\"},"                               \
+	"\"checkback\":{\"url\":\"http://127.0.0.1:1/\",\"first_after_ms\":0}}"
+#define COMMIT(mk) "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"" mk "\"}"
+
+static store_rc apply1(store *st, const char *topic, store_record *r, const store_owned *own,
+                       size_t nown, int32_t **lost, size_t *nlost)
+{
+	char err[512];
+	store_forward_list out = {0};
+	store_stats stats;
+	store_rc rc = store_apply(st, topic, r, 1, own, nown, &out, &stats, lost, nlost, err,
+	                          sizeof err);
+	cr_assert(rc == STORE_OK || rc == STORE_FENCED, "apply: %s", err);
+	store_forward_list_clear(&out);
+	return rc;
+}
+
+Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "fence");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	int32_t parts[2] = {0, 1};
+	store_owned a_own[2], b_own[1];
+	int64_t next[2];
+
+	/* A takes partitions 0 and 1: first epoch, no offset stored yet */
+	cr_assert_eq(store_take_partitions(t.a, "replica-a", parts, 2, a_own, next, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(a_own[0].epoch, 1);
+	cr_assert_eq(a_own[1].epoch, 1);
+	cr_assert_eq(next[0], -1);
+
+	/* A applies a prepare on each partition; offsets move with the state */
+	store_record r0 = rec(0, 41, PREPARE("k0"));
+	store_record r1 = rec(1, 7, PREPARE("k1"));
+	cr_assert_eq(apply1(t.a, e.topic, &r0, a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, e.topic, &r1, a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 42);
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 1"), 8);
+
+	/* B takes partition 0 (a rebalance A did not notice) and learns where
+	 * A stopped */
+	cr_assert_eq(store_take_partitions(t.b, "replica-b", parts, 1, b_own, next, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(b_own[0].epoch, 2);
+	cr_assert_eq(next[0], 42);
+	char owner[64];
+	cr_assert_str_eq(h_query(&e, "SELECT owner FROM txhub.partitions WHERE partition = 0", owner,
+	                         sizeof owner), "replica-b");
+
+	/* A's next batch for partition 0 is refused as a whole and writes
+	 * nothing, not even its offset; partition 1 is still A's */
+	store_record c0 = rec(0, 42, COMMIT("k0"));
+	int32_t *lost = NULL;
+	size_t nlost = 0;
+	store_record both[2] = {c0, rec(1, 8, COMMIT("k1"))};
+	char e2[512];
+	store_forward_list out = {0};
+	store_stats stats;
+	cr_assert_eq(store_apply(t.a, e.topic, both, 2, a_own, 2, &out, &stats, &lost, &nlost, e2,
+	                         sizeof e2), STORE_FENCED);
+	cr_assert_eq(nlost, 1);
+	cr_assert_eq(lost[0], 0);
+	free(lost);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 0);
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 1"), 8);
+	/* without partition 0 the batch goes through */
+	cr_assert_eq(apply1(t.a, e.topic, &both[1], a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k1' "
+	                         "AND status = 'committed'"), 1);
+	/* B applies the commit for partition 0 */
+	cr_assert_eq(apply1(t.b, e.topic, &c0, b_own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 43);
+
+	/* forwards: A may claim only partition 1's, and its delivery report
+	 * for partition 0's message is dropped */
+	PQclear(PQexec(e.db, "UPDATE txhub.messages SET next_send_at = now() - interval '1 s'"));
+	store_forward_list fl = {0};
+	cr_assert_eq(store_claim_forwards(t.a, a_own, 2, 100, &fl, err, sizeof err), STORE_OK, "%s",
+	             err);
+	cr_assert_eq(fl.n, 1);
+	cr_assert_str_eq(fl.items[0].message_key, "k1");
+	store_forward_list_clear(&fl);
+	store_delivery d[2] = {{"f", "k0", 0, 1, NULL, 0}, {"f", "k1", 1, 1, NULL, 0}};
+	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, NULL, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k0' "
+	                         "AND send_status = 'pending'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k1' "
+	                         "AND send_status = 'sent'"), 1);
+	/* the new owner's release and claim do see it */
+	cr_assert_eq(store_release_forwards(t.b, b_own, 1, err, sizeof err), STORE_OK, "%s", err);
+	cr_assert_eq(store_claim_forwards(t.b, b_own, 1, 100, &fl, err, sizeof err), STORE_OK, "%s",
+	             err);
+	cr_assert_eq(fl.n, 1);
+	cr_assert_str_eq(fl.items[0].message_key, "k0");
+	store_forward_list_clear(&fl);
+
+	rec_free(&r0);
+	rec_free(&r1);
+	rec_free(&both[0]);
+	rec_free(&both[1]);
+	two_close(&t);
+	h_teardown(&e);
+}
+
+Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "fencecb");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	int32_t p0 = 0;
+	store_owned a_own[1], b_own[1];
+	int64_t next;
+	cr_assert_eq(store_take_partitions(t.a, "a", &p0, 1, a_own, &next, err, sizeof err),
+	             STORE_OK, "%s", err);
+	store_record r = rec(0, 0, PREPARE("c0"));
+	cr_assert_eq(apply1(t.a, e.topic, &r, a_own, 1, NULL, NULL), STORE_OK);
+
+	/* A claims the due check-back, then loses the partition to B */
+	store_check_list l = {0};
+	int64_t due;
+	cr_assert_eq(store_claim_checks(t.a, a_own, 1, 10, 60000, &l, &due, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(l.n, 1);
+	store_check_list_clear(&l);
+	cr_assert_eq(store_take_partitions(t.b, "b", &p0, 1, b_own, &next, err, sizeof err),
+	             STORE_OK, "%s", err);
+
+	/* A's answer (committed) is not written: B asks again */
+	store_check_result res = {"f", "c0", 0, 0, 1, CHECK_COMMITTED, NULL, 0};
+	size_t written = 99;
+	cr_assert_eq(store_record_checks(t.a, a_own, 1, &res, 1, NULL, &written, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(written, 0);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared' "
+	                         "AND check_attempts = 0"), 1);
+	PQclear(PQexec(e.db, "UPDATE txhub.messages SET next_check_at = now() - interval '1 s'"));
+	cr_assert_eq(store_claim_checks(t.a, a_own, 1, 10, 60000, &l, &due, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(l.n, 0);
+	cr_assert_eq(store_claim_checks(t.b, b_own, 1, 10, 60000, &l, &due, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(l.n, 1);
+	store_check_list_clear(&l);
+	/* B's answer is */
+	cr_assert_eq(store_record_checks(t.b, b_own, 1, &res, 1, NULL, &written, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(written, 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 1);
+
+	rec_free(&r);
+	two_close(&t);
+	h_teardown(&e);
+}
+
+static void pause_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* A running hub whose partition is taken behind its back (as another
+ * replica would after a rebalance it missed) stops applying it, stays up,
+ * and after a restart takes it back and starts where PostgreSQL says. */
+Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "fencehub");
+	char fwd[128], buf[512];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	const char *settings[] = {NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"a\","
+	                          "\"payload\":1,\"forward\":{\"topic\":\"%s\"}}", fwd);
+	h_send_str(&e, 0, "a", buf);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'a'", "1",
+	                 30000));
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions WHERE partition = 0 "
+	                     "AND next_offset = 1", "1", 10000));
+
+	/* another replica takes partition 0 */
+	PQclear(PQexec(e.db, "UPDATE txhub.partitions SET epoch = epoch + 1, owner = 'intruder' "
+	                     "WHERE partition = 0"));
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"b\","
+	                          "\"payload\":2,\"forward\":{\"topic\":\"%s\"}}", fwd);
+	h_send_str(&e, 0, "b", buf);
+	h_flush();
+	pause_ms(3000);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'b'"), 0,
+	             "a fenced replica wrote state");
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 1);
+	cr_assert_eq(h_hub_stop(hub), 0, "the fenced hub did not stop cleanly");
+
+	/* restarted, it takes the partition back at a new epoch and applies
+	 * the record from the offset PostgreSQL kept */
+	hub = h_hub_start(&e, settings);
+	cr_assert(h_wait(&e, "SELECT status || '/' || send_status FROM txhub.messages "
+	                     "WHERE message_key = 'b'", "committed/sent", 30000));
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.partitions WHERE partition = 0 "
+	                         "AND epoch >= 3 AND owner <> 'intruder'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 2);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
