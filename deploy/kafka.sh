@@ -6,7 +6,9 @@
 #
 #   deploy/kafka.sh start DIR   format KRaft storage in DIR (created), start
 #                               the broker, wait until it answers, print its
-#                               bootstrap servers (host:port) on stdout
+#                               bootstrap servers (host:port) on stdout; when
+#                               DIR holds a broker stopped earlier, start it
+#                               again with its data and ports (a restart)
 #   deploy/kafka.sh stop DIR    stop it (SIGTERM, then SIGKILL after 30 s)
 #   deploy/kafka.sh fetch       only fetch the jars
 #
@@ -51,6 +53,14 @@ start() {
   fetch
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
+  local java=(java -Xms256m -Xmx768m -Dkafka.logs.dir="$dir"
+              -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$cache/*")
+  if [ -f "$dir/data/meta.properties" ]; then
+    # a restart: same storage, same ports
+    : >"$dir/server.log"
+    run_broker "$dir"
+    return
+  fi
   local port cport
   port=$(free_port)
   cport=$(free_port)
@@ -81,14 +91,18 @@ log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka=INFO
 log4j.logger.org.apache.kafka=INFO
 PROPS
-  local java=(java -Xms256m -Xmx768m -Dkafka.logs.dir="$dir"
-              -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$cache/*")
   local id
   id=$("${java[@]}" kafka.tools.StorageTool random-uuid)
   "${java[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1
+  echo "127.0.0.1:$port" >"$dir/bootstrap"
+  run_broker "$dir"
+}
+
+# Start the broker configured in DIR (java=(...) set by the caller) and wait.
+run_broker() {
+  local dir=$1
   nohup "${java[@]}" kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/pid"
-  echo "127.0.0.1:$port" >"$dir/bootstrap"
   for _ in $(seq 1 600); do
     if grep -q "Kafka Server started" "$dir/server.log" 2>/dev/null; then
       cat "$dir/bootstrap"
@@ -110,8 +124,9 @@ stop() {
   [ -f "$dir/pid" ] || return 0
   pid=$(cat "$dir/pid")
   kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || { rm -f "$dir/pid"; return 0; }; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
+  rm -f "$dir/pid"
 }
 
 case "${1:-}" in

@@ -375,7 +375,8 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
-	store_owned *r = realloc(h->released, (h->nreleased + n) * sizeof *r);
+	/* (n == 0 happens in cooperative rebalances: realloc to 0 would free) */
+	store_owned *r = n ? realloc(h->released, (h->nreleased + n) * sizeof *r) : NULL;
 	if (r) { /* else their leases expire on their own */
 		memcpy(r + h->nreleased, taken, n * sizeof *taken);
 		h->released = r;

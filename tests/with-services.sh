@@ -47,6 +47,14 @@ trap 'exit 130' INT TERM
 export PGHOST="$tmp" PGUSER=txhub PGDATABASE=postgres PGPORT=5432
 export TXHUB_PG="host=$tmp user=txhub dbname=postgres"
 export TXHUB_TEST_PGDATA="$tmp/pg" TXHUB_TEST_PGBIN="$pgbin"
+# for the outage tests: "$TXHUB_TEST_PGCTL stop" / "$TXHUB_TEST_PGCTL start"
+cat >"$tmp/pgctl" <<SH
+#!/bin/sh
+exec ${as_pg[*]} "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 -m fast \
+  -o "-F -c listen_addresses= -k $tmp -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" "\$@"
+SH
+chmod 755 "$tmp/pgctl"
+export TXHUB_TEST_PGCTL="$tmp/pgctl"
 
 if [ -n "${TXHUB_TEST_BROKERS:-}" ]; then
   export TXHUB_BROKERS="$TXHUB_TEST_BROKERS"

@@ -1,21 +1,35 @@
-/* test_chaos.c: the hub is killed with SIGKILL every few seconds and
- * restarted while transactions stream in (commits, rollbacks, and prepares
- * left for check-back). Afterwards every committed message was forwarded at
- * least once, no rolled-back one ever, and every row is in its right final
- * state. Prints the duplicate forwards and the time from each restart to
- * the next forward.
+/* test_chaos.c: transactions stream in (commits, rollbacks, prepares left
+ * for check-back, and malformed records mixed in) while the hubs are
+ * disturbed; afterwards every committed message was forwarded at least once,
+ * no rolled-back one ever, every row is in its right final state, every
+ * malformed record is in txhub.rejected, and no hub exited on its own. Each
+ * scenario prints its duplicate forwards.
  *
- * TXHUB_CHAOS_TX transactions (default 20000) spread over about
- * TXHUB_CHAOS_SEND_MS (default 60000); each hub is killed
- * TXHUB_CHAOS_KILL_MS (default 3000) after its first forward (a new hub
- * gets its partitions only once the dead one's session has ended, unless
- * TXHUB_CHAOS_STATIC=1 gives it static group membership). */
+ *   kill_9_every_few_seconds    the only hub is SIGKILLed every few seconds
+ *                               and restarted; prints the time from each
+ *                               restart to the next forward
+ *   three_replicas_eager /      three hubs, one SIGKILLed and one added
+ *   three_replicas_cooperative  mid-run; from the hubs' logs, no two of them
+ *                               ever forwarded for one partition at once
+ *   postgres_stopped_10s        two hubs; PostgreSQL stopped for 10 s
+ *   broker_stopped_10s          two hubs; the Kafka broker stopped for 10 s
+ *                               (needs TXHUB_TEST_KAFKA_DIR: deploy/kafka.sh)
+ *
+ * TXHUB_CHAOS_TX transactions (default 20000; the other scenarios send half)
+ * spread over about TXHUB_CHAOS_SEND_MS (default 60000; the others 40 s);
+ * the kill scenario kills each hub TXHUB_CHAOS_KILL_MS (default 3000) after
+ * its first forward (a new hub gets its partitions only once the dead one's
+ * session has ended, unless TXHUB_CHAOS_STATIC=1 gives it static group
+ * membership). */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <glob.h>
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "harness.h"
@@ -54,12 +68,26 @@ static void pause_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Malformed records mixed into the stream, one every MALFORMED_EVERY
+ * transactions: each must end in txhub.rejected. */
+#define MALFORMED_EVERY 400
+static const char *const malformed[] = {
+	"not json at all",
+	"{\"type\":\"prepare\"}",
+	"{\"v\":2,\"type\":\"commit\",\"biz_id\":\"chaos\",\"message_key\":\"x\"}",
+	"{\"type\":\"commit\",\"biz_id\":\"chaos\",\"message_key\":\"\"}",
+	"{\"type\":\"prepare\",\"biz_id\":\"chaos\",\"message_key\":\"y\",\"payload\":1}",
+	"[1,2,3]",
+};
+
 typedef struct {
 	h_env *e;
 	const char *fwd;
 	int tx;
 	long send_ms;
-	volatile int done; /* set by the sender when everything is sent */
+	volatile int done;     /* set by the sender when everything is sent */
+	volatile int progress; /* transactions sent so far */
+	int nmalformed;
 	long long sent_ms;
 } sender;
 
@@ -81,28 +109,6 @@ static long work_left(PGconn *db)
 	return n;
 }
 
-static void send_tx(h_env *e, const char *fwd, int i, int decision);
-
-/* Stream the transactions in chunks of 500, each prepare's decision one
- * chunk later, spread over about send_ms. */
-static void *send_all(void *arg)
-{
-	sender *s = arg;
-	long long t0 = now_ms();
-	const int chunk = 500;
-	for (int from = 0; from < s->tx + chunk; from += chunk) {
-		for (int i = from; i < from + chunk && i < s->tx; i++)
-			send_tx(s->e, s->fwd, i, 0);
-		for (int i = from - chunk; i >= 0 && i < from && i < s->tx; i++)
-			send_tx(s->e, s->fwd, i, 1);
-		h_flush();
-		pause_ms(s->send_ms / (s->tx / chunk + 1));
-	}
-	s->sent_ms = now_ms() - t0;
-	s->done = 1;
-	return NULL;
-}
-
 static void send_tx(h_env *e, const char *fwd, int i, int decision)
 {
 	char buf[512], mk[32];
@@ -120,90 +126,149 @@ static void send_tx(h_env *e, const char *fwd, int i, int decision)
 	h_send_str(e, -1, mk, buf);
 }
 
-Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
+/* Stream the transactions in chunks of 500, each prepare's decision one
+ * chunk later, spread over about send_ms; a malformed record every
+ * MALFORMED_EVERY transactions. */
+static void *send_all(void *arg)
 {
-	int tx = getenv("TXHUB_CHAOS_TX") ? atoi(getenv("TXHUB_CHAOS_TX")) : 20000;
-	long kill_ms = getenv("TXHUB_CHAOS_KILL_MS") ? atol(getenv("TXHUB_CHAOS_KILL_MS")) : 3000;
-	long send_ms = getenv("TXHUB_CHAOS_SEND_MS") ? atol(getenv("TXHUB_CHAOS_SEND_MS")) : 60000;
-	h_env e;
-	h_setup(&e, "chaos");
-	h_httpd *srv = h_httpd_start(endpoint, NULL);
-	cr_assert_not_null(srv);
-	char fwd[128], def[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/cb", h_httpd_port(srv));
-	/* TXHUB_CHAOS_STATIC=1: static group membership, so that a restarted
-	 * hub takes its partitions back without waiting for the dead one's
-	 * session to end */
-	const char *stat = getenv("TXHUB_CHAOS_STATIC") && atoi(getenv("TXHUB_CHAOS_STATIC"))
-	                       ? "kafka.group.instance.id=chaos-hub" : NULL;
-	const char *settings[] = {def, "checkback.first_after_ms=3000", "checkback.backoff_ms=500",
-	                          "checkback.backoff_max_ms=2000", "checkback.max_attempts=50",
-	                          "intake.batch_max=500", stat, NULL};
-	/* hubs are started from this thread: a hub dies with the thread that
-	 * started it (PR_SET_PDEATHSIG) */
-	sender snd = {.e = &e, .fwd = fwd, .tx = tx, .send_ms = send_ms};
-	pid_t hub = h_hub_start(&e, settings);
-	pthread_t st;
-	cr_assert_eq(pthread_create(&st, NULL, send_all, &snd), 0);
-	int kills = 0, samples = 0;
-	long long restart_sum = 0, restart_max = 0;
-	PGconn *db = PQconnectdb(e.conninfo);
-	for (int last = 0; !last;) {
-		pause_ms(kill_ms);
-		last = snd.done; /* one more kill after the last record was sent */
-		h_hub_kill(hub);
-		kills++;
-		long before = sent_count(db);
-		long long t0 = now_ms();
-		hub = h_hub_start(&e, settings);
-		/* time to the new hub's first forward (it must get its partitions
-		 * first: the dead member's session has to end); the next kill comes
-		 * kill_ms after that, so every hub is killed while working */
-		while (now_ms() - t0 < 60000 && !(last && work_left(db) == 0)) {
-			if (sent_count(db) > before) {
-				long long d = now_ms() - t0;
-				restart_sum += d;
-				restart_max = d > restart_max ? d : restart_max;
-				samples++;
-				break;
+	sender *s = arg;
+	long long t0 = now_ms();
+	const int chunk = 500;
+	for (int from = 0; from < s->tx + chunk; from += chunk) {
+		for (int i = from; i < from + chunk && i < s->tx; i++) {
+			send_tx(s->e, s->fwd, i, 0);
+			if (i % MALFORMED_EVERY == MALFORMED_EVERY / 2) {
+				char key[32];
+				snprintf(key, sizeof key, "bad-%06d", i);
+				h_send_str(s->e, -1, key,
+				           malformed[s->nmalformed++ % (sizeof malformed / sizeof *malformed)]);
 			}
-			pause_ms(20);
 		}
+		for (int i = from - chunk; i >= 0 && i < from && i < s->tx; i++)
+			send_tx(s->e, s->fwd, i, 1);
+		h_flush();
+		s->progress = from + chunk < s->tx ? from + chunk : s->tx;
+		pause_ms(s->send_ms / (s->tx / chunk + 1));
 	}
-	PQfinish(db);
-	pthread_join(st, NULL);
+	s->sent_ms = now_ms() - t0;
+	s->done = 1;
+	return NULL;
+}
 
-	/* the last hub finishes the work */
+/* ---- a run: hubs, the sender, and the checks afterwards ---- */
+
+typedef struct {
+	h_env e;
+	h_httpd *srv;
+	char fwd[128], def[128];
+	const char *settings[16];
+	pid_t hubs[16];
+	int nhubs;
+	sender snd;
+	pthread_t sender_thread;
+	PGconn *db;
+} run;
+
+static void run_begin(run *r, const char *name, int tx, long send_ms, const char *extra)
+{
+	memset(r, 0, sizeof *r);
+	h_setup(&r->e, name);
+	r->srv = h_httpd_start(endpoint, NULL);
+	cr_assert_not_null(r->srv);
+	snprintf(r->fwd, sizeof r->fwd, "fw.%s", r->e.name);
+	snprintf(r->def, sizeof r->def, "checkback.default_url=http://127.0.0.1:%d/cb",
+	         h_httpd_port(r->srv));
+	const char *s[] = {r->def, "checkback.first_after_ms=3000", "checkback.backoff_ms=500",
+	                   "checkback.backoff_max_ms=2000", "checkback.max_attempts=50",
+	                   "intake.batch_max=500", "log.level=debug", extra, NULL};
+	memcpy(r->settings, s, sizeof s);
+	r->snd = (sender){.e = &r->e, .fwd = r->fwd, .tx = tx, .send_ms = send_ms};
+	r->db = PQconnectdb(r->e.conninfo);
+}
+
+/* hubs are started from the test's main thread: a hub dies with the thread
+ * that started it (PR_SET_PDEATHSIG) */
+static pid_t hub_add(run *r)
+{
+	cr_assert_lt(r->nhubs, 16);
+	pid_t p = h_hub_start(&r->e, r->settings);
+	r->hubs[r->nhubs++] = p;
+	return p;
+}
+
+static void hub_kill(run *r, int i)
+{
+	h_hub_kill(r->hubs[i]);
+	r->hubs[i] = r->hubs[--r->nhubs];
+}
+
+/* No hub may have exited on its own. */
+static void hubs_alive(run *r, const char *when)
+{
+	for (int i = 0; i < r->nhubs; i++) {
+		int st;
+		pid_t p = waitpid(r->hubs[i], &st, WNOHANG);
+		cr_assert_eq(p, 0, "a hub exited %s (status %d)", when,
+		             p > 0 ? (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) : -1);
+	}
+}
+
+static void sender_start(run *r)
+{
+	cr_assert_eq(pthread_create(&r->sender_thread, NULL, send_all, &r->snd), 0);
+}
+
+/* Wait until the sender has sent `frac` of the transactions. */
+static void wait_progress(run *r, double frac)
+{
+	while (!r->snd.done && r->snd.progress < (int)(frac * r->snd.tx))
+		pause_ms(50);
+}
+
+/* After the sender finished: the hubs finish the work, stop cleanly, and
+ * every check passes. Returns the duplicate forwards. */
+static int run_end(run *r)
+{
+	pthread_join(r->sender_thread, NULL);
+	int tx = r->snd.tx;
 	char want[32];
 	int ncommit = 0;
 	for (int i = 0; i < tx; i++)
 		ncommit += should_commit(i);
 	snprintf(want, sizeof want, "%d", ncommit);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' "
-	                     "AND send_status = 'sent'", want, 300000),
+	cr_assert(h_wait(&r->e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' "
+	                        "AND send_status = 'sent'", want, 300000),
 	          "committed and sent: want %d", ncommit);
 	snprintf(want, sizeof want, "%d", tx - ncommit);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back' "
-	                     "AND send_status IS NULL", want, 120000));
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), tx);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 0);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.conflicts"), 0);
-	pause_ms(2000); /* the last hub may have been started a moment ago: let it
-	                 * get through start-up, then a SIGTERM must stop it cleanly */
-	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert(h_wait(&r->e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back' "
+	                        "AND send_status IS NULL", want, 120000));
+	cr_assert_eq(h_count(&r->e, "SELECT count(*) FROM txhub.messages"), tx);
+	cr_assert_eq(h_count(&r->e, "SELECT count(*) FROM txhub.conflicts"), 0);
+	/* every malformed record, and nothing else, rejected */
+	snprintf(want, sizeof want, "%d", r->snd.nmalformed);
+	cr_assert(h_wait(&r->e, "SELECT count(*) FROM txhub.rejected", want, 10000),
+	          "want %d rejected", r->snd.nmalformed);
+	cr_assert_eq(h_count(&r->e, "SELECT count(DISTINCT record_key) FROM txhub.rejected "
+	                            "WHERE convert_from(record_key, 'UTF8') LIKE 'bad-%'"),
+	             r->snd.nmalformed);
+	hubs_alive(r, "during the run");
+	pause_ms(2000); /* a hub may have been started a moment ago: let it get
+	                 * through start-up, then a SIGTERM must stop it cleanly */
+	for (int i = 0; i < r->nhubs; i++)
+		cr_assert_eq(h_hub_stop(r->hubs[i]), 0, "hub %d did not stop cleanly", i);
+	r->nhubs = 0;
 
 	/* per message: the right state, and forwarded iff committed */
-	PGresult *r = PQexec(e.db, "SELECT message_key, status FROM txhub.messages");
-	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	for (int k = 0; k < PQntuples(r); k++) {
-		int i = atoi(PQgetvalue(r, k, 0) + 2);
-		cr_assert_str_eq(PQgetvalue(r, k, 1), should_commit(i) ? "committed" : "rolled_back",
-		                 "%s", PQgetvalue(r, k, 0));
+	PGresult *res = PQexec(r->e.db, "SELECT message_key, status FROM txhub.messages");
+	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+	for (int k = 0; k < PQntuples(res); k++) {
+		int i = atoi(PQgetvalue(res, k, 0) + 2);
+		cr_assert_str_eq(PQgetvalue(res, k, 1), should_commit(i) ? "committed" : "rolled_back",
+		                 "%s", PQgetvalue(res, k, 0));
 	}
-	PQclear(r);
+	PQclear(res);
 	h_record *recs;
-	size_t n = h_read_topic(&e, fwd, 3000, &recs);
+	size_t n = h_read_topic(&r->e, r->fwd, 3000, &recs);
 	int *seen = calloc((size_t)tx, sizeof *seen);
 	for (size_t k = 0; k < n; k++) {
 		int i = atoi(recs[k].key + 2);
@@ -218,13 +283,243 @@ Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
 		if (seen[i] > 1)
 			dups += seen[i] - 1;
 	}
-	fprintf(stderr, "chaos: %d transactions (%d committed, %d by check-back) sent in %.1f s, "
-	                "%d kill -9s, %d duplicate forwards; restart to first forward: mean %lld ms, "
-	                "max %lld ms over %d restarts that had work\n",
-	        tx, ncommit, tx / 10, (double)snd.sent_ms / 1000, kills, dups,
-	        samples ? restart_sum / samples : -1, restart_max, samples);
 	free(seen);
 	h_records_free(recs, n);
-	h_httpd_stop(srv);
-	h_teardown(&e);
+	return dups;
+}
+
+static void run_free(run *r)
+{
+	PQfinish(r->db);
+	h_httpd_stop(r->srv);
+	h_teardown(&r->e);
+}
+
+/* ---- who forwarded what, from the hubs' debug logs ---- */
+
+typedef struct {
+	char ts[32]; /* ISO 8601 with milliseconds: sorts as text */
+	int hub, partition;
+	long long epoch;
+} fwd_event;
+
+static int cmp_event(const void *a, const void *b)
+{
+	const fwd_event *x = a, *y = b;
+	if (x->partition != y->partition)
+		return x->partition - y->partition;
+	return strcmp(x->ts, y->ts);
+}
+
+/* Reads every hub log of the run ("hub: forwarding N of partition P at
+ * epoch E" lines) and checks, per partition, that in time order the epochs
+ * never go back and each epoch was used by one hub only: the replicas took
+ * turns, and never forwarded for one partition at the same time. Returns
+ * the number of hand-overs seen. */
+static int check_forwarders(run *r)
+{
+	char pat[256];
+	snprintf(pat, sizeof pat, "/tmp/txhub-%s-[0-9]*.log", r->e.name);
+	glob_t g;
+	cr_assert_eq(glob(pat, 0, NULL, &g), 0, "no hub logs at %s", pat);
+	fwd_event *ev = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t f = 0; f < g.gl_pathc; f++) {
+		FILE *in = fopen(g.gl_pathv[f], "r");
+		cr_assert_not_null(in);
+		char line[1024];
+		while (fgets(line, sizeof line, in)) {
+			const char *m = strstr(line, "hub: forwarding ");
+			if (!m)
+				continue;
+			fwd_event e = {.hub = (int)f};
+			unsigned long cnt;
+			if (sscanf(line, "%31s", e.ts) != 1 ||
+			    sscanf(m, "hub: forwarding %lu of partition %d at epoch %lld", &cnt,
+			           &e.partition, &e.epoch) != 3)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 1024;
+				ev = realloc(ev, cap * sizeof *ev);
+				cr_assert_not_null(ev);
+			}
+			ev[n++] = e;
+		}
+		fclose(in);
+	}
+	cr_assert_gt(n, 0, "no forwarding lines in the hub logs");
+	qsort(ev, n, sizeof *ev, cmp_event);
+	int handovers = 0;
+	for (size_t i = 1; i < n; i++) {
+		if (ev[i].partition != ev[i - 1].partition)
+			continue;
+		cr_assert_gt(ev[i].epoch, 0, "forwarded without an epoch");
+		cr_assert_geq(ev[i].epoch, ev[i - 1].epoch,
+		              "partition %d: epoch %lld (hub %d) forwarded at %s after epoch %lld "
+		              "(hub %d) at %s", ev[i].partition, ev[i].epoch, ev[i].hub, ev[i].ts,
+		              ev[i - 1].epoch, ev[i - 1].hub, ev[i - 1].ts);
+		if (ev[i].epoch == ev[i - 1].epoch)
+			cr_assert_eq(ev[i].hub, ev[i - 1].hub,
+			             "partition %d epoch %lld forwarded by two hubs", ev[i].partition,
+			             ev[i].epoch);
+		else if (ev[i].hub != ev[i - 1].hub)
+			handovers++;
+	}
+	free(ev);
+	globfree(&g);
+	return handovers;
+}
+
+/* ---- scenarios ---- */
+
+Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
+{
+	int tx = getenv("TXHUB_CHAOS_TX") ? atoi(getenv("TXHUB_CHAOS_TX")) : 20000;
+	long kill_ms = getenv("TXHUB_CHAOS_KILL_MS") ? atol(getenv("TXHUB_CHAOS_KILL_MS")) : 3000;
+	long send_ms = getenv("TXHUB_CHAOS_SEND_MS") ? atol(getenv("TXHUB_CHAOS_SEND_MS")) : 60000;
+	/* TXHUB_CHAOS_STATIC=1: static group membership, so that a restarted
+	 * hub takes its partitions back without waiting for the dead one's
+	 * session to end */
+	const char *stat = getenv("TXHUB_CHAOS_STATIC") && atoi(getenv("TXHUB_CHAOS_STATIC"))
+	                       ? "kafka.group.instance.id=chaos-hub" : NULL;
+	run r;
+	run_begin(&r, "chaos", tx, send_ms, stat);
+	hub_add(&r);
+	sender_start(&r);
+	int kills = 0, samples = 0;
+	long long restart_sum = 0, restart_max = 0;
+	for (int last = 0; !last;) {
+		pause_ms(kill_ms);
+		last = r.snd.done; /* one more kill after the last record was sent */
+		hubs_alive(&r, "before it was killed");
+		hub_kill(&r, 0);
+		kills++;
+		long before = sent_count(r.db);
+		long long t0 = now_ms();
+		hub_add(&r);
+		/* time to the new hub's first forward (it must get its partitions
+		 * first: the dead member's session has to end); the next kill comes
+		 * kill_ms after that, so every hub is killed while working */
+		while (now_ms() - t0 < 60000 && !(last && work_left(r.db) == 0)) {
+			if (sent_count(r.db) > before) {
+				long long d = now_ms() - t0;
+				restart_sum += d;
+				restart_max = d > restart_max ? d : restart_max;
+				samples++;
+				break;
+			}
+			pause_ms(20);
+		}
+	}
+	int dups = run_end(&r);
+	fprintf(stderr, "chaos: kill -9: %d transactions (%d by check-back, %d malformed) sent in "
+	                "%.1f s, %d kill -9s, %d duplicate forwards; restart to first forward: mean "
+	                "%lld ms, max %lld ms over %d restarts that had work\n",
+	        tx, tx / 10, r.snd.nmalformed, (double)r.snd.sent_ms / 1000, kills, dups,
+	        samples ? restart_sum / samples : -1, restart_max, samples);
+	run_free(&r);
+}
+
+static int half_tx(void)
+{
+	return (getenv("TXHUB_CHAOS_TX") ? atoi(getenv("TXHUB_CHAOS_TX")) : 20000) / 2;
+}
+
+static long short_send_ms(void)
+{
+	long send_ms = getenv("TXHUB_CHAOS_SEND_MS") ? atol(getenv("TXHUB_CHAOS_SEND_MS")) : 60000;
+	return send_ms * 2 / 3;
+}
+
+static void three_replicas(const char *name, const char *assignor)
+{
+	run r;
+	run_begin(&r, name, half_tx(), short_send_ms(), assignor);
+	for (int i = 0; i < 3; i++)
+		hub_add(&r);
+	sender_start(&r);
+	wait_progress(&r, 0.3);
+	hubs_alive(&r, "before the kill");
+	hub_kill(&r, 0); /* its partitions move once its session ends */
+	wait_progress(&r, 0.65);
+	hub_add(&r); /* a rebalance among the living */
+	while (!r.snd.done)
+		pause_ms(100);
+	int dups = run_end(&r);
+	int handovers = check_forwarders(&r);
+	fprintf(stderr, "chaos: three replicas (%s): %d transactions (%d malformed) sent in %.1f s, "
+	                "one kill -9 and one added; %d hand-overs between replicas, never two "
+	                "forwarding one partition at once; %d duplicate forwards\n",
+	        assignor ? "cooperative" : "eager", r.snd.tx, r.snd.nmalformed,
+	        (double)r.snd.sent_ms / 1000, handovers, dups);
+	run_free(&r);
+}
+
+Test(chaos, three_replicas_eager, .timeout = 1200)
+{
+	three_replicas("rep_eager", NULL);
+}
+
+Test(chaos, three_replicas_cooperative, .timeout = 1200)
+{
+	three_replicas("rep_coop", "kafka.partition.assignment.strategy=cooperative-sticky");
+}
+
+static void sh(const char *cmd)
+{
+	int rc = system(cmd);
+	cr_assert(rc == 0, "%s: exit %d", cmd, rc);
+}
+
+/* Two hubs; `stop` and `start` take a service away for 10 s mid-run. */
+static void outage(const char *name, const char *what, const char *stop, const char *start,
+                   int pg)
+{
+	run r;
+	run_begin(&r, name, half_tx(), short_send_ms(), NULL);
+	hub_add(&r);
+	hub_add(&r);
+	sender_start(&r);
+	wait_progress(&r, 0.3);
+	hubs_alive(&r, "before the outage");
+	long long t0 = now_ms();
+	sh(stop);
+	pause_ms(10000);
+	hubs_alive(&r, "during the outage");
+	sh(start);
+	long long down = now_ms() - t0;
+	if (pg) { /* the test's own connections died too */
+		PQreset(r.e.db);
+		PQreset(r.db);
+	}
+	while (!r.snd.done)
+		pause_ms(100);
+	int dups = run_end(&r);
+	fprintf(stderr, "chaos: %s stopped for %.1f s: %d transactions (%d malformed) sent in "
+	                "%.1f s, two hubs, none exited; %d duplicate forwards\n",
+	        what, (double)down / 1000, r.snd.tx, r.snd.nmalformed,
+	        (double)r.snd.sent_ms / 1000, dups);
+	run_free(&r);
+}
+
+Test(chaos, postgres_stopped_10s, .timeout = 1200)
+{
+	const char *ctl = getenv("TXHUB_TEST_PGCTL");
+	cr_assert_not_null(ctl, "TXHUB_TEST_PGCTL is not set (tests/with-services.sh sets it)");
+	char stop[600], start[600];
+	snprintf(stop, sizeof stop, "%s stop >/dev/null", ctl);
+	snprintf(start, sizeof start, "%s start >/dev/null", ctl);
+	outage("pg_out", "PostgreSQL", stop, start, 1);
+}
+
+Test(chaos, broker_stopped_10s, .timeout = 1200)
+{
+	const char *dir = getenv("TXHUB_TEST_KAFKA_DIR");
+	if (!dir)
+		cr_skip_test("TXHUB_TEST_KAFKA_DIR is not set: the broker is not ours to stop");
+	char stop[600], start[600];
+	snprintf(stop, sizeof stop, "%s/deploy/kafka.sh stop %s", TXHUB_SOURCE_ROOT, dir);
+	snprintf(start, sizeof start, "%s/deploy/kafka.sh start %s >/dev/null", TXHUB_SOURCE_ROOT,
+	         dir);
+	outage("kafka_out", "the Kafka broker", stop, start, 0);
 }
