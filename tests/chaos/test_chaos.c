@@ -11,6 +11,10 @@
  *   three_replicas_eager /      three hubs, one SIGKILLed and one added
  *   three_replicas_cooperative  mid-run; from the hubs' logs, no two of them
  *                               ever forwarded for one partition at once
+ *   frozen_replica_is_fenced    two hubs, one frozen (SIGSTOP) for 12 s, twice
+ *                               its session time-out: its partitions move,
+ *                               and when it wakes it notices and writes
+ *                               nothing for them
  *   postgres_stopped_10s        two hubs; PostgreSQL stopped for 10 s
  *   broker_stopped_10s          two hubs; the Kafka broker stopped for 10 s
  *                               (needs TXHUB_TEST_KAFKA_DIR: deploy/kafka.sh)
@@ -28,6 +32,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -522,4 +527,53 @@ Test(chaos, broker_stopped_10s, .timeout = 1200)
 	snprintf(start, sizeof start, "%s/deploy/kafka.sh start %s >/dev/null", TXHUB_SOURCE_ROOT,
 	         dir);
 	outage("kafka_out", "the Kafka broker", stop, start, 0);
+}
+
+/* Counts lines of a hub's log holding `what`. */
+static int log_lines(run *r, int n, const char *what)
+{
+	char path[256], line[1024];
+	snprintf(path, sizeof path, "/tmp/txhub-%s-%d.log", r->e.name, n);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	int c = 0;
+	while (fgets(line, sizeof line, f))
+		c += strstr(line, what) != NULL;
+	fclose(f);
+	return c;
+}
+
+Test(chaos, frozen_replica_is_fenced, .timeout = 1200)
+{
+	run r;
+	run_begin(&r, "frozen", half_tx(), short_send_ms(), NULL);
+	hub_add(&r); /* log -1 */
+	hub_add(&r); /* log -2 */
+	sender_start(&r);
+	wait_progress(&r, 0.3);
+	hubs_alive(&r, "before the freeze");
+	pid_t frozen = r.hubs[0];
+	const char *epochs = "SELECT coalesce(sum(epoch), 0) FROM txhub.partitions";
+	long before = h_count(&r.e, epochs);
+	kill(frozen, SIGSTOP);
+	/* meanwhile the group gives its partitions to the other hub, which
+	 * takes them at a new epoch */
+	pause_ms(12000);
+	long taken_over = h_count(&r.e, epochs) - before;
+	kill(frozen, SIGCONT);
+	while (!r.snd.done)
+		pause_ms(100);
+	int dups = run_end(&r);
+	int lost = log_lines(&r, 1, "intake: lost ");
+	int fenced = log_lines(&r, 1, "taken by another replica");
+	int dropped = log_lines(&r, 1, "belong to another replica now");
+	cr_assert_gt(taken_over, 0, "no partition changed hands while a hub was frozen");
+	cr_assert_gt(lost + fenced, 0, "the frozen hub never noticed it lost its partitions");
+	fprintf(stderr, "chaos: a hub frozen for 12 s: %d transactions (%d malformed) sent in "
+	                "%.1f s; %ld partition(s) taken over meanwhile; on waking it logged %d "
+	                "lost-partition event(s), %d fenced write(s), %d dropped report(s); "
+	                "%d duplicate forwards\n",
+	        r.snd.tx, r.snd.nmalformed, (double)r.snd.sent_ms / 1000, taken_over, lost, fenced,
+	        dropped, dups);
+	run_free(&r);
 }
