@@ -11,6 +11,10 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 	(void)rk;
 	/* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug */
 	log_level l = level <= 3 ? LOG_ERROR : level == 4 ? LOG_WARN : level <= 6 ? LOG_INFO : LOG_DEBUG;
+	/* the same kafka.* settings go to the consumer and the producer on
+	 * purpose: that one of them ignores a property is no news */
+	if (strcmp(fac, "CONFWARN") == 0 && strstr(buf, " property and will be ignored by this "))
+		l = LOG_DEBUG;
 	log_msg(l, "kafka: %s: %s", fac, buf);
 }
 
