@@ -273,8 +273,14 @@ static int apply_singly(hub *h, store_stats *total)
  * its group. Returns 0 when the batch is stored (or empty). */
 static int flush_batch(hub *h)
 {
-	if (h->batch.n == 0)
+	if (h->batch.n == 0) {
+		/* emptied without being stored (its partitions were revoked or
+		 * fenced): nothing holds reading back any more */
+		intake_resume(h->in);
+		h->attempt = 0;
+		h->retry_at = 0;
 		return 0;
+	}
 	if (now_ms() < h->retry_at || store_ready(h) != 0) {
 		intake_pause(h->in);
 		return -1;
@@ -357,6 +363,8 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 {
 	hub *h = opaque;
 	char err[512];
+	if (n == 0) /* cooperative rebalances assign nothing now and then */
+		return 0;
 	for (int attempt = 1;; attempt++) {
 		if (wait_for_store(h, 0) != 0)
 			return -1;
@@ -405,7 +413,10 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 	intake_commit(h->in);
 	size_t nowned, nkeep = 0;
 	const store_owned *owned = intake_owned(h->in, &nowned);
-	forward_drain(h->fw, h->st, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
+	/* (with PostgreSQL away the reports could not be written: the leases
+	 * cover those messages, the new owner sends them again) */
+	if (store_ready(h) == 0)
+		forward_drain(h->fw, h->st, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
 	/* and stop checking them back */
 	store_owned *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
 	if (!keep) {
@@ -560,7 +571,8 @@ int hub_run(const txhub_config *cfg)
 	intake_commit(h.in);
 	size_t nown;
 	const store_owned *own = intake_owned(h.in, &nown);
-	forward_drain(h.fw, h.st, own, nown, 10000);
+	if (store_ready(&h) == 0)
+		forward_drain(h.fw, h.st, own, nown, 10000);
 	status = 0;
 done:
 	if (h.in)

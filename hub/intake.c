@@ -184,8 +184,10 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 			         "committed offset", ps[i], (long long)own[i].epoch);
 	}
 	assign(in, rk, parts, coop);
-	if (in->paused) /* PostgreSQL is away: the new ones wait too */
-		set_paused(in, ps, n, 1);
+	/* librdkafka keeps a partition's pause across unassign and assign: a
+	 * partition fenced or paused here before must be resumed explicitly;
+	 * while PostgreSQL is away the new ones wait like the rest */
+	set_paused(in, ps, n, in->paused);
 	if (in->hooks.assigned)
 		in->hooks.assigned(in->hooks.opaque, own, n);
 done:
@@ -377,7 +379,7 @@ void intake_poll(intake *in, intake_batch *b)
 	int timeout = (int)in->cfg->intake_poll_ms;
 	/* while paused the batch in hand may be full, but the consumer is
 	 * still polled: that keeps this replica in the group and serves
-	 * rebalances; what arrives is what was fetched before the pause */
+	 * rebalances (paused partitions deliver nothing more) */
 	while (in->paused || (b->n < (size_t)in->cfg->intake_batch_max &&
 	                      b->bytes < (size_t)in->cfg->intake_batch_bytes)) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(in->rk, timeout);

@@ -1134,7 +1134,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	static const char *sql_sent =
 		"UPDATE txhub.messages AS m SET send_status = 'sent', updated_at = now() "
 		"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
-		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending'";
+		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
+		"AND m.src_partition = ANY($3::int[])";
 	static const char *sql_failed =
 		"UPDATE txhub.messages AS m SET send_attempts = m.send_attempts + 1, "
 		"last_error = x.e, updated_at = now(), "
@@ -1143,8 +1144,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"next_send_at = now() + x.ms * interval '1 millisecond' "
 		"FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS x(b, k, e, ms) "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
+		"AND m.src_partition = ANY($6::int[]) "
 		"RETURNING m.send_status = 'failed', " FORWARD_COLUMNS;
-	sbuf ok[2] = {{0}}, bad[4] = {{0}};
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, kb = {0};
 	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1155,6 +1157,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	}
 	if ((rc = begin_owned(st, own, nown, kept, &nkept, err, errsz)) != STORE_OK)
 		goto done;
+	/* a row counts for the partition it belongs to now, not the one the
+	 * report remembers */
+	owned_array(&kb, kept, nkept);
 	char maxs[16];
 	snprintf(maxs, sizeof maxs, "%d", max_attempts);
 	for (int i = 0; i < 2; i++)
@@ -1186,8 +1191,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
 		         "replica now", dropped);
 	if (nok > 0) {
-		const char *p[2] = {sbuf_str(&ok[0]), sbuf_str(&ok[1])};
-		r = exec_params(st, sql_sent, 2, p, 0);
+		const char *p[3] = {sbuf_str(&ok[0]), sbuf_str(&ok[1]), sbuf_str(&kb)};
+		r = exec_params(st, sql_sent, 3, p, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1196,9 +1201,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		r = NULL;
 	}
 	if (nbad > 0) {
-		const char *p[5] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
-		                    sbuf_str(&bad[3]), maxs};
-		r = exec_params(st, sql_failed, 5, p, 1);
+		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb)};
+		r = exec_params(st, sql_failed, 6, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1216,6 +1221,7 @@ done:
 		sbuf_free(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
+	sbuf_free(&kb);
 	free(kept);
 	return rc;
 }
@@ -1363,7 +1369,7 @@ static const char *SQL_RECORD_CHECKS =
 	"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
-	"AND m.check_attempts = x.p "
+	"AND m.check_attempts = x.p AND m.src_partition = ANY($8::int[]) "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
@@ -1413,7 +1419,11 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	if (nwrite < n)
 		log_warn("checkback: %zu answer(s) dropped: their partitions belong to another "
 		         "replica now", n - nwrite);
-	r = exec_params(st, SQL_RECORD_CHECKS, 7, p, 0);
+	sbuf kb = {0};
+	owned_array(&kb, kept, nkept);
+	const char *p8[8] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb)};
+	r = exec_params(st, SQL_RECORD_CHECKS, 8, p8, 0);
+	sbuf_free(&kb);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 		goto done;
