@@ -134,20 +134,25 @@ static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
 	rd_kafka_topic_partition_list_destroy(l);
 }
 
-static void assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int coop)
+/* Add parts to the assignment (add) or take them out, as the group's
+ * protocol wants it: incrementally when cooperative, all at once when
+ * eager. */
+static void change_assignment(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts, int coop,
+                              int add)
 {
 	if (coop) {
-		rd_kafka_error_t *e = rd_kafka_incremental_assign(rk, parts);
+		rd_kafka_error_t *e = add ? rd_kafka_incremental_assign(rk, parts)
+		                          : rd_kafka_incremental_unassign(rk, parts);
 		if (e) {
-			log_error("intake: incremental assign: %s", rd_kafka_error_string(e));
+			log_error("intake: incremental %s: %s", add ? "assign" : "unassign",
+			          rd_kafka_error_string(e));
 			rd_kafka_error_destroy(e);
 		}
 	} else {
-		rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+		rd_kafka_resp_err_t e = rd_kafka_assign(rk, add ? parts : NULL);
 		if (e)
-			log_error("intake: assign: %s", rd_kafka_err2str(e));
+			log_error("intake: %s: %s", add ? "assign" : "unassign", rd_kafka_err2str(e));
 	}
-	(void)in;
 }
 
 /* New partitions: take them in PostgreSQL first (bumping their epochs),
@@ -183,7 +188,7 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 			log_info("intake: partition %d taken at epoch %lld, reading from the group's "
 			         "committed offset", ps[i], (long long)own[i].epoch);
 	}
-	assign(in, rk, parts, coop);
+	change_assignment(rk, parts, coop, 1);
 	/* librdkafka keeps a partition's pause across unassign and assign: a
 	 * partition fenced or paused here before must be resumed explicitly;
 	 * while PostgreSQL is away the new ones wait like the rest */
@@ -224,15 +229,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		fenced_remove(in, parts->elems[i].partition);
 	}
 	free(ps);
-	if (coop) {
-		rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
-		if (e) {
-			log_error("intake: incremental unassign: %s", rd_kafka_error_string(e));
-			rd_kafka_error_destroy(e);
-		}
-	} else {
-		rd_kafka_assign(rk, NULL);
-	}
+	change_assignment(rk, parts, coop, 0);
 }
 
 void intake_fence(intake *in, const int32_t *parts, size_t n)

@@ -67,11 +67,6 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void pause_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* Malformed records mixed into the stream, one every MALFORMED_EVERY
  * transactions: each must end in txhub.rejected. */
@@ -153,7 +148,7 @@ static void *send_all(void *arg)
 			send_tx(s->e, s->fwd, i, 1);
 		h_flush();
 		s->progress = from + chunk < s->tx ? from + chunk : s->tx;
-		pause_ms(s->send_ms / (s->tx / chunk + 1));
+		h_pause_ms(s->send_ms / (s->tx / chunk + 1));
 	}
 	s->sent_ms = now_ms() - t0;
 	s->done = 1;
@@ -227,7 +222,7 @@ static void sender_start(run *r)
 static void wait_progress(run *r, double frac)
 {
 	while (!r->snd.done && r->snd.progress < (int)(frac * r->snd.tx))
-		pause_ms(50);
+		h_pause_ms(50);
 }
 
 /* After the sender finished: the hubs finish the work, stop cleanly, and
@@ -257,7 +252,7 @@ static int run_end(run *r)
 	                            "WHERE convert_from(record_key, 'UTF8') LIKE 'bad-%'"),
 	             r->snd.nmalformed);
 	hubs_alive(r, "during the run");
-	pause_ms(2000); /* a hub may have been started a moment ago: let it get
+	h_pause_ms(2000); /* a hub may have been started a moment ago: let it get
 	                 * through start-up, then a SIGTERM must stop it cleanly */
 	for (int i = 0; i < r->nhubs; i++)
 		cr_assert_eq(h_hub_stop(r->hubs[i]), 0, "hub %d did not stop cleanly", i);
@@ -394,7 +389,7 @@ Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
 	int kills = 0, samples = 0;
 	long long restart_sum = 0, restart_max = 0;
 	for (int last = 0; !last;) {
-		pause_ms(kill_ms);
+		h_pause_ms(kill_ms);
 		last = r.snd.done; /* one more kill after the last record was sent */
 		hubs_alive(&r, "before it was killed");
 		hub_kill(&r, 0);
@@ -413,7 +408,7 @@ Test(chaos, kill_9_every_few_seconds_loses_nothing, .timeout = 1200)
 				samples++;
 				break;
 			}
-			pause_ms(20);
+			h_pause_ms(20);
 		}
 	}
 	int dups = run_end(&r);
@@ -449,7 +444,7 @@ static void three_replicas(const char *name, const char *assignor)
 	wait_progress(&r, 0.65);
 	hub_add(&r); /* a rebalance among the living */
 	while (!r.snd.done)
-		pause_ms(100);
+		h_pause_ms(100);
 	int dups = run_end(&r);
 	int handovers = check_forwarders(&r);
 	fprintf(stderr, "chaos: three replicas (%s): %d transactions (%d malformed) sent in %.1f s, "
@@ -489,7 +484,7 @@ static void outage(const char *name, const char *what, const char *stop, const c
 	hubs_alive(&r, "before the outage");
 	long long t0 = now_ms();
 	sh(stop);
-	pause_ms(10000);
+	h_pause_ms(10000);
 	hubs_alive(&r, "during the outage");
 	sh(start);
 	long long down = now_ms() - t0;
@@ -498,7 +493,7 @@ static void outage(const char *name, const char *what, const char *stop, const c
 		PQreset(r.db);
 	}
 	while (!r.snd.done)
-		pause_ms(100);
+		h_pause_ms(100);
 	int dups = run_end(&r);
 	fprintf(stderr, "chaos: %s stopped for %.1f s: %d transactions (%d malformed) sent in "
 	                "%.1f s, two hubs, none exited; %d duplicate forwards\n",
@@ -558,11 +553,11 @@ Test(chaos, frozen_replica_is_fenced, .timeout = 1200)
 	kill(frozen, SIGSTOP);
 	/* meanwhile the group gives its partitions to the other hub, which
 	 * takes them at a new epoch */
-	pause_ms(12000);
+	h_pause_ms(12000);
 	long taken_over = h_count(&r.e, epochs) - before;
 	kill(frozen, SIGCONT);
 	while (!r.snd.done)
-		pause_ms(100);
+		h_pause_ms(100);
 	int dups = run_end(&r);
 	int lost = log_lines(&r, 1, "intake: lost ");
 	int fenced = log_lines(&r, 1, "taken by another replica");

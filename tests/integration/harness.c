@@ -174,6 +174,13 @@ int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void h_pause_ms(long ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 void h_send(h_env *e, int partition, const char *key, const void *value, size_t len)
 {
 	for (;;) {

@@ -32,6 +32,9 @@ void h_hub_kill(pid_t pid); /* SIGKILL and reap */
  * returns the exit status, standard error goes to errbuf. */
 int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz);
 
+/* Sleep ms milliseconds. */
+void h_pause_ms(long ms);
+
 /* Produce one record to the control topic (partition -1: by key hash). */
 void h_send(h_env *e, int partition, const char *key, const void *value, size_t len);
 void h_send_str(h_env *e, int partition, const char *key, const char *json);

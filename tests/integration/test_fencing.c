@@ -217,11 +217,6 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 	h_teardown(&e);
 }
 
-static void pause_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 /* A running hub whose partition is taken behind its back (as another
  * replica would after a rebalance it missed) stops applying it and stays
@@ -251,7 +246,7 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	                          "\"payload\":2,\"forward\":{\"topic\":\"%s\"}}", fwd);
 	h_send_str(&e, 0, "b", buf);
 	h_flush();
-	pause_ms(3000);
+	h_pause_ms(3000);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'b'"), 0,
 	             "a fenced replica wrote state");
 	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 1);

@@ -27,11 +27,6 @@ static void send_range(h_env *e, const char *fwd, int from, int to)
 	h_flush();
 }
 
-static void pause_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	nanosleep(&ts, NULL);
-}
 
 Test(restart, stop_and_kill_mid_stream_lose_nothing, .timeout = 300)
 {
@@ -51,7 +46,7 @@ Test(restart, stop_and_kill_mid_stream_lose_nothing, .timeout = 300)
 	hub = h_hub_start(&e, settings);
 	cr_assert(h_wait(&e, "SELECT count(*) > 1000 FROM txhub.messages", "t", 30000));
 	send_range(&e, fwd, 2 * TX / 3, TX);
-	pause_ms(300);
+	h_pause_ms(300);
 	h_hub_kill(hub); /* crash in the middle of it */
 
 	hub = h_hub_start(&e, settings);
