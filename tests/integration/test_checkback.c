@@ -239,6 +239,40 @@ static int forwards_of(h_record *r, size_t n, const char *mk)
 	return c;
 }
 
+/* ---- the set-up most tests share ---- */
+
+/* A fresh database, the producer's endpoint (and webhook) serving `answer`,
+ * and a forward topic name of the test's own. */
+typedef struct {
+	h_env e;
+	producer *p;
+	h_httpd *srv;
+	char fwd[128];
+} fixture;
+
+static void fx_setup(fixture *f, const char *name)
+{
+	h_setup(&f->e, name);
+	f->p = producer_new();
+	f->srv = h_httpd_start(answer, f->p);
+	cr_assert_not_null(f->srv);
+	snprintf(f->fwd, sizeof f->fwd, "fw.%s", f->e.name);
+}
+
+/* The endpoint's URL for path. */
+static const char *fx_url(fixture *f, const char *path, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "http://127.0.0.1:%d%s", h_httpd_port(f->srv), path);
+	return out;
+}
+
+static void fx_teardown(fixture *f)
+{
+	h_httpd_stop(f->srv);
+	h_teardown(&f->e);
+	free(f->p);
+}
+
 /* ---- tests ---- */
 
 typedef struct {
@@ -251,15 +285,11 @@ typedef struct {
 
 Test(checkback, every_answer_decides_its_message, .timeout = 240)
 {
-	h_env e;
-	h_setup(&e, "cbans");
-	producer *p = producer_new();
-	p->alert_fail_first = 2; /* the webhook fails twice: alerts are retried */
-	h_httpd *srv = h_httpd_start(answer, p);
-	cr_assert_not_null(srv);
-	int port = h_httpd_port(srv), dead = h_free_port();
-	char fwd[128], webhook[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	fixture f;
+	fx_setup(&f, "cbans");
+	f.p->alert_fail_first = 2; /* the webhook fails twice: alerts are retried */
+	int port = h_httpd_port(f.srv), dead = h_free_port();
+	char webhook[128];
 	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert", port);
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=50",
 	                          "checkback.backoff_max_ms=100", "checkback.max_attempts=3",
@@ -289,26 +319,26 @@ Test(checkback, every_answer_decides_its_message, .timeout = 240)
 		{"e-refused", NULL, "check_failed", 0, "onnect"},
 	};
 	size_t ncases = sizeof cases / sizeof cases[0];
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = h_hub_start(&f.e, settings);
 	for (size_t i = 0; i < ncases; i++) {
 		char url[256];
 		if (cases[i].path)
 			snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, cases[i].path);
 		else
 			snprintf(url, sizeof url, "http://127.0.0.1:%d/nobody", dead);
-		send_prepare(&e, cases[i].mk, url, fwd);
+		send_prepare(&f.e, cases[i].mk, url, f.fwd);
 	}
 	h_flush();
 
 	char buf[1024];
 	for (size_t i = 0; i < ncases; i++) {
 		const expect *c = &cases[i];
-		cr_assert(h_wait(&e, row("status", c->mk), c->status, WAIT_MS), "%s: status %s, want %s",
-		          c->mk, h_query(&e, row("status", c->mk), buf, sizeof buf), c->status);
+		cr_assert(h_wait(&f.e, row("status", c->mk), c->status, WAIT_MS), "%s: status %s, want %s",
+		          c->mk, h_query(&f.e, row("status", c->mk), buf, sizeof buf), c->status);
 		int want_attempts = strcmp(c->status, "check_failed") == 0 ? 3 : 1;
-		cr_assert_eq(h_count(&e, row("check_attempts", c->mk)), want_attempts,
+		cr_assert_eq(h_count(&f.e, row("check_attempts", c->mk)), want_attempts,
 		             "%s: check_attempts", c->mk);
-		key_log k = snapshot(p, c->mk);
+		key_log k = snapshot(f.p, c->mk);
 		cr_assert_eq(k.hits, c->hits, "%s: asked %d times, want %d", c->mk, k.hits, c->hits);
 		if (c->hits > 0) {
 			cr_assert(k.params_ok, "%s: biz_id/message_key/bizID/messageKey wrong", c->mk);
@@ -316,26 +346,26 @@ Test(checkback, every_answer_decides_its_message, .timeout = 240)
 			cr_assert(k.unsigned_seen, "%s: no secret set, yet a signature was sent", c->mk);
 		}
 		if (c->error) {
-			h_query(&e, row("last_error", c->mk), buf, sizeof buf);
+			h_query(&f.e, row("last_error", c->mk), buf, sizeof buf);
 			cr_assert(strstr(buf, c->error), "%s: last_error \"%s\" lacks \"%s\"", c->mk, buf,
 			          c->error);
 		}
 		if (strcmp(c->status, "committed") == 0)
-			cr_assert(h_wait(&e, row("send_status", c->mk), "sent", WAIT_MS), "%s: not sent",
+			cr_assert(h_wait(&f.e, row("send_status", c->mk), "sent", WAIT_MS), "%s: not sent",
 			          c->mk);
 		else
-			cr_assert_str_eq(h_query(&e, row("send_status", c->mk), buf, sizeof buf), "NULL");
+			cr_assert_str_eq(h_query(&f.e, row("send_status", c->mk), buf, sizeof buf), "NULL");
 	}
 
 	/* a check_failed message still takes a late decision */
-	send_decision(&e, "commit", "u-unknown");
+	send_decision(&f.e, "commit", "u-unknown");
 	h_flush();
-	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "u-unknown"),
+	cr_assert(h_wait(&f.e, row("status || '/' || coalesce(send_status, '-')", "u-unknown"),
 	                 "committed/sent", WAIT_MS));
 
 	/* forwarded: each committed one, never a rolled-back or failed one */
 	h_record *r;
-	size_t n = h_read_topic(&e, fwd, 1500, &r);
+	size_t n = h_read_topic(&f.e, f.fwd, 1500, &r);
 	for (size_t i = 0; i < ncases; i++) {
 		int f = forwards_of(r, n, cases[i].mk);
 		if (strcmp(cases[i].status, "committed") == 0)
@@ -351,22 +381,22 @@ Test(checkback, every_answer_decides_its_message, .timeout = 240)
 	for (size_t i = 0; i < ncases; i++)
 		nfailed += strcmp(cases[i].status, "check_failed") == 0;
 	for (int waited = 0; waited < 30000; waited += 100) {
-		pthread_mutex_lock(&p->mu);
-		int got = p->nalerts;
-		pthread_mutex_unlock(&p->mu);
+		pthread_mutex_lock(&f.p->mu);
+		int got = f.p->nalerts;
+		pthread_mutex_unlock(&f.p->mu);
 		if ((size_t)got >= nfailed)
 			break;
 		sleep_ms(100);
 	}
-	pthread_mutex_lock(&p->mu);
-	cr_assert_eq((size_t)p->nalerts, nfailed, "%d alerts, want %zu", p->nalerts, nfailed);
+	pthread_mutex_lock(&f.p->mu);
+	cr_assert_eq((size_t)f.p->nalerts, nfailed, "%d alerts, want %zu", f.p->nalerts, nfailed);
 	for (size_t i = 0; i < ncases; i++) {
 		if (strcmp(cases[i].status, "check_failed") != 0)
 			continue;
 		int found = 0;
-		for (int j = 0; j < p->nalerts; j++) {
-			cJSON *a = cJSON_Parse(p->alerts[j]);
-			cr_assert_not_null(a, "alert is not JSON: %s", p->alerts[j]);
+		for (int j = 0; j < f.p->nalerts; j++) {
+			cJSON *a = cJSON_Parse(f.p->alerts[j]);
+			cr_assert_not_null(a, "alert is not JSON: %s", f.p->alerts[j]);
 			const cJSON *kind = cJSON_GetObjectItem(a, "kind");
 			const cJSON *mk = cJSON_GetObjectItem(a, "message_key");
 			const cJSON *biz = cJSON_GetObjectItem(a, "biz_id");
@@ -378,215 +408,188 @@ Test(checkback, every_answer_decides_its_message, .timeout = 240)
 				cr_assert_str_eq(biz->valuestring, "shop");
 				cr_assert_eq((int)att->valuedouble, 3);
 				cr_assert(cJSON_IsString(le) && strstr(le->valuestring, cases[i].error),
-				          "alert last_error: %s", p->alerts[j]);
+				          "alert last_error: %s", f.p->alerts[j]);
 			}
 			cJSON_Delete(a);
 		}
 		cr_assert_eq(found, 1, "%s: %d alerts", cases[i].mk, found);
 	}
-	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_unlock(&f.p->mu);
 
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, signature_verifies_with_the_secret, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbsig");
-	producer *p = producer_new();
-	p->secret = "correct horse battery staple";
-	h_httpd *srv = h_httpd_start(answer, p);
-	int port = h_httpd_port(srv);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	fixture f;
+	fx_setup(&f, "cbsig");
+	f.p->secret = "correct horse battery staple";
+	int port = h_httpd_port(f.srv);
+	char url[128];
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=50",
 	                          "checkback.max_attempts=2",
 	                          "checkback.secret=correct horse battery staple", NULL};
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = h_hub_start(&f.e, settings);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", port);
-	send_prepare(&e, "s-1", url, fwd);
-	send_prepare(&e, "s 2/\xc3\xa9", url, fwd);
+	send_prepare(&f.e, "s-1", url, f.fwd);
+	send_prepare(&f.e, "s 2/\xc3\xa9", url, f.fwd);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/unknown?tenant=7", port);
-	send_prepare(&e, "s-3", url, fwd);
+	send_prepare(&f.e, "s-3", url, f.fwd);
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "s-1"), "committed", WAIT_MS));
-	cr_assert(h_wait(&e, row("status", "s 2/\xc3\xa9"), "committed", WAIT_MS));
-	cr_assert(h_wait(&e, row("status", "s-3"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "s-1"), "committed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "s 2/\xc3\xa9"), "committed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "s-3"), "check_failed", WAIT_MS));
 	const char *keys[] = {"s-1", "s 2/\xc3\xa9", "s-3"};
 	for (int i = 0; i < 3; i++) {
-		key_log k = snapshot(p, keys[i]);
+		key_log k = snapshot(f.p, keys[i]);
 		cr_assert_geq(k.hits, 1);
 		cr_assert(k.signed_ok, "%s: a request's signature did not verify", keys[i]);
 		cr_assert(!k.unsigned_seen, "%s: a request came unsigned", keys[i]);
 		cr_assert(k.params_ok, "%s: parameters wrong (URL with its own query)", keys[i]);
 	}
-	cr_assert_eq(snapshot(p, "s-3").hits, 2);
+	cr_assert_eq(snapshot(f.p, "s-3").hits, 2);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, allow_list_and_missing_urls_are_never_requested, .timeout = 180)
 {
-	h_env e;
-	h_setup(&e, "cballow");
-	producer *p = producer_new();
-	h_httpd *srv = h_httpd_start(answer, p);
-	int port = h_httpd_port(srv);
-	char fwd[128], url[128], allow[128], def[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	fixture f;
+	fx_setup(&f, "cballow");
+	int port = h_httpd_port(f.srv);
+	char url[128], allow[128], def[128];
 	snprintf(allow, sizeof allow, "checkback.allow=http://127.0.0.1:%d/ok", port);
 	const char *settings[] = {"checkback.first_after_ms=0", allow, NULL};
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = h_hub_start(&f.e, settings);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/committed", port);
-	send_prepare(&e, "a-in", url, fwd);
+	send_prepare(&f.e, "a-in", url, f.fwd);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/okay/committed", port);
-	send_prepare(&e, "a-out", url, fwd);
+	send_prepare(&f.e, "a-out", url, f.fwd);
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", port);
-	send_prepare(&e, "a-out2", url, fwd);
-	send_prepare(&e, "a-none", NULL, fwd);
+	send_prepare(&f.e, "a-out2", url, f.fwd);
+	send_prepare(&f.e, "a-none", NULL, f.fwd);
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "a-in"), "committed", WAIT_MS));
-	cr_assert(h_wait(&e, row("status", "a-out"), "check_failed", WAIT_MS));
-	cr_assert(h_wait(&e, row("status", "a-out2"), "check_failed", WAIT_MS));
-	cr_assert(h_wait(&e, row("status", "a-none"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "a-in"), "committed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "a-out"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "a-out2"), "check_failed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "a-none"), "check_failed", WAIT_MS));
 	char buf[512];
-	cr_assert(strstr(h_query(&e, row("last_error", "a-out"), buf, sizeof buf),
+	cr_assert(strstr(h_query(&f.e, row("last_error", "a-out"), buf, sizeof buf),
 	                 "outside checkback.allow"), "%s", buf);
-	cr_assert(strstr(h_query(&e, row("last_error", "a-none"), buf, sizeof buf),
+	cr_assert(strstr(h_query(&f.e, row("last_error", "a-none"), buf, sizeof buf),
 	                 "no check-back URL"), "%s", buf);
-	cr_assert_eq(h_count(&e, row("check_attempts", "a-out")), 0);
-	cr_assert_eq(h_count(&e, row("check_attempts", "a-none")), 0);
-	cr_assert_eq(snapshot(p, "a-in").hits, 1);
-	cr_assert_eq(snapshot(p, "a-out").hits, 0, "a URL outside the allow list was requested");
-	cr_assert_eq(snapshot(p, "a-out2").hits, 0, "a URL outside the allow list was requested");
+	cr_assert_eq(h_count(&f.e, row("check_attempts", "a-out")), 0);
+	cr_assert_eq(h_count(&f.e, row("check_attempts", "a-none")), 0);
+	cr_assert_eq(snapshot(f.p, "a-in").hits, 1);
+	cr_assert_eq(snapshot(f.p, "a-out").hits, 0, "a URL outside the allow list was requested");
+	cr_assert_eq(snapshot(f.p, "a-out2").hits, 0, "a URL outside the allow list was requested");
 	cr_assert_eq(h_hub_stop(hub), 0);
 
 	/* with checkback.default_url, a prepare without a URL is asked there */
 	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/ok/rolled_back", port);
 	const char *settings2[] = {"checkback.first_after_ms=0", allow, def, NULL};
-	hub = h_hub_start(&e, settings2);
-	send_prepare(&e, "a-default", NULL, fwd);
+	hub = h_hub_start(&f.e, settings2);
+	send_prepare(&f.e, "a-default", NULL, f.fwd);
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "a-default"), "rolled_back", WAIT_MS));
-	cr_assert_eq(snapshot(p, "a-default").hits, 1);
+	cr_assert(h_wait(&f.e, row("status", "a-default"), "rolled_back", WAIT_MS));
+	cr_assert_eq(snapshot(f.p, "a-default").hits, 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, a_decision_before_the_due_time_means_no_check_back, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbearly");
-	producer *p = producer_new();
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/rolled_back", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbearly");
+	char url[128];
+	fx_url(&f, "/rolled_back", url, sizeof url);
 	const char *settings[] = {"checkback.first_after_ms=1500", NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "d-commit", url, fwd);
-	send_prepare(&e, "d-rollback", url, fwd);
-	send_prepare(&e, "d-late", url, fwd); /* nobody decides this one */
-	send_decision(&e, "commit", "d-commit");
-	send_decision(&e, "rollback", "d-rollback");
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "d-commit", url, f.fwd);
+	send_prepare(&f.e, "d-rollback", url, f.fwd);
+	send_prepare(&f.e, "d-late", url, f.fwd); /* nobody decides this one */
+	send_decision(&f.e, "commit", "d-commit");
+	send_decision(&f.e, "rollback", "d-rollback");
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "d-late"), "rolled_back", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "d-late"), "rolled_back", WAIT_MS));
 	sleep_ms(2000); /* well past the due time of all three */
-	cr_assert_str_eq(h_query(&e, row("status", "d-commit"), url, sizeof url), "committed");
-	cr_assert_str_eq(h_query(&e, row("status", "d-rollback"), url, sizeof url), "rolled_back");
-	cr_assert_eq(snapshot(p, "d-commit").hits, 0, "a committed prepare was checked back");
-	cr_assert_eq(snapshot(p, "d-rollback").hits, 0, "a rolled-back prepare was checked back");
-	cr_assert_eq(snapshot(p, "d-late").hits, 1);
+	cr_assert_str_eq(h_query(&f.e, row("status", "d-commit"), url, sizeof url), "committed");
+	cr_assert_str_eq(h_query(&f.e, row("status", "d-rollback"), url, sizeof url), "rolled_back");
+	cr_assert_eq(snapshot(f.p, "d-commit").hits, 0, "a committed prepare was checked back");
+	cr_assert_eq(snapshot(f.p, "d-rollback").hits, 0, "a rolled-back prepare was checked back");
+	cr_assert_eq(snapshot(f.p, "d-late").hits, 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, a_decision_during_the_check_back_wins, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbrace");
-	producer *p = producer_new();
-	p->hold_ms = 2500; /* answers "committed", late */
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbrace");
+	f.p->hold_ms = 2500; /* answers "committed", late */
+	char url[128];
+	fx_url(&f, "/hold", url, sizeof url);
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=10000", NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "race-1", url, fwd);
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "race-1", url, f.fwd);
 	h_flush();
-	for (int waited = 0; snapshot(p, "race-1").hits == 0 && waited < WAIT_MS; waited += 20)
+	for (int waited = 0; snapshot(f.p, "race-1").hits == 0 && waited < WAIT_MS; waited += 20)
 		sleep_ms(20);
-	cr_assert_eq(snapshot(p, "race-1").hits, 1, "the check-back never came");
-	send_decision(&e, "rollback", "race-1"); /* while the producer thinks */
+	cr_assert_eq(snapshot(f.p, "race-1").hits, 1, "the check-back never came");
+	send_decision(&f.e, "rollback", "race-1"); /* while the producer thinks */
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "race-1"), "rolled_back", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "race-1"), "rolled_back", WAIT_MS));
 	sleep_ms(3500); /* the "committed" answer has arrived by now */
 	char buf[256];
-	cr_assert_str_eq(h_query(&e, row("status || '/' || coalesce(send_status, '-')", "race-1"),
+	cr_assert_str_eq(h_query(&f.e, row("status || '/' || coalesce(send_status, '-')", "race-1"),
 	                         buf, sizeof buf), "rolled_back/-");
-	cr_assert_eq(h_count(&e, row("check_attempts", "race-1")), 0,
+	cr_assert_eq(h_count(&f.e, row("check_attempts", "race-1")), 0,
 	             "the late answer was written over the decision");
 	h_record *r;
-	size_t n = h_read_topic(&e, fwd, 1000, &r);
+	size_t n = h_read_topic(&f.e, f.fwd, 1000, &r);
 	cr_assert_eq(n, 0, "a rolled-back message was forwarded");
 	h_records_free(r, n);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, a_thousand_due_at_once_stay_within_the_concurrency, .timeout = 300)
 {
-	h_env e;
-	h_setup(&e, "cbmany");
-	producer *p = producer_new();
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/parity", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbmany");
+	char url[128];
+	fx_url(&f, "/parity", url, sizeof url);
 	/* all stored before the first falls due */
 	const char *settings[] = {"checkback.first_after_ms=3000", "checkback.concurrency=8", NULL};
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = h_hub_start(&f.e, settings);
 	for (int i = 0; i < 1000; i++) {
 		char mk[32];
 		snprintf(mk, sizeof mk, "m-%d", i);
-		send_prepare(&e, mk, url, fwd);
+		send_prepare(&f.e, mk, url, f.fwd);
 	}
 	h_flush();
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status <> 'prepared'",
+	cr_assert(h_wait(&f.e, "SELECT count(*) FROM txhub.messages WHERE status <> 'prepared'",
 	                 "1000", 120000), "not every message was decided");
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 500);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'"), 500);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE check_attempts <> 1"), 0);
-	long max = h_httpd_max_in_flight(srv);
+	cr_assert_eq(h_count(&f.e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 500);
+	cr_assert_eq(h_count(&f.e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'"), 500);
+	cr_assert_eq(h_count(&f.e, "SELECT count(*) FROM txhub.messages WHERE check_attempts <> 1"), 0);
+	long max = h_httpd_max_in_flight(f.srv);
 	cr_assert_leq(max, 8, "%ld requests in flight at once, over checkback.concurrency", max);
 	cr_assert_geq(max, 2, "requests were not made in parallel");
-	cr_assert_eq(h_httpd_requests(srv), 1000, "each prepare asked once");
+	cr_assert_eq(h_httpd_requests(f.srv), 1000, "each prepare asked once");
 	/* connections are kept and reused, not one per request */
-	long conns = h_httpd_connections(srv);
+	long conns = h_httpd_connections(f.srv);
 	cr_assert_leq(conns, 16, "%ld connections for 1000 requests", conns);
-	pthread_mutex_lock(&p->mu);
-	cr_assert_eq(p->nkeys, 1000);
-	for (int i = 0; i < p->nkeys; i++)
-		cr_assert_eq(p->keys[i].hits, 1, "%s asked %d times", p->keys[i].mk, p->keys[i].hits);
-	pthread_mutex_unlock(&p->mu);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "500",
+	pthread_mutex_lock(&f.p->mu);
+	cr_assert_eq(f.p->nkeys, 1000);
+	for (int i = 0; i < f.p->nkeys; i++)
+		cr_assert_eq(f.p->keys[i].hits, 1, "%s asked %d times", f.p->keys[i].mk, f.p->keys[i].hits);
+	pthread_mutex_unlock(&f.p->mu);
+	cr_assert(h_wait(&f.e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "500",
 	                 WAIT_MS));
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 /* The example endpoint of deploy/examples answers truthfully: a business
@@ -659,127 +662,107 @@ Test(checkback, the_example_endpoint_answers_truthfully, .timeout = 120)
  * next hub asks again at once, and the dropped request is not counted. */
 Test(checkback, a_request_in_flight_at_shutdown_is_asked_again, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbstop");
-	producer *p = producer_new();
-	p->hold_ms = 4000;
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbstop");
+	f.p->hold_ms = 4000;
+	char url[128];
+	fx_url(&f, "/hold", url, sizeof url);
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=60000", NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "stop-1", url, fwd);
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "stop-1", url, f.fwd);
 	h_flush();
-	for (int waited = 0; snapshot(p, "stop-1").hits == 0 && waited < WAIT_MS; waited += 20)
+	for (int waited = 0; snapshot(f.p, "stop-1").hits == 0 && waited < WAIT_MS; waited += 20)
 		sleep_ms(20);
-	cr_assert_eq(snapshot(p, "stop-1").hits, 1, "the check-back never came");
+	cr_assert_eq(snapshot(f.p, "stop-1").hits, 1, "the check-back never came");
 	cr_assert_eq(h_hub_stop(hub), 0);
 	/* given back: due now (not leased for 90 s), attempt not counted */
-	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts || '/' || "
+	cr_assert_str_eq(h_query(&f.e, row("status || '/' || check_attempts || '/' || "
 	                                 "(next_check_at <= now())", "stop-1"), url, sizeof url),
 	                 "prepared/0/true");
-	pthread_mutex_lock(&p->mu);
-	p->hold_ms = 0;
-	pthread_mutex_unlock(&p->mu);
-	hub = h_hub_start(&e, settings);
-	cr_assert(h_wait(&e, row("status || '/' || check_attempts", "stop-1"), "committed/1", WAIT_MS));
-	cr_assert_eq(snapshot(p, "stop-1").hits, 2);
+	pthread_mutex_lock(&f.p->mu);
+	f.p->hold_ms = 0;
+	pthread_mutex_unlock(&f.p->mu);
+	hub = h_hub_start(&f.e, settings);
+	cr_assert(h_wait(&f.e, row("status || '/' || check_attempts", "stop-1"), "committed/1", WAIT_MS));
+	cr_assert_eq(snapshot(f.p, "stop-1").hits, 2);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, an_answer_to_an_older_attempt_is_dropped, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbstale");
-	producer *p = producer_new();
-	p->hold_ms = 2500; /* answers "committed", late */
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/hold", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbstale");
+	f.p->hold_ms = 2500; /* answers "committed", late */
+	char url[128];
+	fx_url(&f, "/hold", url, sizeof url);
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.timeout_ms=10000", NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "stale-1", url, fwd);
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "stale-1", url, f.fwd);
 	h_flush();
-	for (int waited = 0; snapshot(p, "stale-1").hits == 0 && waited < WAIT_MS; waited += 20)
+	for (int waited = 0; snapshot(f.p, "stale-1").hits == 0 && waited < WAIT_MS; waited += 20)
 		sleep_ms(20);
-	cr_assert_eq(snapshot(p, "stale-1").hits, 1, "the check-back never came");
+	cr_assert_eq(snapshot(f.p, "stale-1").hits, 1, "the check-back never came");
 	/* meanwhile another replica (its lease having run out) asked again and
 	 * recorded "not decided" as attempt 1 */
 	char buf[256];
-	h_query(&e, "UPDATE txhub.messages SET check_attempts = 1, last_error = 'other replica', "
+	h_query(&f.e, "UPDATE txhub.messages SET check_attempts = 1, last_error = 'other replica', "
 	            "next_check_at = now() + interval '1 hour' WHERE message_key = 'stale-1' "
 	            "RETURNING 1", buf, sizeof buf);
 	sleep_ms(3500); /* the late "committed" to the first attempt has arrived by now */
-	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts || '/' || "
+	cr_assert_str_eq(h_query(&f.e, row("status || '/' || check_attempts || '/' || "
 	                                 "coalesce(send_status, '-')", "stale-1"), buf, sizeof buf),
 	                 "prepared/1/-", "an answer to an older attempt was written");
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, retries_wait_for_the_backoff, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbbackoff");
-	producer *p = producer_new();
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/unknown", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbbackoff");
+	char url[128];
+	fx_url(&f, "/unknown", url, sizeof url);
 	/* delays of 800..1000 ms, then 1600..2000 ms (20 % jitter below nominal) */
 	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=1000",
 	                          "checkback.backoff_max_ms=10000", "checkback.max_attempts=3",
 	                          NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "slowly", url, fwd);
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "slowly", url, f.fwd);
 	h_flush();
-	cr_assert(h_wait(&e, row("status", "slowly"), "check_failed", WAIT_MS));
-	key_log k = snapshot(p, "slowly");
+	cr_assert(h_wait(&f.e, row("status", "slowly"), "check_failed", WAIT_MS));
+	key_log k = snapshot(f.p, "slowly");
 	cr_assert_eq(k.hits, 3);
 	long long gap1 = k.at_ms[1] - k.at_ms[0], gap2 = k.at_ms[2] - k.at_ms[1];
 	cr_assert_geq(gap1, 750, "second attempt %lld ms after the first, want >= 800", gap1);
 	cr_assert_geq(gap2, 1550, "third attempt %lld ms after the second, want >= 1600", gap2);
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
 
 Test(checkback, only_rows_of_owned_partitions_are_asked, .timeout = 120)
 {
-	h_env e;
-	h_setup(&e, "cbowned");
-	producer *p = producer_new();
-	h_httpd *srv = h_httpd_start(answer, p);
-	char fwd[128], url[128], buf[256];
-	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/committed", h_httpd_port(srv));
+	fixture f;
+	fx_setup(&f, "cbowned");
+	char url[128], buf[256];
+	fx_url(&f, "/committed", url, sizeof url);
 	const char *settings[] = {"checkback.first_after_ms=3000", NULL};
-	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "own-mine", url, fwd);
-	send_prepare(&e, "own-theirs", url, fwd);
+	pid_t hub = h_hub_start(&f.e, settings);
+	send_prepare(&f.e, "own-mine", url, f.fwd);
+	send_prepare(&f.e, "own-theirs", url, f.fwd);
 	h_flush();
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages", "2", WAIT_MS));
+	cr_assert(h_wait(&f.e, "SELECT count(*) FROM txhub.messages", "2", WAIT_MS));
 	/* before it falls due, make one row belong to a partition this replica
 	 * does not own (as if another replica's intake had stored it) */
-	h_query(&e, "UPDATE txhub.messages SET src_partition = 999 "
+	h_query(&f.e, "UPDATE txhub.messages SET src_partition = 999 "
 	            "WHERE message_key = 'own-theirs' AND status = 'prepared' "
 	            "AND next_check_at > now() + interval '1 second' RETURNING 1", buf, sizeof buf);
 	cr_assert_str_eq(buf, "1", "the prepare fell due before the test could move it");
-	cr_assert(h_wait(&e, row("status", "own-mine"), "committed", WAIT_MS));
+	cr_assert(h_wait(&f.e, row("status", "own-mine"), "committed", WAIT_MS));
 	sleep_ms(2000); /* several more scans */
-	cr_assert_eq(snapshot(p, "own-theirs").hits, 0, "a row of a partition owned elsewhere was asked");
-	cr_assert_str_eq(h_query(&e, row("status || '/' || check_attempts", "own-theirs"), buf,
+	cr_assert_eq(snapshot(f.p, "own-theirs").hits, 0, "a row of a partition owned elsewhere was asked");
+	cr_assert_str_eq(h_query(&f.e, row("status || '/' || check_attempts", "own-theirs"), buf,
 	                         sizeof buf), "prepared/0");
 	cr_assert_eq(h_hub_stop(hub), 0);
-	h_httpd_stop(srv);
-	h_teardown(&e);
-	free(p);
+	fx_teardown(&f);
 }
