@@ -226,7 +226,7 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
 	          log_escape(biz_id, strlen(biz_id), eb, sizeof eb),
 	          log_escape(message_key, strlen(message_key), ek, sizeof ek), attempts,
 	          topic ? " topic=" : "", topic ? topic : "",
-	          last_error ? log_escape(last_error, strlen(last_error), ee, sizeof ee) : "-");
+	          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
 	if (!al)
 		return;
 	pthread_mutex_lock(&al->mu);

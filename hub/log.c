@@ -45,7 +45,8 @@ void log_msg(log_level lvl, const char *fmt, ...)
 	fprintf(stderr, "%s\n", line);
 }
 
-const char *log_escape(const void *data, size_t len, char *out, size_t outsize)
+static const char *escape(const void *data, size_t len, char *out, size_t outsize,
+                          int keep_backslash)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = data;
@@ -54,7 +55,7 @@ const char *log_escape(const void *data, size_t len, char *out, size_t outsize)
 		return out;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = p[i];
-		int plain = c >= 0x20 && c < 0x7f && c != '\\';
+		int plain = c >= 0x20 && c < 0x7f && (c != '\\' || keep_backslash);
 		size_t need = plain ? 1 : 4;
 		if (o + need + 4 > outsize) { /* room for "..." and NUL */
 			if (o + 4 <= outsize) {
@@ -74,6 +75,16 @@ const char *log_escape(const void *data, size_t len, char *out, size_t outsize)
 	}
 	out[o] = '\0';
 	return out;
+}
+
+const char *log_escape(const void *data, size_t len, char *out, size_t outsize)
+{
+	return escape(data, len, out, outsize, 0);
+}
+
+const char *log_printable(const char *s, char *out, size_t outsize)
+{
+	return escape(s, strlen(s), out, outsize, 1);
 }
 
 void log_one_line(char *s)

@@ -34,6 +34,11 @@ void log_msg(log_level lvl, const char *fmt, ...)
  * out, so it can be used inline in a log_* argument list. */
 const char *log_escape(const void *data, size_t len, char *out, size_t outsize);
 
+/* The same for text of our own that already holds \xNN escapes (a stored
+ * last_error): the backslash is kept, so escapes are not escaped twice;
+ * anything else unprintable still becomes \xNN. */
+const char *log_printable(const char *s, char *out, size_t outsize);
+
 /* Make a message fit on one log line, in place: drop trailing newlines and
  * spaces, turn inner newlines and tabs into spaces (libpq's messages span
  * lines). */
