@@ -365,12 +365,18 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 	char err[512];
 	if (n == 0) /* cooperative rebalances assign nothing now and then */
 		return 0;
+	int64_t t0 = now_ms();
 	for (int attempt = 1;; attempt++) {
 		if (wait_for_store(h, 0) != 0)
 			return -1;
 		if (store_take_partitions(h->st, h->owner, parts, n, own, next_offset, err,
-		                          sizeof err) == STORE_OK)
+		                          sizeof err) == STORE_OK) {
+			int64_t waited = now_ms() - t0;
+			if (waited > 1000)
+				log_info("hub: taking %zu partition(s) waited %lld ms (PostgreSQL away, or "
+				         "the previous owner's transaction still open)", n, (long long)waited);
 			return 0;
+		}
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("hub: taking %zu partition(s): %s; retrying in %lld ms", n, err,
 		         (long long)d);

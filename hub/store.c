@@ -95,7 +95,7 @@ static void notice_to_log(void *arg, const char *msg)
 static void session_settings(store *st)
 {
 	PGresult *r = PQexec(st->conn, "SET lock_timeout = '10s'; "
-	                                "SET idle_in_transaction_session_timeout = '30s'");
+	                                "SET idle_in_transaction_session_timeout = '5s'");
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		log_warn("store: setting session time-outs: %s", PQerrorMessage(st->conn));
 	PQclear(r);

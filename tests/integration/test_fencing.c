@@ -218,6 +218,46 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 }
 
 
+/* A replica frozen in the middle of a transaction (here: a transaction left
+ * open on its connection) holds the partition row; the new owner's take
+ * does not fail on the lock time-out (10 s) because PostgreSQL ends the
+ * frozen session first (idle_in_transaction_session_timeout, 5 s). */
+Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "fenceidle");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	int32_t p0 = 0;
+	store_owned own[1];
+	int64_t next;
+	cr_assert_eq(store_take_partitions(t.a, "a", &p0, 1, own, &next, err, sizeof err),
+	             STORE_OK, "%s", err);
+	PGresult *r = PQexec(store_conn(t.a), "BEGIN; SELECT epoch FROM txhub.partitions "
+	                                      "FOR NO KEY UPDATE");
+	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(store_conn(t.a)));
+	PQclear(r);
+	/* A now sleeps with the lock; B takes over */
+	cr_assert_eq(store_take_partitions(t.b, "b", &p0, 1, own, &next, err, sizeof err),
+	             STORE_OK, "%s", err);
+	cr_assert_eq(own[0].epoch, 2);
+	/* A's session is gone; it reconnects, and its epoch is stale */
+	r = PQexec(store_conn(t.a), "COMMIT");
+	cr_assert_neq(PQresultStatus(r), PGRES_COMMAND_OK, "the frozen transaction survived");
+	PQclear(r);
+	cr_assert_eq(store_ensure(t.a, err, sizeof err), STORE_OK, "%s", err);
+	store_owned stale = {0, 1};
+	store_record rec0 = rec(0, 5, PREPARE("late"));
+	int32_t *lost = NULL;
+	size_t nlost = 0;
+	cr_assert_eq(apply1(t.a, e.topic, &rec0, &stale, 1, &lost, &nlost), STORE_FENCED);
+	free(lost);
+	rec_free(&rec0);
+	two_close(&t);
+	h_teardown(&e);
+}
+
 /* A running hub whose partition is taken behind its back (as another
  * replica would after a rebalance it missed) stops applying it and stays
  * up; when Kafka assigns the partition to it again it takes it back at a
