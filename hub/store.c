@@ -34,6 +34,7 @@ static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t er
 {
 	if (PQstatus(conn) != CONNECTION_OK) {
 		snprintf(err, errsz, "connection lost: %s", PQerrorMessage(conn));
+		log_one_line(err);
 		return STORE_RETRY;
 	}
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -96,8 +97,12 @@ static void session_settings(store *st)
 {
 	PGresult *r = PQexec(st->conn, "SET lock_timeout = '10s'; "
 	                                "SET idle_in_transaction_session_timeout = '5s'");
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		log_warn("store: setting session time-outs: %s", PQerrorMessage(st->conn));
+	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+		char m[512];
+		snprintf(m, sizeof m, "%s", PQerrorMessage(st->conn));
+		log_one_line(m);
+		log_warn("store: setting session time-outs: %s", m);
+	}
 	PQclear(r);
 }
 

@@ -2,8 +2,9 @@
  * for check-back, and malformed records mixed in) while the hubs are
  * disturbed; afterwards every committed message was forwarded at least once,
  * no rolled-back one ever, every row is in its right final state, every
- * malformed record is in txhub.rejected, and no hub exited on its own. Each
- * scenario prints its duplicate forwards.
+ * malformed record is in txhub.rejected, no hub exited on its own, and
+ * every line the hubs wrote is a log line. Each scenario prints its
+ * duplicate forwards.
  *
  *   kill_9_every_few_seconds    the only hub is SIGKILLed every few seconds
  *                               and restarted; prints the time from each
@@ -16,6 +17,9 @@
  *                               and when it wakes it notices and writes
  *                               nothing for them
  *   postgres_stopped_10s        two hubs; PostgreSQL stopped for 10 s
+ *   postgres_stopped_10s_with_a_rebalance
+ *                               the same, one hub killed 1 s into it: the
+ *                               other rebalances while PostgreSQL is away
  *   broker_stopped_10s          two hubs; the Kafka broker stopped for 10 s
  *                               (needs TXHUB_TEST_KAFKA_DIR: deploy/kafka.sh)
  *
@@ -225,6 +229,31 @@ static void wait_progress(run *r, double frac)
 		h_pause_ms(50);
 }
 
+/* Every line every hub of the run wrote is one of its log lines (a
+ * timestamp first): no message spread over several lines, nothing printed
+ * past the logger (a libc abort message, say). */
+static void check_log_lines(run *r)
+{
+	char pat[256];
+	snprintf(pat, sizeof pat, "/tmp/txhub-%s-[0-9]*.log", r->e.name);
+	glob_t g;
+	cr_assert_eq(glob(pat, 0, NULL, &g), 0, "no hub logs at %s", pat);
+	for (size_t f = 0; f < g.gl_pathc; f++) {
+		FILE *in = fopen(g.gl_pathv[f], "r");
+		cr_assert_not_null(in);
+		char line[4096];
+		int y, mo, d;
+		while (fgets(line, sizeof line, in)) {
+			cr_assert(sscanf(line, "%4d-%2d-%2dT", &y, &mo, &d) == 3,
+			          "%s: a line that is not a log line: %s", g.gl_pathv[f], line);
+			while (!strchr(line, '\n') && fgets(line, sizeof line, in))
+				; /* the rest of a long line */
+		}
+		fclose(in);
+	}
+	globfree(&g);
+}
+
 /* After the sender finished: the hubs finish the work, stop cleanly, and
  * every check passes. Returns the duplicate forwards. */
 static int run_end(run *r)
@@ -257,6 +286,7 @@ static int run_end(run *r)
 	for (int i = 0; i < r->nhubs; i++)
 		cr_assert_eq(h_hub_stop(r->hubs[i]), 0, "hub %d did not stop cleanly", i);
 	r->nhubs = 0;
+	check_log_lines(r);
 
 	/* per message: the right state, and forwarded iff committed */
 	PGresult *res = PQexec(r->e.db, "SELECT message_key, status FROM txhub.messages");
@@ -472,8 +502,13 @@ static void sh(const char *cmd)
 }
 
 /* Two hubs; `stop` and `start` take a service away for 10 s mid-run. */
+/* Two hubs; `stop` and `start` take a service away for 10 s mid-run. With
+ * rebalance set, one hub is SIGKILLed 1 s into the outage, so that the
+ * other goes through a rebalance while PostgreSQL is away (its batch in
+ * hand revoked, its partitions taken again only once PostgreSQL answers),
+ * and a new hub joins after it. */
 static void outage(const char *name, const char *what, const char *stop, const char *start,
-                   int pg)
+                   int pg, int rebalance)
 {
 	run r;
 	run_begin(&r, name, half_tx(), short_send_ms(), NULL);
@@ -484,7 +519,13 @@ static void outage(const char *name, const char *what, const char *stop, const c
 	hubs_alive(&r, "before the outage");
 	long long t0 = now_ms();
 	sh(stop);
-	h_pause_ms(10000);
+	if (rebalance) {
+		h_pause_ms(1000);
+		hub_kill(&r, 0);
+		h_pause_ms(9000);
+	} else {
+		h_pause_ms(10000);
+	}
 	hubs_alive(&r, "during the outage");
 	sh(start);
 	long long down = now_ms() - t0;
@@ -492,24 +533,37 @@ static void outage(const char *name, const char *what, const char *stop, const c
 		PQreset(r.e.db);
 		PQreset(r.db);
 	}
+	if (rebalance)
+		hub_add(&r);
 	while (!r.snd.done)
 		h_pause_ms(100);
 	int dups = run_end(&r);
-	fprintf(stderr, "chaos: %s stopped for %.1f s: %d transactions (%d malformed) sent in "
-	                "%.1f s, two hubs, none exited; %d duplicate forwards\n",
-	        what, (double)down / 1000, r.snd.tx, r.snd.nmalformed,
-	        (double)r.snd.sent_ms / 1000, dups);
+	fprintf(stderr, "chaos: %s stopped for %.1f s%s: %d transactions (%d malformed) sent in "
+	                "%.1f s, no hub exited on its own; %d duplicate forwards\n",
+	        what, (double)down / 1000,
+	        rebalance ? ", one of two hubs killed during it and one added after" : ", two hubs",
+	        r.snd.tx, r.snd.nmalformed, (double)r.snd.sent_ms / 1000, dups);
 	run_free(&r);
 }
 
-Test(chaos, postgres_stopped_10s, .timeout = 1200)
+static void pg_outage(const char *name, int rebalance)
 {
 	const char *ctl = getenv("TXHUB_TEST_PGCTL");
 	cr_assert_not_null(ctl, "TXHUB_TEST_PGCTL is not set (tests/with-services.sh sets it)");
 	char stop[600], start[600];
 	snprintf(stop, sizeof stop, "%s stop >/dev/null", ctl);
 	snprintf(start, sizeof start, "%s start >/dev/null", ctl);
-	outage("pg_out", "PostgreSQL", stop, start, 1);
+	outage(name, "PostgreSQL", stop, start, 1, rebalance);
+}
+
+Test(chaos, postgres_stopped_10s, .timeout = 1200)
+{
+	pg_outage("pg_out", 0);
+}
+
+Test(chaos, postgres_stopped_10s_with_a_rebalance, .timeout = 1200)
+{
+	pg_outage("pg_rebal", 1);
 }
 
 Test(chaos, broker_stopped_10s, .timeout = 1200)
@@ -521,7 +575,7 @@ Test(chaos, broker_stopped_10s, .timeout = 1200)
 	snprintf(stop, sizeof stop, "%s/deploy/kafka.sh stop %s", TXHUB_SOURCE_ROOT, dir);
 	snprintf(start, sizeof start, "%s/deploy/kafka.sh start %s >/dev/null", TXHUB_SOURCE_ROOT,
 	         dir);
-	outage("kafka_out", "the Kafka broker", stop, start, 0);
+	outage("kafka_out", "the Kafka broker", stop, start, 0, 0);
 }
 
 /* Counts lines of a hub's log holding `what`. */
