@@ -449,7 +449,12 @@ void intake_ack(intake *in, const intake_batch *b)
 void intake_commit(intake *in)
 {
 	rd_kafka_resp_err_t e = rd_kafka_commit(in->rk, NULL, 0);
-	if (e && e != RD_KAFKA_RESP_ERR__NO_OFFSET)
+	if (e == RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST)
+		/* expected after a lost assignment: the group has moved on, and
+		 * PostgreSQL holds where each partition stands */
+		log_info("intake: not committing offsets of lost partitions (their new owner reads "
+		         "on from txhub.partitions)");
+	else if (e && e != RD_KAFKA_RESP_ERR__NO_OFFSET)
 		log_warn("intake: committing offsets: %s", rd_kafka_err2str(e));
 }
 
