@@ -54,7 +54,6 @@ typedef struct {
 /* An answer waiting to be written; owns its strings. */
 typedef struct {
 	store_check_result r;
-	int32_t partition;
 	char *biz_id, *message_key, *error;
 } pending;
 
@@ -143,7 +142,6 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, int32_t 
 		free(p->error);
 		goto oom;
 	}
-	p->partition = part;
 	p->r.partition = part;
 	p->r.biz_id = p->biz_id;
 	p->r.message_key = p->message_key;

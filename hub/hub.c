@@ -159,21 +159,26 @@ static void send_forwards(hub *h, const store_forward_list *l)
 	forward_send(h->fw, l);
 }
 
-/* Apply recs[0..n) once. On STORE_FENCED the partitions another replica
- * took are fenced off here (and the caller's batch must drop them). */
+/* Apply recs[0..n) (the batch in hand, or one record of it) once. On
+ * STORE_FENCED the partitions another replica took are fenced off here and
+ * their records dropped from the batch, unacknowledged: recs is then no
+ * longer valid, and the caller applies what is left of the batch again. */
 static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *out,
-                      store_stats *stats, int32_t **lost, size_t *nlost, char *err,
-                      size_t errsz)
+                      store_stats *stats, char *err, size_t errsz)
 {
-	size_t nown;
+	size_t nown, nlost = 0;
+	int32_t *lost = NULL;
 	const store_owned *own = intake_owned(h->in, &nown);
 	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, own, nown, out, stats,
-	                          lost, nlost, err, errsz);
+	                          &lost, &nlost, err, errsz);
 	if (rc == STORE_FENCED) {
-		intake_fence(h->in, *lost, *nlost);
+		intake_fence(h->in, lost, nlost);
 		own = intake_owned(h->in, &nown);
 		checkback_assign(h->cb, own, nown);
+		size_t d = intake_batch_drop(&h->batch, lost, nlost);
+		log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
 	}
+	free(lost);
 	return rc;
 }
 
@@ -200,12 +205,8 @@ static int apply_singly(hub *h, store_stats *total)
 		for (int attempt = 1;; attempt++) {
 			store_forward_list committed = {0};
 			store_stats stats;
-			int32_t *lost = NULL;
-			size_t nlost = 0;
-			store_rc rc = apply(h, r, 1, &committed, &stats, &lost, &nlost, err, sizeof err);
+			store_rc rc = apply(h, r, 1, &committed, &stats, err, sizeof err);
 			if (rc == STORE_FENCED) {
-				intake_batch_drop(&h->batch, lost, nlost);
-				free(lost);
 				store_forward_list_clear(&committed);
 				return 1;
 			}
@@ -233,13 +234,10 @@ static int apply_singly(hub *h, store_stats *total)
 				snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
 				         log_escape(err, strlen(err), esc, sizeof esc));
 				char err2[1024];
-				rc = apply(h, &rej, 1, &committed, &stats, &lost, &nlost, err2, sizeof err2);
+				rc = apply(h, &rej, 1, &committed, &stats, err2, sizeof err2);
 				store_forward_list_clear(&committed);
-				if (rc == STORE_FENCED) {
-					intake_batch_drop(&h->batch, lost, nlost);
-					free(lost);
+				if (rc == STORE_FENCED)
 					return 1;
-				}
 				if (rc == STORE_OK) {
 					log_error("hub: PostgreSQL refuses the record at partition %d offset %lld: "
 					          "%s; kept in txhub.rejected", r->partition, (long long)r->offset,
@@ -289,17 +287,11 @@ static int flush_batch(hub *h)
 	store_forward_list committed = {0};
 	store_stats stats;
 	for (;;) {
-		int32_t *lost = NULL;
-		size_t nlost = 0;
-		store_rc rc = apply(h, h->batch.recs, h->batch.n, &committed, &stats, &lost, &nlost,
-		                    err, sizeof err);
+		store_rc rc = apply(h, h->batch.recs, h->batch.n, &committed, &stats, err, sizeof err);
 		if (rc == STORE_OK)
 			break;
 		store_forward_list_clear(&committed);
 		if (rc == STORE_FENCED) {
-			size_t d = intake_batch_drop(&h->batch, lost, nlost);
-			log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
-			free(lost);
 			if (h->batch.n == 0)
 				return 0;
 			continue;
@@ -401,6 +393,14 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	checkback_assign(h->cb, owned, nowned);
 }
 
+static int listed(const int32_t *parts, size_t n, int32_t p)
+{
+	for (size_t i = 0; i < n; i++)
+		if (parts[i] == p)
+			return 1;
+	return 0;
+}
+
 static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 {
 	hub *h = opaque;
@@ -429,24 +429,16 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 		checkback_assign(h->cb, NULL, 0); /* stop everything rather than too little */
 		return;
 	}
-	for (size_t i = 0; i < nowned; i++) {
-		size_t j;
-		for (j = 0; j < n && parts[j] != owned[i].partition; j++)
-			;
-		if (j == n)
+	for (size_t i = 0; i < nowned; i++)
+		if (!listed(parts, n, owned[i].partition))
 			keep[nkeep++] = owned[i];
-	}
 	checkback_assign(h->cb, keep, nkeep);
 	free(keep);
 	/* no longer ours: no release for them either */
 	size_t k = 0;
-	for (size_t i = 0; i < h->nreleased; i++) {
-		size_t j;
-		for (j = 0; j < n && parts[j] != h->released[i].partition; j++)
-			;
-		if (j == n)
+	for (size_t i = 0; i < h->nreleased; i++)
+		if (!listed(parts, n, h->released[i].partition))
 			h->released[k++] = h->released[i];
-	}
 	h->nreleased = k;
 }
 
@@ -570,7 +562,7 @@ int hub_run(const txhub_config *cfg)
 	log_info("hub: stopping: finishing the batch in hand");
 	h.retry_at = 0;
 	h.reconnect_at = 0;
-	if (flush_batch(&h) != 0)
+	if (flush_batch(&h) != 0 && h.batch.n > 0)
 		log_warn("hub: stopping with %zu records not stored; they will be read again",
 		         h.batch.n);
 	intake_batch_reset(&h.batch);

@@ -16,10 +16,7 @@ struct intake {
 	intake_hooks hooks;
 	store_owned *owned; /* taken in PostgreSQL: ours to work on */
 	size_t nowned;
-	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
-	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
-	uint64_t dropped;   /* records read for partitions not owned */
 };
 
 void intake_batch_reset(intake_batch *b)
@@ -110,15 +107,6 @@ static void owned_remove(intake *in, int32_t p)
 	in->nowned--;
 }
 
-static void fenced_remove(intake *in, int32_t p)
-{
-	for (size_t i = 0; i < in->nfenced; i++)
-		if (in->fenced[i] == p) {
-			in->fenced[i] = in->fenced[--in->nfenced];
-			return;
-		}
-}
-
 static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
 {
 	if (n == 0)
@@ -179,7 +167,6 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 		 * one, Kafka's committed offset (or auto.offset.reset) decides */
 		if (next[i] >= 0)
 			parts->elems[i].offset = next[i];
-		fenced_remove(in, ps[i]);
 		owned_add(in, &own[i]);
 		if (next[i] >= 0)
 			log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
@@ -224,10 +211,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		if (in->hooks.revoking)
 			in->hooks.revoking(in->hooks.opaque, ps, (size_t)parts->cnt);
 	}
-	for (int i = 0; i < parts->cnt; i++) {
+	for (int i = 0; i < parts->cnt; i++)
 		owned_remove(in, parts->elems[i].partition);
-		fenced_remove(in, parts->elems[i].partition);
-	}
 	free(ps);
 	change_assignment(rk, parts, coop, 0);
 }
@@ -238,11 +223,6 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 		if (owned_index(in, parts[i]) < 0)
 			continue;
 		owned_remove(in, parts[i]);
-		int32_t *f = realloc(in->fenced, (in->nfenced + 1) * sizeof *f);
-		if (f) {
-			in->fenced = f;
-			in->fenced[in->nfenced++] = parts[i];
-		}
 		log_error("intake: partition %d was taken by another replica; it is left alone until "
 		          "Kafka assigns it here again", parts[i]);
 	}
@@ -392,7 +372,6 @@ void intake_poll(intake *in, intake_batch *b)
 		if (owned_index(in, m->partition) < 0) {
 			/* fenced, or fetched before a revoke: not ours to apply, and
 			 * not acknowledged, so the owner reads it */
-			in->dropped++;
 			rd_kafka_message_destroy(m);
 			continue;
 		}
@@ -467,7 +446,6 @@ void intake_close(intake *in)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
 	free(in->owned);
-	free(in->fenced);
 	free(in);
 }
 

@@ -527,24 +527,27 @@ static int64_t epoch_of(const store_owned *own, size_t nown, int32_t partition)
 
 /* In the open transaction, lock the ownership rows of own[0..nown) in
  * partition order (exclusively for the batch that moves next_offset, shared
- * for every other write) and copy to kept those still at their epoch. A new
- * owner's take waits for these locks, and a write that comes after the take
- * sees the new epoch: so a write either lands before the hand-over, where
- * the new owner sees it, or not at all. */
+ * for every other write) and return in *kept (allocated, caller frees, also
+ * on failure) those still at their epoch. A new owner's take waits for these
+ * locks, and a write that comes after the take sees the new epoch: so a
+ * write either lands before the hand-over, where the new owner sees it, or
+ * not at all. */
 static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
-                           int exclusive, store_owned *kept, size_t *nkept, char *err,
+                           int exclusive, store_owned **kept, size_t *nkept, char *err,
                            size_t errsz)
 {
-	static const char *sql_share =
-		"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "
-		"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "
-		"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition FOR SHARE OF tp";
-	static const char *sql_update =
-		"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "
-		"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "
-		"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
-		"FOR NO KEY UPDATE OF tp";
+#define SQL_OWNED_ROWS                                                             \
+	"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "                      \
+	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
+	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
+	static const char *sql_share = SQL_OWNED_ROWS "FOR SHARE OF tp";
+	static const char *sql_update = SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp";
+#undef SQL_OWNED_ROWS
 	*nkept = 0;
+	if (!(*kept = calloc(nown ? nown : 1, sizeof **kept))) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
 	if (nown == 0)
 		return STORE_OK;
 	sbuf pb = {0}, eb = {0};
@@ -563,8 +566,8 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 		rc = classify(st->conn, r, err, errsz);
 	} else {
 		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
-			kept[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
-			kept[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
+			(*kept)[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
+			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
 			(*nkept)++;
 		}
 	}
@@ -574,10 +577,11 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 	return rc;
 }
 
-/* BEGIN, then lock_owned() shared; kept must hold nown entries. */
-static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned *kept,
+/* BEGIN, then lock_owned() shared (*kept: caller frees, also on failure). */
+static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
                             size_t *nkept, char *err, size_t errsz)
 {
+	*kept = NULL;
 	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
 	if (rc == STORE_OK)
 		rc = lock_owned(st, st->topic, own, nown, 0, kept, nkept, err, errsz);
@@ -643,13 +647,9 @@ static void batch_parts_free(batch_parts *bp)
 static store_rc fence_batch(store *st, const char *topic, const batch_parts *bp,
                             int32_t **lost, size_t *nlost, char *err, size_t errsz)
 {
-	store_owned *kept = calloc(bp->n ? bp->n : 1, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
+	store_owned *kept = NULL;
 	size_t nkept = 0;
-	store_rc rc = lock_owned(st, topic, bp->own, bp->n, 1, kept, &nkept, err, errsz);
+	store_rc rc = lock_owned(st, topic, bp->own, bp->n, 1, &kept, &nkept, err, errsz);
 	if (rc == STORE_OK && nkept < bp->n) {
 		int32_t *l = calloc(bp->n, sizeof *l);
 		size_t nl = 0;
@@ -1058,15 +1058,11 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = calloc(nown, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
+	store_owned *kept = NULL;
 	size_t nkept = 0;
 	PGresult *r = NULL;
 	sbuf pb = {0};
-	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16], lease[32];
@@ -1105,14 +1101,10 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 		"AND send_attempts = 0 AND next_send_at > now()";
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = calloc(nown, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
+	store_owned *kept = NULL;
 	size_t nkept = 0;
 	sbuf pb = {0};
-	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	owned_array(&pb, kept, nkept);
@@ -1155,12 +1147,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
-	store_owned *kept = calloc(nown ? nown : 1, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
-	if ((rc = begin_owned(st, own, nown, kept, &nkept, err, errsz)) != STORE_OK)
+	store_owned *kept = NULL;
+	if ((rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz)) != STORE_OK)
 		goto done;
 	/* a row counts for the partition it belongs to now, not the one the
 	 * report remembers */
@@ -1287,15 +1275,11 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 	*next_due_ms = -1;
 	if (nown == 0 || limit <= 0)
 		return STORE_OK;
-	store_owned *kept = calloc(nown, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
+	store_owned *kept = NULL;
 	size_t nkept = 0;
 	sbuf pb = {0};
 	PGresult *r = NULL;
-	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16], share[16], lease[32];
@@ -1389,12 +1373,8 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	sbuf a[7] = {{0}};
 	PGresult *r = NULL;
 	size_t nkept = 0, nwrite = 0;
-	store_owned *kept = calloc(nown ? nown : 1, sizeof *kept);
-	if (!kept) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
-	store_rc rc = begin_owned(st, own, nown, kept, &nkept, err, errsz);
+	store_owned *kept = NULL;
+	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	for (int i = 0; i < 7; i++)

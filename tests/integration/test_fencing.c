@@ -258,6 +258,15 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	h_teardown(&e);
 }
 
+/* A one-shot commit of key mk on partition 0. */
+static void send_oneshot(h_env *e, const char *mk, int payload, const char *fwd)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"%s\","
+	                          "\"payload\":%d,\"forward\":{\"topic\":\"%s\"}}", mk, payload, fwd);
+	h_send_str(e, 0, mk, buf);
+}
+
 /* A running hub whose partition is taken behind its back (as another
  * replica would after a rebalance it missed) stops applying it and stays
  * up; when Kafka assigns the partition to it again it takes it back at a
@@ -266,13 +275,11 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 {
 	h_env e;
 	h_setup(&e, "fencehub");
-	char fwd[128], buf[512];
+	char fwd[128];
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
 	const char *settings[] = {NULL};
 	pid_t hub = h_hub_start(&e, settings);
-	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"a\","
-	                          "\"payload\":1,\"forward\":{\"topic\":\"%s\"}}", fwd);
-	h_send_str(&e, 0, "a", buf);
+	send_oneshot(&e, "a", 1, fwd);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'a'", "1",
 	                 30000));
@@ -282,9 +289,7 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	/* another replica takes partition 0 */
 	PQclear(PQexec(e.db, "UPDATE txhub.partitions SET epoch = epoch + 1, owner = 'intruder' "
 	                     "WHERE partition = 0"));
-	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"b\","
-	                          "\"payload\":2,\"forward\":{\"topic\":\"%s\"}}", fwd);
-	h_send_str(&e, 0, "b", buf);
+	send_oneshot(&e, "b", 2, fwd);
 	h_flush();
 	h_pause_ms(3000);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'b'"), 0,
@@ -297,9 +302,7 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	cr_assert(h_wait(&e, "SELECT status || '/' || send_status FROM txhub.messages "
 	                     "WHERE message_key = 'b'", "committed/sent", 60000));
 	cr_assert_eq(h_hub_stop(hub2), 0);
-	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"h\",\"message_key\":\"c\","
-	                          "\"payload\":3,\"forward\":{\"topic\":\"%s\"}}", fwd);
-	h_send_str(&e, 0, "c", buf);
+	send_oneshot(&e, "c", 3, fwd);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT status || '/' || send_status FROM txhub.messages "
 	                     "WHERE message_key = 'c'", "committed/sent", 60000),
