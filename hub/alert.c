@@ -222,11 +222,15 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
                  int attempts, const char *topic, const char *last_error)
 {
 	char eb[160], ek[600], ee[600];
-	log_error("ALERT %s: biz_id=%s message_key=%s attempts=%d%s%s last_error=%s", kind,
-	          log_escape(biz_id, strlen(biz_id), eb, sizeof eb),
-	          log_escape(message_key, strlen(message_key), ek, sizeof ek), attempts,
-	          topic ? " topic=" : "", topic ? topic : "",
-	          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
+	if (biz_id && message_key)
+		log_error("ALERT %s: biz_id=%s message_key=%s attempts=%d%s%s last_error=%s", kind,
+		          log_escape(biz_id, strlen(biz_id), eb, sizeof eb),
+		          log_escape(message_key, strlen(message_key), ek, sizeof ek), attempts,
+		          topic ? " topic=" : "", topic ? topic : "",
+		          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
+	else
+		log_error("ALERT %s: attempts=%d last_error=%s", kind, attempts,
+		          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
 	if (!al)
 		return;
 	pthread_mutex_lock(&al->mu);
@@ -242,8 +246,10 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
 	/* the strings are valid UTF-8: envelope fields were checked at intake,
 	 * and last_error is our own text with outside bytes escaped */
 	if (o && cJSON_AddStringToObject(o, "kind", kind) &&
-	    cJSON_AddStringToObject(o, "biz_id", biz_id) &&
-	    cJSON_AddStringToObject(o, "message_key", message_key) &&
+	    (biz_id ? cJSON_AddStringToObject(o, "biz_id", biz_id)
+	            : cJSON_AddNullToObject(o, "biz_id")) &&
+	    (message_key ? cJSON_AddStringToObject(o, "message_key", message_key)
+	                 : cJSON_AddNullToObject(o, "message_key")) &&
 	    cJSON_AddNumberToObject(o, "attempts", attempts) &&
 	    (!topic || cJSON_AddStringToObject(o, "topic", topic)) &&
 	    (last_error ? cJSON_AddStringToObject(o, "last_error", last_error)

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "fault.h"
 #include "log.h"
 #include "store.h"
 #include "txhub.h"
@@ -85,6 +86,7 @@ struct checkback {
 	int64_t next_scan_ms;
 	int64_t store_retry_ms;  /* after a store error: not before this */
 	int store_failures;
+	fault f_store;           /* its errors, each logged once */
 };
 
 static int64_t mono_ms(void)
@@ -183,6 +185,22 @@ static void add_unresolved(checkback *cb, const char *biz, const char *mk, int32
 	}
 }
 
+/* A store error: try again after a backoff; the error is logged once. */
+static void store_failed(checkback *cb, const char *err)
+{
+	cb->store_failures++;
+	cb->store_retry_ms = mono_ms() + backoff_delay(cb->store_failures, 200, 5000,
+	                                               backoff_random());
+	fault_fail(&cb->f_store, err);
+}
+
+static void store_succeeded(checkback *cb)
+{
+	cb->store_failures = 0;
+	cb->store_retry_ms = 0;
+	fault_ok(&cb->f_store);
+}
+
 /* Write the answers in hand. Returns 0 when done (or nothing to do). */
 static int write_pending(checkback *cb)
 {
@@ -226,15 +244,10 @@ static int write_pending(checkback *cb)
 	}
 	store_check_list_clear(&failed);
 	pending_clear(cb);
-	cb->store_failures = 0;
-	cb->store_retry_ms = 0;
+	store_succeeded(cb);
 	return 0;
 fail:
-	cb->store_failures++;
-	int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
-	cb->store_retry_ms = mono_ms() + d;
-	log_warn("checkback: writing %zu answers: %s; retrying in %lld ms", cb->npend, err,
-	         (long long)d);
+	store_failed(cb, err); /* the answers are kept and written next time */
 	return -1;
 }
 
@@ -489,10 +502,7 @@ static void claim_and_start(checkback *cb, int64_t now)
 		return;
 	char err[1024];
 	if (store_ensure(cb->st, err, sizeof err) != STORE_OK) {
-		cb->store_failures++;
-		int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
-		cb->store_retry_ms = now + d;
-		log_warn("checkback: %s; retrying in %lld ms", err, (long long)d);
+		store_failed(cb, err);
 		return;
 	}
 	store_check_list l = {0};
@@ -500,14 +510,10 @@ static void claim_and_start(checkback *cb, int64_t now)
 	int64_t lease = cb->cfg->checkback_timeout_ms + LEASE_MARGIN_MS;
 	if (store_claim_checks(cb->st, cb->owned, cb->nowned, (int)free_slots, lease, &l,
 	                       &next_due, err, sizeof err) != STORE_OK) {
-		cb->store_failures++;
-		int64_t d = backoff_delay(cb->store_failures, 200, 5000, backoff_random());
-		cb->store_retry_ms = now + d;
-		log_warn("checkback: claiming due check-backs: %s; retrying in %lld ms", err,
-		         (long long)d);
+		store_failed(cb, err);
 		return;
 	}
-	cb->store_failures = 0;
+	store_succeeded(cb);
 	if (l.n > 0)
 		log_debug("checkback: %zu check-back(s) due", l.n);
 	for (size_t i = 0; i < l.n; i++)
@@ -605,6 +611,8 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
 	cb->cfg = cfg;
 	cb->al = al;
 	cb->nslots = (size_t)cfg->checkback_concurrency;
+	/* no alert of its own: the main loop's writes fail alike and alert */
+	fault_init(&cb->f_store, "checkback: writing to PostgreSQL", NULL, INT64_MAX);
 	pthread_mutex_init(&cb->mu, NULL);
 	pthread_cond_init(&cb->cv, NULL);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);

@@ -52,6 +52,12 @@ const config_option config_options[] = {
 	    "delivery attempts before a message gets send_status failed"),
 	STR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
+	INT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
+	    alert_awaiting_prepare_ms,
+	    "a decision waiting this long for its prepare (awaiting_prepare) raises the alert "
+	    "prepare_missing once and counts as parked"),
+	INT("alert.database_failing_ms", NULL, "60000", 1000, DAY_MS, alert_database_failing_ms,
+	    "PostgreSQL refusing the hub's writes this long raises the alert database_failing"),
 	STR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
 	    "debug, info, warn or error"),
 	INT("intake.batch_max", NULL, "2000", 1, 100000, intake_batch_max,

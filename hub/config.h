@@ -36,6 +36,8 @@ typedef struct txhub_config {
 	int64_t forward_backoff_max_ms;
 	int64_t forward_max_attempts;
 	char *alert_webhook;
+	int64_t alert_awaiting_prepare_ms;
+	int64_t alert_database_failing_ms;
 	char *log_level;
 	int64_t intake_batch_max;
 	int64_t intake_batch_bytes;

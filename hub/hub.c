@@ -25,6 +25,8 @@
 #include "alert.h"
 #include "backoff.h"
 #include "checkback.h"
+#include "clock.h"
+#include "fault.h"
 #include "forward.h"
 #include "intake.h"
 #include "log.h"
@@ -46,16 +48,17 @@ typedef struct {
 	char owner[128];       /* host/pid, recorded with each partition taken */
 	int attempt;           /* failed attempts at the batch in hand */
 	int64_t retry_at;      /* ... and when to try it again */
+	int single;            /* applying the batch in hand one record at a time ... */
+	size_t next_single;    /* ... and the next one to apply */
+	size_t refused_in_a_row; /* valid records refused for their data, across batches */
 	int store_down;        /* attempts at reconnecting that failed */
 	int64_t reconnect_at;
+	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
+	fault f_conn, f_apply, f_deliver, f_scan;
+	char problem[512];     /* why this replica is not doing its job, or "" */
 } hub;
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static int64_t now_ms(void) { return clock_ms(); }
 
 static void sleep_ms(int64_t ms)
 {
@@ -77,61 +80,36 @@ static int store_ready(hub *h)
 		return -1;
 	if (store_ensure(h->st, err, sizeof err) == STORE_OK) {
 		h->store_down = 0;
+		fault_ok(&h->f_conn);
 		return 0;
 	}
 	h->store_down++;
-	int64_t d = backoff_delay(h->store_down, 200, 5000, backoff_random());
-	h->reconnect_at = now + d;
-	log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
+	h->reconnect_at = now + backoff_delay(h->store_down, 200, 5000, backoff_random());
+	fault_fail(&h->f_conn, err);
 	return -1;
 }
 
 /* Keep the store usable, waiting with backoff while PostgreSQL is away.
- * Only for the rare places that cannot go on without it (taking
- * partitions, the one-record fallback). Returns 0 when connected, -1 when
- * a stop was requested first. */
-static int wait_for_store(hub *h, int even_when_stopping)
+ * Only for the rare place that cannot go on without it (taking
+ * partitions). Returns 0 when connected, -1 when a stop was requested
+ * first. */
+static int wait_for_store(hub *h)
 {
-	for (int attempt = 1;; attempt++) {
+	for (;;) {
 		h->reconnect_at = 0;
 		if (store_ready(h) == 0)
 			return 0;
-		if (signals_stop_requested() && (!even_when_stopping || attempt > 3))
+		if (signals_stop_requested())
 			return -1;
 		sleep_ms(h->reconnect_at - now_ms());
 	}
 }
 
-/* More valid records than this refused one after the other is taken for a
- * problem of the database (a trigger or privilege on txhub.messages), not
- * of the records: they are retried, not rejected. */
+/* More valid records than this refused one after the other for their data
+ * (counted across batches) is taken for a problem of the database, not of
+ * the records: a constraint or trigger that refuses every row. They are
+ * then retried, not rejected. */
 #define REFUSED_IN_A_ROW_MAX 10
-
-static void add_stats(store_stats *to, const store_stats *s)
-{
-	to->applied += s->applied;
-	to->rejected += s->rejected;
-	to->conflicts += s->conflicts;
-	to->committed += s->committed;
-	to->noops += s->noops;
-}
-
-/* After failed attempt number `attempt` at `what`: log, wait with backoff
- * and for the store to be back. Returns -1 when a stop was asked for and a
- * few attempts have been made (the caller gives up without acknowledging:
- * the records are read again after the restart), else 0. */
-static int retry_pause(hub *h, int attempt, store_rc rc, const char *what, const char *err)
-{
-	int64_t d = backoff_delay(attempt, 100, 5000, backoff_random());
-	log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
-	        "hub: applying %s failed (attempt %d): %s; retrying in %lld ms", what, attempt, err,
-	        (long long)d);
-	sleep_ms(d);
-	/* a stop is honoured after a few attempts, connected or not */
-	if ((wait_for_store(h, 1) != 0 || attempt > 5) && signals_stop_requested())
-		return -1;
-	return 0;
-}
 
 /* Forward what became committed, noting per partition which epoch sends
  * it (a debug line the replica tests read to check that no two replicas
@@ -159,10 +137,44 @@ static void send_forwards(hub *h, const store_forward_list *l)
 	forward_send(h->fw, l);
 }
 
+static int listed(const int32_t *parts, size_t n, int32_t p)
+{
+	for (size_t i = 0; i < n; i++)
+		if (parts[i] == p)
+			return 1;
+	return 0;
+}
+
+/* Forget the pending lease releases of these partitions. */
+static void unrelease(hub *h, const int32_t *parts, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < h->nreleased; i++)
+		if (!listed(parts, n, h->released[i].partition))
+			h->released[k++] = h->released[i];
+	h->nreleased = k;
+}
+
+/* Another replica took these partitions (a write or the heartbeat found
+ * their epoch moved on): stop reading and checking them back, and drop
+ * their records from the batch in hand, unacknowledged. */
+static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
+{
+	intake_fence(h->in, lost, nlost);
+	size_t nown;
+	const store_owned *own = intake_owned(h->in, &nown);
+	checkback_assign(h->cb, own, nown);
+	unrelease(h, lost, nlost);
+	size_t d = intake_batch_drop(&h->batch, lost, nlost);
+	h->single = 0; /* the batch changed: what is left is applied again whole */
+	if (d > 0)
+		log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
+}
+
 /* Apply recs[0..n) (the batch in hand, or one record of it) once. On
  * STORE_FENCED the partitions another replica took are fenced off here and
- * their records dropped from the batch, unacknowledged: recs is then no
- * longer valid, and the caller applies what is left of the batch again. */
+ * their records dropped from the batch: recs is then no longer valid, and
+ * the caller applies what is left of the batch again. */
 static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *out,
                       store_stats *stats, char *err, size_t errsz)
 {
@@ -171,171 +183,140 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 	const store_owned *own = intake_owned(h->in, &nown);
 	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, own, nown, out, stats,
 	                          &lost, &nlost, err, errsz);
-	if (rc == STORE_FENCED) {
-		intake_fence(h->in, lost, nlost);
-		own = intake_owned(h->in, &nown);
-		checkback_assign(h->cb, own, nown);
-		size_t d = intake_batch_drop(&h->batch, lost, nlost);
-		log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
-	}
+	if (rc == STORE_FENCED)
+		fence_lost(h, lost, nlost);
 	free(lost);
 	return rc;
 }
 
-/* The slow path for a batch PostgreSQL keeps refusing with a permanent
- * error: apply its records one at a time, in order, forwarding as we go.
- * A valid record that PostgreSQL refuses on its own is kept in
- * txhub.rejected with the database's reason, so one poisonous record never
- * stops its partition (when PostgreSQL refuses every write, nothing is
- * rejected: the record is retried with backoff). Returns 0 when every record
- * is stored, 1 when a partition of the batch turned out to be fenced (the
- * batch is then applied again without it: what was applied is a no-op),
- * -1 when a stop came first (nothing is acknowledged then; what was
- * applied is a no-op when read again). */
-static int apply_singly(hub *h, store_stats *total)
+/* The batch in hand failed for the database's sake: keep it, pause
+ * reading, and try again after a backoff; the loop goes on polling Kafka
+ * meanwhile, so an outage keeps the replica in its group. */
+static int batch_wait(hub *h, const char *err)
 {
-	char err[1024];
-	memset(total, 0, sizeof *total);
-	log_warn("hub: applying the %zu records of the batch one at a time to find the one "
-	         "PostgreSQL refuses", h->batch.n);
-	size_t refused_in_a_row = 0;
-	for (size_t i = 0; i < h->batch.n; i++) {
-		store_record *r = &h->batch.recs[i];
-		int sanitized = 0;
-		for (int attempt = 1;; attempt++) {
-			store_forward_list committed = {0};
-			store_stats stats;
-			store_rc rc = apply(h, r, 1, &committed, &stats, err, sizeof err);
-			if (rc == STORE_FENCED) {
-				store_forward_list_clear(&committed);
-				return 1;
-			}
-			if (rc == STORE_OK) {
-				if (r->valid)
-					refused_in_a_row = 0;
-				add_stats(total, &stats);
-				send_forwards(h, &committed);
-				store_forward_list_clear(&committed);
-				break;
-			}
-			store_forward_list_clear(&committed);
-			if (rc == STORE_FATAL && r->valid && refused_in_a_row >= REFUSED_IN_A_ROW_MAX)
-				log_error("hub: PostgreSQL refused %zu records in a row: taking that for a "
-				          "problem of the database, not of the records; retrying",
-				          refused_in_a_row);
-			else if (rc == STORE_FATAL && r->valid) {
-				/* keep it as rejected, if PostgreSQL takes that: when it
-				 * refuses every write (read-only, permissions) both fail,
-				 * and the record is tried again as it is */
-				store_record rej = *r;
-				char esc[200];
-				memset(&rej.env, 0, sizeof rej.env);
-				rej.valid = 0;
-				snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
-				         log_escape(err, strlen(err), esc, sizeof esc));
-				char err2[1024];
-				rc = apply(h, &rej, 1, &committed, &stats, err2, sizeof err2);
-				store_forward_list_clear(&committed);
-				if (rc == STORE_FENCED)
-					return 1;
-				if (rc == STORE_OK) {
-					log_error("hub: PostgreSQL refuses the record at partition %d offset %lld: "
-					          "%s; kept in txhub.rejected", r->partition, (long long)r->offset,
-					          err);
-					refused_in_a_row++;
-					add_stats(total, &stats);
-					break;
-				}
-			} else if (rc == STORE_FATAL && !sanitized) {
-				/* a rejected record refused: make its reason plain ASCII */
-				char esc[sizeof r->reason];
-				log_escape(r->reason, strlen(r->reason), esc, sizeof esc);
-				memcpy(r->reason, esc, sizeof esc);
-				sanitized = 1;
-				continue;
-			}
-			char what[80];
-			snprintf(what, sizeof what, "the record at partition %d offset %lld", r->partition,
-			         (long long)r->offset);
-			if (retry_pause(h, attempt, rc, what, err) != 0)
-				return -1;
-		}
-	}
-	return 0;
+	h->attempt++;
+	fault_fail(&h->f_apply, err);
+	h->retry_at = now_ms() + backoff_delay(h->attempt, 100, 5000, backoff_random());
+	intake_pause(h->in);
+	return -1;
 }
 
-/* Try to apply the batch in hand (when its retry is due); on success
- * acknowledge and forward it. On a failure the batch is kept, reading is
- * paused and the attempt is scheduled again with backoff: the loop goes on
- * polling Kafka meanwhile, so an outage of PostgreSQL keeps the replica in
- * its group. Returns 0 when the batch is stored (or empty). */
-static int flush_batch(hub *h)
+/* The batch in hand is stored (or emptied by fencing): acknowledge it and
+ * read on. */
+static void batch_done(hub *h)
 {
-	if (h->batch.n == 0) {
-		/* emptied without being stored (its partitions were revoked or
-		 * fenced): nothing holds reading back any more */
-		intake_resume(h->in);
-		h->attempt = 0;
-		h->retry_at = 0;
-		return 0;
+	if (h->batch.n > 0) {
+		intake_ack(h->in, &h->batch);
+		h->records += h->batch.n;
+		h->batches++;
+		fault_ok(&h->f_apply);
 	}
-	if (now_ms() < h->retry_at || store_ready(h) != 0) {
-		intake_pause(h->in);
-		return -1;
-	}
-	char err[1024];
-	store_forward_list committed = {0};
-	store_stats stats;
-	for (;;) {
-		store_rc rc = apply(h, h->batch.recs, h->batch.n, &committed, &stats, err, sizeof err);
-		if (rc == STORE_OK)
-			break;
-		store_forward_list_clear(&committed);
-		if (rc == STORE_FENCED) {
-			if (h->batch.n == 0)
-				return 0;
-			continue;
-		}
-		h->attempt++;
-		if (rc == STORE_FATAL && h->attempt >= 3) {
-			/* not a passing trouble: find the record PostgreSQL refuses */
-			log_error("hub: applying a batch of %zu records failed %d times: %s", h->batch.n,
-			          h->attempt, err);
-			int r = apply_singly(h, &stats);
-			if (r == 1)
-				return -1; /* again, without the fenced partition */
-			if (r != 0) {
-				/* a stop: not acknowledged, read again after the restart */
-				log_error("hub: stopping with %zu records not stored; they will be read "
-				          "again", h->batch.n);
-				intake_batch_reset(&h->batch);
-				return -1;
-			}
-			break; /* stored and forwarded one by one; committed is empty */
-		}
-		int64_t d = backoff_delay(h->attempt, 100, 5000, backoff_random());
-		log_msg(rc == STORE_FATAL ? LOG_ERROR : LOG_WARN,
-		        "hub: applying a batch of %zu records failed (attempt %d): %s; retrying in "
-		        "%lld ms", h->batch.n, h->attempt, err, (long long)d);
-		h->retry_at = now_ms() + d;
-		intake_pause(h->in);
-		return -1;
-	}
-	intake_ack(h->in, &h->batch);
 	intake_resume(h->in);
 	h->attempt = 0;
 	h->retry_at = 0;
-	h->records += h->batch.n;
-	h->batches++;
-	h->rejected += stats.rejected;
-	h->conflicts += stats.conflicts;
-	log_debug("hub: batch of %zu: %zu applied, %zu no-op, %zu committed, %zu rejected, "
-	          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
-	          stats.rejected, stats.conflicts);
+	h->single = 0;
 	intake_batch_reset(&h->batch);
-	send_forwards(h, &committed);
+}
+
+/* Apply record i of the batch alone (the batch was refused for the data of
+ * one of its records). A valid record PostgreSQL refuses for its data is
+ * kept in txhub.rejected with the database's reason; refused again there,
+ * or too many in a row, that is the database's fault. Returns STORE_OK when
+ * the record is stored (applied or rejected), else what to do. */
+static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
+{
+	store_record *r = &h->batch.recs[i];
+	store_forward_list committed = {0};
+	store_stats stats;
+	store_rc rc = apply(h, r, 1, &committed, &stats, err, errsz);
+	if (rc == STORE_OK) {
+		if (r->valid)
+			h->refused_in_a_row = 0;
+		h->rejected += stats.rejected;
+		h->conflicts += stats.conflicts;
+		send_forwards(h, &committed);
+	}
 	store_forward_list_clear(&committed);
-	return 0;
+	if (rc != STORE_REFUSED)
+		return rc;
+	if (!r->valid) /* its raw bytes and our reason: nothing of it to blame */
+		return STORE_RETRY;
+	if (h->refused_in_a_row >= REFUSED_IN_A_ROW_MAX) {
+		char last[512];
+		snprintf(last, sizeof last, "%s", err);
+		snprintf(err, errsz, "PostgreSQL refused %zu valid records in a row for their data "
+		         "(%s): taken for a fault of the database, not of the records",
+		         h->refused_in_a_row + 1, last);
+		return STORE_RETRY;
+	}
+	store_record rej = *r;
+	char esc[200], err2[512];
+	memset(&rej.env, 0, sizeof rej.env);
+	rej.valid = 0;
+	snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
+	         log_escape(err, strlen(err), esc, sizeof esc));
+	rc = apply(h, &rej, 1, &committed, &stats, err2, sizeof err2);
+	store_forward_list_clear(&committed);
+	if (rc == STORE_OK) {
+		log_error("hub: PostgreSQL refuses the record at partition %d offset %lld for its "
+		          "data: %s; kept in txhub.rejected", rej.partition, (long long)rej.offset, err);
+		h->refused_in_a_row++;
+		h->rejected++;
+		return STORE_OK;
+	}
+	snprintf(err, errsz, "keeping a refused record in txhub.rejected: %s", err2);
+	return rc == STORE_REFUSED ? STORE_RETRY : rc;
+}
+
+/* Try to store the batch in hand (when its retry is due), then acknowledge
+ * and forward it. Whole, in one transaction; when PostgreSQL refuses it
+ * for the data of a record, one record at a time from then on, to find
+ * that record. Any other failure keeps the batch, unacknowledged, for a
+ * later attempt. Returns 0 when the batch is stored (or empty). */
+static int flush_batch(hub *h)
+{
+	char err[1024];
+	if (h->batch.n > 0 && (now_ms() < h->retry_at || store_ready(h) != 0)) {
+		intake_pause(h->in);
+		return -1;
+	}
+	for (;;) {
+		if (h->batch.n == 0 || (h->single && h->next_single == h->batch.n)) {
+			batch_done(h);
+			return 0;
+		}
+		if (h->single) {
+			store_rc rc = apply_one(h, h->next_single, err, sizeof err);
+			if (rc == STORE_OK)
+				h->next_single++;
+			else if (rc != STORE_FENCED) /* (fenced: what is left, whole, again) */
+				return batch_wait(h, err);
+			continue;
+		}
+		store_forward_list committed = {0};
+		store_stats stats;
+		store_rc rc = apply(h, h->batch.recs, h->batch.n, &committed, &stats, err, sizeof err);
+		if (rc == STORE_OK) {
+			h->rejected += stats.rejected;
+			h->conflicts += stats.conflicts;
+			log_debug("hub: batch of %zu: %zu applied, %zu no-op, %zu committed, %zu rejected, "
+			          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
+			          stats.rejected, stats.conflicts);
+			batch_done(h);
+			send_forwards(h, &committed);
+			store_forward_list_clear(&committed);
+			return 0;
+		}
+		store_forward_list_clear(&committed);
+		if (rc == STORE_RETRY)
+			return batch_wait(h, err);
+		if (rc == STORE_REFUSED) {
+			log_warn("hub: PostgreSQL refused a batch of %zu records for the data of one (%s); "
+			         "applying them one at a time to find it", h->batch.n, err);
+			h->single = 1;
+			h->next_single = 0;
+		}
+	}
 }
 
 static void write_deliveries(hub *h)
@@ -343,41 +324,38 @@ static void write_deliveries(hub *h)
 	char err[512];
 	size_t nown;
 	const store_owned *own = intake_owned(h->in, &nown);
-	if (forward_poll(h->fw, h->st, own, nown, err, sizeof err) != STORE_OK)
-		log_warn("hub: recording delivery reports: %s (kept, retried)", err);
+	if (forward_poll(h->fw, h->st, own, nown, err, sizeof err) == STORE_OK)
+		fault_ok(&h->f_deliver);
+	else
+		fault_fail(&h->f_deliver, err); /* the reports are kept and written next time */
 }
 
-/* Take newly assigned partitions in PostgreSQL. This must succeed before
- * they are read, so while PostgreSQL is away it waits here, inside the
- * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
-static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *own,
-                   int64_t *next_offset)
+static int foreign(const hub *h, const char *group)
 {
-	hub *h = opaque;
-	char err[512];
-	if (n == 0) /* cooperative rebalances assign nothing now and then */
-		return 0;
-	int64_t t0 = now_ms();
-	for (int attempt = 1;; attempt++) {
-		if (wait_for_store(h, 0) != 0)
-			return -1;
-		if (store_take_partitions(h->st, h->owner, parts, n, own, next_offset, err,
-		                          sizeof err) == STORE_OK) {
-			int64_t waited = now_ms() - t0;
-			if (waited > 1000)
-				log_info("hub: taking %zu partition(s) waited %lld ms (PostgreSQL away, or "
-				         "the previous owner's transaction still open)", n, (long long)waited);
-			return 0;
-		}
-		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("hub: taking %zu partition(s): %s; retrying in %lld ms", n, err,
-		         (long long)d);
-		sleep_ms(d);
-		if (signals_stop_requested())
-			return -1;
-	}
+	return *group && strcmp(group, h->cfg->group) != 0;
 }
 
+/* Whether whoever holds a partition is still there: it refreshed its
+ * heartbeat lately and did not let go. */
+static int holder_alive(const store_partition_row *r)
+{
+	return r->epoch > 0 && !r->released && r->heartbeat_age_ms >= 0 &&
+	       r->heartbeat_age_ms < STORE_HEARTBEAT_STALE_MS;
+}
+
+static void set_problem(hub *h, const char *problem)
+{
+	if (strcmp(problem, h->problem) == 0)
+		return;
+	if (*problem)
+		log_error("hub: %s", problem);
+	else
+		log_info("hub: the clash over partitions is over");
+	snprintf(h->problem, sizeof h->problem, "%s", problem);
+}
+
+/* Note partitions taken: their forwards in flight under the previous
+ * owner are released at the next scan, and the checker asks about them. */
 static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
@@ -393,17 +371,56 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	checkback_assign(h->cb, owned, nowned);
 }
 
-static int listed(const int32_t *parts, size_t n, int32_t p)
+/* Take newly assigned partitions in PostgreSQL. This must succeed before
+ * they are read, so while PostgreSQL is away it waits here, inside the
+ * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
+static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *own,
+                   int64_t *next_offset)
 {
-	for (size_t i = 0; i < n; i++)
-		if (parts[i] == p)
-			return 1;
-	return 0;
+	hub *h = opaque;
+	char err[512];
+	if (n == 0) /* cooperative rebalances assign nothing now and then */
+		return 0;
+	store_partition_row *prev = calloc(n, sizeof *prev);
+	if (!prev)
+		return -1;
+	int64_t t0 = now_ms();
+	int rc = -1;
+	for (int attempt = 1; !signals_stop_requested(); attempt++) {
+		if (wait_for_store(h) != 0)
+			break;
+		if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next_offset,
+		                          prev, err, sizeof err) == STORE_OK) {
+			int64_t waited = now_ms() - t0;
+			if (waited > 1000)
+				log_info("hub: taking %zu partition(s) waited %lld ms (PostgreSQL away, or "
+				         "the previous owner's transaction still open)", n, (long long)waited);
+			rc = 0;
+			break;
+		}
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("hub: taking %zu partition(s): %s; retrying in %lld ms", n, err,
+		         (long long)d);
+		sleep_ms(d);
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (!holder_alive(&prev[i]) || !foreign(h, prev[i].group))
+			continue;
+		char problem[sizeof h->problem];
+		snprintf(problem, sizeof problem, "partition %d of %s was held by %s of consumer group "
+		         "\"%s\" and this replica of group \"%s\" took it: two consumer groups read "
+		         "one control topic into one database; give them the same group",
+		         parts[i], h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group);
+		set_problem(h, problem);
+	}
+	free(prev);
+	return rc;
 }
 
 static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 {
 	hub *h = opaque;
+	char err[512];
 	/* finish the batch in hand, commit its offsets and deliver what is in
 	 * flight while these partitions are still ours; what cannot be stored
 	 * now (PostgreSQL away) is dropped unacknowledged and read again by
@@ -412,61 +429,202 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 	h->reconnect_at = 0;
 	if (flush_batch(h) != 0 && h->batch.n > 0) {
 		size_t d = intake_batch_drop(&h->batch, parts, n);
+		h->single = 0;
 		if (d > 0)
 			log_warn("hub: %zu record(s) of revoked partitions not stored; their new owner "
 			         "reads them again", d);
 	}
 	intake_commit(h->in);
-	size_t nowned, nkeep = 0;
+	size_t nowned, nkeep = 0, ngone = 0;
 	const store_owned *owned = intake_owned(h->in, &nowned);
 	/* (with PostgreSQL away the reports could not be written: the leases
 	 * cover those messages, the new owner sends them again) */
-	if (store_ready(h) == 0)
+	int up = store_ready(h) == 0;
+	if (up)
 		forward_drain(h->fw, h->st, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
-	/* and stop checking them back */
+	/* stop checking them back, and let go of them in PostgreSQL: a
+	 * replica fenced off them may take them at once */
 	store_owned *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
-	if (!keep) {
+	store_owned *gone = malloc((nowned ? nowned : 1) * sizeof *gone);
+	if (!keep || !gone) {
 		checkback_assign(h->cb, NULL, 0); /* stop everything rather than too little */
-		return;
+	} else {
+		for (size_t i = 0; i < nowned; i++) {
+			if (listed(parts, n, owned[i].partition))
+				gone[ngone++] = owned[i];
+			else
+				keep[nkeep++] = owned[i];
+		}
+		checkback_assign(h->cb, keep, nkeep);
+		if (up && store_release_partitions(h->st, gone, ngone, err, sizeof err) != STORE_OK)
+			log_warn("hub: marking revoked partitions released: %s", err);
 	}
-	for (size_t i = 0; i < nowned; i++)
-		if (!listed(parts, n, owned[i].partition))
-			keep[nkeep++] = owned[i];
-	checkback_assign(h->cb, keep, nkeep);
 	free(keep);
-	/* no longer ours: no release for them either */
-	size_t k = 0;
-	for (size_t i = 0; i < h->nreleased; i++)
-		if (!listed(parts, n, h->released[i].partition))
-			h->released[k++] = h->released[i];
-	h->nreleased = k;
+	free(gone);
+	unrelease(h, parts, n); /* no longer ours: no lease release for them either */
 }
 
-static void release_assigned(hub *h)
+/* Returns 0, or -1 when the store failed (recorded in f_scan). */
+static int release_assigned(hub *h)
 {
 	if (h->nreleased == 0)
-		return;
+		return 0;
 	char err[512];
-	if (store_release_forwards(h->st, h->released, h->nreleased, err, sizeof err) == STORE_OK)
-		h->nreleased = 0;
-	else
-		log_warn("hub: taking over pending forwards: %s (retried)", err);
+	if (store_release_forwards(h->st, h->released, h->nreleased, err, sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
+	h->nreleased = 0;
+	return 0;
 }
 
-static void claim_retries(hub *h)
+static int claim_retries(hub *h)
 {
 	size_t nown;
 	const store_owned *own = intake_owned(h->in, &nown);
 	if (nown == 0 || forward_in_flight(h->fw) > 10000)
-		return;
+		return 0;
 	char err[512];
 	store_forward_list l = {0};
-	if (store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err) != STORE_OK)
-		log_warn("hub: claiming due forwards: %s", err);
-	else if (l.n > 0)
+	if (store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
+	if (l.n > 0)
 		log_debug("hub: re-sending %zu forward(s)", l.n);
 	send_forwards(h, &l);
 	store_forward_list_clear(&l);
+	return 0;
+}
+
+/* Take back fenced partitions (Kafka still assigns them here) whose holder
+ * is gone; for those a replica of another consumer group holds, say in
+ * PostgreSQL that we wait for them, and describe the clash in problem. */
+static int retake_fenced(hub *h, char *problem, size_t problemsz)
+{
+	char err[512];
+	size_t nf;
+	const int32_t *fenced = intake_fenced(h->in, &nf);
+	if (nf == 0)
+		return 0;
+	int rc = -1;
+	int32_t *parts = malloc(nf * sizeof *parts), *gone = malloc(nf * sizeof *gone);
+	store_partition_row *rows = calloc(nf, sizeof *rows);
+	store_owned *held = calloc(nf, sizeof *held), *own = calloc(nf, sizeof *own);
+	int64_t *next = calloc(nf, sizeof *next);
+	size_t ngone = 0, nheld = 0;
+	if (!parts || !gone || !rows || !held || !own || !next) {
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	memcpy(parts, fenced, nf * sizeof *parts); /* intake calls below move the list */
+	if (store_partition_rows(h->st, parts, nf, rows, err, sizeof err) != STORE_OK)
+		goto fail;
+	for (size_t i = 0; i < nf; i++) {
+		if (!holder_alive(&rows[i])) {
+			gone[ngone++] = parts[i];
+		} else if (foreign(h, rows[i].group)) {
+			held[nheld].partition = rows[i].partition;
+			held[nheld++].epoch = rows[i].epoch;
+			snprintf(problem, problemsz, "partition %d of %s is held by %s of consumer group "
+			         "\"%s\", not by this replica's group \"%s\": two consumer groups read "
+			         "one control topic into one database; this replica takes the partition "
+			         "back when that holder is gone", parts[i], h->cfg->control_topic,
+			         rows[i].owner, rows[i].group, h->cfg->group);
+		}
+	}
+	if (store_contest_partitions(h->st, held, nheld, h->cfg->group, err, sizeof err) !=
+	        STORE_OK ||
+	    store_take_partitions(h->st, h->owner, h->cfg->group, gone, ngone, own, next, NULL, err,
+	                          sizeof err) != STORE_OK)
+		goto fail;
+	if (ngone > 0) {
+		intake_retake(h->in, own, next, ngone);
+		on_assigned(h, own, ngone);
+	}
+	rc = 0;
+fail:
+	if (rc != 0)
+		fault_fail(&h->f_scan, err);
+	free(parts);
+	free(gone);
+	free(rows);
+	free(held);
+	free(own);
+	free(next);
+	return rc;
+}
+
+/* Every STORE_HEARTBEAT_MS: refresh the heartbeat of the owned partitions
+ * (which also notices one taken away while no records flow), take back
+ * fenced partitions whose holder is gone, and note a replica of another
+ * consumer group on either side. */
+static int tend_partitions(hub *h)
+{
+	char err[512], problem[sizeof h->problem] = "";
+	size_t nown, nrows = 0, nlost = 0;
+	store_partition_row *rows = NULL;
+	int32_t *lost = NULL;
+	const store_owned *own = intake_owned(h->in, &nown);
+	if (store_heartbeat(h->st, own, nown, &rows, &nrows, &lost, &nlost, err, sizeof err) !=
+	    STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		free(rows);
+		free(lost);
+		return -1;
+	}
+	for (size_t i = 0; i < nrows; i++)
+		if (foreign(h, rows[i].contested_by) && rows[i].contested_age_ms >= 0 &&
+		    rows[i].contested_age_ms < STORE_HEARTBEAT_STALE_MS)
+			snprintf(problem, sizeof problem, "a replica of consumer group \"%s\" waits for "
+			         "partition %d of %s, which this replica of group \"%s\" holds: two "
+			         "consumer groups read one control topic into one database; give them "
+			         "the same group", rows[i].contested_by, rows[i].partition,
+			         h->cfg->control_topic, h->cfg->group);
+	if (nlost > 0)
+		fence_lost(h, lost, nlost);
+	free(rows);
+	free(lost);
+	int rc = retake_fenced(h, problem, sizeof problem);
+	set_problem(h, problem);
+	return rc;
+}
+
+/* Raise prepare_missing once for each decision of the owned partitions
+ * that has waited longer than alert.awaiting_prepare_ms for its prepare. */
+static int alert_missing_prepares(hub *h)
+{
+	char err[512], why[160];
+	size_t nown;
+	const store_owned *own = intake_owned(h->in, &nown);
+	store_missing_list l = {0};
+	if (store_flag_missing_prepares(h->st, own, nown, h->cfg->alert_awaiting_prepare_ms, 1000,
+	                                &l, err, sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		store_missing_list_clear(&l);
+		return -1;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		const store_missing *m = &l.items[i];
+		if (!m->biz_id || !m->message_key || !m->decision)
+			continue; /* out of memory copying it: flagged, only not alerted */
+		snprintf(why, sizeof why, "a %s arrived %lld s ago and its prepare never did",
+		         m->decision, (long long)(m->age_ms / 1000));
+		alert_raise(h->al, "prepare_missing", m->biz_id, m->message_key, 0, NULL, why);
+	}
+	store_missing_list_clear(&l);
+	return 0;
+}
+
+static void take_signals(void)
+{
+	int sig = signals_take();
+	if (sig & SIGNALS_RELOAD)
+		log_info("hub: SIGHUP: reloading the configuration is not supported yet; ignored");
+	if (sig & SIGNALS_USR1)
+		log_info("hub: SIGUSR1 ignored");
+	if (sig & SIGNALS_USR2)
+		log_info("hub: SIGUSR2 ignored");
 }
 
 int hub_run(const txhub_config *cfg)
@@ -510,6 +668,12 @@ int hub_run(const txhub_config *cfg)
 		log_error("hub: %s", err);
 		goto done;
 	}
+	fault_init(&h.f_conn, "hub: connecting to PostgreSQL", h.al, cfg->alert_database_failing_ms);
+	fault_init(&h.f_apply, "hub: storing envelopes", h.al, cfg->alert_database_failing_ms);
+	fault_init(&h.f_deliver, "hub: recording delivery reports", h.al,
+	           cfg->alert_database_failing_ms);
+	fault_init(&h.f_scan, "hub: scanning owned partitions", h.al,
+	           cfg->alert_database_failing_ms);
 	if (!(h.fw = forward_new(cfg, h.al, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
@@ -530,14 +694,20 @@ int hub_run(const txhub_config *cfg)
 
 	int64_t next_scan = 0, next_stats = now_ms() + 60000;
 	while (!signals_stop_requested()) {
+		take_signals();
 		intake_poll(h.in, &h.batch);
 		flush_batch(&h);
 		int64_t now = now_ms();
 		if (store_ready(&h) == 0) {
 			write_deliveries(&h);
 			if (h.nreleased > 0 || now >= next_scan) {
-				release_assigned(&h);
-				claim_retries(&h);
+				int failed = release_assigned(&h) | claim_retries(&h);
+				if (now >= h.next_owners) {
+					failed |= tend_partitions(&h) | alert_missing_prepares(&h);
+					h.next_owners = now + STORE_HEARTBEAT_MS;
+				}
+				if (!failed)
+					fault_ok(&h.f_scan);
 				next_scan = now + 1000;
 			}
 		}

@@ -16,6 +16,8 @@ struct intake {
 	intake_hooks hooks;
 	store_owned *owned; /* taken in PostgreSQL: ours to work on */
 	size_t nowned;
+	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
+	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
 };
 
@@ -107,6 +109,36 @@ static void owned_remove(intake *in, int32_t p)
 	in->nowned--;
 }
 
+static int cmp_int32(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void fenced_add(intake *in, int32_t p)
+{
+	if (in_list(in->fenced, in->nfenced, p))
+		return;
+	int32_t *n = realloc(in->fenced, (in->nfenced + 1) * sizeof *n);
+	if (!n) {
+		/* it is then only taken back by the next assignment */
+		log_error("intake: out of memory tracking fenced partition %d", p);
+		return;
+	}
+	in->fenced = n;
+	in->fenced[in->nfenced++] = p;
+	qsort(in->fenced, in->nfenced, sizeof *in->fenced, cmp_int32);
+}
+
+static void fenced_remove(intake *in, int32_t p)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < in->nfenced; i++)
+		if (in->fenced[i] != p)
+			in->fenced[k++] = in->fenced[i];
+	in->nfenced = k;
+}
+
 static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
 {
 	if (n == 0)
@@ -168,6 +200,7 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 		if (next[i] >= 0)
 			parts->elems[i].offset = next[i];
 		owned_add(in, &own[i]);
+		fenced_remove(in, ps[i]);
 		if (next[i] >= 0)
 			log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
 			         "(txhub.partitions)", ps[i], (long long)own[i].epoch, (long long)next[i]);
@@ -211,8 +244,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		if (in->hooks.revoking)
 			in->hooks.revoking(in->hooks.opaque, ps, (size_t)parts->cnt);
 	}
-	for (int i = 0; i < parts->cnt; i++)
+	for (int i = 0; i < parts->cnt; i++) {
 		owned_remove(in, parts->elems[i].partition);
+		fenced_remove(in, parts->elems[i].partition);
+	}
 	free(ps);
 	change_assignment(rk, parts, coop, 0);
 }
@@ -223,10 +258,75 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 		if (owned_index(in, parts[i]) < 0)
 			continue;
 		owned_remove(in, parts[i]);
+		fenced_add(in, parts[i]);
 		log_error("intake: partition %d was taken by another replica; it is left alone until "
-		          "Kafka assigns it here again", parts[i]);
+		          "Kafka assigns it here again or its holder is gone", parts[i]);
 	}
 	set_paused(in, parts, n, 1);
+}
+
+const int32_t *intake_fenced(const intake *in, size_t *n)
+{
+	*n = in->nfenced;
+	return in->fenced;
+}
+
+/* Where a partition taken back is read from: PostgreSQL's next offset, or
+ * else the group's committed one (records read since the fence were
+ * dropped unacknowledged, so the consumer's position is past them). */
+static int64_t retake_offset(intake *in, int32_t p, int64_t next)
+{
+	if (next >= 0)
+		return next;
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, p);
+	int64_t off = RD_KAFKA_OFFSET_BEGINNING; /* auto.offset.reset = earliest */
+	if (rd_kafka_committed(in->rk, l, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    l->elems[0].offset >= 0)
+		off = l->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(l);
+	return off;
+}
+
+void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n)
+{
+	if (n == 0)
+		return;
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+	int32_t *ps = calloc(n, sizeof *ps);
+	for (size_t i = 0; i < n; i++) {
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, own[i].partition)->offset =
+			retake_offset(in, own[i].partition, next_offset[i]);
+		owned_add(in, &own[i]);
+		fenced_remove(in, own[i].partition);
+		if (ps)
+			ps[i] = own[i].partition;
+		log_info("intake: partition %d taken back at epoch %lld, reading from offset %lld",
+		         own[i].partition, (long long)own[i].epoch, (long long)l->elems[i].offset);
+	}
+	/* a partition that did not seek would be read on from where the fence
+	 * left it, past records never applied: fenced again, retried later */
+	rd_kafka_error_t *e = rd_kafka_seek_partitions(in->rk, l, 5000);
+	for (int i = 0; i < l->cnt; i++) {
+		if (!e && !l->elems[i].err)
+			continue;
+		log_error("intake: seeking partition %d taken back: %s", l->elems[i].partition,
+		          e ? rd_kafka_error_string(e) : rd_kafka_err2str(l->elems[i].err));
+		owned_remove(in, l->elems[i].partition);
+		fenced_add(in, l->elems[i].partition);
+	}
+	if (e)
+		rd_kafka_error_destroy(e);
+	rd_kafka_topic_partition_list_destroy(l);
+	size_t k = 0;
+	for (size_t i = 0; ps && i < n; i++)
+		if (owned_index(in, ps[i]) >= 0)
+			ps[k++] = ps[i];
+	if (ps)
+		set_paused(in, ps, k, in->paused);
+	else
+		log_error("intake: out of memory resuming partitions taken back");
+	free(ps);
 }
 
 static void pause_owned(intake *in, int pause)
@@ -446,6 +546,7 @@ void intake_close(intake *in)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
 	free(in->owned);
+	free(in->fenced);
 	free(in);
 }
 

@@ -62,8 +62,19 @@ void intake_close(intake *in);
 const store_owned *intake_owned(const intake *in, size_t *n);
 
 /* These partitions were taken by another replica: stop reading them and
- * drop them from intake_owned() until Kafka assigns them here again. */
+ * drop them from intake_owned(). They stay in intake_fenced() while Kafka
+ * still assigns them here, until taken again (a new assignment, or
+ * intake_retake()) or revoked. */
 void intake_fence(intake *in, const int32_t *parts, size_t n);
+
+/* Partitions Kafka assigns here that were fenced off, sorted. The pointer
+ * stays valid until the next call into intake. */
+const int32_t *intake_fenced(const intake *in, size_t *n);
+
+/* Take fenced partitions back (their new epochs in own, taken in
+ * PostgreSQL by the caller): read each again from next_offset[i] (-1: the
+ * group's committed offset) and add it to intake_owned(). */
+void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
 
 /* Pause / resume reading every owned partition (PostgreSQL is away). The
  * consumer is still polled while paused, so the replica stays in its

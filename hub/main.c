@@ -99,8 +99,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
 	}
-	if (strcmp(command, "run") == 0)
-		signals_install(); /* before the slow start-up: config, connections */
+	/* before the slow start-up (config, connections): no signal may find
+	 * its default action, which for SIGHUP and SIGUSR1/2 is to die */
+	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0)
+		signals_install();
 	if (strcmp(command, "devbroker") != 0 && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;

@@ -30,6 +30,13 @@ struct store {
 
 /* ---- results and errors ---- */
 
+/* Which error is whose fault (CONTRACT §2): PostgreSQL blames the data only
+ * with SQLSTATE class 22 (data exception) or 23 (integrity constraint
+ * violation); anything else (a lost connection or permission, an I/O
+ * error, a full disk, a trigger that raises) is the database's, and is
+ * tried again, however long it lasts. The text kept is the SQLSTATE and
+ * the primary message: a DETAIL such as "Failing row contains (...)" would
+ * put payload bytes into logs and rejection reasons. */
 static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
 {
 	if (PQstatus(conn) != CONNECTION_OK) {
@@ -38,18 +45,17 @@ static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t er
 		return STORE_RETRY;
 	}
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
-	snprintf(err, errsz, "%s%s%s", state ? state : "", state ? ": " : "", msg);
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *constraint = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+	if (!msg)
+		msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+	snprintf(err, errsz, "%s%s%s%s%s%s", state ? state : "", state ? ": " : "", msg,
+	         constraint ? " (constraint " : "", constraint ? constraint : "",
+	         constraint ? ")" : "");
 	log_one_line(err);
-	if (!state)
-		return STORE_RETRY;
-	/* serialization failure, deadlock, lock not available, connection class,
-	 * operator intervention (admin shutdown), insufficient resources */
-	if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
-	    strcmp(state, "55P03") == 0 || strncmp(state, "08", 2) == 0 ||
-	    strncmp(state, "57", 2) == 0 || strncmp(state, "53", 2) == 0)
-		return STORE_RETRY;
-	return STORE_FATAL;
+	if (state && (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0))
+		return STORE_REFUSED;
+	return STORE_RETRY;
 }
 
 static store_rc exec_simple(store *st, const char *sql, char *err, size_t errsz)
@@ -75,6 +81,18 @@ static PGresult *exec_params(store *st, const char *sql, int n, const char *cons
                              int fmt)
 {
 	return PQexecParams(st->conn, sql, n, NULL, vals, NULL, NULL, fmt);
+}
+
+/* Execute a statement that returns no rows, with text parameters. */
+static store_rc exec_command(store *st, const char *sql, int n, const char *const *vals,
+                             char *err, size_t errsz)
+{
+	PGresult *r = exec_params(st, sql, n, vals, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
+	return rc;
 }
 
 static void notice_to_log(void *arg, const char *msg)
@@ -471,27 +489,89 @@ static void write_row(sbuf *w, const key_entry *e, const store_record *recs,
 
 /* ---- partition ownership ---- */
 
-store_rc store_take_partitions(store *st, const char *owner, const int32_t *parts, size_t n,
-                               store_owned *own, int64_t *next_offset, char *err, size_t errsz)
+/* Columns of a txhub.partitions row, in the order read_partition_row()
+ * expects. */
+#define PARTITION_COLUMNS                                                          \
+	"tp.partition, tp.epoch, tp.owner, coalesce(tp.group_id, ''), "                  \
+	"coalesce(ceil(extract(epoch FROM now() - tp.heartbeat_at) * 1000)::bigint, -1), " \
+	"tp.released_at IS NOT NULL, coalesce(tp.contested_by, ''), "                   \
+	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1)"
+
+static void read_partition_row(const PGresult *r, int row, store_partition_row *out)
 {
-	/* one statement, rows in partition order: two replicas taking
+	memset(out, 0, sizeof *out);
+	out->partition = (int32_t)atoi(PQgetvalue(r, row, 0));
+	out->epoch = atoll(PQgetvalue(r, row, 1));
+	snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, row, 2));
+	snprintf(out->group, sizeof out->group, "%s", PQgetvalue(r, row, 3));
+	out->heartbeat_age_ms = atoll(PQgetvalue(r, row, 4));
+	out->released = PQgetvalue(r, row, 5)[0] == 't';
+	snprintf(out->contested_by, sizeof out->contested_by, "%s", PQgetvalue(r, row, 6));
+	out->contested_age_ms = atoll(PQgetvalue(r, row, 7));
+}
+
+static void int_array(sbuf *b, const int32_t *v, size_t n)
+{
+	sbuf_arr_begin(b);
+	for (size_t i = 0; i < n; i++)
+		sbuf_arr_int(b, v[i]);
+	sbuf_arr_end(b);
+}
+
+/* rows[i] for parts[i] from the rows of r (epoch 0 where r has none). */
+static void match_partition_rows(const PGresult *r, const int32_t *parts, size_t n,
+                                 store_partition_row *rows)
+{
+	for (size_t i = 0; i < n; i++) {
+		memset(&rows[i], 0, sizeof rows[i]);
+		rows[i].partition = parts[i];
+		rows[i].heartbeat_age_ms = -1;
+		rows[i].contested_age_ms = -1;
+		for (int row = 0; row < PQntuples(r); row++)
+			if (atoi(PQgetvalue(r, row, 0)) == parts[i])
+				read_partition_row(r, row, &rows[i]);
+	}
+}
+
+store_rc store_take_partitions(store *st, const char *owner, const char *group,
+                               const int32_t *parts, size_t n, store_owned *own,
+                               int64_t *next_offset, store_partition_row *prev, char *err,
+                               size_t errsz)
+{
+	/* rows in partition order, in both statements: two replicas taking
 	 * overlapping sets cannot deadlock */
-	static const char *sql =
-		"INSERT INTO txhub.partitions AS tp (topic, partition, epoch, owner) "
-		"SELECT $1, p, 1, $2 FROM unnest($3::int[]) AS p ORDER BY p "
+	static const char *sql_prev =
+		"SELECT " PARTITION_COLUMNS " FROM txhub.partitions tp "
+		"WHERE tp.topic = $1 AND tp.partition = ANY($2::int[]) ORDER BY tp.partition "
+		"FOR UPDATE";
+	static const char *sql_take =
+		"INSERT INTO txhub.partitions AS tp (topic, partition, epoch, owner, group_id, "
+		"heartbeat_at) "
+		"SELECT $1, p, 1, $2, $4, now() FROM unnest($3::int[]) AS p ORDER BY p "
 		"ON CONFLICT (topic, partition) DO UPDATE SET epoch = tp.epoch + 1, "
-		"owner = EXCLUDED.owner, taken_at = now(), updated_at = now() "
+		"owner = EXCLUDED.owner, group_id = EXCLUDED.group_id, taken_at = now(), "
+		"updated_at = now(), heartbeat_at = now(), released_at = NULL, contested_by = NULL, "
+		"contested_at = NULL "
 		"RETURNING partition, epoch, coalesce(next_offset, -1)";
 	if (n == 0)
 		return STORE_OK;
 	sbuf pb = {0};
-	sbuf_arr_begin(&pb);
-	for (size_t i = 0; i < n; i++)
-		sbuf_arr_int(&pb, parts[i]);
-	sbuf_arr_end(&pb);
-	const char *p[3] = {st->topic, owner, sbuf_str(&pb)};
-	store_rc rc = STORE_OK;
-	PGresult *r = exec_params(st, sql, 3, p, 0);
+	int_array(&pb, parts, n);
+	PGresult *r = NULL;
+	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	const char *pp[2] = {st->topic, sbuf_str(&pb)};
+	r = exec_params(st, sql_prev, 2, pp, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	if (prev)
+		match_partition_rows(r, parts, n, prev);
+	PQclear(r);
+	const char *p[4] = {st->topic, owner, sbuf_str(&pb), group};
+	r = exec_params(st, sql_take, 4, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 		goto done;
@@ -509,11 +589,139 @@ store_rc store_take_partitions(store *st, const char *owner, const int32_t *part
 		if (own[i].epoch <= 0) {
 			snprintf(err, errsz, "taking partition %d returned no epoch", parts[i]);
 			rc = STORE_RETRY;
+			goto done;
 		}
+	}
+	rc = exec_simple(st, "COMMIT", err, errsz);
+done:
+	if (rc != STORE_OK)
+		rollback(st);
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
+                              store_partition_row *rows, char *err, size_t errsz)
+{
+	static const char *sql = "SELECT " PARTITION_COLUMNS " FROM txhub.partitions tp "
+	                         "WHERE tp.topic = $1 AND tp.partition = ANY($2::int[])";
+	if (n == 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	int_array(&pb, parts, n);
+	const char *p[2] = {st->topic, sbuf_str(&pb)};
+	PGresult *r = exec_params(st, sql, 2, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else
+		match_partition_rows(r, parts, n, rows);
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+/* $p and $e arrays: the partitions of own and their epochs. */
+static void owned_epoch_arrays(sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
+{
+	sbuf_arr_begin(pb);
+	sbuf_arr_begin(eb);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_int(pb, own[i].partition);
+		sbuf_arr_int(eb, own[i].epoch);
+	}
+	sbuf_arr_end(pb);
+	sbuf_arr_end(eb);
+}
+
+/* Run sql ($1 topic, $2 partitions, $3 epochs of own; returns
+ * PARTITION_COLUMNS of the rows it touched): *rows (caller frees) receives
+ * them, *lost (caller frees) the owned partitions it did not touch. */
+static store_rc update_owned(store *st, const char *sql, const store_owned *own, size_t nown,
+                             store_partition_row **rows, size_t *nrows, int32_t **lost,
+                             size_t *nlost, char *err, size_t errsz)
+{
+	*rows = NULL;
+	*nrows = 0;
+	*lost = NULL;
+	*nlost = 0;
+	if (nown == 0)
+		return STORE_OK;
+	sbuf pb = {0}, eb = {0};
+	owned_epoch_arrays(&pb, &eb, own, nown);
+	const char *p[3] = {st->topic, sbuf_str(&pb), sbuf_str(&eb)};
+	PGresult *r = exec_params(st, sql, 3, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	*rows = calloc(nown, sizeof **rows);
+	*lost = calloc(nown, sizeof **lost);
+	if (!*rows || !*lost) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
+	for (int row = 0; row < PQntuples(r) && *nrows < nown; row++)
+		read_partition_row(r, row, &(*rows)[(*nrows)++]);
+	for (size_t i = 0; i < nown; i++) {
+		int found = 0;
+		for (size_t k = 0; k < *nrows && !found; k++)
+			found = (*rows)[k].partition == own[i].partition;
+		if (!found)
+			(*lost)[(*nlost)++] = own[i].partition;
 	}
 done:
 	PQclear(r);
 	sbuf_free(&pb);
+	sbuf_free(&eb);
+	return rc;
+}
+
+#define SQL_UPDATE_OWNED(set)                                                     \
+	"UPDATE txhub.partitions AS tp SET " set " "                                 \
+	"FROM unnest($2::int[], $3::bigint[]) AS o(p, e) "                            \
+	"WHERE tp.topic = $1 AND tp.partition = o.p AND tp.epoch = o.e "              \
+	"RETURNING " PARTITION_COLUMNS
+
+store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
+                         store_partition_row **rows, size_t *nrows, int32_t **lost,
+                         size_t *nlost, char *err, size_t errsz)
+{
+	return update_owned(st, SQL_UPDATE_OWNED("heartbeat_at = now()"), own, nown, rows, nrows,
+	                    lost, nlost, err, errsz);
+}
+
+store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
+                                  size_t errsz)
+{
+	store_partition_row *rows;
+	int32_t *lost;
+	size_t nrows, nlost;
+	store_rc rc = update_owned(st, SQL_UPDATE_OWNED("released_at = now()"), own, nown, &rows,
+	                           &nrows, &lost, &nlost, err, errsz);
+	free(rows);
+	free(lost);
+	return rc;
+}
+
+store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
+                                  const char *group, char *err, size_t errsz)
+{
+	static const char *sql =
+		"UPDATE txhub.partitions AS tp SET contested_by = $4, contested_at = now() "
+		"FROM unnest($2::int[], $3::bigint[]) AS o(p, e) "
+		"WHERE tp.topic = $1 AND tp.partition = o.p AND tp.epoch = o.e";
+	if (n == 0)
+		return STORE_OK;
+	sbuf pb = {0}, eb = {0};
+	owned_epoch_arrays(&pb, &eb, held, n);
+	const char *p[4] = {st->topic, sbuf_str(&pb), sbuf_str(&eb), group};
+	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
+	sbuf_free(&pb);
+	sbuf_free(&eb);
 	return rc;
 }
 
@@ -551,14 +759,7 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 	if (nown == 0)
 		return STORE_OK;
 	sbuf pb = {0}, eb = {0};
-	sbuf_arr_begin(&pb);
-	sbuf_arr_begin(&eb);
-	for (size_t i = 0; i < nown; i++) {
-		sbuf_arr_int(&pb, own[i].partition);
-		sbuf_arr_int(&eb, own[i].epoch);
-	}
-	sbuf_arr_end(&pb);
-	sbuf_arr_end(&eb);
+	owned_epoch_arrays(&pb, &eb, own, nown);
 	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&eb)};
 	store_rc rc = STORE_OK;
 	PGresult *r = exec_params(st, exclusive ? sql_update : sql_share, 3, p, 0);
@@ -694,11 +895,7 @@ static store_rc store_offsets(store *st, const char *topic, const batch_parts *b
 	sbuf_arr_end(&pb);
 	sbuf_arr_end(&nb);
 	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&nb)};
-	PGresult *r = exec_params(st, sql, 3, p, 0);
-	store_rc rc = STORE_OK;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = classify(st->conn, r, err, errsz);
-	PQclear(r);
+	store_rc rc = exec_command(st, sql, 3, p, err, errsz);
 	sbuf_free(&pb);
 	sbuf_free(&nb);
 	return rc;
@@ -774,9 +971,12 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 				continue;
 			e->existed = 1;
 			if (rules_status_parse(PQgetvalue(r, i, 2), &e->cur.status) != 0) {
+				/* a row the hub did not write: the database's fault,
+				 * not the record's */
 				snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
 				         PQgetvalue(r, i, 2));
-				rc = STORE_FATAL;
+				log_one_line(err);
+				rc = STORE_RETRY;
 				goto done;
 			}
 			const char *d = PQgetvalue(r, i, 3);
@@ -1109,10 +1309,7 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 		goto done;
 	owned_array(&pb, kept, nkept);
 	const char *p[1] = {sbuf_str(&pb)};
-	PGresult *r = exec_params(st, sql, 1, p, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = classify(st->conn, r, err, errsz);
-	PQclear(r);
+	rc = exec_command(st, sql, 1, p, err, errsz);
 	if (rc == STORE_OK)
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
@@ -1215,6 +1412,78 @@ done:
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
 	sbuf_free(&kb);
+	free(kept);
+	return rc;
+}
+
+/* ---- missing prepares ---- */
+
+void store_missing_list_clear(store_missing_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->items[i].biz_id);
+		free(l->items[i].message_key);
+		free(l->items[i].decision);
+	}
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t nown,
+                                     int64_t older_than_ms, int limit,
+                                     store_missing_list *out, char *err, size_t errsz)
+{
+	static const char *sql =
+		"UPDATE txhub.messages AS m SET alerted_at = now() "
+		"FROM (SELECT biz_id, message_key FROM txhub.messages "
+		"WHERE status = 'awaiting_prepare' AND src_partition = ANY($1::int[]) "
+		"AND alerted_at IS NULL AND created_at < now() - $2::bigint * interval '1 millisecond' "
+		"ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) d "
+		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
+		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, ''), m.src_partition, "
+		"floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint";
+	if (nown == 0)
+		return STORE_OK;
+	store_owned *kept = NULL;
+	size_t nkept = 0;
+	sbuf pb = {0};
+	PGresult *r = NULL;
+	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	char ms[32], lim[16];
+	snprintf(ms, sizeof ms, "%lld", (long long)older_than_ms);
+	snprintf(lim, sizeof lim, "%d", limit);
+	owned_array(&pb, kept, nkept);
+	const char *p[3] = {sbuf_str(&pb), ms, lim};
+	r = exec_params(st, sql, 3, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK) {
+		rollback(st);
+		goto done;
+	}
+	size_t rows = (size_t)PQntuples(r);
+	if (rows > 0 && !(out->items = calloc(rows, sizeof *out->items))) {
+		/* flagged but not listed: these alerts are only lost from the log */
+		snprintf(err, errsz, "out of memory listing missing prepares");
+		rc = STORE_RETRY;
+		goto done;
+	}
+	for (size_t i = 0; i < rows; i++) {
+		store_missing *m = &out->items[out->n++];
+		m->biz_id = strdup(PQgetvalue(r, (int)i, 0));
+		m->message_key = strdup(PQgetvalue(r, (int)i, 1));
+		m->decision = strdup(PQgetvalue(r, (int)i, 2));
+		m->partition = (int32_t)atoi(PQgetvalue(r, (int)i, 3));
+		m->age_ms = atoll(PQgetvalue(r, (int)i, 4));
+	}
+	out->cap = out->n;
+done:
+	PQclear(r);
+	sbuf_free(&pb);
 	free(kept);
 	return rc;
 }

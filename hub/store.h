@@ -15,14 +15,12 @@
 
 typedef struct store store;
 
-/* Result classes: retriable errors (lost connection, serialization failure,
- * deadlock, a concurrent insert) are worth trying again; permanent ones are
- * not. */
+/* Result classes (CONTRACT §2). Nothing was written unless STORE_OK. */
 typedef enum {
 	STORE_OK = 0,
-	STORE_RETRY = 1,
-	STORE_FATAL = 2,
-	STORE_FENCED = 3, /* store_apply: a partition of the batch is no longer ours */
+	STORE_RETRY = 1,   /* the database's fault or a passing one: try again later */
+	STORE_REFUSED = 2, /* PostgreSQL blames the data (SQLSTATE class 22 or 23) */
+	STORE_FENCED = 3,  /* store_apply: a partition of the batch is no longer ours */
 } store_rc;
 
 /* A control-topic partition this replica owns, at the epoch its assignment
@@ -90,12 +88,53 @@ store_rc store_ensure(store *st, char *err, size_t errsz);
 /* The schema version the database is at (0: txhub never migrated there). */
 store_rc store_schema_version(store *st, int *version, char *err, size_t errsz);
 
+/* A control-topic partition's row in txhub.partitions, as read. */
+typedef struct {
+	int32_t partition;
+	int64_t epoch;             /* 0: no row yet */
+	char owner[128];           /* host/pid of the replica holding the epoch */
+	char group[256];           /* its consumer group ("" when unknown: before 0.4) */
+	int64_t heartbeat_age_ms;  /* since the owner last refreshed it; -1: never */
+	int released;              /* the owner let go cleanly */
+	char contested_by[256];    /* group of a fenced replica waiting for it, or "" */
+	int64_t contested_age_ms;  /* since it last said so; -1: never */
+} store_partition_row;
+
+/* A holder that refreshes its heartbeat at least this often ... */
+#define STORE_HEARTBEAT_MS 5000
+/* ... is taken for gone when it has not for this long. */
+#define STORE_HEARTBEAT_STALE_MS 30000
+
 /* Take ownership of partitions of the control topic: bump each one's epoch
- * and record `owner`. own[i] and next_offset[i] receive partition parts[i]'s
- * new epoch and the first offset not yet applied (-1: none stored yet).
- * Waits for a write in progress by the previous owner to finish. */
-store_rc store_take_partitions(store *st, const char *owner, const int32_t *parts, size_t n,
-                               store_owned *own, int64_t *next_offset, char *err, size_t errsz);
+ * and record `owner` and `group`. own[i] and next_offset[i] receive
+ * partition parts[i]'s new epoch and the first offset not yet applied (-1:
+ * none stored yet); prev[i] (when prev is not NULL) its row as it was
+ * before. Waits for a write in progress by the previous owner to finish. */
+store_rc store_take_partitions(store *st, const char *owner, const char *group,
+                               const int32_t *parts, size_t n, store_owned *own,
+                               int64_t *next_offset, store_partition_row *prev, char *err,
+                               size_t errsz);
+
+/* The rows of these partitions (rows[i] for parts[i]; epoch 0 where none). */
+store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
+                              store_partition_row *rows, char *err, size_t errsz);
+
+/* Refresh the heartbeat of the owned partitions still at their epoch, and
+ * return their rows in *rows (caller frees). The others were taken by
+ * another replica: *lost (caller frees) lists them. */
+store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
+                         store_partition_row **rows, size_t *nrows, int32_t **lost,
+                         size_t *nlost, char *err, size_t errsz);
+
+/* Say that a fenced replica of consumer group `group` waits for these
+ * partitions, held by others at the epochs given. */
+store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
+                                  const char *group, char *err, size_t errsz);
+
+/* Mark these owned partitions released (still at their epoch): a replica
+ * fenced off them may take them back at once. */
+store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
+                                  size_t errsz);
 
 /* Apply a batch in one transaction: state changes by the rules of CONTRACT
  * §3, rejected records, conflicts, and each partition's next offset in
@@ -137,6 +176,30 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  const store_delivery *d, size_t n,
                                  int max_attempts, store_forward_list *failed_out,
                                  char *err, size_t errsz);
+
+/* A message waiting in awaiting_prepare for too long (CONTRACT §7,
+ * alert.awaiting_prepare_ms). Owns its strings. */
+typedef struct {
+	char *biz_id;
+	char *message_key;
+	char *decision;    /* "commit" or "rollback": the decision held */
+	int32_t partition;
+	int64_t age_ms;    /* since the decision arrived */
+} store_missing;
+
+typedef struct {
+	store_missing *items;
+	size_t n, cap;
+} store_missing_list;
+
+void store_missing_list_clear(store_missing_list *l);
+
+/* Mark up to `limit` awaiting_prepare rows of the owned partitions that are
+ * older than older_than_ms and were never alerted, and return them: each
+ * row is returned once, ever. */
+store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t nown,
+                                     int64_t older_than_ms, int limit,
+                                     store_missing_list *out, char *err, size_t errsz);
 
 /* ---- check-backs ---- */
 

@@ -141,6 +141,25 @@ pid_t h_hub_start(h_env *e, const char *const *settings)
 	return spawn(e, run, settings, log);
 }
 
+const char *h_hub_log(char *out, size_t outsz, h_env *e)
+{
+	snprintf(out, outsz, "/tmp/txhub-%s-%d.log", e->name, hub_count);
+	return out;
+}
+
+long h_log_lines(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "cannot read %s", path);
+	char line[8192];
+	long n = 0;
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, needle))
+			n++;
+	fclose(f);
+	return n;
+}
+
 int h_hub_stop(pid_t pid)
 {
 	kill(pid, SIGTERM);

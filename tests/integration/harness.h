@@ -24,6 +24,11 @@ void h_teardown(h_env *e);
 /* Start `txhub run` for e with extra "-X" settings (NULL-terminated list of
  * "key=value"); its log goes to /tmp/txhub-<name>-<n>.log. */
 pid_t h_hub_start(h_env *e, const char *const *settings);
+/* The log file of the hub h_hub_start() started last. */
+const char *h_hub_log(char *out, size_t outsz, h_env *e);
+/* Lines of the file at path that hold needle. */
+long h_log_lines(const char *path, const char *needle);
+
 /* SIGTERM and wait: returns the exit status (or 128+signal). */
 int h_hub_stop(pid_t pid);
 void h_hub_kill(pid_t pid); /* SIGKILL and reap */

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,8 @@ Test(commands, migrate_from_several_replicas_at_once_applies_each_once, .timeout
 		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "migrate %d failed", i);
 	}
 	/* every migration exactly once: versions 1..n, no repeats */
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 2);
-	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 2);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 3);
+	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 3);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 0);
 	h_teardown(&e);
 }
@@ -146,4 +147,36 @@ Test(commands, version_help_and_config_exit_0)
 	cr_assert_eq(txhub_raw(v, err, sizeof err), 0);
 	cr_assert_eq(txhub_raw(h, err, sizeof err), 0);
 	cr_assert_eq(txhub_raw(c, err, sizeof err), 0);
+}
+
+/* SIGHUP, SIGUSR1 and SIGUSR2 used to kill the hub (their default action);
+ * now each is logged, the hub goes on working, and SIGTERM still stops it
+ * cleanly. */
+Test(commands, hup_and_usr_signals_do_not_stop_the_hub, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "sig");
+	char fwd[128], buf[512], log[256];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	pid_t hub = h_hub_start(&e, NULL);
+	h_hub_log(log, sizeof log, &e);
+	h_pause_ms(300); /* in the middle of the start-up */
+	kill(hub, SIGHUP);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", "4", 60000),
+	          "the hub did not get going");
+	kill(hub, SIGUSR1);
+	kill(hub, SIGUSR2);
+	kill(hub, SIGHUP);
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k\","
+	                          "\"payload\":1,\"forward\":{\"topic\":\"%s\"}}", fwd);
+	h_send_str(&e, -1, "k", buf);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages", "sent", 30000),
+	          "the hub stopped working after the signals");
+	cr_assert_eq(waitpid(hub, NULL, WNOHANG), 0, "the hub died");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_geq(h_log_lines(log, "SIGHUP"), 1);
+	cr_assert_eq(h_log_lines(log, "SIGUSR1 ignored"), 1);
+	cr_assert_eq(h_log_lines(log, "SIGUSR2 ignored"), 1);
+	h_teardown(&e);
 }

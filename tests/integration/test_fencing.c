@@ -85,7 +85,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	int64_t next[2];
 
 	/* A takes partitions 0 and 1: first epoch, no offset stored yet */
-	cr_assert_eq(store_take_partitions(t.a, "replica-a", parts, 2, a_own, next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.a, "replica-a", "g", parts, 2, a_own, next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(a_own[0].epoch, 1);
 	cr_assert_eq(a_own[1].epoch, 1);
@@ -101,7 +101,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 
 	/* B takes partition 0 (a rebalance A did not notice) and learns where
 	 * A stopped */
-	cr_assert_eq(store_take_partitions(t.b, "replica-b", parts, 1, b_own, next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.b, "replica-b", "g", parts, 1, b_own, next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(b_own[0].epoch, 2);
 	cr_assert_eq(next[0], 42);
@@ -175,7 +175,7 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 	int32_t p0 = 0;
 	store_owned a_own[1], b_own[1];
 	int64_t next;
-	cr_assert_eq(store_take_partitions(t.a, "a", &p0, 1, a_own, &next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, a_own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	store_record r = rec(0, 0, PREPARE("c0"));
 	cr_assert_eq(apply1(t.a, e.topic, &r, a_own, 1, NULL, NULL), STORE_OK);
@@ -187,7 +187,7 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 	             STORE_OK, "%s", err);
 	cr_assert_eq(l.n, 1);
 	store_check_list_clear(&l);
-	cr_assert_eq(store_take_partitions(t.b, "b", &p0, 1, b_own, &next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.b, "b", "g", &p0, 1, b_own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 
 	/* A's answer (committed) is not written: B asks again */
@@ -232,14 +232,14 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	int32_t p0 = 0;
 	store_owned own[1];
 	int64_t next;
-	cr_assert_eq(store_take_partitions(t.a, "a", &p0, 1, own, &next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	PGresult *r = PQexec(store_conn(t.a), "BEGIN; SELECT epoch FROM txhub.partitions "
 	                                      "FOR NO KEY UPDATE");
 	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(store_conn(t.a)));
 	PQclear(r);
 	/* A now sleeps with the lock; B takes over */
-	cr_assert_eq(store_take_partitions(t.b, "b", &p0, 1, own, &next, err, sizeof err),
+	cr_assert_eq(store_take_partitions(t.b, "b", "g", &p0, 1, own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(own[0].epoch, 2);
 	/* A's session is gone; it reconnects, and its epoch is stale */
@@ -325,5 +325,78 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	}
 	fclose(f);
 	cr_assert_eq(fenced, 1);
+	h_teardown(&e);
+}
+
+/* Wait up to timeout_ms for a line holding needle in the log at path. */
+static int log_shows(const char *path, const char *needle, int timeout_ms)
+{
+	for (int waited = 0; waited <= timeout_ms; waited += 200) {
+		if (h_log_lines(path, needle) > 0)
+			return 1;
+		h_pause_ms(200);
+	}
+	return 0;
+}
+
+/* A hub started by mistake with another consumer group on the same control
+ * topic and database takes every partition. Both hubs say so, naming both
+ * groups; the real hub, fenced, takes its partitions back as soon as the
+ * stray one stops cleanly, or once the stray one's heartbeat is stale when
+ * it is killed, and goes on forwarding. */
+Test(fencing, a_hub_of_another_group_is_named_and_outlived, .timeout = 300)
+{
+	h_env e;
+	h_setup(&e, "groups");
+	char fwd[128], real_log[256], stray_log[256], q[512], stray_group[128], stray_set[160];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(stray_group, sizeof stray_group, "stray_%s", e.name);
+	snprintf(stray_set, sizeof stray_set, "group=%s", stray_group);
+	const char *stray_settings[] = {stray_set, NULL};
+	pid_t real = h_hub_start(&e, NULL);
+	h_hub_log(real_log, sizeof real_log, &e);
+	send_oneshot(&e, "r1", 1, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'r1'",
+	                 "sent", 60000));
+
+	pid_t stray = h_hub_start(&e, stray_settings);
+	h_hub_log(stray_log, sizeof stray_log, &e);
+	snprintf(q, sizeof q, "SELECT count(*) FROM txhub.partitions WHERE group_id = '%s'",
+	         stray_group);
+	cr_assert(h_wait(&e, q, "4", 60000), "the stray hub did not take the partitions");
+	send_oneshot(&e, "s1", 2, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 's1'",
+	                 "sent", 60000), "nothing was processed while the stray hub held");
+	char needle[256];
+	snprintf(needle, sizeof needle, "of consumer group \"%s\", not by this replica's group \"%s\"",
+	         stray_group, e.name);
+	cr_assert(log_shows(real_log, needle, 20000), "the real hub did not name both groups");
+	snprintf(needle, sizeof needle, "a replica of consumer group \"%s\" waits for partition",
+	         e.name);
+	cr_assert(log_shows(stray_log, needle, 20000), "the stray hub did not name both groups");
+
+	/* stopped cleanly: the real hub takes its partitions back at once */
+	cr_assert_eq(h_hub_stop(stray), 0);
+	snprintf(q, sizeof q, "SELECT count(*) FROM txhub.partitions WHERE group_id = '%s'", e.name);
+	cr_assert(h_wait(&e, q, "4", 20000), "the real hub did not take its partitions back");
+	send_oneshot(&e, "r2", 3, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'r2'",
+	                 "sent", 30000));
+
+	/* killed: taken back once its heartbeat is stale (30 s) */
+	stray = h_hub_start(&e, stray_settings);
+	snprintf(q, sizeof q, "SELECT count(*) FROM txhub.partitions WHERE group_id = '%s'",
+	         stray_group);
+	cr_assert(h_wait(&e, q, "4", 60000));
+	h_hub_kill(stray);
+	send_oneshot(&e, "r3", 4, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'r3'",
+	                 "sent", 60000), "the real hub stayed fenced after the stray hub died");
+	cr_assert_geq(h_log_lines(real_log, "the clash over partitions is over"), 1);
+	cr_assert_eq(h_hub_stop(real), 0);
 	h_teardown(&e);
 }

@@ -137,8 +137,10 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 	h_teardown(&e);
 }
 
-/* A record that PostgreSQL itself refuses (here a trigger raises for one
- * message key) does not stop its partition: after a few failed attempts the
+/* A trigger that refuses one message key. While it raises a plain
+ * exception (SQLSTATE P0001, not a data error) the record is the
+ * database's problem: its partition waits, nothing is rejected, the record
+ * after it waits too. Once the same trigger blames the data (23514), the
  * batch is applied one record at a time, the refused record is kept in
  * txhub.rejected with the database's reason, and the others go through. */
 Test(rejects, a_record_postgresql_refuses_is_kept_and_the_rest_goes_on, .timeout = 180)
@@ -158,13 +160,25 @@ Test(rejects, a_record_postgresql_refuses_is_kept_and_the_rest_goes_on, .timeout
 		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"%s\","
 		                          "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", keys[i], fwd);
 		h_send_str(&e, 0, keys[i], buf);
+		h_flush();
+		if (i == 0) /* good-1 stored before the others arrive */
+			cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+			                     "'sent'", "1", 60000), "the first record was not applied");
 	}
-	h_flush();
+	h_pause_ms(4000);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 0,
+	             "a plain exception from a trigger was blamed on the record");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 1,
+	             "the partition did not wait at the refused record");
+	h_query(&e, "CREATE OR REPLACE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql "
+	            "AS $$ BEGIN IF NEW.message_key = 'poison' THEN RAISE EXCEPTION 'no poison here' "
+	            "USING ERRCODE = 'check_violation'; END IF; RETURN NEW; END $$; SELECT 1", buf,
+	            sizeof buf);
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "2",
 	                 60000), "the records around the refused one were not applied");
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'poison'"), 0);
 	h_query(&e, "SELECT reason FROM txhub.rejected WHERE src_offset = 1", buf, sizeof buf);
-	cr_assert(strstr(buf, "PostgreSQL refused the envelope") && strstr(buf, "no poison here"),
+	cr_assert(strstr(buf, "PostgreSQL refused the envelope: 23514: no poison here"),
 	          "reason: %s", buf);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
