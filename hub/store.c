@@ -799,6 +799,41 @@ static void owned_array(sbuf *b, const store_owned *own, size_t n)
 	sbuf_arr_end(b);
 }
 
+/* In one transaction: lock the owned partitions (shared), run sql with $1
+ * the array of those still ours and $2.. the extra parameters, and commit.
+ * On STORE_OK *res holds sql's rows (caller clears) and *nkept how many
+ * partitions were still ours. fmt: 0 text results, 1 binary. */
+static store_rc run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
+                          const char *const *extra, int nextra, int fmt, PGresult **res,
+                          size_t *nkept, char *err, size_t errsz)
+{
+	store_owned *kept = NULL;
+	sbuf pb = {0};
+	const char *p[8];
+	*res = NULL;
+	store_rc rc = begin_owned(st, own, nown, &kept, nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	owned_array(&pb, kept, *nkept);
+	p[0] = sbuf_str(&pb);
+	for (int i = 0; i < nextra && i < 7; i++)
+		p[i + 1] = extra[i];
+	*res = exec_params(st, sql, nextra + 1, p, fmt);
+	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, *res, err, errsz);
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK) {
+		rollback(st);
+		PQclear(*res);
+		*res = NULL;
+	}
+done:
+	sbuf_free(&pb);
+	free(kept);
+	return rc;
+}
+
 typedef struct {
 	int rec;
 	rules_step step;
@@ -1258,37 +1293,21 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = NULL;
-	size_t nkept = 0;
-	PGresult *r = NULL;
-	sbuf pb = {0};
-	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
-	if (rc != STORE_OK)
-		goto done;
 	char lim[16], lease[32];
-	owned_array(&pb, kept, nkept);
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
-	const char *p[3] = {sbuf_str(&pb), lim, lease};
-	r = exec_params(st, sql, 3, p, 1);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
-	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
-	if (rc != STORE_OK) {
-		rollback(st);
-	} else if (collect_forwards(r, 0, -1, out) != 0) {
+	const char *p[2] = {lim, lease};
+	PGresult *r;
+	size_t nkept;
+	store_rc rc = run_owned(st, own, nown, sql, p, 2, 1, &r, &nkept, err, errsz);
+	if (rc == STORE_OK && collect_forwards(r, 0, -1, out) != 0) {
 		/* leased: they fall due again when the lease ends */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
-	} else {
-		if (out->n > 1) /* qsort must not see a NULL base */
-			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+	} else if (rc == STORE_OK && out->n > 1) { /* qsort must not see a NULL base */
+		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 	}
-done:
 	PQclear(r);
-	sbuf_free(&pb);
-	free(kept);
 	return rc;
 }
 
@@ -1444,27 +1463,15 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 		"floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint";
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = NULL;
-	size_t nkept = 0;
-	sbuf pb = {0};
-	PGresult *r = NULL;
-	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
-	if (rc != STORE_OK)
-		goto done;
 	char ms[32], lim[16];
 	snprintf(ms, sizeof ms, "%lld", (long long)older_than_ms);
 	snprintf(lim, sizeof lim, "%d", limit);
-	owned_array(&pb, kept, nkept);
-	const char *p[3] = {sbuf_str(&pb), ms, lim};
-	r = exec_params(st, sql, 3, p, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
-	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
-	if (rc != STORE_OK) {
-		rollback(st);
+	const char *p[2] = {ms, lim};
+	PGresult *r;
+	size_t nkept;
+	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
+	if (rc != STORE_OK)
 		goto done;
-	}
 	size_t rows = (size_t)PQntuples(r);
 	if (rows > 0 && !(out->items = calloc(rows, sizeof *out->items))) {
 		/* flagged but not listed: these alerts are only lost from the log */
@@ -1483,8 +1490,6 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 	out->cap = out->n;
 done:
 	PQclear(r);
-	sbuf_free(&pb);
-	free(kept);
 	return rc;
 }
 
