@@ -767,6 +767,7 @@ Test(envelope_strict, deep_nesting_is_named_with_its_limit, .init = setup, .fini
 	char *s = nested_payload(999, &len);
 	cr_assert_eq(parse_len(s, len), 0, "%s", err);
 	free(s);
+	envelope_free(&env);
 	/* brackets inside strings are not nesting */
 	must_reject("{\"type\":\"prepare\"," BASE ",\"payload\":[\"[[[[\",}", "invalid JSON near byte");
 }
