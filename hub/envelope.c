@@ -1,8 +1,8 @@
 /* envelope.c: the envelope parser. cJSON checks the grammar and builds the
  * tree; a small raw scanner complements it where cJSON loses information:
  * it rejects \u0000 (cJSON silently truncates strings there) and recovers the
- * exact text of a JSON payload, so numbers are forwarded digit for digit
- * rather than re-printed through a double. */
+ * exact text of a JSON payload and of an integer biz_id, so numbers are
+ * forwarded and stored digit for digit rather than through a double. */
 #include "envelope.h"
 
 #include <cjson/cJSON.h>
@@ -118,12 +118,31 @@ static const char *shown(const char *name, char *buf, size_t bufsz)
 	return log_escape(name, strlen(name), buf, bufsz);
 }
 
-static int no_controls(const char *s)
+/* The code point of the first control character in s, or -1: C0, DEL, and
+ * C1 (U+0080..U+009F, which UTF-8 writes as 0xC2 0x80..0x9F; U+0085 is a
+ * line break to some readers). s is valid UTF-8. */
+static long first_control(const char *s)
 {
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (*p < 0x20 || *p == 0x7f)
-			return 0;
-	return 1;
+			return *p;
+		if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			return p[1];
+	}
+	return -1;
+}
+
+/* An id (biz_id, message_key) of 1..max bytes without control characters. */
+static int check_id(const char *field, const char *s, size_t max, char *err, size_t errsz)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > max)
+		return reject(err, errsz, "field \"%s\" must be 1..%zu bytes, got %zu", field, max, n);
+	long c = first_control(s);
+	if (c >= 0)
+		return reject(err, errsz, "field \"%s\" contains the control character U+%04lX",
+		              field, (unsigned long)c);
+	return 0;
 }
 
 /* What cJSON lets through but RFC 8259 (or we) do not: a raw control
@@ -158,6 +177,32 @@ static const char *strict_json_check(const char *p, size_t len)
 		}
 	}
 	return NULL;
+}
+
+/* Does p[0..len) open more than CJSON_NESTING_LIMIT arrays and objects
+ * inside one another? cJSON stops there with nothing but a position; len
+ * ends just after that position, so a deeper level further on does not
+ * count. */
+static int nested_too_deep(const char *p, size_t len)
+{
+	int depth = 0, in_str = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = p[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '"') {
+			in_str = 1;
+		} else if (c == '{' || c == '[') {
+			if (++depth > CJSON_NESTING_LIMIT)
+				return 1;
+		} else if ((c == '}' || c == ']') && depth > 0) {
+			depth--;
+		}
+	}
+	return 0;
 }
 
 /* Raw scanner over text cJSON has already accepted. */
@@ -357,6 +402,35 @@ static int is_whole(double d, double max)
 	return isfinite(d) && d >= 0 && d <= max && floor(d) == d;
 }
 
+/* The largest integer biz_id, 2^53 - 1: the largest integer that every JSON
+ * reader holds exactly (JavaScript's, and any other that reads numbers as
+ * doubles), so no reader of the envelope can take it for another id. */
+#define BIZ_ID_INT_MAX "9007199254740991"
+
+/* An integer biz_id as its decimal text, cut from the raw JSON text so that
+ * nothing goes through a double (which turns 1.00000000000000001 into 1
+ * and 1e-400 into 0): digits only, no sign, fraction or exponent; leading
+ * zeros never get here (strict_json_check refuses them). On success *out
+ * is the text, or NULL when out of memory. */
+static int integer_biz_id(const char *text, size_t len, char **out, char *err, size_t errsz)
+{
+	const char *vs, *ve;
+	if (!raw_member(text, len, "biz_id", &vs, &ve))
+		return reject(err, errsz, "field \"biz_id\" could not be located in the text");
+	if (*vs == '-')
+		return reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
+	for (const char *p = vs; p < ve; p++)
+		if (*p < '0' || *p > '9')
+			return reject(err, errsz, "field \"biz_id\" must be an integer written with digits "
+			                          "only (no fraction or exponent), or a string");
+	size_t n = (size_t)(ve - vs), nmax = strlen(BIZ_ID_INT_MAX);
+	if (n > nmax || (n == nmax && memcmp(vs, BIZ_ID_INT_MAX, n) > 0))
+		return reject(err, errsz, "field \"biz_id\" is an integer above " BIZ_ID_INT_MAX
+		                          "; send it as a string");
+	*out = strndup(vs, n);
+	return 0;
+}
+
 static char *dup_or_null(const char *s)
 {
 	return s ? strdup(s) : NULL;
@@ -403,6 +477,10 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 	root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
 	if (!root) {
 		size_t at = parse_end && parse_end >= text ? (size_t)(parse_end - text) : 0;
+		if (nested_too_deep(text, at < len ? at + 1 : len))
+			return reject(err, errsz, "invalid JSON: nested more than %d levels deep (the "
+			                          "envelope object is the first), near byte %zu",
+			              CJSON_NESTING_LIMIT, at);
 		return reject(err, errsz, "invalid JSON near byte %zu", at);
 	}
 	const char *tail = skip_ws(parse_end, text + len);
@@ -469,32 +547,12 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		goto fail;
 	}
 	if (cJSON_IsString(biz)) {
-		size_t bl = strlen(biz->valuestring);
-		if (bl == 0 || bl > ENVELOPE_BIZ_ID_MAX) {
-			reject(err, errsz, "field \"biz_id\" must be 1..%d bytes, got %zu",
-			       ENVELOPE_BIZ_ID_MAX, bl);
+		if (check_id("biz_id", biz->valuestring, ENVELOPE_BIZ_ID_MAX, err, errsz) != 0)
 			goto fail;
-		}
-		if (!no_controls(biz->valuestring)) {
-			reject(err, errsz, "field \"biz_id\" contains a control character");
-			goto fail;
-		}
 		env->biz_id = strdup(biz->valuestring);
 	} else if (cJSON_IsNumber(biz)) {
-		/* integers below 2^53 are exact in a double; larger ones would be
-		 * silently rounded into another id, so they are refused */
-		if (is_whole(biz->valuedouble, 1e300) && biz->valuedouble > 9007199254740991.0) {
-			reject(err, errsz, "field \"biz_id\" is an integer above 9007199254740991; "
-			                   "send it as a string");
+		if (integer_biz_id(text, len, &env->biz_id, err, errsz) != 0)
 			goto fail;
-		}
-		if (!is_whole(biz->valuedouble, 9007199254740991.0)) {
-			reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
-			goto fail;
-		}
-		char num[32];
-		snprintf(num, sizeof num, "%.0f", biz->valuedouble + 0.0); /* -0 is 0 */
-		env->biz_id = strdup(num);
 	} else {
 		reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
 		goto fail;
@@ -511,16 +569,8 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		reject(err, errsz, "field \"message_key\" must be a string");
 		goto fail;
 	}
-	size_t ml = strlen(mk->valuestring);
-	if (ml == 0 || ml > ENVELOPE_MESSAGE_KEY_MAX) {
-		reject(err, errsz, "field \"message_key\" must be 1..%d bytes, got %zu",
-		       ENVELOPE_MESSAGE_KEY_MAX, ml);
+	if (check_id("message_key", mk->valuestring, ENVELOPE_MESSAGE_KEY_MAX, err, errsz) != 0)
 		goto fail;
-	}
-	if (!no_controls(mk->valuestring)) {
-		reject(err, errsz, "field \"message_key\" contains a control character");
-		goto fail;
-	}
 	if (!(env->message_key = strdup(mk->valuestring)))
 		goto oom;
 
@@ -612,7 +662,7 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 					       shown(h->string, nb, sizeof nb));
 					goto fail;
 				}
-				if (!*h->string || strlen(h->string) > 255 || !no_controls(h->string)) {
+				if (!*h->string || strlen(h->string) > 255 || first_control(h->string) >= 0) {
 					reject(err, errsz, "a forward header name must be 1..255 bytes "
 					                   "without control characters");
 					goto fail;

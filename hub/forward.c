@@ -18,7 +18,7 @@ typedef struct {
 	int32_t partition; /* source partition */
 	int32_t send_attempts;
 	int ok;
-	char error[160];
+	char error[FORWARD_ERROR_MAX];
 } fw_item;
 
 struct forward {
@@ -59,6 +59,27 @@ static void push_done(forward *fw, fw_item *it)
 	fw->done[fw->ndone++] = it;
 }
 
+void forward_describe_failure(char *buf, size_t size, const char *topic, int refused,
+                              rd_kafka_resp_err_t e)
+{
+	/* topic names are checked at intake (a-z A-Z 0-9 . _ -); escaping
+	 * keeps what is stored printable should one ever not be */
+	char tb[FORWARD_TOPIC_MAX * 4 + 1];
+	log_escape(topic, strlen(topic), tb, sizeof tb);
+	const char *what = refused ? "produce to %s refused: %s%s%s" : "delivery to %s failed: %s%s%s";
+	const char *pre = "", *post = "";
+	if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+		/* librdkafka's "Unknown topic or partition" reads like a
+		 * partition problem */
+		pre = "the broker has no such topic (";
+		post = ")";
+	} else if (e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && !refused) {
+		pre = "the record is larger than the topic or broker allows (";
+		post = "; see max.message.bytes)";
+	}
+	snprintf(buf, size, what, tb, pre, rd_kafka_err2str(e), post);
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
@@ -70,8 +91,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		it->ok = 1;
 	} else {
 		it->ok = 0;
-		snprintf(it->error, sizeof it->error, "delivery to %s failed: %s",
-		         rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+		forward_describe_failure(it->error, sizeof it->error, rd_kafka_topic_name(m->rkt), 0,
+		                         m->err);
 	}
 	push_done(fw, it);
 }
@@ -83,6 +104,27 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+/* librdkafka holds records for a topic the broker says it does not have
+ * for topic.metadata.propagation.max.ms (30 s) after first using it, in
+ * case the topic was just created, and only then fails them as unknown.
+ * With the same 30 s as message.timeout.ms they time out first, and the
+ * reason becomes "Message timed out". A third of the delivery time-out
+ * leaves room for the metadata round trips, unless the user set it. */
+static int set_propagation(const txhub_config *cfg, rd_kafka_conf_t *conf, int64_t timeout_ms,
+                           char *err, size_t errsz)
+{
+	if (timeout_ms <= 0 || kafka_setting(cfg, "topic.metadata.propagation.max.ms"))
+		return 0; /* 0: no delivery time-out, nothing to come first */
+	char v[24], sub[512];
+	snprintf(v, sizeof v, "%lld", (long long)(timeout_ms / 3 < 30000 ? timeout_ms / 3 : 30000));
+	if (rd_kafka_conf_set(conf, "topic.metadata.propagation.max.ms", v, sub, sizeof sub) !=
+	    RD_KAFKA_CONF_OK) {
+		snprintf(err, errsz, "topic.metadata.propagation.max.ms: %s", sub);
+		return -1;
+	}
+	return 0;
+}
+
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
 {
 	forward *fw = calloc(1, sizeof *fw);
@@ -92,12 +134,16 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	}
 	fw->cfg = cfg;
 	fw->al = al;
-	static const char *defaults[] = {
+	char max_bytes[24];
+	snprintf(max_bytes, sizeof max_bytes, "%lld", (long long)kafka_forward_max_bytes(cfg));
+	const char *defaults[] = {
 		"enable.idempotence", "true", /* implies acks=all, ordered retries */
 		"acks", "all",
 		"linger.ms", "5",
 		"message.timeout.ms", "30000",
 		"compression.type", "lz4",
+		/* librdkafka's 1000000 would refuse the largest envelopes' payloads */
+		"message.max.bytes", max_bytes,
 		NULL};
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)
@@ -107,6 +153,10 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	fw->delivery_timeout_ms = 30000;
 	if (rd_kafka_conf_get(conf, "message.timeout.ms", v, &vs) == RD_KAFKA_CONF_OK)
 		fw->delivery_timeout_ms = atoll(v);
+	if (set_propagation(cfg, conf, fw->delivery_timeout_ms, err, errsz) != 0) {
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
 	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, fw);
@@ -172,8 +222,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 			}
 			/* refused outright (too large, bad topic): a failed attempt */
 			it->ok = 0;
-			snprintf(it->error, sizeof it->error, "produce to %s refused: %s", f->topic,
-			         rd_kafka_err2str(e));
+			forward_describe_failure(it->error, sizeof it->error, f->topic, 1, e);
 			push_done(fw, it);
 			break;
 		}

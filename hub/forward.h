@@ -8,6 +8,7 @@
 #ifndef TXHUB_FORWARD_H
 #define TXHUB_FORWARD_H
 
+#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,20 @@
 #include "store.h"
 
 typedef struct forward forward;
+
+/* Longest Kafka topic name. */
+#define FORWARD_TOPIC_MAX 249
+
+/* Room for the reason a forward failed: the longest topic name and
+ * librdkafka's longest error text (133 bytes in 2.0.2) with our words
+ * around them; a unit test checks every error code fits. */
+#define FORWARD_ERROR_MAX 512
+
+/* Write why a forward to topic failed (refused: by rd_kafka_producev, else
+ * in its delivery report) to buf, for last_error, the alert and the log:
+ * printable ASCII, naming an unknown topic as such. Pure; any thread. */
+void forward_describe_failure(char *buf, size_t size, const char *topic, int refused,
+                              rd_kafka_resp_err_t e);
 
 /* Forwards that end `failed` are reported through al (may be NULL). */
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);

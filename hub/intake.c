@@ -375,12 +375,24 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, char *err, size_
 	}
 	in->cfg = cfg;
 	in->hooks = hooks;
-	static const char *defaults[] = {
+	/* librdkafka drops the connection on a fetch response larger than
+	 * receive.message.max.bytes and fetches it again, for ever: the
+	 * largest envelope must fit (an explicit setting too small is refused
+	 * at start-up) */
+	char receive[24];
+	int64_t need = kafka_consumer_receive_bytes(cfg);
+	snprintf(receive, sizeof receive, "%lld", (long long)need);
+	const char *defaults[] = {
 		"enable.auto.offset.store", "false", /* we store after the PG commit */
 		"enable.auto.commit", "true",        /* ...and librdkafka commits those */
 		"auto.commit.interval.ms", "1000",
 		"auto.offset.reset", "earliest",     /* a new group reads from the start */
 		"enable.partition.eof", "false",
+		/* partitions added to the control topic are seen at the next
+		 * refresh; librdkafka's default waits 5 minutes */
+		"topic.metadata.refresh.interval.ms", "10000",
+		/* last: when librdkafka's default is enough, NULL ends the list */
+		need > 0 ? "receive.message.max.bytes" : NULL, receive,
 		NULL};
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)

@@ -2,6 +2,7 @@
 #include "kafka.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -51,4 +52,59 @@ rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defa
 fail:
 	rd_kafka_conf_destroy(conf);
 	return NULL;
+}
+
+const char *kafka_setting(const txhub_config *cfg, const char *key)
+{
+	for (size_t i = 0; i < cfg->kafka_cnt; i++)
+		if (strcmp(cfg->kafka[i].key, key) == 0)
+			return cfg->kafka[i].value;
+	return NULL;
+}
+
+int64_t kafka_forward_max_bytes(const txhub_config *cfg)
+{
+	return cfg->envelope_max_bytes + KAFKA_RECORD_ROOM;
+}
+
+int64_t kafka_receive_min_bytes(const txhub_config *cfg)
+{
+	return cfg->envelope_max_bytes + KAFKA_FETCH_ROOM;
+}
+
+int64_t kafka_consumer_receive_bytes(const txhub_config *cfg)
+{
+	int64_t need = kafka_receive_min_bytes(cfg);
+	if (need <= KAFKA_RECEIVE_DEFAULT || kafka_setting(cfg, "receive.message.max.bytes"))
+		return 0;
+	const char *fetch = kafka_setting(cfg, "fetch.max.bytes");
+	if (fetch && atoll(fetch) + 512 > need)
+		need = atoll(fetch) + 512;
+	return need;
+}
+
+/* An explicit kafka.<key> of at least need; the value is read back from
+ * conf, where librdkafka has checked it is an integer. */
+static int at_least(const txhub_config *cfg, const rd_kafka_conf_t *conf, const char *key,
+                    int64_t need, const char *what, char *err, size_t errsz)
+{
+	char v[32];
+	size_t vs = sizeof v;
+	if (!kafka_setting(cfg, key) || rd_kafka_conf_get(conf, key, v, &vs) != RD_KAFKA_CONF_OK ||
+	    atoll(v) >= need)
+		return 0;
+	snprintf(err, errsz, "kafka.%s: %s is too small for envelope.max_bytes (%lld): %s needs at "
+	         "least %lld; raise it, or leave kafka.%s unset and txhub derives it",
+	         key, v, (long long)cfg->envelope_max_bytes, what, (long long)need, key);
+	return -1;
+}
+
+int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, char *err,
+                       size_t errsz)
+{
+	if (at_least(cfg, conf, "message.max.bytes", kafka_forward_max_bytes(cfg),
+	             "forwarding the largest envelope's payload", err, errsz) != 0)
+		return -1;
+	return at_least(cfg, conf, "receive.message.max.bytes", kafka_receive_min_bytes(cfg),
+	                "reading the largest envelope from the control topic", err, errsz);
 }

@@ -5,6 +5,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -13,5 +14,51 @@
  * override the defaults). NULL with the offending key in err. */
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,
                                 char *err, size_t errsz);
+
+/* The value of kafka.<key> as set by the user (file, -X), or NULL. The
+ * pointer lives as long as cfg's kafka list is not changed. */
+const char *kafka_setting(const txhub_config *cfg, const char *key);
+
+/* What a forwarded record adds to the bytes its envelope carried. Its value,
+ * key and headers are all cut from one envelope (a string payload decodes
+ * to fewer bytes than it is written with, an integer biz_id is its digits),
+ * so together they are at most envelope.max_bytes. Kafka's framing adds, in
+ * librdkafka's reckoning, 36 bytes of record overhead, two length varints
+ * of at most 5 bytes per header (ENVELOPE_HEADERS_MAX plus txhub's two) and
+ * the names of txhub's two headers (29 bytes): 725 bytes, rounded up. */
+#define KAFKA_RECORD_ROOM 1024
+
+/* What a fetch response holding one envelope adds to it: the control
+ * record's key and headers (which producers choose) and Kafka's framing. */
+#define KAFKA_FETCH_ROOM 65536
+
+/* librdkafka's default receive.message.max.bytes (when fetch.max.bytes is
+ * left at its default). */
+#define KAFKA_RECEIVE_DEFAULT 100000000
+
+/* The forward producer's message.max.bytes: librdkafka refuses to produce a
+ * record larger than that, so it is derived from envelope.max_bytes
+ * (envelope.max_bytes + KAFKA_RECORD_ROOM) unless kafka.message.max.bytes
+ * is set. */
+int64_t kafka_forward_max_bytes(const txhub_config *cfg);
+
+/* The least receive.message.max.bytes with which the consumer can fetch an
+ * envelope of envelope.max_bytes: envelope.max_bytes + KAFKA_FETCH_ROOM. */
+int64_t kafka_receive_min_bytes(const txhub_config *cfg);
+
+/* The consumer's receive.message.max.bytes when librdkafka's own would be
+ * too small for the largest envelope, else 0 (leave librdkafka's, which
+ * follows fetch.max.bytes). Never below an explicit kafka.fetch.max.bytes
+ * + 512, which librdkafka would refuse. */
+int64_t kafka_consumer_receive_bytes(const txhub_config *cfg);
+
+/* Refuse kafka.* settings too small for envelope.max_bytes: an explicit
+ * kafka.message.max.bytes below kafka_forward_max_bytes() (every large
+ * envelope would be stored and then never forwarded) or
+ * kafka.receive.message.max.bytes below kafka_receive_min_bytes(). conf is
+ * built from cfg without defaults (main.c's probe). Returns 0, or -1 with
+ * both keys named in err. */
+int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, char *err,
+                       size_t errsz);
 
 #endif

@@ -140,7 +140,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub: %s\n", err);
 		goto out;
 	}
+	/* ...and so is a kafka.* limit that disagrees with envelope.max_bytes:
+	 * envelopes would be accepted and committed, then never forwarded */
+	int limits = kafka_check_limits(&cfg, probe, err, sizeof err);
 	rd_kafka_conf_destroy(probe);
+	if (limits != 0) {
+		fprintf(stderr, "txhub: %s\n", err);
+		goto out;
+	}
 	log_level lvl = LOG_INFO;
 	log_level_parse(cfg.log_level, &lvl);
 	log_set_level(lvl);

@@ -1345,7 +1345,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  char *err, size_t errsz)
 {
 	static const char *sql_sent =
-		"UPDATE txhub.messages AS m SET send_status = 'sent', updated_at = now() "
+		"UPDATE txhub.messages AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($3::int[])";

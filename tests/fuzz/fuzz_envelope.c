@@ -1,8 +1,8 @@
 /* fuzz_envelope.c: libFuzzer target for the envelope parser, the first
  * thing every control-topic record meets. Besides crashes and sanitizer
  * reports it checks what the rest of the hub relies on: an accepted
- * envelope holds bounded, valid UTF-8 ids without control characters and a
- * known type; a rejection says why in printable text. */
+ * envelope holds bounded, valid UTF-8 ids without control characters (C0,
+ * DEL or C1) and a known type; a rejection says why in printable text. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +20,11 @@ static void check_id(const char *s, size_t max)
 	size_t n = strlen(s);
 	check(n >= 1 && n <= max);
 	check(envelope_valid_utf8((const unsigned char *)s, n));
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		check((unsigned char)s[i] >= 0x20 && s[i] != 0x7f);
+		/* C1 controls U+0080..U+009F are 0xC2 0x80..0x9F in UTF-8 */
+		check(!((unsigned char)s[i] == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] <= 0x9f));
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

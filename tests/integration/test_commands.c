@@ -138,6 +138,27 @@ Test(commands, kafka_property_unknown_to_librdkafka_exits_2)
 	cr_assert(strstr(err, "kafka.acks") != NULL, "stderr: %s", err);
 }
 
+/* A kafka.* limit too small for envelope.max_bytes would let the hub
+ * accept and commit envelopes it can never forward (or never read): it is
+ * a configuration error, naming both keys. */
+Test(commands, kafka_limits_below_envelope_max_bytes_exit_2_naming_both_keys)
+{
+	char err[4096];
+	const char *a1[] = {"run", "-X", "kafka.message.max.bytes=1000000", NULL};
+	cr_assert_eq(txhub_raw(a1, err, sizeof err), 2, "stderr: %s", err);
+	cr_assert(strstr(err, "kafka.message.max.bytes") && strstr(err, "envelope.max_bytes (1048576)") &&
+	          strstr(err, "1049600"), "stderr: %s", err);
+	const char *a2[] = {"run", "-X", "envelope.max_bytes=2000000", "-X",
+	                    "kafka.message.max.bytes=2000000", NULL};
+	cr_assert_eq(txhub_raw(a2, err, sizeof err), 2, "stderr: %s", err);
+	cr_assert(strstr(err, "kafka.message.max.bytes") && strstr(err, "envelope.max_bytes"),
+	          "stderr: %s", err);
+	const char *a3[] = {"run", "-X", "kafka.receive.message.max.bytes=1000000", NULL};
+	cr_assert_eq(txhub_raw(a3, err, sizeof err), 2, "stderr: %s", err);
+	cr_assert(strstr(err, "kafka.receive.message.max.bytes") && strstr(err, "envelope.max_bytes"),
+	          "stderr: %s", err);
+}
+
 Test(commands, version_help_and_config_exit_0)
 {
 	char err[4096];

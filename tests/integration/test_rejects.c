@@ -38,6 +38,13 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 	snprintf(euro, sizeof euro, "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\","
 	                            "\"payload\":1,\"forward\":{\"topic\":\"t\",\"headers\":"
 	                            "{\"%s\":\"1\",\"%s\":\"2\"}}}", euros, euros);
+	/* 1,500 arrays inside one another: cJSON stops at 1,000 levels */
+	static char deep[3300];
+	int dn = snprintf(deep, sizeof deep, "{\"type\":\"rollback\",\"biz_id\":\"b\","
+	                                     "\"message_key\":\"deep\",\"x\":");
+	memset(deep + dn, '[', 1500);
+	memset(deep + dn + 1500, ']', 1500);
+	deep[dn + 3000] = '}';
 	static const char garbage[] = "\x00\x01\xfe\xff\x80garbage\x00";
 	const char *P = "\"payload\":\"p\",\"forward\":{\"topic\":\"t\"}";
 	char cases_buf[40][256];
@@ -85,6 +92,14 @@ Test(rejects, forty_kinds_of_malformed_record_are_kept_with_a_reason, .timeout =
 		S("{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,\"forward\":{\"topic\":\"t\",\"headers\":{\"txhub-biz-id\":\"x\"}}}", "reserved"),
 		S("{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1}", "one-shot"),
 		{euro, 0, 0, "appears more than once"},
+		{deep, 0, 0, "nested more than 1000 levels deep"},
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\xc2\x85\",\"message_key\":\"k\"}",
+		  "control character U+0085"),
+		S("{\"type\":\"rollback\",\"biz_id\":\"b\",\"message_key\":\"k\\u0085\"}",
+		  "control character U+0085"),
+		S("{\"type\":\"rollback\",\"biz_id\":1.00000000000000001,\"message_key\":\"k\"}",
+		  "digits only"),
+		S("{\"type\":\"rollback\",\"biz_id\":1e-400,\"message_key\":\"k\"}", "digits only"),
 	};
 	(void)P;
 	size_t ncases = sizeof cases / sizeof cases[0];

@@ -583,6 +583,23 @@ static const bad_case bad_cases[] = {
 	BAD("biz_id escaped control", PREP_BIZ("\"\\u0001\""), "\"biz_id\""),
 	BAD("biz_id DEL", PREP_BIZ("\"a\x7f\""), "\"biz_id\""),
 	BAD("biz_id raw control byte", PREP_BIZ("\"a\x1f\""), "control character"),
+	/* C1 controls, U+0080..U+009F: raw (0xC2 0x80..0x9F) and escaped */
+	BAD("biz_id NEL U+0085", PREP_BIZ("\"a\xc2\x85\""), "control character U+0085"),
+	BAD("biz_id U+0080", PREP_BIZ("\"\xc2\x80\""), "control character U+0080"),
+	BAD("biz_id U+009F", PREP_BIZ("\"a\xc2\x9f" "b\""), "control character U+009F"),
+	BAD("biz_id escaped NEL", PREP_BIZ("\"a\\u0085\""), "control character U+0085"),
+	/* an integer biz_id: digits only, taken as written, never rounded */
+	BAD("biz_id 1.00000000000000001", PREP_BIZ("1.00000000000000001"), "digits only"),
+	BAD("biz_id 9007199254740990.6", PREP_BIZ("9007199254740990.6"), "digits only"),
+	BAD("biz_id 1e-400", PREP_BIZ("1e-400"), "digits only"),
+	BAD("biz_id 1.0", PREP_BIZ("1.0"), "digits only"),
+	BAD("biz_id 1e3", PREP_BIZ("1e3"), "digits only"),
+	BAD("biz_id 1E+2", PREP_BIZ("1E+2"), "digits only"),
+	BAD("biz_id 0.0", PREP_BIZ("0.0"), "digits only"),
+	BAD("biz_id -0", PREP_BIZ("-0"), "non-negative integer"),
+	BAD("biz_id 9007199254740992", PREP_BIZ("9007199254740992"), "send it as a string"),
+	BAD("biz_id 20 digits", PREP_BIZ("12345678901234567890"), "send it as a string"),
+	BAD("biz_id leading zero", PREP_BIZ("007"), "leading zero"),
 	/* message_key */
 	BAD("missing message_key", "{\"type\":\"commit\",\"biz_id\":\"b\"}", "\"message_key\""),
 	BAD("message_key empty", PREP_MK("\"\""), "\"message_key\""),
@@ -592,6 +609,8 @@ static const bad_case bad_cases[] = {
 	BAD("message_key tab", PREP_MK("\"a\\tb\""), "\"message_key\""),
 	BAD("message_key carriage return", PREP_MK("\"a\\r\""), "\"message_key\""),
 	BAD("message_key DEL", PREP_MK("\"\\u007f\""), "\"message_key\""),
+	BAD("message_key NEL U+0085", PREP_MK("\"k\xc2\x85\""), "control character U+0085"),
+	BAD("message_key escaped U+009B", PREP_MK("\"k\\u009b\""), "control character U+009B"),
 	/* payload */
 	BAD("payload and payload_base64", PREP(",\"payload_base64\":\"AA==\""), "payload_base64"),
 	BAD("bad base64 character", PREP_B64("\"AA$A\""), "payload_base64"),
@@ -631,6 +650,7 @@ static const bad_case bad_cases[] = {
 	BAD("header reserved prefix any case", PREP_HDR("{\"TxHub-Message-Key\":\"x\"}"), "reserved"),
 	BAD("header name empty", PREP_HDR("{\"\":\"x\"}"), "header name"),
 	BAD("header name with control", PREP_HDR("{\"a\\nb\":\"x\"}"), "header name"),
+	BAD("header name with C1 control", PREP_HDR("{\"a\xc2\x85\":\"x\"}"), "header name"),
 	BAD("rollback with a bad forward", "{\"type\":\"rollback\"," BASE ",\"forward\":5}", "\"forward\""),
 	/* checkback */
 	BAD("checkback not an object", PREP_CB("\"http://a/\""), "\"checkback\""),
@@ -693,10 +713,63 @@ Test(envelope_strict, biz_id_above_2_pow_53_is_rejected_not_rounded, .init = set
 	cr_assert_str_eq(env.biz_id, "9007199254740991");
 }
 
-Test(envelope_strict, biz_id_minus_zero_is_stored_as_zero, .init = setup, .fini = teardown)
+Test(envelope_strict, integer_biz_id_is_its_digits_as_written, .init = setup, .fini = teardown)
 {
-	must_accept(PREP_BIZ("-0"));
-	cr_assert_str_eq(env.biz_id, "0");
+	/* cJSON reads each of these as a double that is a whole number; the
+	 * id is the text, so they are refused instead of rounded */
+	const char *rounded[] = {"1.00000000000000001", "9007199254740990.6", "1e-400", "-0", NULL};
+	for (const char **r = rounded; *r; r++) {
+		char buf[256];
+		snprintf(buf, sizeof buf, PREP_BIZ("%s"), *r);
+		cr_assert_eq(parse(buf), -1, "%s accepted as biz_id %s", *r, env.biz_id);
+		envelope_free(&env);
+	}
+	must_accept(PREP_BIZ(" 9007199254740990 "));
+	cr_assert_str_eq(env.biz_id, "9007199254740990");
+}
+
+Test(envelope_strict, characters_just_outside_c1_are_accepted, .init = setup, .fini = teardown)
+{
+	/* U+00A0 (0xC2 0xA0) and U+007E border the refused ranges */
+	must_accept(PREP_BIZ("\"~\xc2\xa0\xc2\xbf\""));
+	cr_assert_str_eq(env.biz_id, "~\xc2\xa0\xc2\xbf");
+	envelope_free(&env);
+	must_accept(PREP_MK("\"\\u00a0\""));
+	cr_assert_str_eq(env.message_key, "\xc2\xa0");
+}
+
+/* A document nested deeper than cJSON reads: `depth` arrays in the payload. */
+static char *nested_payload(int depth, size_t *len)
+{
+	const char *head = "{\"type\":\"prepare\"," BASE "," FWD ",\"payload\":";
+	size_t hl = strlen(head);
+	char *s = malloc(hl + 2 * (size_t)depth + 3);
+	cr_assert_not_null(s);
+	memcpy(s, head, hl);
+	memset(s + hl, '[', (size_t)depth);
+	memset(s + hl + depth, ']', (size_t)depth);
+	memcpy(s + hl + 2 * (size_t)depth, "}", 2);
+	*len = hl + 2 * (size_t)depth + 1;
+	return s;
+}
+
+Test(envelope_strict, deep_nesting_is_named_with_its_limit, .init = setup, .fini = teardown)
+{
+	size_t len;
+	int depths[] = {1000, 10000};
+	for (int i = 0; i < 2; i++) {
+		char *s = nested_payload(depths[i], &len);
+		cr_assert_eq(parse_len(s, len), -1);
+		cr_assert(strstr(err, "nested more than 1000 levels deep"), "%d levels: %s", depths[i], err);
+		free(s);
+	}
+	/* 999 arrays inside the envelope object: 1000 levels, the limit */
+	char *s = nested_payload(999, &len);
+	cr_assert_eq(parse_len(s, len), 0, "%s", err);
+	free(s);
+	envelope_free(&env);
+	/* brackets inside strings are not nesting */
+	must_reject("{\"type\":\"prepare\"," BASE ",\"payload\":[\"[[[[\",}", "invalid JSON near byte");
 }
 
 Test(envelope_strict, escaped_payload_name_keeps_big_integer, .init = setup, .fini = teardown)
