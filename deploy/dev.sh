@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 . deploy/packages.sh
 packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
-          libcurl4-openssl-dev libssl-dev libcriterion-dev postgresql kcat)
+          libcurl4-openssl-dev libssl-dev libcriterion-dev libmicrohttpd-dev postgresql kcat)
 
 
 b=${TXHUB_BUILD:-build}   # build directory

@@ -24,6 +24,7 @@
 #include "backoff.h"
 #include "fault.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 #include "txhub.h"
 
@@ -46,6 +47,7 @@ typedef struct {
 	struct curl_slist *headers;
 	char *biz_id, *message_key;
 	int32_t partition, claimed_attempts;
+	int64_t started_ms;
 	char *body;
 	size_t body_len;
 	int too_long;
@@ -73,6 +75,7 @@ struct checkback {
 	uint64_t want_gen;  /* bumped by every checkback_assign() */
 	uint64_t acked_gen; /* the generation the thread has acted on */
 	int stopping;
+	const txhub_config *next_cfg; /* a reload's, for the thread to take up */
 	checkback_stats stats;
 
 	/* the thread's own */
@@ -294,6 +297,7 @@ static void start_check(checkback *cb, const store_check *c)
 		            CHECK_FAILED,
 		            "no check-back URL: the prepare named none and checkback.default_url is empty",
 		            0);
+		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
 		return;
 	}
 	if (!checkback_url_allowed(cb->cfg->checkback_allow, base)) {
@@ -301,6 +305,7 @@ static void start_check(checkback *cb, const store_check *c)
 		         log_escape(base, strlen(base), esc, sizeof esc));
 		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
 		            CHECK_FAILED, why, 0);
+		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
 		return;
 	}
 	slot *s = NULL;
@@ -359,6 +364,7 @@ static void start_check(checkback *cb, const store_check *c)
 		slot_reset(cb, s);
 		return;
 	}
+	s->started_ms = mono_ms();
 	count(cb, &cb->stats.requests);
 }
 
@@ -385,6 +391,9 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 		a = checkback_parse_answer(code, s->body ? s->body : "", s->body_len, reason,
 		                           sizeof reason);
 	}
+	static const metrics_checkback outcome[] = {METRICS_CB_COMMITTED, METRICS_CB_ROLLED_BACK,
+	                                            METRICS_CB_UNDECIDED, METRICS_CB_ERROR};
+	metrics_checkback_done(outcome[a], mono_ms() - s->started_ms);
 	switch (a) {
 	case CHECKBACK_COMMITTED:
 		count(cb, &cb->stats.committed);
@@ -399,12 +408,9 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	case CHECKBACK_UNDECIDED:
 	case CHECKBACK_ERROR: {
 		count(cb, a == CHECKBACK_UNDECIDED ? &cb->stats.undecided : &cb->stats.errors);
-		char eb[80], ek[300];
-		log_msg(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG,
-		        "checkback: biz_id=%s message_key=%s attempt %d: %s",
-		        log_escape(s->biz_id, strlen(s->biz_id), eb, sizeof eb),
-		        log_escape(s->message_key, strlen(s->message_key), ek, sizeof ek),
-		        s->claimed_attempts + 1, reason);
+		log_about about = {s->biz_id, s->message_key, s->partition};
+		log_msg_about(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG, "checkback", &about,
+		              "attempt %d: %s", s->claimed_attempts + 1, reason);
 		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
 		               reason);
 		break;
@@ -535,6 +541,10 @@ static void *run(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&cb->mu);
 		int stopping = cb->stopping;
+		if (cb->next_cfg) {
+			cb->cfg = cb->next_cfg;
+			cb->next_cfg = NULL;
+		}
 		pthread_mutex_unlock(&cb->mu);
 		if (stopping)
 			break;
@@ -684,6 +694,14 @@ void checkback_stop(checkback *cb)
 	curl_multi_wakeup(cb->multi);
 	pthread_join(cb->thread, NULL);
 	destroy(cb);
+}
+
+void checkback_reconfigure(checkback *cb, const txhub_config *cfg)
+{
+	pthread_mutex_lock(&cb->mu);
+	cb->next_cfg = cfg;
+	pthread_mutex_unlock(&cb->mu);
+	curl_multi_wakeup(cb->multi);
 }
 
 checkback_stats checkback_get_stats(checkback *cb)

@@ -59,6 +59,11 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
  * the main thread. */
 void checkback_assign(checkback *cb, const store_owned *partitions, size_t n);
 
+/* A reload: the thread takes up cfg (which must outlive the checker) at
+ * its next turn; requests in flight finish as they started. Keys that
+ * cannot change while running are the same in cfg. */
+void checkback_reconfigure(checkback *cb, const txhub_config *cfg);
+
 /* Stop the thread (requests in flight are dropped and their rows made due
  * again) and free everything. */
 void checkback_stop(checkback *cb);

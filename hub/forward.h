@@ -36,6 +36,9 @@ void forward_describe_failure(char *buf, size_t size, const char *topic, int ref
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);
 void forward_destroy(forward *fw);
 
+/* A reload: forward.* tuning from cfg (which must outlive fw) from now on. */
+void forward_reconfigure(forward *fw, const txhub_config *cfg);
+
 /* The producer's delivery time-out (message.timeout.ms), for the lease. */
 int64_t forward_delivery_timeout_ms(const forward *fw);
 

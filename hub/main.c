@@ -39,6 +39,58 @@ static void usage(FILE *out)
 	fprintf(out, "\nexit status: 0 done, 1 run-time failure, 2 bad usage or configuration\n");
 }
 
+/* Where the configuration comes from: the file, then the environment,
+ * then the -X settings, as at start-up and again on SIGHUP. */
+typedef struct {
+	const char *file;
+	char **sets;
+	int nsets;
+} config_source;
+
+/* Fill cfg (initialised) from src and check it. Returns 0, or -1 with a
+ * message naming the key in err. */
+static int load_config(const config_source *src, txhub_config *cfg, char *err, size_t errsz)
+{
+	if (src->file && *src->file && config_load_file(cfg, src->file, err, errsz) != 0)
+		return -1;
+	if (config_load_env(cfg, err, errsz) != 0)
+		return -1;
+	for (int i = 0; i < src->nsets; i++) {
+		const char *kv = src->sets[i], *eq = strchr(kv, '=');
+		char key[256];
+		if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key) {
+			snprintf(err, errsz, "-X %s: expected key=value", kv);
+			return -1;
+		}
+		memcpy(key, kv, (size_t)(eq - kv));
+		key[eq - kv] = '\0';
+		if (config_set(cfg, key, eq + 1, err, errsz) != 0)
+			return -1;
+	}
+	if (config_validate(cfg, err, errsz) != 0)
+		return -1;
+	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is
+	 * a configuration error (exit 2), not a failure after start-up */
+	rd_kafka_conf_t *probe = kafka_conf_new(cfg, NULL, err, errsz);
+	if (!probe)
+		return -1;
+	/* ...and so is a kafka.* limit that disagrees with envelope.max_bytes:
+	 * envelopes would be accepted and committed, then never forwarded */
+	int limits = kafka_check_limits(cfg, probe, err, errsz);
+	rd_kafka_conf_destroy(probe);
+	return limits;
+}
+
+/* hub_run's reload: the configuration again, from the same sources. */
+static int reload_config(void *ctx, txhub_config *cfg, char *err, size_t errsz)
+{
+	if (config_init(cfg) != 0) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	return load_config(ctx, cfg, err, errsz);
+}
+
 int main(int argc, char **argv)
 {
 	txhub_config cfg;
@@ -107,50 +159,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
 	}
-	if (file && *file && config_load_file(&cfg, file, err, sizeof err) != 0) {
+	config_source src = {file, sets, nsets};
+	if (load_config(&src, &cfg, err, sizeof err) != 0) {
 		fprintf(stderr, "txhub: %s\n", err);
 		goto out;
 	}
-	if (config_load_env(&cfg, err, sizeof err) != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	for (int i = 0; i < nsets; i++) {
-		char *eq = strchr(sets[i], '=');
-		if (!eq || eq == sets[i]) {
-			fprintf(stderr, "txhub: -X %s: expected key=value\n", sets[i]);
-			goto out;
-		}
-		*eq = '\0';
-		int rc = config_set(&cfg, sets[i], eq + 1, err, sizeof err);
-		*eq = '=';
-		if (rc != 0) {
-			fprintf(stderr, "txhub: %s\n", err);
-			goto out;
-		}
-	}
-	if (config_validate(&cfg, err, sizeof err) != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is a
-	 * configuration error (exit 2), not a failure after start-up */
-	rd_kafka_conf_t *probe = kafka_conf_new(&cfg, NULL, err, sizeof err);
-	if (!probe) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	/* ...and so is a kafka.* limit that disagrees with envelope.max_bytes:
-	 * envelopes would be accepted and committed, then never forwarded */
-	int limits = kafka_check_limits(&cfg, probe, err, sizeof err);
-	rd_kafka_conf_destroy(probe);
-	if (limits != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	log_level lvl = LOG_INFO;
-	log_level_parse(cfg.log_level, &lvl);
-	log_set_level(lvl);
+	config_apply_logging(&cfg);
 
 	if (strcmp(command, "devbroker") == 0) {
 		status = devbroker_main(&cfg, nrest, rest);
@@ -170,7 +184,7 @@ int main(int argc, char **argv)
 		}
 		store_close(st);
 	} else {
-		status = hub_run(&cfg);
+		status = hub_run(&cfg, reload_config, &src);
 	}
 out:
 	config_free(&cfg);
