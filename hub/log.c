@@ -111,6 +111,8 @@ static void emit(log_level lvl, const char *msg, const log_about *about)
 		put(line, sizeof line, &n, "}");
 	} else {
 		snprintf(line, sizeof line, "%s %-5s %s", ts, level_names[lvl], msg);
+		for (char *c = line; (c = strpbrk(c, "\r\n"));) /* one event, one line */
+			*c = ' ';
 	}
 	fprintf(stderr, "%s\n", line);
 }

@@ -1371,7 +1371,15 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS x(b, k, e, ms) "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($6::int[]) "
-		"RETURNING m.send_status = 'failed', " FORWARD_COLUMNS;
+		"RETURNING m.send_status = 'failed' AS gave_up, " FORWARD_COLUMNS ", x.e AS error";
+	/* each failed attempt and each send_failed alert go to the history in
+	 * the same statement; the rows come back as above (error last) */
+	static const char *sql_failed_history =
+		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, "
+		"detail) SELECT biz_id, message_key, 'forward_failed', 'attempt ' || send_attempts "
+		"|| ': ' || error FROM upd UNION ALL SELECT biz_id, message_key, 'alert', "
+		"'send_failed after ' || send_attempts || ' attempt(s): ' || error FROM upd "
+		"WHERE gave_up) SELECT * FROM upd";
 	sbuf ok[2] = {{0}}, bad[4] = {{0}}, kb = {0};
 	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
@@ -1425,7 +1433,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	if (nbad > 0) {
 		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
 		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb)};
-		r = exec_params(st, sql_failed, 6, p, 1);
+		char sql[4096];
+		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
+		r = exec_params(st, sql, 6, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1528,8 +1538,16 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 		"AND alerted_at IS NULL AND created_at < now() - $2::bigint * interval '1 millisecond' "
 		"ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
-		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, ''), m.src_partition, "
-		"floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint";
+		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, '') AS decision, "
+		"m.src_partition, floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint AS age";
+	/* the alert goes to the message's history in the same statement */
+	static const char *sql_history =
+		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
+		"SELECT biz_id, message_key, 'alert', 'prepare_missing: a ' || decision || "
+		"' arrived ' || age / 1000 || ' s ago and its prepare never did' FROM upd) "
+		"SELECT * FROM upd";
+	char full[2048];
+	snprintf(full, sizeof full, sql_history, sql);
 	if (nown == 0)
 		return STORE_OK;
 	char ms[32], lim[16];
@@ -1538,7 +1556,7 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 	const char *p[2] = {ms, lim};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
+	store_rc rc = run_owned(st, own, nown, full, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	size_t rows = (size_t)PQntuples(r);
@@ -1702,7 +1720,19 @@ static const char *SQL_RECORD_CHECKS =
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND m.src_partition = ANY($8::int[]) "
-	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error";
+	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
+	"x.p AS claimed, x.o AS outcome, x.e AS error";
+
+/* ... with the history of each attempt made (a lease given back is none)
+ * and of each check_failed alert, in the same statement. */
+static const char *SQL_RECORD_CHECKS_HISTORY =
+	"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
+	"SELECT biz_id, message_key, 'checkback', 'attempt ' || check_attempts || ': ' || "
+	"CASE outcome WHEN 'committed' THEN 'committed' WHEN 'rolled_back' THEN 'rolled back' "
+	"ELSE coalesce(error, outcome) END FROM upd WHERE check_attempts > claimed "
+	"UNION ALL SELECT biz_id, message_key, 'alert', 'check_failed after ' || check_attempts || "
+	"' attempt(s): ' || coalesce(last_error, '') FROM upd WHERE status = 'check_failed') "
+	"SELECT biz_id, message_key, status, check_attempts, last_error FROM upd";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
                              const store_check_result *res, size_t n,
@@ -1750,7 +1780,9 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	sbuf kb = {0};
 	owned_array(&kb, kept, nkept);
 	const char *p8[8] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb)};
-	r = exec_params(st, SQL_RECORD_CHECKS, 8, p8, 0);
+	char sql[4096];
+	snprintf(sql, sizeof sql, SQL_RECORD_CHECKS_HISTORY, SQL_RECORD_CHECKS);
+	r = exec_params(st, sql, 8, p8, 0);
 	sbuf_free(&kb);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);

@@ -193,6 +193,18 @@ Test(monitor, metrics_count_what_was_sent, .timeout = 180)
 		unlink(path);
 	}
 	free(m);
+	/* the history of each check-back attempt and alert */
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'cb-c-0' "
+	                         "AND event = 'checkback' AND detail = 'attempt 1: committed'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'cb-r-1' "
+	                         "AND event = 'checkback' AND detail = 'attempt 1: rolled back'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'cb-u-2' "
+	                         "AND event = 'checkback' AND detail LIKE 'attempt _: not decided "
+	                         "yet%'"), 2);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'cb-u-2' "
+	                         "AND event = 'alert' AND detail LIKE 'check_failed after 2 %'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key LIKE 'c-%'"),
+	             0, "ordinary steps got history rows");
 	char *b = NULL;
 	cr_assert_eq(get(port, "/healthz", &b), 200);
 	free(b);

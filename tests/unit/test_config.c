@@ -570,3 +570,51 @@ Test(config, example_file_matches_table)
 	free(have);
 	free(want);
 }
+
+/* A reload keeps every key that cannot change while running (and names
+ * it), and takes the others. */
+Test(config, keep_fixed_names_and_restores_what_cannot_change)
+{
+	txhub_config run, next;
+	char err[256], changed[256];
+	cr_assert_eq(config_init(&run), 0);
+	cr_assert_eq(config_init(&next), 0);
+	cr_assert_eq(config_set(&run, "kafka.linger.ms", "5", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "kafka.linger.ms", "50", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "group", "other", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "intake.batch_max", "7", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "log.level", "debug", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "checkback.max_attempts", "3", err, sizeof err), 0);
+	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
+	cr_assert_str_eq(changed, "group, intake.batch_max, kafka.*");
+	cr_assert_str_eq(next.group, "txhub");
+	cr_assert_eq(next.intake_batch_max, 2000);
+	cr_assert_eq(next.kafka_cnt, 1);
+	cr_assert_str_eq(next.kafka[0].value, "5");
+	cr_assert_str_eq(next.log_level, "debug");
+	cr_assert_eq(next.checkback_max_attempts, 3);
+	config_free(&next);
+	cr_assert_eq(config_init(&next), 0);
+	cr_assert_eq(config_set(&next, "kafka.linger.ms", "5", err, sizeof err), 0);
+	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
+	cr_assert_str_eq(changed, "");
+	config_free(&run);
+	config_free(&next);
+}
+
+Test(config, validate_log_format_and_http_listen)
+{
+	txhub_config cfg;
+	char err[256];
+	cr_assert_eq(config_init(&cfg), 0);
+	cr_assert_eq(config_set(&cfg, "log.format", "xml", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "log.format"), "%s", err);
+	cr_assert_eq(config_set(&cfg, "log.format", "json", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "http.listen", "9464", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "http.listen"), "%s", err);
+	cr_assert_eq(config_set(&cfg, "http.listen", "127.0.0.1:9464", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	config_free(&cfg);
+}
