@@ -34,6 +34,18 @@ static int status_word(const char *s, size_t len, checkback_answer *out)
 	return -1;
 }
 
+/* How many top-level members of obj are named "status". cJSON keeps every
+ * duplicate and its lookup returns the first, so a body with two would be
+ * read by whichever member a producer's JSON library happened to put
+ * first: an error, as a field twice in an envelope is. */
+static int status_count(const cJSON *obj)
+{
+	int n = 0;
+	for (const cJSON *c = obj->child; c; c = c->next)
+		n += c->string && strcmp(c->string, "status") == 0;
+	return n;
+}
+
 checkback_answer checkback_parse_answer(long http_status, const char *body, size_t len,
                                         char *reason, size_t reasonsz)
 {
@@ -67,6 +79,8 @@ checkback_answer checkback_parse_answer(long http_status, const char *body, size
 		if (!doc) {
 			snprintf(reason, reasonsz, "unreadable answer: %s",
 			         log_escape(body, len < 64 ? len : 64, esc, sizeof esc));
+		} else if (st && st != doc && status_count(doc) > 1) {
+			snprintf(reason, reasonsz, "the JSON answer has more than one \"status\" field");
 		} else if (!st) {
 			snprintf(reason, reasonsz, "the JSON answer has no \"status\" field");
 		} else if (cJSON_IsString(st)) {

@@ -108,6 +108,40 @@ Test(checkback_answer, everything_else_is_an_error_with_a_reason)
 	}
 }
 
+Test(checkback_answer, a_second_top_level_status_is_an_error)
+{
+	/* cJSON keeps both members and its lookup returns the first: without
+	 * this check the answer would depend on the producer's member order */
+	static const char *const bodies[] = {
+		"{\"status\":\"committed\",\"status\":\"rolled_back\"}",
+		"{\"status\":\"committed\",\"status\":\"committed\"}",
+		"{\"status\":2,\"order\":1,\"status\":3}",
+		"{\"status\":\"rolled_back\",\"st\\u0061tus\":\"committed\"}",
+		"{\"status\":\"committed\",\"status\":null}",
+	};
+	for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+		char reason[256] = "";
+		cr_assert_eq(parse(200, bodies[i], reason, sizeof reason), CHECKBACK_ERROR, "%s",
+		             bodies[i]);
+		cr_assert_str_eq(reason, "the JSON answer has more than one \"status\" field", "%s",
+		                 bodies[i]);
+	}
+	/* only the top level counts, and only that exact name */
+	static const answer_case fine[] = {
+		{"{\"status\":\"committed\",\"detail\":{\"status\":\"x\",\"status\":\"y\"}}",
+		 CHECKBACK_COMMITTED},
+		{"{\"status\":3,\"Status\":2,\"STATUS\":1}", CHECKBACK_ROLLED_BACK},
+		{"{\"items\":[{\"status\":1},{\"status\":2}],\"status\":\"commit\"}",
+		 CHECKBACK_COMMITTED},
+		{"{\"note\":\"a\",\"note\":\"b\",\"status\":\"unknown\"}", CHECKBACK_UNDECIDED},
+	};
+	for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+		char reason[256];
+		cr_assert_eq(parse(200, fine[i].body, reason, sizeof reason), fine[i].want, "%s: %s",
+		             fine[i].body, reason);
+	}
+}
+
 Test(checkback_answer, undecided_says_so)
 {
 	char reason[256];
