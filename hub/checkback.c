@@ -286,12 +286,36 @@ static void slot_reset(checkback *cb, slot *s)
 	set_busy(cb, -1);
 }
 
+/* Read base as libcurl will and hold it against checkback.allow. Returns 0
+ * with u filled (the caller clears it), or settles the row as check_failed,
+ * never requested, and returns -1. */
+static int check_target(checkback *cb, const store_check *c, const char *base,
+                        checkback_url *u)
+{
+	char why[200], esc[512], msg[800];
+	const char *shown = log_escape(base, strlen(base), esc, sizeof esc);
+	if (checkback_url_parse(base, u, why, sizeof why) != 0) {
+		snprintf(msg, sizeof msg, "check-back URL %s cannot be read: %s; not requested", shown,
+		         why);
+	} else if (!checkback_url_permitted(cb->cfg->checkback_allow, u, why, sizeof why)) {
+		snprintf(msg, sizeof msg, "check-back URL %s is outside checkback.allow (%s); "
+		                          "not requested", shown, why);
+		checkback_url_clear(u);
+	} else {
+		return 0;
+	}
+	add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+	            CHECK_FAILED, msg, 0);
+	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	return -1;
+}
+
 /* Start the request for one claimed row, or settle it at once when it may
  * not be asked. */
 static void start_check(checkback *cb, const store_check *c)
 {
 	const char *base = c->url ? c->url : cb->cfg->checkback_default_url;
-	char why[600], esc[512];
+	checkback_url target;
 	if (!base || !*base) {
 		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
 		            CHECK_FAILED,
@@ -300,23 +324,21 @@ static void start_check(checkback *cb, const store_check *c)
 		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
 		return;
 	}
-	if (!checkback_url_allowed(cb->cfg->checkback_allow, base)) {
-		snprintf(why, sizeof why, "check-back URL %s is outside checkback.allow; not requested",
-		         log_escape(base, strlen(base), esc, sizeof esc));
-		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
-		            CHECK_FAILED, why, 0);
-		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	if (check_target(cb, c, base, &target) != 0)
 		return;
-	}
 	slot *s = NULL;
 	for (size_t i = 0; i < cb->nslots && !s; i++)
 		if (!cb->slots[i].busy)
 			s = &cb->slots[i];
-	if (!s)
+	if (!s) {
+		checkback_url_clear(&target);
 		return; /* cannot happen: we never claim more than the free slots */
+	}
 	s->busy = 1;
 	set_busy(cb, +1);
-	char *url = checkback_request_url(base, c->biz_id, c->message_key);
+	/* the URL that was checked, normalized, is the one requested */
+	char *url = checkback_request_url(target.url, c->biz_id, c->message_key);
+	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
 	s->partition = c->partition;
@@ -331,7 +353,7 @@ static void start_check(checkback *cb, const store_check *c)
 		                              c->message_key, sig, sizeof sig) == 0) {
 			snprintf(h, sizeof h, "X-Txhub-Timestamp: %lld", ts);
 			curl_slist_append(s->headers, h);
-			snprintf(h, sizeof h, "X-Txhub-Signature: v1=%s", sig);
+			snprintf(h, sizeof h, "X-Txhub-Signature: v2=%s", sig);
 			curl_slist_append(s->headers, h);
 		}
 	}
@@ -347,6 +369,9 @@ static void start_check(checkback *cb, const store_check *c)
 	}
 	CURL *e = s->easy;
 	curl_easy_setopt(e, CURLOPT_URL, url);
+	/* url's path has no dot segment left; PATH_AS_IS makes libcurl send it
+	 * byte for byte, so that what goes out is what the allow list held */
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);

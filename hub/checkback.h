@@ -10,7 +10,8 @@
  * conditional on the row still being `prepared` at the attempt count it was
  * claimed with, so a decision envelope that arrives meanwhile always wins.
  *
- * The pure helpers below are what the unit tests exercise. */
+ * The pure wire helpers (answers, URLs, the allow list) are in
+ * checkback_proto.h. */
 #ifndef TXHUB_CHECKBACK_H
 #define TXHUB_CHECKBACK_H
 
@@ -18,35 +19,9 @@
 #include <stdint.h>
 
 #include "alert.h"
+#include "checkback_proto.h"
 #include "config.h"
 #include "store.h"
-
-/* The largest answer body read; a longer one is refused as an error. */
-#define CHECKBACK_BODY_MAX 65536
-
-typedef enum {
-	CHECKBACK_COMMITTED,
-	CHECKBACK_ROLLED_BACK,
-	CHECKBACK_UNDECIDED, /* "unknown", "prepared", 1: ask again later */
-	CHECKBACK_ERROR,     /* anything else: also asked again later */
-} checkback_answer;
-
-/* Classify an HTTP answer. For CHECKBACK_UNDECIDED and CHECKBACK_ERROR a
- * printable reason (untrusted bytes escaped) is written to reason. */
-checkback_answer checkback_parse_answer(long http_status, const char *body, size_t len,
-                                        char *reason, size_t reasonsz);
-
-/* The request URL: base with biz_id, message_key, bizID and messageKey
- * appended as percent-encoded query parameters after "?" or "&" (a fragment
- * of base is dropped: it is never sent). Returns a malloc'd string, or NULL
- * when out of memory. */
-char *checkback_request_url(const char *base, const char *biz_id, const char *message_key);
-
-/* Whether url may be requested under the comma-separated prefix list allow
- * (empty: everything). A prefix matches at a boundary: "http://a.example"
- * allows "http://a.example/x" and "http://a.example?x" but not
- * "http://a.example.evil/" or "http://a.example:8080/". */
-int checkback_url_allowed(const char *allow, const char *url);
 
 typedef struct checkback checkback;
 

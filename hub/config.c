@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkback_proto.h"
 #include "envelope.h"
 #include "http.h"
 #include "log.h"
@@ -43,7 +44,8 @@ const config_option config_options[] = {
 	INT("checkback.concurrency", NULL, "64", 1, 10000, checkback_concurrency,
 	    "check-back requests in flight at once"),
 	LSTR("checkback.allow", NULL, "", checkback_allow,
-	    "comma-separated URL prefixes check-backs may go to; empty: any http or https URL"),
+	    "comma-separated URLs check-backs may go to (that path or below it); "
+	    "empty: any http or https URL"),
 	LSTR("checkback.default_url", NULL, "", checkback_default_url,
 	    "check-back URL for prepares that name none"),
 	LSTR("checkback.secret", "TXHUB_CHECKBACK_SECRET", "", checkback_secret,
@@ -246,6 +248,34 @@ int config_load_env(txhub_config *cfg, char *err, size_t errsz)
 	return 0;
 }
 
+/* checkback.allow and checkback.default_url, read by the same parser the
+ * check-back thread uses, so that an entry that could never hold a URL, or
+ * a default URL the list refuses, stops the start instead of failing every
+ * check-back later. */
+static int check_checkback_urls(const txhub_config *cfg, char *err, size_t errsz)
+{
+	char why[400];
+	if (checkback_allow_validate(cfg->checkback_allow, why, sizeof why) != 0) {
+		snprintf(err, errsz, "checkback.allow: %s", why);
+		return -1;
+	}
+	if (!*cfg->checkback_default_url)
+		return 0;
+	checkback_url u;
+	if (checkback_url_parse(cfg->checkback_default_url, &u, why, sizeof why) != 0) {
+		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL: %s",
+		         why);
+		return -1;
+	}
+	int inside = checkback_url_permitted(cfg->checkback_allow, &u, why, sizeof why);
+	checkback_url_clear(&u);
+	if (!inside) {
+		snprintf(err, errsz, "checkback.default_url: outside checkback.allow: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
 	log_level lvl;
@@ -284,33 +314,11 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
 		return -1;
 	}
-	if (*cfg->checkback_default_url && !envelope_valid_url(cfg->checkback_default_url)) {
-		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL");
+	if (check_checkback_urls(cfg, err, errsz) != 0)
 		return -1;
-	}
 	if (*cfg->alert_webhook && !envelope_valid_url(cfg->alert_webhook)) {
 		snprintf(err, errsz, "alert.webhook: must be an http:// or https:// URL");
 		return -1;
-	}
-	if (*cfg->checkback_allow) {
-		char *copy = strdup(cfg->checkback_allow);
-		if (!copy) {
-			snprintf(err, errsz, "checkback.allow: out of memory");
-			return -1;
-		}
-		int bad = 0;
-		char *save = NULL;
-		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			char *p = trim(t);
-			if (*p && !envelope_valid_url(p)) {
-				snprintf(err, errsz, "checkback.allow: \"%s\" is not an http:// or https:// prefix", p);
-				bad = 1;
-				break;
-			}
-		}
-		free(copy);
-		if (bad)
-			return -1;
 	}
 	return 0;
 }

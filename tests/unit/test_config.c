@@ -449,6 +449,58 @@ Test(config, validate_alert_webhook_and_allow)
 	cr_assert(strstr(err, "ftp://b.example/"), "message: %s", err);
 }
 
+/* checkback.allow entries are read by the check-back's own URL parser: an
+ * entry that could never hold a URL safely stops the start (exit 2). */
+Test(config, validate_allow_entries_on_the_parsed_url)
+{
+	static const char *const bad[] = {
+		"http://user@a.example/",      /* userinfo */
+		"http://a.example/x\\y",       /* backslash */
+		"http://2130706433/",          /* a host libcurl rewrites */
+		"http://0x7f000001/",
+		"http://127.1/",
+		"http://a.example/%2e%2e/",    /* hidden dot segment */
+		"http://a.example/cb?x=1",     /* a query: entries hold scheme, host, port, path */
+		"http://a.example/cb#f",
+		"http://a.example:99999/",
+		"https://a.example/, http://[0:0::1]/",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.allow", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.allow"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "HTTP://A.Example:80/cb/, http://[::1]:8080/ok",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, validate_default_url_on_the_parsed_url_and_the_allow_list)
+{
+	static const char *const bad[] = {"http://a.example:99999/", "http://[zz]/check"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.default_url", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.default_url"), "message: %s", err);
+	}
+	/* a default URL the list refuses would fail every prepare without one */
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "http://shop.example/tx", err, sizeof err), 0);
+	static const char *const outside[] = {"http://shop.example/tx/../admin",
+	                                      "http://shop.example/txx", "http://u@shop.example/tx"};
+	for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.default_url", outside[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", outside[i]);
+		cr_assert(strstr(err, "checkback.default_url") && strstr(err, "checkback.allow"),
+		          "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "checkback.default_url", "http://SHOP.example:80/tx/check",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
 Test(config, validate_backoff_max_below_backoff)
 {
 	cr_assert_eq(config_set(&cfg, "checkback.backoff_ms", "20000", err, sizeof err), 0);
