@@ -130,15 +130,9 @@ static int set_propagation(const txhub_config *cfg, rd_kafka_conf_t *conf, int64
 	return 0;
 }
 
-forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *delivery_timeout_ms,
+                                       char *err, size_t errsz)
 {
-	forward *fw = calloc(1, sizeof *fw);
-	if (!fw) {
-		snprintf(err, errsz, "out of memory");
-		return NULL;
-	}
-	fw->cfg = cfg;
-	fw->al = al;
 	char max_bytes[24];
 	snprintf(max_bytes, sizeof max_bytes, "%lld", (long long)kafka_forward_max_bytes(cfg));
 	const char *defaults[] = {
@@ -152,16 +146,31 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		NULL};
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)
-		goto fail;
+		return NULL;
 	char v[64];
 	size_t vs = sizeof v;
-	fw->delivery_timeout_ms = 30000;
+	*delivery_timeout_ms = 30000;
 	if (rd_kafka_conf_get(conf, "message.timeout.ms", v, &vs) == RD_KAFKA_CONF_OK)
-		fw->delivery_timeout_ms = atoll(v);
-	if (set_propagation(cfg, conf, fw->delivery_timeout_ms, err, errsz) != 0) {
+		*delivery_timeout_ms = atoll(v);
+	if (set_propagation(cfg, conf, *delivery_timeout_ms, err, errsz) != 0) {
 		rd_kafka_conf_destroy(conf);
-		goto fail;
+		return NULL;
 	}
+	return conf;
+}
+
+forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+{
+	forward *fw = calloc(1, sizeof *fw);
+	if (!fw) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	fw->cfg = cfg;
+	fw->al = al;
+	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
+	if (!conf)
+		goto fail;
 	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, fw);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
 #include "config.h"
 #include "devbroker.h"
 #include "hub.h"
@@ -26,6 +27,10 @@ static void usage(FILE *out)
 	        "             an embedded Kafka cluster for development; prints its bootstrap\n"
 	        "             servers on the first line of standard output; --deny-topic makes a\n"
 	        "             topic refuse access, to test failed forwards\n"
+	        "  bench [--count N] [--rate TX_PER_S] [--start-hub [--preload]] ...\n"
+	        "             load generator and verifier: commit-to-forward latency, lost,\n"
+	        "             duplicated, the PostgreSQL and Kafka ceilings; one JSON line\n"
+	        "             (txhub bench --help for every option)\n"
 	        "  config     print an example configuration file with every key and default\n"
 	        "  version    print the version\n"
 	        "  help       print this text\n"
@@ -91,6 +96,24 @@ static int reload_config(void *ctx, txhub_config *cfg, char *err, size_t errsz)
 	return load_config(ctx, cfg, err, errsz);
 }
 
+/* The -c and -X words again, for a hub `txhub bench` starts (static: it
+ * lives as long as the process). */
+static char **hub_args(const char *file, char **sets, int nsets)
+{
+	static char *words[2 * 100 + 3];
+	int n = 0;
+	if (file && *file) {
+		words[n++] = "-c";
+		words[n++] = (char *)file;
+	}
+	for (int i = 0; i < nsets && n < 2 * 100; i++) {
+		words[n++] = "-X";
+		words[n++] = sets[i];
+	}
+	words[n] = NULL;
+	return words;
+}
+
 int main(int argc, char **argv)
 {
 	txhub_config cfg;
@@ -118,7 +141,7 @@ int main(int argc, char **argv)
 				sets[nsets++] = argv[++i];
 		} else if (strncmp(a, "-X", 2) == 0 && a[2]) {
 			sets[nsets++] = argv[i] + 2;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		} else if (!command && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
 			command = "help";
 		} else if (!command) {
 			command = a;
@@ -146,7 +169,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
-	            strcmp(command, "devbroker") == 0;
+	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0;
+	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0;
 	if (!known) {
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
@@ -155,7 +179,7 @@ int main(int argc, char **argv)
 	 * its default action, which for SIGHUP and SIGUSR1/2 is to die */
 	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0)
 		signals_install();
-	if (strcmp(command, "devbroker") != 0 && nrest > 0) {
+	if (!takes_args && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
 	}
@@ -168,6 +192,8 @@ int main(int argc, char **argv)
 
 	if (strcmp(command, "devbroker") == 0) {
 		status = devbroker_main(&cfg, nrest, rest);
+	} else if (strcmp(command, "bench") == 0) {
+		status = bench_main(&cfg, nrest, rest, hub_args(file, sets, nsets));
 	} else if (strcmp(command, "migrate") == 0) {
 		store *st = store_connect(&cfg, err, sizeof err);
 		int applied = 0;
