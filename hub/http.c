@@ -253,11 +253,11 @@ http_server *http_start(const char *listen, const http_route *routes, size_t n, 
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-	                          ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 64u,
-	                          MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_NOTIFY_COMPLETED,
-	                          on_completed, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	                          MHD_OPTION_END);
+	/* the logger first: libmicrohttpd reports options after it with it */
+	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+	                          mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+	                          MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+	                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd) {
 		snprintf(err, errsz, "cannot listen on %s (in use, or not an address of this host)",
