@@ -21,8 +21,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . deploy/packages.sh
+# prometheus for promtool and python3-yaml for tests/deploy/check_names.py:
+# the tests of the alert rules and the dashboard in deploy/
 packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
-          libcurl4-openssl-dev libssl-dev libcriterion-dev libmicrohttpd-dev postgresql kcat)
+          libcurl4-openssl-dev libssl-dev libcriterion-dev libmicrohttpd-dev postgresql kcat
+          prometheus python3-yaml)
 
 
 b=${TXHUB_BUILD:-build}   # build directory

@@ -1,7 +1,8 @@
 /* test_monitor.c: what a running hub shows outside (CONTRACT §10, §11):
  * /metrics counts what was sent and passes promtool; /healthz and /readyz,
  * the latter 503 while PostgreSQL is stopped; log.format = json; SIGHUP
- * with a good and a bad configuration file.
+ * with a good and a bad configuration file; the alert rules and the
+ * dashboard in deploy/ name only what /metrics exports.
  *
  * The suite runs one test at a time: one of them stops PostgreSQL. */
 #include <criterion/criterion.h>
@@ -182,16 +183,17 @@ Test(monitor, metrics_count_what_was_sent, .timeout = 180)
 	cr_assert_geq(series(m, "process_cpu_seconds_total"), 0);
 	cr_assert_geq(series(m, "txhub_batch_records_count"), 1);
 	cr_assert(strstr(m, "txhub_consumer_lag{partition=\"0\"} "), "no lag for partition 0");
-	/* promtool (Debian's prometheus) checks the exposition, when present */
-	if (system("command -v promtool >/dev/null 2>&1") == 0) {
-		char path[] = "/tmp/txhub-metrics-XXXXXX", cmd[256];
-		int fd = mkstemp(path);
-		cr_assert_eq(write(fd, m, strlen(m)), (ssize_t)strlen(m));
-		close(fd);
-		snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
-		cr_expect_eq(system(cmd), 0, "promtool check metrics refused the exposition");
-		unlink(path);
-	}
+	/* promtool (Debian's prometheus, which deploy/dev.sh installs) checks
+	 * the exposition */
+	cr_assert_eq(system("command -v promtool >/dev/null 2>&1"), 0,
+	             "promtool not found: apt-get install prometheus");
+	char path[] = "/tmp/txhub-metrics-XXXXXX", cmd[256];
+	int fd = mkstemp(path);
+	cr_assert_eq(write(fd, m, strlen(m)), (ssize_t)strlen(m));
+	close(fd);
+	snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+	cr_expect_eq(system(cmd), 0, "promtool check metrics refused the exposition");
+	unlink(path);
 	free(m);
 	/* the history of each check-back attempt and alert */
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'cb-c-0' "
@@ -350,5 +352,121 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	cr_assert_eq(waitpid(hub, NULL, WNOHANG), 0);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	unlink(path);
+	h_teardown(&e);
+}
+
+/* ---- the deployment files against a live /metrics ---- */
+
+/* Copy the file src to dst with the first `from` replaced by `to` (which
+ * must be there: a mutation that does not apply proves nothing). */
+static void copy_with(const char *src, const char *dst, const char *from, const char *to)
+{
+	FILE *f = fopen(src, "r");
+	cr_assert_not_null(f, "%s", src);
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	char *at = strstr(text, from);
+	cr_assert_not_null(at, "%s does not contain %s", src, from);
+	f = fopen(dst, "w");
+	cr_assert_not_null(f);
+	fwrite(text, 1, (size_t)(at - text), f);
+	fputs(to, f);
+	fputs(at + strlen(from), f);
+	fclose(f);
+}
+
+/* Run tests/deploy/check_names.py on the scrape in metrics and the files;
+ * returns its exit status, its output in out. */
+static int check_names(const char *metrics, const char *files, char *out, size_t outsz)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/deploy/check_names.py %s %s 2>&1",
+	         TXHUB_SOURCE_ROOT, metrics, files);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	size_t n = fread(out, 1, outsz - 1, p);
+	out[n] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Every metric, label and label value the alert rules and the Grafana
+ * dashboard name is exported by a running hub (tests/deploy/check_names.py
+ * against this hub's /metrics, after a commit and a check-back, with the
+ * PostgreSQL gauges and the lag in it). A copy of each file with one name
+ * wrong fails the same check: a metric, a label value, a label, a bare
+ * histogram name. */
+Test(monitor, deploy_files_name_only_exported_series, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "names");
+	h_httpd *srv = h_httpd_start(answer, NULL);
+	int port = h_free_port();
+	char fwd[128], listen[64], cb[128];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	snprintf(cb, sizeof cb, "checkback.default_url=http://127.0.0.1:%d/cb", h_httpd_port(srv));
+	const char *settings[] = {listen, cb, "checkback.first_after_ms=100", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	send_json(&e, "k-1", PREPARE, "k-1", fwd);
+	send_json(&e, "k-1", DECIDE, "commit", "k-1");
+	send_json(&e, "cb-c-1", PREPARE, "cb-c-1", fwd); /* checked back: committed */
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "2",
+	                 60000));
+	/* the gauges from PostgreSQL come with a scrape, the lag once a
+	 * partition has been read */
+	char *m = NULL;
+	int complete = 0;
+	for (int waited = 0; !complete && waited < 30000; waited += 500) {
+		free(m);
+		m = NULL;
+		cr_assert_eq(get(port, "/metrics", &m), 200);
+		complete = strstr(m, "\ntxhub_parked ") && strstr(m, "\ntxhub_consumer_lag{") &&
+		           series(m, "txhub_checkbacks_total{outcome=\"committed\"}") == 1;
+		if (!complete)
+			h_pause_ms(500);
+	}
+	cr_assert(complete, "the scrape lacks the PostgreSQL gauges, the lag or the check-back:\n%s",
+	          m);
+	char metrics[] = "/tmp/txhub-names-XXXXXX";
+	int fd = mkstemp(metrics);
+	cr_assert_eq(write(fd, m, strlen(m)), (ssize_t)strlen(m));
+	close(fd);
+	free(m);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+
+	char rules[256], dashboard[256], files[600], out[8192];
+	snprintf(rules, sizeof rules, "%s/deploy/prometheus/txhub-alerts.yml", TXHUB_SOURCE_ROOT);
+	snprintf(dashboard, sizeof dashboard, "%s/deploy/grafana/txhub-dashboard.json",
+	         TXHUB_SOURCE_ROOT);
+	snprintf(files, sizeof files, "%s %s", rules, dashboard);
+	cr_assert_eq(check_names(metrics, files, out, sizeof out), 0, "%s", out);
+	cr_assert(strstr(out, "txhub-alerts.yml: 10 expressions checked"), "%s", out);
+
+	/* one name wrong at a time */
+	struct {
+		const char *file, *from, *to, *said;
+	} wrong[] = {
+		{rules, "(txhub_parked) > 0", "(txhub_parkd) > 0", "unknown metric txhub_parkd"},
+		{rules, "outcome=\"error\"", "outcome=\"errors\"", "has no value \"errors\""},
+		{dashboard, "by (type, outcome)", "by (type, outcom)", "label outcom is not"},
+		{dashboard, "txhub_commit_to_forward_seconds_bucket", "txhub_commit_to_forward_seconds",
+		 "unknown metric txhub_commit_to_forward_seconds\n"},
+	};
+	for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+		char copy[64];
+		snprintf(copy, sizeof copy, "/tmp/txhub-names-%d-%zu%s", (int)getpid(), i,
+		         strstr(wrong[i].file, ".json") ? ".json" : ".yml");
+		copy_with(wrong[i].file, copy, wrong[i].from, wrong[i].to);
+		cr_expect_eq(check_names(metrics, copy, out, sizeof out), 1, "%s -> %s passed:\n%s",
+		             wrong[i].from, wrong[i].to, out);
+		cr_expect(strstr(out, wrong[i].said), "%s -> %s: %s", wrong[i].from, wrong[i].to, out);
+		unlink(copy);
+	}
+	unlink(metrics);
 	h_teardown(&e);
 }
