@@ -3,11 +3,13 @@
  * Why batches look the way they do: the state of a message depends on the
  * steps before it, possibly earlier in the same batch, so store_apply()
  * reads the current state of every key of the batch once (locking the rows),
- * runs the rules in memory in record order, and writes the final state of
- * every touched key with one INSERT (new keys) and one UPDATE (known keys).
- * A key that another replica inserts concurrently makes the INSERT come up
- * short; the whole transaction is then rolled back and retried, and the retry
- * sees and locks that row. */
+ * has the fold (fold.c, pure) run the rules in memory in record order, and
+ * writes the final state of every touched key with one INSERT (new keys) and
+ * one UPDATE (known keys). This file keeps the SQL, the transaction and the
+ * logging; every decision about what a record does lives in fold.c, where
+ * it is unit-tested without a database. A key that another replica inserts
+ * concurrently makes the INSERT come up short; the whole transaction is then
+ * rolled back and retried, and the retry sees and locks that row. */
 #include "store.h"
 
 #include <arpa/inet.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "fold.h"
 #include "log.h"
 #include "rules.h"
 #include "sbuf.h"
@@ -326,89 +329,12 @@ static int cmp_forward(const void *a, const void *b)
 	return x->src_offset < y->src_offset ? -1 : x->src_offset > y->src_offset;
 }
 
-/* ---- the batch key table ---- */
-
-typedef struct {
-	const char *biz, *mk;
-	uint64_t hash;
-	int used;
-	int existed;
-	rules_state cur;
-	int dirty;
-	int payload_rec;   /* record whose prepare payload the row takes, or -1 */
-	int committed;     /* became committed in this batch */
-	int has_prepare;   /* the batch holds a prepare step for this key */
-	int32_t part;
-	int64_t off;
-	/* the stored first prepare, fetched only to compare a repeated prepare */
-	int db_loaded;
-	unsigned char *db_payload;
-	size_t db_payload_len;
-	char *db_topic, *db_key;
-} key_entry;
-
-typedef struct {
-	key_entry *slots;
-	size_t cap, n;
-} key_table;
-
-static uint64_t key_hash(const char *biz, const char *mk)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = biz; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ 0x1f) * 1099511628211ull;
-	for (const char *p = mk; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h;
-}
-
-static key_entry *key_find(key_table *t, const char *biz, const char *mk, int create)
-{
-	uint64_t h = key_hash(biz, mk);
-	size_t i = (size_t)h & (t->cap - 1);
-	for (;;) {
-		key_entry *e = &t->slots[i];
-		if (!e->used) {
-			if (!create)
-				return NULL;
-			e->used = 1;
-			e->biz = biz;
-			e->mk = mk;
-			e->hash = h;
-			e->payload_rec = -1;
-			t->n++;
-			return e;
-		}
-		if (e->hash == h && strcmp(e->biz, biz) == 0 && strcmp(e->mk, mk) == 0)
-			return e;
-		i = (i + 1) & (t->cap - 1);
-	}
-}
-
-static void key_table_free(key_table *t)
-{
-	for (size_t i = 0; i < t->cap; i++) {
-		free(t->slots[i].db_payload);
-		free(t->slots[i].db_topic);
-		free(t->slots[i].db_key);
-	}
-	free(t->slots);
-}
-
-static int same_prepare(const envelope *a, const unsigned char *payload, size_t plen,
-                        const char *topic, const char *key)
-{
-	if (a->payload_len != plen || (plen && memcmp(a->payload, payload, plen) != 0))
-		return 0;
-	if (!topic || strcmp(a->forward_topic, topic) != 0)
-		return 0;
-	if ((a->forward_key == NULL) != (key == NULL))
-		return 0;
-	return !key || strcmp(a->forward_key, key) == 0;
-}
-
-/* ---- store_apply ---- */
+/* ---- store_apply ----
+ *
+ * Its steps, each a helper below: lock the batch's partitions (fence_batch),
+ * read and lock the batch's keys into the fold (read_current,
+ * read_first_prepares), fold_run(), then write what the fold decided
+ * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_NCOLS };
 
@@ -473,29 +399,6 @@ static const char *SQL_REJECTED =
 	"FROM unnest($2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[]) "
 	"AS x(p, o, k, v, r) "
 	"ON CONFLICT (src_topic, src_partition, src_offset) DO NOTHING";
-
-static void write_row(sbuf *w, const key_entry *e, const store_record *recs,
-                      int64_t default_first_after)
-{
-	const envelope *pe = e->payload_rec >= 0 ? &recs[e->payload_rec].env : NULL;
-	sbuf_arr_text(&w[W_B], e->biz);
-	sbuf_arr_text(&w[W_K], e->mk);
-	sbuf_arr_text(&w[W_S], rules_status_name(e->cur.status));
-	sbuf_arr_text(&w[W_D], e->cur.status == STATUS_AWAITING_PREPARE
-	                           ? rules_decision_name(e->cur.decision) : NULL);
-	sbuf_arr_bool(&w[W_C], e->committed);
-	sbuf_arr_hex(&w[W_P], pe ? (pe->payload ? (const void *)pe->payload : "") : NULL,
-	             pe ? pe->payload_len : 0);
-	sbuf_arr_text(&w[W_FT], pe ? pe->forward_topic : NULL);
-	sbuf_arr_text(&w[W_FK], pe ? pe->forward_key : NULL);
-	sbuf_arr_text(&w[W_FH], pe ? pe->forward_headers : NULL);
-	sbuf_arr_text(&w[W_CU], pe ? pe->checkback_url : NULL);
-	sbuf_arr_int(&w[W_FA], pe && pe->first_after_ms >= 0 ? pe->first_after_ms
-	                                                     : default_first_after);
-	sbuf_arr_int(&w[W_SP], e->part);
-	sbuf_arr_int(&w[W_SO], e->off);
-	sbuf_arr_bool(&w[W_TP], pe != NULL);
-}
 
 /* ---- partition ownership ---- */
 
@@ -844,13 +747,6 @@ done:
 	return rc;
 }
 
-typedef struct {
-	int rec;
-	rules_step step;
-	rules_state met;
-	const char *detail;
-} conflict_note;
-
 /* The batch's partitions with their epochs (from own) and next offsets. */
 typedef struct {
 	store_owned *own; /* epoch 0: not in own */
@@ -946,319 +842,322 @@ static store_rc store_offsets(store *st, const char *topic, const batch_parts *b
 	return rc;
 }
 
+/* Whether every array of w[0..n) was built whole (an allocation failed
+ * otherwise, which is ours to retry, not a record's fault). */
+static store_rc arrays_ok(const sbuf *w, size_t n, char *err, size_t errsz)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].oom) {
+			snprintf(err, errsz, "out of memory building the batch");
+			return STORE_RETRY;
+		}
+	}
+	return STORE_OK;
+}
+
+/* The fold's keys as $1 biz_id and $2 message_key arrays: all of them, or
+ * (first) only those whose stored first prepare is needed. *nkeys counts
+ * them. */
+static store_rc key_arrays(const fold *f, int first, sbuf kw[2], size_t *nkeys, char *err,
+                           size_t errsz)
+{
+	*nkeys = 0;
+	sbuf_arr_begin(&kw[0]);
+	sbuf_arr_begin(&kw[1]);
+	for (size_t i = 0; i < f->nkeys; i++) {
+		if (first && !fold_needs_first(&f->keys[i]))
+			continue;
+		sbuf_arr_text(&kw[0], f->keys[i].biz_id);
+		sbuf_arr_text(&kw[1], f->keys[i].message_key);
+		(*nkeys)++;
+	}
+	sbuf_arr_end(&kw[0]);
+	sbuf_arr_end(&kw[1]);
+	return arrays_ok(kw, 2, err, errsz);
+}
+
+static rules_decision decision_of(const char *s)
+{
+	return strcmp(s, "commit") == 0     ? DECISION_COMMIT
+	       : strcmp(s, "rollback") == 0 ? DECISION_ROLLBACK
+	                                    : DECISION_NONE;
+}
+
+/* Lock and read the stored rows of the batch's keys (in key order), and
+ * hand their states to the fold. */
+static store_rc read_current(store *st, fold *f, char *err, size_t errsz)
+{
+	sbuf kw[2] = {{0}};
+	PGresult *r = NULL;
+	size_t nkeys;
+	store_rc rc = key_arrays(f, 0, kw, &nkeys, err, errsz);
+	if (rc != STORE_OK || nkeys == 0)
+		goto done;
+	const char *p[2] = {sbuf_str(&kw[0]), sbuf_str(&kw[1])};
+	r = exec_params(st, SQL_LOCK, 2, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		fold_key *k = fold_find(f, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+		rules_state cur = {STATUS_NONE, decision_of(PQgetvalue(r, i, 3))};
+		if (!k)
+			continue;
+		if (rules_status_parse(PQgetvalue(r, i, 2), &cur.status) != 0) {
+			/* a row the hub did not write: the database's fault, not the record's */
+			snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
+			         PQgetvalue(r, i, 2));
+			log_one_line(err);
+			rc = STORE_RETRY;
+			goto done;
+		}
+		fold_set_current(k, cur);
+	}
+done:
+	PQclear(r);
+	sbuf_free(&kw[0]);
+	sbuf_free(&kw[1]);
+	return rc;
+}
+
+/* The stored first prepare of the keys the batch prepares again (rare: a
+ * producer retried a prepare in a later batch), so the fold can tell a
+ * retry from a conflict. The fold borrows the bytes of *res: the caller
+ * clears it once fold_run() returned. */
+static store_rc read_first_prepares(store *st, fold *f, PGresult **res, char *err,
+                                    size_t errsz)
+{
+	sbuf kw[2] = {{0}};
+	size_t nkeys;
+	store_rc rc = key_arrays(f, 1, kw, &nkeys, err, errsz);
+	if (rc != STORE_OK || nkeys == 0)
+		goto done;
+	const char *p[2] = {sbuf_str(&kw[0]), sbuf_str(&kw[1])};
+	PGresult *r = *res = exec_params(st, SQL_FIRST_PREPARE, 2, p, 1);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	/* binary text values are NUL-terminated by libpq too */
+	for (int i = 0; i < PQntuples(r); i++) {
+		fold_key *k = fold_find(f, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+		if (k && fold_needs_first(k))
+			fold_set_first(k, (const unsigned char *)PQgetvalue(r, i, 2),
+			               (size_t)PQgetlength(r, i, 2),
+			               PQgetisnull(r, i, 3) ? NULL : PQgetvalue(r, i, 3),
+			               PQgetisnull(r, i, 4) ? NULL : PQgetvalue(r, i, 4));
+	}
+done:
+	sbuf_free(&kw[0]);
+	sbuf_free(&kw[1]);
+	return rc;
+}
+
+/* SQL_INSERT or SQL_UPDATE over the row arrays w, with the forward lease;
+ * the UPDATE also takes W_TP. *res keeps the rows it returned. */
+static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGresult **res,
+                          char *err, size_t errsz)
+{
+	char lease[32];
+	const char *p[15];
+	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
+	for (int c = 0; c < 13; c++)
+		p[c] = sbuf_str(&w[c]);
+	p[13] = lease;
+	p[14] = sbuf_str(&w[W_TP]);
+	*res = exec_params(st, sql, update ? 15 : 14, p, 1);
+	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
+		return classify(st->conn, *res, err, errsz);
+	return STORE_OK;
+}
+
+/* One row of the INSERT or UPDATE arrays: key k's final state, and the
+ * prepare it takes (NULL columns and tp false when it keeps the stored one). */
+static void write_row(sbuf *w, const fold_key *k, const store_record *recs,
+                      int64_t default_first_after)
+{
+	const envelope *pe = k->payload_rec >= 0 ? &recs[k->payload_rec].env : NULL;
+	sbuf_arr_text(&w[W_B], k->biz_id);
+	sbuf_arr_text(&w[W_K], k->message_key);
+	sbuf_arr_text(&w[W_S], rules_status_name(k->state.status));
+	sbuf_arr_text(&w[W_D], k->state.status == STATUS_AWAITING_PREPARE
+	                           ? rules_decision_name(k->state.decision) : NULL);
+	sbuf_arr_bool(&w[W_C], k->committed);
+	sbuf_arr_hex(&w[W_P], pe ? (pe->payload ? (const void *)pe->payload : "") : NULL,
+	             pe ? pe->payload_len : 0);
+	sbuf_arr_text(&w[W_FT], pe ? pe->forward_topic : NULL);
+	sbuf_arr_text(&w[W_FK], pe ? pe->forward_key : NULL);
+	sbuf_arr_text(&w[W_FH], pe ? pe->forward_headers : NULL);
+	sbuf_arr_text(&w[W_CU], pe ? pe->checkback_url : NULL);
+	sbuf_arr_int(&w[W_FA], pe && pe->first_after_ms >= 0 ? pe->first_after_ms
+	                                                     : default_first_after);
+	sbuf_arr_int(&w[W_SP], k->src_partition);
+	sbuf_arr_int(&w[W_SO], k->src_offset);
+	sbuf_arr_bool(&w[W_TP], pe != NULL);
+}
+
+/* Write the final state of every key the batch changed: one INSERT for the
+ * new ones, one UPDATE for the stored ones. *ins and *upd keep what they
+ * returned (the messages that became committed). */
+static store_rc write_messages(store *st, const fold *f, const store_record *recs,
+                               PGresult **ins, PGresult **upd, char *err, size_t errsz)
+{
+	sbuf iw[W_NCOLS] = {{0}}, uw[W_NCOLS] = {{0}};
+	size_t nins = 0, nupd = 0;
+	for (int c = 0; c < W_NCOLS; c++) {
+		sbuf_arr_begin(&iw[c]);
+		sbuf_arr_begin(&uw[c]);
+	}
+	for (size_t i = 0; i < f->nkeys; i++) {
+		const fold_key *k = &f->keys[i];
+		if (k->changed)
+			write_row(k->existed ? uw : iw, k, recs, st->first_after_ms);
+		nupd += k->changed && k->existed;
+		nins += k->changed && !k->existed;
+	}
+	for (int c = 0; c < W_NCOLS; c++) {
+		sbuf_arr_end(&iw[c]);
+		sbuf_arr_end(&uw[c]);
+	}
+	store_rc rc = arrays_ok(iw, W_NCOLS, err, errsz);
+	if (rc == STORE_OK)
+		rc = arrays_ok(uw, W_NCOLS, err, errsz);
+	if (rc == STORE_OK && nins > 0 &&
+	    (rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz)) == STORE_OK &&
+	    (size_t)PQntuples(*ins) != nins) {
+		snprintf(err, errsz, "another replica inserted %zu of this batch's messages "
+		                     "first; applying the batch again",
+		         nins - (size_t)PQntuples(*ins));
+		rc = STORE_RETRY;
+	}
+	if (rc == STORE_OK && nupd > 0)
+		rc = exec_rows(st, SQL_UPDATE, uw, 1, upd, err, errsz);
+	for (int c = 0; c < W_NCOLS; c++) {
+		sbuf_free(&iw[c]);
+		sbuf_free(&uw[c]);
+	}
+	return rc;
+}
+
+/* "committed", or "awaiting_prepare:commit" for a held decision. */
+static void met_text(rules_state met, char *buf, size_t sz)
+{
+	int held = met.status == STATUS_AWAITING_PREPARE;
+	snprintf(buf, sz, "%s%s%s", rules_status_name(met.status), held ? ":" : "",
+	         held ? rules_decision_name(met.decision) : "");
+}
+
+/* Log the fold's conflicts and keep them in txhub.conflicts. */
+static store_rc write_conflicts(store *st, const char *topic, const fold *f,
+                                const store_record *recs, char *err, size_t errsz)
+{
+	enum { C_B, C_K, C_A, C_M, C_D, C_P, C_O, C_NCOLS };
+	sbuf cw[C_NCOLS] = {{0}};
+	if (f->nconflicts == 0)
+		return STORE_OK;
+	for (int c = 0; c < C_NCOLS; c++)
+		sbuf_arr_begin(&cw[c]);
+	for (size_t i = 0; i < f->nconflicts; i++) {
+		const fold_conflict *fc = &f->conflicts[i];
+		const store_record *rec = &recs[fc->rec];
+		char met[64];
+		met_text(fc->met, met, sizeof met);
+		sbuf_arr_text(&cw[C_B], rec->env.biz_id);
+		sbuf_arr_text(&cw[C_K], rec->env.message_key);
+		sbuf_arr_text(&cw[C_A], rules_step_name(fc->step));
+		sbuf_arr_text(&cw[C_M], met);
+		sbuf_arr_text(&cw[C_D], fc->detail);
+		sbuf_arr_int(&cw[C_P], rec->partition);
+		sbuf_arr_int(&cw[C_O], rec->offset);
+		log_about about = {rec->env.biz_id, rec->env.message_key, rec->partition};
+		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)",
+		              rules_step_name(fc->step), met, (long long)rec->offset);
+	}
+	for (int c = 0; c < C_NCOLS; c++)
+		sbuf_arr_end(&cw[c]);
+	store_rc rc = arrays_ok(cw, C_NCOLS, err, errsz);
+	if (rc == STORE_OK) {
+		const char *p[8] = {sbuf_str(&cw[C_B]), sbuf_str(&cw[C_K]), sbuf_str(&cw[C_A]),
+		                    sbuf_str(&cw[C_M]), sbuf_str(&cw[C_D]), topic,
+		                    sbuf_str(&cw[C_P]), sbuf_str(&cw[C_O])};
+		rc = exec_command(st, SQL_CONFLICTS, 8, p, err, errsz);
+	}
+	for (int c = 0; c < C_NCOLS; c++)
+		sbuf_free(&cw[c]);
+	return rc;
+}
+
+/* Keep the batch's invalid records in txhub.rejected (CONTRACT §2). */
+static store_rc write_rejected(store *st, const char *topic, const store_record *recs,
+                               size_t n, char *err, size_t errsz)
+{
+	enum { R_P, R_O, R_K, R_V, R_R, R_NCOLS };
+	sbuf rw[R_NCOLS] = {{0}};
+	size_t nrej = 0;
+	for (int c = 0; c < R_NCOLS; c++)
+		sbuf_arr_begin(&rw[c]);
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].valid)
+			continue;
+		sbuf_arr_int(&rw[R_P], recs[i].partition);
+		sbuf_arr_int(&rw[R_O], recs[i].offset);
+		sbuf_arr_hex(&rw[R_K], recs[i].key, recs[i].key_len);
+		sbuf_arr_hex(&rw[R_V], recs[i].value, recs[i].value_len);
+		sbuf_arr_text(&rw[R_R], recs[i].reason);
+		nrej++;
+	}
+	for (int c = 0; c < R_NCOLS; c++)
+		sbuf_arr_end(&rw[c]);
+	store_rc rc = arrays_ok(rw, R_NCOLS, err, errsz);
+	if (rc == STORE_OK && nrej > 0) {
+		const char *p[6] = {topic, sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]), sbuf_str(&rw[R_K]),
+		                    sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R])};
+		rc = exec_command(st, SQL_REJECTED, 6, p, err, errsz);
+	}
+	for (int c = 0; c < R_NCOLS; c++)
+		sbuf_free(&rw[c]);
+	return rc;
+}
+
 store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
                      const store_owned *own, size_t nown, store_forward_list *out,
                      store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz)
 {
 	batch_parts bp = {0};
+	fold f = {0};
+	PGresult *first = NULL, *ins = NULL, *upd = NULL;
 	store_rc rc = STORE_OK;
-	key_table kt = {0};
-	sbuf ins[W_NCOLS] = {{0}}, upd[W_NCOLS] = {{0}}, kb = {0}, kk = {0};
-	sbuf cf[5] = {{0}}, cfp = {0}, cfo = {0}, rj[5] = {{0}};
-	conflict_note *notes = NULL;
-	size_t nnotes = 0;
-	PGresult *r = NULL, *ins_res = NULL, *upd_res = NULL;
-	char lease[32];
-	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	memset(stats, 0, sizeof *stats);
-
-	kt.cap = 16;
-	while (kt.cap < n * 2)
-		kt.cap *= 2;
-	kt.slots = calloc(kt.cap, sizeof *kt.slots);
-	notes = calloc(n ? n : 1, sizeof *notes);
 	if (lost)
 		*lost = NULL;
 	if (nlost)
 		*nlost = 0;
-	if (!kt.slots || !notes || batch_parts_of(recs, n, own, nown, &bp) != 0) {
+	if (fold_begin(&f, recs, n) != 0 || batch_parts_of(recs, n, own, nown, &bp) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 		goto done;
 	}
-
-	/* distinct keys of the batch */
-	sbuf_arr_begin(&kb);
-	sbuf_arr_begin(&kk);
-	for (size_t i = 0; i < n; i++) {
-		if (!recs[i].valid)
-			continue;
-		size_t before = kt.n;
-		key_entry *e = key_find(&kt, recs[i].env.biz_id, recs[i].env.message_key, 1);
-		if (kt.n != before) {
-			sbuf_arr_text(&kb, e->biz);
-			sbuf_arr_text(&kk, e->mk);
-		}
-		if (recs[i].env.type == ENVELOPE_PREPARE || envelope_is_oneshot(&recs[i].env))
-			e->has_prepare = 1;
-	}
-	sbuf_arr_end(&kb);
-	sbuf_arr_end(&kk);
-
-	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK)
+	/* the ownership rows first, then the messages in key order: every
+	 * transaction locks in the same order */
+	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK ||
+	    (rc = fence_batch(st, topic, &bp, lost, nlost, err, errsz)) != STORE_OK ||
+	    (rc = read_current(st, &f, err, errsz)) != STORE_OK ||
+	    (rc = read_first_prepares(st, &f, &first, err, errsz)) != STORE_OK)
 		goto done;
-	/* first: the ownership rows, so every transaction locks in the same
-	 * order (partitions, then messages in key order) */
-	if ((rc = fence_batch(st, topic, &bp, lost, nlost, err, errsz)) != STORE_OK)
-		goto done;
-
-	if (kt.n > 0) {
-		const char *p[2] = {sbuf_str(&kb), sbuf_str(&kk)};
-		r = exec_params(st, SQL_LOCK, 2, p, 0);
-		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			rc = classify(st->conn, r, err, errsz);
-			goto done;
-		}
-		int need_first = 0;
-		for (int i = 0; i < PQntuples(r); i++) {
-			key_entry *e = key_find(&kt, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), 0);
-			if (!e)
-				continue;
-			e->existed = 1;
-			if (rules_status_parse(PQgetvalue(r, i, 2), &e->cur.status) != 0) {
-				/* a row the hub did not write: the database's fault,
-				 * not the record's */
-				snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
-				         PQgetvalue(r, i, 2));
-				log_one_line(err);
-				rc = STORE_RETRY;
-				goto done;
-			}
-			const char *d = PQgetvalue(r, i, 3);
-			e->cur.decision = strcmp(d, "commit") == 0 ? DECISION_COMMIT
-			                  : strcmp(d, "rollback") == 0 ? DECISION_ROLLBACK
-			                  : DECISION_NONE;
-			if (e->cur.status == STATUS_PREPARED && e->has_prepare)
-				need_first = 1;
-		}
-		PQclear(r);
-		r = NULL;
-
-		if (need_first) { /* rare: a prepare repeated for a stored prepare */
-			r = exec_params(st, SQL_FIRST_PREPARE, 2, p, 1);
-			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-				rc = classify(st->conn, r, err, errsz);
-				goto done;
-			}
-			for (int i = 0; i < PQntuples(r); i++) {
-				char *b = bin_text(r, i, 0), *k = bin_text(r, i, 1);
-				key_entry *e = b && k ? key_find(&kt, b, k, 0) : NULL;
-				free(b);
-				free(k);
-				if (!e)
-					continue;
-				e->db_loaded = 1;
-				e->db_payload_len = (size_t)PQgetlength(r, i, 2);
-				e->db_payload = malloc(e->db_payload_len + 1);
-				if (e->db_payload)
-					memcpy(e->db_payload, PQgetvalue(r, i, 2), e->db_payload_len);
-				e->db_topic = bin_text(r, i, 3);
-				e->db_key = bin_text(r, i, 4);
-			}
-			PQclear(r);
-			r = NULL;
-		}
-	}
-
-	/* run the rules in record order */
-	for (size_t i = 0; i < n; i++) {
-		store_record *rec = &recs[i];
-		if (!rec->valid)
-			continue;
-		key_entry *e = key_find(&kt, rec->env.biz_id, rec->env.message_key, 0);
-		rules_step steps[2];
-		int nsteps = 0;
-		if (rec->env.type == ENVELOPE_PREPARE) {
-			steps[nsteps++] = STEP_PREPARE;
-		} else if (rec->env.type == ENVELOPE_COMMIT) {
-			if (envelope_is_oneshot(&rec->env))
-				steps[nsteps++] = STEP_PREPARE;
-			steps[nsteps++] = STEP_COMMIT;
-		} else {
-			steps[nsteps++] = STEP_ROLLBACK;
-		}
-		int changed = 0, noted = 0;
-		for (int s = 0; s < nsteps; s++) {
-			int same = 1;
-			if (steps[s] == STEP_PREPARE && e->cur.status == STATUS_PREPARED) {
-				if (e->payload_rec >= 0) {
-					const envelope *f = &recs[e->payload_rec].env;
-					same = same_prepare(&rec->env, f->payload, f->payload_len,
-					                    f->forward_topic, f->forward_key);
-				} else if (e->db_loaded) {
-					same = same_prepare(&rec->env, e->db_payload, e->db_payload_len,
-					                    e->db_topic, e->db_key);
-				}
-			}
-			rules_outcome o = rules_apply(e->cur, steps[s], same);
-			if (o.conflict && !noted) {
-				notes[nnotes].rec = (int)i;
-				notes[nnotes].step = steps[s];
-				notes[nnotes].met = e->cur;
-				notes[nnotes].detail = steps[s] == STEP_PREPARE
-				                           ? "a second prepare with a different payload or forward; the first stays"
-				                           : "the decision contradicts the state; the state stays";
-				nnotes++;
-				noted = 1;
-			}
-			if (o.changed) {
-				changed = 1;
-				e->cur = o.next;
-				e->dirty = 1;
-				e->part = rec->partition;
-				e->off = rec->offset;
-				if (o.take_payload)
-					e->payload_rec = (int)i;
-				if (o.committed)
-					e->committed = 1;
-			}
-		}
-		metrics_type t = rec->env.type == ENVELOPE_PREPARE  ? METRICS_PREPARE
-		                 : rec->env.type == ENVELOPE_COMMIT ? METRICS_COMMIT
-		                                                    : METRICS_ROLLBACK;
-		stats->by.n[t][changed ? METRICS_APPLIED : noted ? METRICS_CONFLICT
-		                                                 : METRICS_DUPLICATE]++;
-		if (changed)
-			stats->applied++;
-		else
-			stats->noops++;
-	}
-	stats->conflicts = nnotes;
-
-	/* write the final state of every touched key */
-	size_t nins = 0, nupd = 0;
-	for (int w = 0; w < W_NCOLS; w++) {
-		sbuf_arr_begin(&ins[w]);
-		sbuf_arr_begin(&upd[w]);
-	}
-	for (size_t i = 0; i < kt.cap; i++) {
-		key_entry *e = &kt.slots[i];
-		if (!e->used || !e->dirty)
-			continue;
-		if (e->existed) {
-			write_row(upd, e, recs, st->first_after_ms);
-			nupd++;
-		} else {
-			write_row(ins, e, recs, st->first_after_ms);
-			nins++;
-		}
-		if (e->committed)
-			stats->committed++;
-	}
-	for (int w = 0; w < W_NCOLS; w++) {
-		sbuf_arr_end(&ins[w]);
-		sbuf_arr_end(&upd[w]);
-		if (ins[w].oom || upd[w].oom) {
-			snprintf(err, errsz, "out of memory building the batch");
-			rc = STORE_RETRY;
-			goto done;
-		}
-	}
-	if (nins > 0) {
-		const char *p[14];
-		for (int w = 0; w < 13; w++)
-			p[w] = sbuf_str(&ins[w]);
-		p[13] = lease;
-		ins_res = exec_params(st, SQL_INSERT, 14, p, 1);
-		if (PQresultStatus(ins_res) != PGRES_TUPLES_OK) {
-			rc = classify(st->conn, ins_res, err, errsz);
-			goto done;
-		}
-		if ((size_t)PQntuples(ins_res) != nins) {
-			snprintf(err, errsz, "another replica inserted %zu of this batch's messages "
-			                     "first; applying the batch again",
-			         nins - (size_t)PQntuples(ins_res));
-			rc = STORE_RETRY;
-			goto done;
-		}
-	}
-	if (nupd > 0) {
-		const char *p[15];
-		for (int w = 0; w < 13; w++)
-			p[w] = sbuf_str(&upd[w]);
-		p[13] = lease;
-		p[14] = sbuf_str(&upd[W_TP]);
-		upd_res = exec_params(st, SQL_UPDATE, 15, p, 1);
-		if (PQresultStatus(upd_res) != PGRES_TUPLES_OK) {
-			rc = classify(st->conn, upd_res, err, errsz);
-			goto done;
-		}
-	}
-
-	if (nnotes > 0) {
-		for (int c = 0; c < 5; c++)
-			sbuf_arr_begin(&cf[c]);
-		sbuf_arr_begin(&cfp);
-		sbuf_arr_begin(&cfo);
-		for (size_t c = 0; c < nnotes; c++) {
-			const store_record *rec = &recs[notes[c].rec];
-			char met[64];
-			snprintf(met, sizeof met, "%s%s%s", rules_status_name(notes[c].met.status),
-			         notes[c].met.status == STATUS_AWAITING_PREPARE ? ":" : "",
-			         notes[c].met.status == STATUS_AWAITING_PREPARE
-			             ? rules_decision_name(notes[c].met.decision) : "");
-			sbuf_arr_text(&cf[0], rec->env.biz_id);
-			sbuf_arr_text(&cf[1], rec->env.message_key);
-			sbuf_arr_text(&cf[2], rules_step_name(notes[c].step));
-			sbuf_arr_text(&cf[3], met);
-			sbuf_arr_text(&cf[4], notes[c].detail);
-			sbuf_arr_int(&cfp, rec->partition);
-			sbuf_arr_int(&cfo, rec->offset);
-			log_about about = {rec->env.biz_id, rec->env.message_key, rec->partition};
-			log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)",
-			              rules_step_name(notes[c].step), met, (long long)rec->offset);
-		}
-		for (int c = 0; c < 5; c++)
-			sbuf_arr_end(&cf[c]);
-		sbuf_arr_end(&cfp);
-		sbuf_arr_end(&cfo);
-		const char *p[8] = {sbuf_str(&cf[0]), sbuf_str(&cf[1]), sbuf_str(&cf[2]),
-		                    sbuf_str(&cf[3]), sbuf_str(&cf[4]), topic, sbuf_str(&cfp),
-		                    sbuf_str(&cfo)};
-		r = exec_params(st, SQL_CONFLICTS, 8, p, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			rc = classify(st->conn, r, err, errsz);
-			goto done;
-		}
-		PQclear(r);
-		r = NULL;
-	}
-
-	size_t nrej = 0;
-	for (int c = 0; c < 5; c++)
-		sbuf_arr_begin(&rj[c]);
-	for (size_t i = 0; i < n; i++) {
-		if (recs[i].valid)
-			continue;
-		sbuf_arr_int(&rj[0], recs[i].partition);
-		sbuf_arr_int(&rj[1], recs[i].offset);
-		sbuf_arr_hex(&rj[2], recs[i].key, recs[i].key_len);
-		sbuf_arr_hex(&rj[3], recs[i].value, recs[i].value_len);
-		sbuf_arr_text(&rj[4], recs[i].reason);
-		nrej++;
-	}
-	for (int c = 0; c < 5; c++)
-		sbuf_arr_end(&rj[c]);
-	stats->rejected = nrej;
-	stats->by.n[METRICS_INVALID][METRICS_REJECTED] = nrej;
-	if (nrej > 0) {
-		const char *p[6] = {topic, sbuf_str(&rj[0]), sbuf_str(&rj[1]), sbuf_str(&rj[2]),
-		                    sbuf_str(&rj[3]), sbuf_str(&rj[4])};
-		r = exec_params(st, SQL_REJECTED, 6, p, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			rc = classify(st->conn, r, err, errsz);
-			goto done;
-		}
-		PQclear(r);
-		r = NULL;
-	}
-
-	if ((rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
+	fold_run(&f);
+	PQclear(first); /* the fold is done with the stored first prepares */
+	first = NULL;
+	*stats = f.stats;
+	if ((rc = write_messages(st, &f, recs, &ins, &upd, err, errsz)) != STORE_OK ||
+	    (rc = write_conflicts(st, topic, &f, recs, err, errsz)) != STORE_OK ||
+	    (rc = write_rejected(st, topic, recs, n, err, errsz)) != STORE_OK ||
+	    (rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
 	    (rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
 
-	if ((ins_res && collect_forwards(ins_res, 1, 0, out) != 0) ||
-	    (upd_res && collect_forwards(upd_res, 1, 0, out) != 0)) {
+	if ((ins && collect_forwards(ins, 1, 0, out) != 0) ||
+	    (upd && collect_forwards(upd, 1, 0, out) != 0)) {
 		/* committed, but we could not copy the rows: the lease expiry or the
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
@@ -1270,24 +1169,11 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 done:
 	if (rc != STORE_OK)
 		rollback(st);
-	PQclear(r);
-	PQclear(ins_res);
-	PQclear(upd_res);
-	key_table_free(&kt);
+	PQclear(first);
+	PQclear(ins);
+	PQclear(upd);
+	fold_free(&f);
 	batch_parts_free(&bp);
-	free(notes);
-	for (int w = 0; w < W_NCOLS; w++) {
-		sbuf_free(&ins[w]);
-		sbuf_free(&upd[w]);
-	}
-	for (int c = 0; c < 5; c++) {
-		sbuf_free(&cf[c]);
-		sbuf_free(&rj[c]);
-	}
-	sbuf_free(&cfp);
-	sbuf_free(&cfo);
-	sbuf_free(&kb);
-	sbuf_free(&kk);
 	return rc;
 }
 
