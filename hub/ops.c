@@ -311,6 +311,10 @@ static void fill_lag(rd_kafka_t *rk, ops_status *st, int64_t deadline)
 		p->high_watermark = hi;
 		if (p->next_offset >= 0 && hi >= p->next_offset)
 			p->lag = hi - p->next_offset;
+		else if (p->next_offset < 0 && hi == lo)
+			/* nothing applied yet, but nothing there to apply either:
+			 * wherever a reader stands, it has no record to catch up on */
+			p->lag = 0;
 		else if (p->next_offset >= 0)
 			/* the topic was deleted and made again: its offsets start anew */
 			snprintf(st->lag_note, sizeof st->lag_note, "partition %d of %s ends at %lld, "

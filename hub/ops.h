@@ -81,7 +81,8 @@ typedef struct {
 	int released;             /* the owner let go cleanly */
 	char contested_by[256];   /* group of a fenced replica waiting for it, or "" */
 	int64_t high_watermark;   /* -1: unknown (the broker was not asked or did not answer) */
-	int64_t lag;              /* high_watermark - next_offset; -1: unknown */
+	int64_t lag;              /* high_watermark - next_offset (0 for an empty partition
+	                           * whose next_offset is unknown); -1: unknown */
 } ops_partition;
 
 typedef struct {
