@@ -244,9 +244,15 @@ static void list_text(const cJSON *rows, const admin_args *a)
 		snprintf(checks, sizeof checks, "%lld", num(r, "check_attempts"));
 		snprintf(sends, sizeof sends, "%lld", num(r, "send_attempts"));
 		snprintf(bytes, sizeof bytes, "%lld B", num(r, "payload_bytes"));
-		/* one line per row: the whole error is in `show` */
+		/* one line per row, cut on a character boundary: the whole error
+		 * is in `show` */
 		const char *e = str(r, "last_error");
-		snprintf(lerr, sizeof lerr, "%.60s%s", e ? e : "-", e && strlen(e) > 60 ? "..." : "");
+		size_t cut = e ? strlen(e) : 0;
+		if (cut > 60)
+			for (cut = 60; cut > 0 && ((unsigned char)e[cut] & 0xc0) == 0x80; cut--)
+				;
+		snprintf(lerr, sizeof lerr, "%.*s%s", (int)cut, e ? e : "-",
+		         e && strlen(e) > cut ? "..." : "");
 		table_cell(&t, str(r, "biz_id"));
 		table_cell(&t, str(r, "message_key"));
 		table_cell(&t, str(r, "status"));
@@ -312,11 +318,17 @@ static void show_payload(const cJSON *m)
 	putchar('\n');
 }
 
+static int is(const cJSON *m, const char *name, const char *value)
+{
+	const char *v = str(m, name);
+	return v && strcmp(v, value) == 0;
+}
+
 static void show_message(const cJSON *m)
 {
 	static const char *const fields[] = {"status", "send_status", "decision", "forward_topic",
 	                                     "forward_key", "checkback_url", "last_error",
-	                                     "next_check_at", "next_send_at", "alerted_at"};
+	                                     "alerted_at"};
 	char buf[128], a[48];
 	printf("message ");
 	put(stdout, str(m, "biz_id"));
@@ -325,7 +337,12 @@ static void show_message(const cJSON *m)
 	putchar('\n');
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
 		field_line(fields[i], str(m, fields[i]));
-	char *headers = cJSON_PrintUnformatted(cJSON_GetObjectItem(m, "forward_headers"));
+	/* the due times mean something only in the state that uses them (a
+	 * sent row keeps its last lease): --json has them as stored */
+	field_line("next_check_at", is(m, "status", "prepared") ? str(m, "next_check_at") : NULL);
+	field_line("next_send_at", is(m, "send_status", "pending") ? str(m, "next_send_at") : NULL);
+	const cJSON *h = cJSON_GetObjectItem(m, "forward_headers");
+	char *headers = cJSON_IsObject(h) ? cJSON_PrintUnformatted(h) : NULL;
 	field_line("forward_headers", headers);
 	free(headers);
 	snprintf(buf, sizeof buf, "%lld check-back(s), %lld failed send(s)", num(m, "check_attempts"),

@@ -99,7 +99,8 @@ typedef struct {
 	char lag_note[640];            /* why some lag is unknown, or "" */
 } ops_status;
 
-/* Everything but the lag, from PostgreSQL, in one statement (one snapshot).
+/* Everything but the lag, from PostgreSQL, in one read-only transaction
+ * (one snapshot).
  * awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of unfinished
  * states walk the partial indexes; committed and rolled_back count the
  * messages_finished index too, which is as long as the finished rows (see
@@ -167,7 +168,8 @@ typedef enum {
 
 /* What one resolve or redrive did. */
 typedef struct {
-	char previous[32];     /* status before; for a failed send "failed" */
+	char previous[32];     /* resolve: the status before; redrive: "check_failed" or
+	                        * "send_failed" */
 	char status[32];       /* after */
 	char send_status[16];  /* after; "" for null */
 	int32_t attempts;      /* redrive: the attempts reset to 0 */
