@@ -5,7 +5,12 @@
 #                             PostgreSQL and the embedded broker, run the hub
 #                             with a small demo
 #   deploy/dev.sh test        the same set-up, then the whole test suite
-#   deploy/dev.sh bench [N]   push N prepare+commit pairs through (default 50000)
+#   deploy/dev.sh bench [N]   push N prepare+commit pairs through (default 50000);
+#                             embedded broker, fsync off: development figures
+#   deploy/dev.sh bench-real [N]
+#                             txhub bench at production settings: Apache Kafka
+#                             (deploy/kafka.sh), durable PostgreSQL; a drain of
+#                             N (default 100000) and open-loop runs
 #   deploy/dev.sh bench-checkback [N]
 #                             N check-backs due at once against a local
 #                             endpoint (default 20000), and idle CPU
@@ -17,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 . deploy/packages.sh
 packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
-          libcurl4-openssl-dev libssl-dev libcriterion-dev postgresql kcat)
+          libcurl4-openssl-dev libssl-dev libcriterion-dev libmicrohttpd-dev postgresql kcat)
 
 
 b=${TXHUB_BUILD:-build}   # build directory
@@ -69,6 +74,12 @@ case "$cmd" in
     TXHUB_MESON_OPTIONS="--buildtype=release" build
     exec tests/with-services.sh "$b/txhub" deploy/bench.sh "${2:-50000}"
     ;;
+  bench-real)
+    install_missing "${packages[@]}"
+    b=${TXHUB_BUILD:-build-release}
+    TXHUB_MESON_OPTIONS="--buildtype=release" build
+    exec deploy/bench-real.sh "$b/txhub" "${2:-100000}"
+    ;;
   bench-checkback)
     install_missing "${packages[@]}"
     b=${TXHUB_BUILD:-build-release}
@@ -76,7 +87,7 @@ case "$cmd" in
     exec tests/with-services.sh "$b/txhub" deploy/bench-checkback.sh "${2:-20000}"
     ;;
   *)
-    echo "usage: deploy/dev.sh demo | test | bench [N] | bench-checkback [N]" >&2
+    echo "usage: deploy/dev.sh demo | test | bench [N] | bench-real [N] | bench-checkback [N]" >&2
     exit 2
     ;;
 esac

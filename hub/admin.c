@@ -241,12 +241,14 @@ int admin_parse(const char *command, int argc, char *const *argv, admin_args *ou
 	for (int i = 0; i < argc && rc == 0; i++) {
 		if (!ended && strcmp(argv[i], "--") == 0)
 			ended = 1;
+		else if (!ended && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0))
+			out->help = 1;
 		else if (!ended && argv[i][0] == '-' && argv[i][1])
 			rc = parse_option(argc, argv, &i, &seen, out, err, errsz);
 		else
 			buf[npos++] = argv[i];
 	}
-	if (rc == 0)
+	if (rc == 0 && !out->help)
 		rc = check_command(out, seen, npos, buf, err, errsz);
 	free(buf);
 	return rc;

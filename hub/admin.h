@@ -33,6 +33,7 @@ typedef enum {
 typedef struct {
 	admin_command cmd;
 	const char *name;                /* the command word */
+	int help;                        /* -h or --help: print the usage, do nothing */
 	int json;                        /* --json */
 	const char *biz_id;              /* BIZ, or list's / redrive's --biz */
 	const char *message_key;         /* KEY */
@@ -59,7 +60,8 @@ int admin_is_command(const char *name);
  * out; "--" ends the options, so an id may start with '-'). Every value is
  * checked here: statuses, durations, limits, ids (envelope rules), the
  * reason. Returns 0, or -1 with a message naming the argument in err (the
- * command then exits 2). */
+ * command then exits 2). With -h or --help, out->help is set and the
+ * arguments need not be complete. */
 int admin_parse(const char *command, int argc, char *const *argv, admin_args *out, char *err,
                 size_t errsz);
 

@@ -12,6 +12,7 @@
 
 #include "backoff.h"
 #include "log.h"
+#include "metrics.h"
 
 #define ALERT_QUEUE_MAX 10000
 #define ALERT_ATTEMPTS 5
@@ -139,12 +140,16 @@ static void *run(void *arg)
 			al->tail = prev_best;
 		best->next = NULL;
 		al->queued--;
+		char *url = al->url ? strdup(al->url) : NULL; /* a reload may change it */
 		pthread_mutex_unlock(&al->mu);
 
 		char why[CURL_ERROR_SIZE + 32];
-		int ok = c && post(c, al->url, best->json, why, sizeof why) == 0;
+		int ok = c && url && post(c, url, best->json, why, sizeof why) == 0;
 		if (!c)
 			snprintf(why, sizeof why, "cannot create a curl handle");
+		else if (!url)
+			snprintf(why, sizeof why, "alert.webhook is empty now");
+		free(url);
 		best->attempts++;
 		pthread_mutex_lock(&al->mu);
 		if (ok) {
@@ -185,6 +190,32 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* Take up cfg->alert_webhook: the URL, and the thread the first time one
+ * is set. Returns 0, or -1 with err. */
+static int set_webhook(alert *al, const txhub_config *cfg, char *err, size_t errsz)
+{
+	char *url = *cfg->alert_webhook ? strdup(cfg->alert_webhook) : NULL;
+	if (*cfg->alert_webhook && !url) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	pthread_mutex_lock(&al->mu);
+	free(al->url);
+	al->url = url;
+	int start = url && !al->running;
+	pthread_mutex_unlock(&al->mu);
+	if (!start)
+		return 0;
+	if (pthread_create(&al->thread, NULL, run, al) != 0) {
+		snprintf(err, errsz, "cannot start the alert thread: %s", strerror(errno));
+		return -1;
+	}
+	pthread_mutex_lock(&al->mu);
+	al->running = 1;
+	pthread_mutex_unlock(&al->mu);
+	return 0;
+}
+
 alert *alert_start(const txhub_config *cfg, char *err, size_t errsz)
 {
 	alert *al = calloc(1, sizeof *al);
@@ -194,20 +225,18 @@ alert *alert_start(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	pthread_mutex_init(&al->mu, NULL);
 	pthread_cond_init(&al->cv, NULL);
-	if (!*cfg->alert_webhook)
-		return al;
-	if (!(al->url = strdup(cfg->alert_webhook))) {
-		snprintf(err, errsz, "out of memory");
+	if (set_webhook(al, cfg, err, errsz) != 0) {
 		alert_stop(al, 0);
 		return NULL;
 	}
-	if (pthread_create(&al->thread, NULL, run, al) != 0) {
-		snprintf(err, errsz, "cannot start the alert thread: %s", strerror(errno));
-		alert_stop(al, 0);
-		return NULL;
-	}
-	al->running = 1;
 	return al;
+}
+
+void alert_reconfigure(alert *al, const txhub_config *cfg)
+{
+	char err[256];
+	if (set_webhook(al, cfg, err, sizeof err) != 0)
+		log_error("alert: taking up the new alert.webhook: %s", err);
 }
 
 static void utc_now(char *out, size_t outsz)
@@ -221,22 +250,20 @@ static void utc_now(char *out, size_t outsz)
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error)
 {
-	char eb[160], ek[600], ee[600];
-	if (biz_id && message_key)
-		log_error("ALERT %s: biz_id=%s message_key=%s attempts=%d%s%s last_error=%s", kind,
-		          log_escape(biz_id, strlen(biz_id), eb, sizeof eb),
-		          log_escape(message_key, strlen(message_key), ek, sizeof ek), attempts,
-		          topic ? " topic=" : "", topic ? topic : "",
-		          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
-	else
-		log_error("ALERT %s: attempts=%d last_error=%s", kind, attempts,
-		          last_error ? log_printable(last_error, ee, sizeof ee) : "-");
+	char what[64], ee[600];
+	metrics_alert(kind);
+	snprintf(what, sizeof what, "ALERT %s", kind);
+	log_about about = {biz_id, message_key, -1};
+	log_msg_about(LOG_ERROR, what, &about, "attempts=%d%s%s last_error=%s", attempts,
+	              topic ? " topic=" : "", topic ? topic : "",
+	              last_error ? log_printable(last_error, ee, sizeof ee) : "-");
 	if (!al)
 		return;
 	pthread_mutex_lock(&al->mu);
 	al->stats.raised++;
+	int webhook = al->running && al->url;
 	pthread_mutex_unlock(&al->mu);
-	if (!al->running)
+	if (!webhook)
 		return;
 
 	char at[32];

@@ -28,6 +28,10 @@ alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error);
 
+/* A reload changed the configuration: take up alert.webhook (emptied: what
+ * is queued is dropped as it falls due; set: later alerts go there). */
+void alert_reconfigure(alert *al, const txhub_config *cfg);
+
 /* Deliver what is queued for at most wait_ms, then stop and free. */
 void alert_stop(alert *al, int wait_ms);
 

@@ -24,6 +24,7 @@
 #include "backoff.h"
 #include "fault.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 #include "txhub.h"
 
@@ -46,6 +47,7 @@ typedef struct {
 	struct curl_slist *headers;
 	char *biz_id, *message_key;
 	int32_t partition, claimed_attempts;
+	int64_t started_ms;
 	char *body;
 	size_t body_len;
 	int too_long;
@@ -73,6 +75,7 @@ struct checkback {
 	uint64_t want_gen;  /* bumped by every checkback_assign() */
 	uint64_t acked_gen; /* the generation the thread has acted on */
 	int stopping;
+	const txhub_config *next_cfg; /* a reload's, for the thread to take up */
 	checkback_stats stats;
 
 	/* the thread's own */
@@ -283,35 +286,59 @@ static void slot_reset(checkback *cb, slot *s)
 	set_busy(cb, -1);
 }
 
+/* Read base as libcurl will and hold it against checkback.allow. Returns 0
+ * with u filled (the caller clears it), or settles the row as check_failed,
+ * never requested, and returns -1. */
+static int check_target(checkback *cb, const store_check *c, const char *base,
+                        checkback_url *u)
+{
+	char why[200], esc[512], msg[800];
+	const char *shown = log_escape(base, strlen(base), esc, sizeof esc);
+	if (checkback_url_parse(base, u, why, sizeof why) != 0) {
+		snprintf(msg, sizeof msg, "check-back URL %s cannot be read: %s; not requested", shown,
+		         why);
+	} else if (!checkback_url_permitted(cb->cfg->checkback_allow, u, why, sizeof why)) {
+		snprintf(msg, sizeof msg, "check-back URL %s is outside checkback.allow (%s); "
+		                          "not requested", shown, why);
+		checkback_url_clear(u);
+	} else {
+		return 0;
+	}
+	add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+	            CHECK_FAILED, msg, 0);
+	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	return -1;
+}
+
 /* Start the request for one claimed row, or settle it at once when it may
  * not be asked. */
 static void start_check(checkback *cb, const store_check *c)
 {
 	const char *base = c->url ? c->url : cb->cfg->checkback_default_url;
-	char why[600], esc[512];
+	checkback_url target;
 	if (!base || !*base) {
 		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
 		            CHECK_FAILED,
 		            "no check-back URL: the prepare named none and checkback.default_url is empty",
 		            0);
+		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
 		return;
 	}
-	if (!checkback_url_allowed(cb->cfg->checkback_allow, base)) {
-		snprintf(why, sizeof why, "check-back URL %s is outside checkback.allow; not requested",
-		         log_escape(base, strlen(base), esc, sizeof esc));
-		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
-		            CHECK_FAILED, why, 0);
+	if (check_target(cb, c, base, &target) != 0)
 		return;
-	}
 	slot *s = NULL;
 	for (size_t i = 0; i < cb->nslots && !s; i++)
 		if (!cb->slots[i].busy)
 			s = &cb->slots[i];
-	if (!s)
+	if (!s) {
+		checkback_url_clear(&target);
 		return; /* cannot happen: we never claim more than the free slots */
+	}
 	s->busy = 1;
 	set_busy(cb, +1);
-	char *url = checkback_request_url(base, c->biz_id, c->message_key);
+	/* the URL that was checked, normalized, is the one requested */
+	char *url = checkback_request_url(target.url, c->biz_id, c->message_key);
+	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
 	s->partition = c->partition;
@@ -326,7 +353,7 @@ static void start_check(checkback *cb, const store_check *c)
 		                              c->message_key, sig, sizeof sig) == 0) {
 			snprintf(h, sizeof h, "X-Txhub-Timestamp: %lld", ts);
 			curl_slist_append(s->headers, h);
-			snprintf(h, sizeof h, "X-Txhub-Signature: v1=%s", sig);
+			snprintf(h, sizeof h, "X-Txhub-Signature: v2=%s", sig);
 			curl_slist_append(s->headers, h);
 		}
 	}
@@ -342,6 +369,9 @@ static void start_check(checkback *cb, const store_check *c)
 	}
 	CURL *e = s->easy;
 	curl_easy_setopt(e, CURLOPT_URL, url);
+	/* url's path has no dot segment left; PATH_AS_IS makes libcurl send it
+	 * byte for byte, so that what goes out is what the allow list held */
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -359,6 +389,7 @@ static void start_check(checkback *cb, const store_check *c)
 		slot_reset(cb, s);
 		return;
 	}
+	s->started_ms = mono_ms();
 	count(cb, &cb->stats.requests);
 }
 
@@ -385,6 +416,9 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 		a = checkback_parse_answer(code, s->body ? s->body : "", s->body_len, reason,
 		                           sizeof reason);
 	}
+	static const metrics_checkback outcome[] = {METRICS_CB_COMMITTED, METRICS_CB_ROLLED_BACK,
+	                                            METRICS_CB_UNDECIDED, METRICS_CB_ERROR};
+	metrics_checkback_done(outcome[a], mono_ms() - s->started_ms);
 	switch (a) {
 	case CHECKBACK_COMMITTED:
 		count(cb, &cb->stats.committed);
@@ -399,12 +433,9 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	case CHECKBACK_UNDECIDED:
 	case CHECKBACK_ERROR: {
 		count(cb, a == CHECKBACK_UNDECIDED ? &cb->stats.undecided : &cb->stats.errors);
-		char eb[80], ek[300];
-		log_msg(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG,
-		        "checkback: biz_id=%s message_key=%s attempt %d: %s",
-		        log_escape(s->biz_id, strlen(s->biz_id), eb, sizeof eb),
-		        log_escape(s->message_key, strlen(s->message_key), ek, sizeof ek),
-		        s->claimed_attempts + 1, reason);
+		log_about about = {s->biz_id, s->message_key, s->partition};
+		log_msg_about(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG, "checkback", &about,
+		              "attempt %d: %s", s->claimed_attempts + 1, reason);
 		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
 		               reason);
 		break;
@@ -535,6 +566,10 @@ static void *run(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&cb->mu);
 		int stopping = cb->stopping;
+		if (cb->next_cfg) {
+			cb->cfg = cb->next_cfg;
+			cb->next_cfg = NULL;
+		}
 		pthread_mutex_unlock(&cb->mu);
 		if (stopping)
 			break;
@@ -684,6 +719,14 @@ void checkback_stop(checkback *cb)
 	curl_multi_wakeup(cb->multi);
 	pthread_join(cb->thread, NULL);
 	destroy(cb);
+}
+
+void checkback_reconfigure(checkback *cb, const txhub_config *cfg)
+{
+	pthread_mutex_lock(&cb->mu);
+	cb->next_cfg = cfg;
+	pthread_mutex_unlock(&cb->mu);
+	curl_multi_wakeup(cb->multi);
 }
 
 checkback_stats checkback_get_stats(checkback *cb)

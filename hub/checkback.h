@@ -10,7 +10,8 @@
  * conditional on the row still being `prepared` at the attempt count it was
  * claimed with, so a decision envelope that arrives meanwhile always wins.
  *
- * The pure helpers below are what the unit tests exercise. */
+ * The pure wire helpers (answers, URLs, the allow list) are in
+ * checkback_proto.h. */
 #ifndef TXHUB_CHECKBACK_H
 #define TXHUB_CHECKBACK_H
 
@@ -18,35 +19,9 @@
 #include <stdint.h>
 
 #include "alert.h"
+#include "checkback_proto.h"
 #include "config.h"
 #include "store.h"
-
-/* The largest answer body read; a longer one is refused as an error. */
-#define CHECKBACK_BODY_MAX 65536
-
-typedef enum {
-	CHECKBACK_COMMITTED,
-	CHECKBACK_ROLLED_BACK,
-	CHECKBACK_UNDECIDED, /* "unknown", "prepared", 1: ask again later */
-	CHECKBACK_ERROR,     /* anything else: also asked again later */
-} checkback_answer;
-
-/* Classify an HTTP answer. For CHECKBACK_UNDECIDED and CHECKBACK_ERROR a
- * printable reason (untrusted bytes escaped) is written to reason. */
-checkback_answer checkback_parse_answer(long http_status, const char *body, size_t len,
-                                        char *reason, size_t reasonsz);
-
-/* The request URL: base with biz_id, message_key, bizID and messageKey
- * appended as percent-encoded query parameters after "?" or "&" (a fragment
- * of base is dropped: it is never sent). Returns a malloc'd string, or NULL
- * when out of memory. */
-char *checkback_request_url(const char *base, const char *biz_id, const char *message_key);
-
-/* Whether url may be requested under the comma-separated prefix list allow
- * (empty: everything). A prefix matches at a boundary: "http://a.example"
- * allows "http://a.example/x" and "http://a.example?x" but not
- * "http://a.example.evil/" or "http://a.example:8080/". */
-int checkback_url_allowed(const char *allow, const char *url);
 
 typedef struct checkback checkback;
 
@@ -58,6 +33,11 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
  * answers it has for them and dropped their requests in flight. Called from
  * the main thread. */
 void checkback_assign(checkback *cb, const store_owned *partitions, size_t n);
+
+/* A reload: the thread takes up cfg (which must outlive the checker) at
+ * its next turn; requests in flight finish as they started. Keys that
+ * cannot change while running are the same in cfg. */
+void checkback_reconfigure(checkback *cb, const txhub_config *cfg);
 
 /* Stop the thread (requests in flight are dropped and their rows made due
  * again) and free everything. */

@@ -6,12 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkback_proto.h"
 #include "envelope.h"
+#include "http.h"
 #include "log.h"
 
 #define OFF(f) offsetof(txhub_config, f)
-#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc}
-#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc}
+#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0}
+#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 0}
+/* keys a SIGHUP applies to a running hub */
+#define LSTR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 1}
+#define LINT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 1}
 
 static const int64_t DAY_MS = 86400000;
 
@@ -26,54 +31,60 @@ const config_option config_options[] = {
 	    "consumer group shared by all replicas"),
 	INT("envelope.max_bytes", NULL, "1048576", 64, 100 * 1024 * 1024, envelope_max_bytes,
 	    "largest accepted envelope (record value), in bytes"),
-	INT("checkback.first_after_ms", NULL, "30000", 0, 30 * DAY_MS, checkback_first_after_ms,
+	LINT("checkback.first_after_ms", NULL, "30000", 0, 30 * DAY_MS, checkback_first_after_ms,
 	    "delay from prepare to the first check-back"),
-	INT("checkback.backoff_ms", NULL, "10000", 1, DAY_MS, checkback_backoff_ms,
+	LINT("checkback.backoff_ms", NULL, "10000", 1, DAY_MS, checkback_backoff_ms,
 	    "delay before the second check-back; doubles after each attempt"),
-	INT("checkback.backoff_max_ms", NULL, "600000", 1, 30 * DAY_MS, checkback_backoff_max_ms,
+	LINT("checkback.backoff_max_ms", NULL, "600000", 1, 30 * DAY_MS, checkback_backoff_max_ms,
 	    "cap on the check-back retry delay"),
-	INT("checkback.max_attempts", NULL, "15", 1, 1000, checkback_max_attempts,
+	LINT("checkback.max_attempts", NULL, "15", 1, 1000, checkback_max_attempts,
 	    "check-backs before a message becomes check_failed"),
-	INT("checkback.timeout_ms", NULL, "3000", 1, 600000, checkback_timeout_ms,
+	LINT("checkback.timeout_ms", NULL, "3000", 1, 600000, checkback_timeout_ms,
 	    "time-out of one check-back request"),
 	INT("checkback.concurrency", NULL, "64", 1, 10000, checkback_concurrency,
 	    "check-back requests in flight at once"),
-	STR("checkback.allow", NULL, "", checkback_allow,
-	    "comma-separated URL prefixes check-backs may go to; empty: any http or https URL"),
-	STR("checkback.default_url", NULL, "", checkback_default_url,
+	LSTR("checkback.allow", NULL, "", checkback_allow,
+	    "comma-separated URLs check-backs may go to (that path or below it); "
+	    "empty: any http or https URL"),
+	LSTR("checkback.default_url", NULL, "", checkback_default_url,
 	    "check-back URL for prepares that name none"),
-	STR("checkback.secret", "TXHUB_CHECKBACK_SECRET", "", checkback_secret,
+	LSTR("checkback.secret", "TXHUB_CHECKBACK_SECRET", "", checkback_secret,
 	    "HMAC-SHA256 key for signing check-back requests; empty: unsigned"),
-	INT("forward.backoff_ms", NULL, "1000", 1, DAY_MS, forward_backoff_ms,
+	LINT("forward.backoff_ms", NULL, "1000", 1, DAY_MS, forward_backoff_ms,
 	    "delay before re-sending a forward whose delivery failed; doubles after each attempt"),
-	INT("forward.backoff_max_ms", NULL, "300000", 1, 30 * DAY_MS, forward_backoff_max_ms,
+	LINT("forward.backoff_max_ms", NULL, "300000", 1, 30 * DAY_MS, forward_backoff_max_ms,
 	    "cap on the forward retry delay"),
-	INT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
+	LINT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
 	    "delivery attempts before a message gets send_status failed"),
-	STR("alert.webhook", NULL, "", alert_webhook,
+	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
-	INT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
+	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
 	    alert_awaiting_prepare_ms,
 	    "a decision waiting this long for its prepare (awaiting_prepare) raises the alert "
 	    "prepare_missing once and counts as parked"),
-	INT("alert.database_failing_ms", NULL, "60000", 1000, DAY_MS, alert_database_failing_ms,
+	LINT("alert.database_failing_ms", NULL, "60000", 1000, DAY_MS, alert_database_failing_ms,
 	    "PostgreSQL refusing the hub's writes this long raises the alert database_failing"),
-	STR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
+	LSTR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
 	    "debug, info, warn or error"),
+	LSTR("log.format", NULL, "text", log_format,
+	    "text, or json: one JSON object per line"),
+	STR("http.listen", NULL, "", http_listen,
+	    "host:port for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: none"),
 	INT("intake.batch_max", NULL, "2000", 1, 100000, intake_batch_max,
 	    "most control records applied in one PostgreSQL transaction"),
 	INT("intake.batch_bytes", NULL, "16777216", 1024, 1024 * 1024 * 1024, intake_batch_bytes,
 	    "most record bytes applied in one PostgreSQL transaction"),
 	INT("intake.poll_ms", NULL, "100", 1, 60000, intake_poll_ms,
 	    "longest wait for the first record of a batch"),
-	INT("retention.finished_hours", NULL, "168", 0, 87600, retention_finished_hours,
+	/* live: CONTRACT §11 names retention among the keys SIGHUP applies */
+	LINT("retention.finished_hours", NULL, "168", 0, 87600, retention_finished_hours,
 	    "txhub run deletes finished messages (committed and sent, or rolled_back) and their "
 	    "history this many hours after their last change, for the partitions it owns; 0 turns "
 	    "retention off, for rejected and conflict rows too"),
-	INT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
+	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
-	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL},
+	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
 
 static const config_option *find_option(const char *key)
@@ -245,12 +256,49 @@ int config_load_env(txhub_config *cfg, char *err, size_t errsz)
 	return 0;
 }
 
+/* checkback.allow and checkback.default_url, read by the same parser the
+ * check-back thread uses, so that an entry that could never hold a URL, or
+ * a default URL the list refuses, stops the start instead of failing every
+ * check-back later. */
+static int check_checkback_urls(const txhub_config *cfg, char *err, size_t errsz)
+{
+	char why[400];
+	if (checkback_allow_validate(cfg->checkback_allow, why, sizeof why) != 0) {
+		snprintf(err, errsz, "checkback.allow: %s", why);
+		return -1;
+	}
+	if (!*cfg->checkback_default_url)
+		return 0;
+	checkback_url u;
+	if (checkback_url_parse(cfg->checkback_default_url, &u, why, sizeof why) != 0) {
+		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL: %s",
+		         why);
+		return -1;
+	}
+	int inside = checkback_url_permitted(cfg->checkback_allow, &u, why, sizeof why);
+	checkback_url_clear(&u);
+	if (!inside) {
+		snprintf(err, errsz, "checkback.default_url: outside checkback.allow: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
 	log_level lvl;
 	if (log_level_parse(cfg->log_level, &lvl) != 0) {
 		snprintf(err, errsz, "log.level: \"%s\" is not one of debug, info, warn, error",
 		         cfg->log_level);
+		return -1;
+	}
+	if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+		snprintf(err, errsz, "log.format: \"%s\" is not text or json", cfg->log_format);
+		return -1;
+	}
+	char sub[512];
+	if (*cfg->http_listen && http_listen_valid(cfg->http_listen, sub, sizeof sub) != 0) {
+		snprintf(err, errsz, "http.listen: %s", sub);
 		return -1;
 	}
 	if (!*cfg->brokers) {
@@ -274,35 +322,80 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
 		return -1;
 	}
-	if (*cfg->checkback_default_url && !envelope_valid_url(cfg->checkback_default_url)) {
-		snprintf(err, errsz, "checkback.default_url: must be an http:// or https:// URL");
+	if (check_checkback_urls(cfg, err, errsz) != 0)
 		return -1;
-	}
 	if (*cfg->alert_webhook && !envelope_valid_url(cfg->alert_webhook)) {
 		snprintf(err, errsz, "alert.webhook: must be an http:// or https:// URL");
 		return -1;
 	}
-	if (*cfg->checkback_allow) {
-		char *copy = strdup(cfg->checkback_allow);
-		if (!copy) {
-			snprintf(err, errsz, "checkback.allow: out of memory");
+	return 0;
+}
+
+static int same_option(const config_option *o, const txhub_config *a, const txhub_config *b)
+{
+	const void *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
+	if (o->type == CONFIG_STRING)
+		return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+	return *(const int64_t *)fa == *(const int64_t *)fb;
+}
+
+static int same_kafka(const txhub_config *a, const txhub_config *b)
+{
+	if (a->kafka_cnt != b->kafka_cnt)
+		return 0;
+	for (size_t i = 0; i < a->kafka_cnt; i++)
+		if (strcmp(a->kafka[i].key, b->kafka[i].key) != 0 ||
+		    strcmp(a->kafka[i].value, b->kafka[i].value) != 0)
+			return 0;
+	return 1;
+}
+
+static void note_changed(char *changed, size_t changedsz, const char *key)
+{
+	size_t l = strlen(changed);
+	snprintf(changed + l, changedsz - l, "%s%s", l ? ", " : "", key);
+}
+
+int config_keep_fixed(const txhub_config *running, txhub_config *next, char *changed,
+                      size_t changedsz)
+{
+	changed[0] = '\0';
+	char err[256];
+	for (const config_option *o = config_options; o->key; o++) {
+		if (o->live || same_option(o, running, next))
+			continue;
+		note_changed(changed, changedsz, o->key);
+		void *f = (char *)running + o->offset;
+		if (o->type == CONFIG_STRING && set_option(next, o, *(char **)f, err, sizeof err) != 0)
 			return -1;
-		}
-		int bad = 0;
-		char *save = NULL;
-		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			char *p = trim(t);
-			if (*p && !envelope_valid_url(p)) {
-				snprintf(err, errsz, "checkback.allow: \"%s\" is not an http:// or https:// prefix", p);
-				bad = 1;
-				break;
-			}
-		}
-		free(copy);
-		if (bad)
+		if (o->type == CONFIG_INT)
+			*(int64_t *)((char *)next + o->offset) = *(int64_t *)f;
+	}
+	if (same_kafka(running, next))
+		return 0;
+	note_changed(changed, changedsz, "kafka.*");
+	for (size_t i = 0; i < next->kafka_cnt; i++) {
+		free(next->kafka[i].key);
+		free(next->kafka[i].value);
+	}
+	next->kafka_cnt = 0;
+	for (size_t i = 0; i < running->kafka_cnt; i++) {
+		char key[512];
+		snprintf(key, sizeof key, "kafka.%s", running->kafka[i].key);
+		if (config_set(next, key, running->kafka[i].value, err, sizeof err) != 0)
 			return -1;
 	}
 	return 0;
+}
+
+void config_apply_logging(const txhub_config *cfg)
+{
+	log_level lvl = LOG_INFO;
+	log_format fmt = LOG_TEXT;
+	log_level_parse(cfg->log_level, &lvl);
+	log_format_parse(cfg->log_format, &fmt);
+	log_set_level(lvl);
+	log_set_format(fmt);
 }
 
 void config_write_example(FILE *out)
@@ -316,6 +409,8 @@ void config_write_example(FILE *out)
 		fprintf(out, "\n# %s", o->doc);
 		if (o->env)
 			fprintf(out, " (environment: %s)", o->env);
+		if (o->live)
+			fprintf(out, " (SIGHUP applies it to a running hub)");
 		fprintf(out, "\n# %s =%s%s\n", o->key, *o->def ? " " : "", o->def);
 	}
 }

@@ -39,6 +39,8 @@ typedef struct txhub_config {
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;
 	char *log_level;
+	char *log_format;
+	char *http_listen;
 	int64_t intake_batch_max;
 	int64_t intake_batch_bytes;
 	int64_t intake_poll_ms;
@@ -60,6 +62,7 @@ typedef struct {
 	int64_t min, max;       /* bounds for CONFIG_INT */
 	size_t offset;          /* offsetof(txhub_config, field) */
 	const char *doc;
+	int live;               /* SIGHUP applies a new value to a running hub */
 } config_option;
 
 /* The table, terminated by a row with key == NULL. */
@@ -82,6 +85,16 @@ int config_load_env(txhub_config *cfg, char *err, size_t errsz);
 
 /* Cross-key checks after everything is loaded (URLs, bounds between keys). */
 int config_validate(const txhub_config *cfg, char *err, size_t errsz);
+
+/* After a reload: every key that cannot change while running (not live,
+ * and the kafka.* list) that differs in next is set back to its value in
+ * running, and named in changed (comma-separated, "" when none). Returns
+ * 0, or -1 when out of memory. */
+int config_keep_fixed(const txhub_config *running, txhub_config *next, char *changed,
+                      size_t changedsz);
+
+/* Set the logger's level and format from cfg (validated). */
+void config_apply_logging(const txhub_config *cfg);
 
 /* Print the table as a commented example config file. */
 void config_write_example(FILE *out);

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 
 void fault_init(fault *f, const char *what, alert *al, int64_t alert_ms)
 {
@@ -21,6 +22,7 @@ void fault_fail(fault *f, const char *err)
 	if (f->since_ms == 0)
 		f->since_ms = now;
 	f->attempts++;
+	metrics_database_error();
 	if (strcmp(f->last, err) != 0) {
 		snprintf(f->last, sizeof f->last, "%s", err);
 		log_error("%s failed: %s; retried with backoff until it succeeds (the same error "

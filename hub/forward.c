@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "clock.h"
 #include "kafka.h"
 #include "log.h"
+#include "metrics.h"
 
 /* What travels with a message as its opaque, until its report is written. */
 typedef struct {
@@ -17,6 +19,8 @@ typedef struct {
 	char *message_key;
 	int32_t partition; /* source partition */
 	int32_t send_attempts;
+	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
+	int64_t produced_ms; /* handed to the producer; 0: refused outright */
 	int ok;
 	char error[FORWARD_ERROR_MAX];
 } fw_item;
@@ -101,6 +105,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void)rk;
 	(void)opaque;
+	metrics_kafka_error();
 	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
@@ -125,15 +130,9 @@ static int set_propagation(const txhub_config *cfg, rd_kafka_conf_t *conf, int64
 	return 0;
 }
 
-forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *delivery_timeout_ms,
+                                       char *err, size_t errsz)
 {
-	forward *fw = calloc(1, sizeof *fw);
-	if (!fw) {
-		snprintf(err, errsz, "out of memory");
-		return NULL;
-	}
-	fw->cfg = cfg;
-	fw->al = al;
 	char max_bytes[24];
 	snprintf(max_bytes, sizeof max_bytes, "%lld", (long long)kafka_forward_max_bytes(cfg));
 	const char *defaults[] = {
@@ -147,16 +146,31 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		NULL};
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)
-		goto fail;
+		return NULL;
 	char v[64];
 	size_t vs = sizeof v;
-	fw->delivery_timeout_ms = 30000;
+	*delivery_timeout_ms = 30000;
 	if (rd_kafka_conf_get(conf, "message.timeout.ms", v, &vs) == RD_KAFKA_CONF_OK)
-		fw->delivery_timeout_ms = atoll(v);
-	if (set_propagation(cfg, conf, fw->delivery_timeout_ms, err, errsz) != 0) {
+		*delivery_timeout_ms = atoll(v);
+	if (set_propagation(cfg, conf, *delivery_timeout_ms, err, errsz) != 0) {
 		rd_kafka_conf_destroy(conf);
-		goto fail;
+		return NULL;
 	}
+	return conf;
+}
+
+forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+{
+	forward *fw = calloc(1, sizeof *fw);
+	if (!fw) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	fw->cfg = cfg;
+	fw->al = al;
+	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
+	if (!conf)
+		goto fail;
 	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, fw);
@@ -174,6 +188,8 @@ fail:
 }
 
 int64_t forward_delivery_timeout_ms(const forward *fw) { return fw->delivery_timeout_ms; }
+
+void forward_reconfigure(forward *fw, const txhub_config *cfg) { fw->cfg = cfg; }
 
 static rd_kafka_headers_t *make_headers(const store_forward *f)
 {
@@ -202,6 +218,8 @@ void forward_send(forward *fw, const store_forward_list *l)
 		}
 		it->send_attempts = f->send_attempts;
 		it->partition = f->src_partition;
+		it->decided_ms = f->decided_ms;
+		it->produced_ms = clock_ms();
 		fw->in_flight++;
 		for (;;) {
 			rd_kafka_headers_t *h = make_headers(f);
@@ -222,11 +240,40 @@ void forward_send(forward *fw, const store_forward_list *l)
 			}
 			/* refused outright (too large, bad topic): a failed attempt */
 			it->ok = 0;
+			it->produced_ms = 0;
 			forward_describe_failure(it->error, sizeof it->error, f->topic, 1, e);
 			push_done(fw, it);
 			break;
 		}
 	}
+}
+
+/* The metrics of the reports in fw->done, nfailed of which ended the
+ * forward for good: one update of the shared counters for all of them. */
+static void count_reports(forward *fw, size_t nfailed)
+{
+	metrics_forwards m;
+	memset(&m, 0, sizeof m);
+	int64_t now = clock_ms();
+	for (size_t i = 0; i < fw->ndone; i++) {
+		const fw_item *it = fw->done[i];
+		if (!it->ok) {
+			m.outcomes[METRICS_FW_RETRIED]++;
+			continue;
+		}
+		m.outcomes[METRICS_FW_SENT]++;
+		if (it->produced_ms)
+			metrics_forwards_observe(m.produce_bucket, &m.produce_count, &m.produce_sum_us,
+			                         now - it->produced_ms);
+		if (it->decided_ms)
+			metrics_forwards_observe(m.commit_bucket, &m.commit_count, &m.commit_sum_us,
+			                         now - it->decided_ms);
+	}
+	if (nfailed > m.outcomes[METRICS_FW_RETRIED])
+		nfailed = m.outcomes[METRICS_FW_RETRIED];
+	m.outcomes[METRICS_FW_RETRIED] -= nfailed;
+	m.outcomes[METRICS_FW_FAILED] = nfailed;
+	metrics_add_forwards(&m);
 }
 
 store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t nown, char *err,
@@ -267,17 +314,16 @@ store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t now
 		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
 		            f->topic, why);
 	}
+	count_reports(fw, failed.n);
 	for (size_t i = 0; i < fw->ndone; i++) {
 		fw_item *it = fw->done[i];
 		if (it->ok) {
 			fw->stats.delivered++;
 		} else {
 			fw->stats.failed_attempts++;
-			char eb[80], ek[300];
-			log_warn("forward: biz_id=%s message_key=%s attempt %d: %s",
-			         log_escape(it->biz_id, strlen(it->biz_id), eb, sizeof eb),
-			         log_escape(it->message_key, strlen(it->message_key), ek, sizeof ek),
-			         it->send_attempts + 1, it->error);
+			log_about about = {it->biz_id, it->message_key, it->partition};
+			log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s",
+			              it->send_attempts + 1, it->error);
 		}
 		item_free(it);
 	}

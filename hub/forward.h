@@ -9,6 +9,7 @@
 #define TXHUB_FORWARD_H
 
 #include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,9 +33,19 @@ typedef struct forward forward;
 void forward_describe_failure(char *buf, size_t size, const char *topic, int refused,
                               rd_kafka_resp_err_t e);
 
+/* The forward producer's configuration (idempotent, acks=all, lz4,
+ * message.max.bytes from envelope.max_bytes, then the kafka.* settings),
+ * without callbacks; *delivery_timeout_ms receives its message.timeout.ms.
+ * The caller owns the result. Also what `txhub bench` measures Kafka with. */
+rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *delivery_timeout_ms,
+                                       char *err, size_t errsz);
+
 /* Forwards that end `failed` are reported through al (may be NULL). */
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);
 void forward_destroy(forward *fw);
+
+/* A reload: forward.* tuning from cfg (which must outlive fw) from now on. */
+void forward_reconfigure(forward *fw, const txhub_config *cfg);
 
 /* The producer's delivery time-out (message.timeout.ms), for the lease. */
 int64_t forward_delivery_timeout_ms(const forward *fw);

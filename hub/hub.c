@@ -30,17 +30,25 @@
 #include "forward.h"
 #include "intake.h"
 #include "log.h"
+#include "metrics.h"
 #include "migrate.h"
+#include "monitor.h"
 #include "signals.h"
 #include "store.h"
 
 typedef struct {
-	const txhub_config *cfg;
+	const txhub_config *cfg; /* in force: the start-up one, or a reload's */
+	txhub_config **loaded;   /* every reload's, freed at exit (threads may hold one) */
+	size_t nloaded;
+	hub_reload_fn reload;
+	void *reload_ctx;
 	store *st;
 	intake *in;
 	forward *fw;
 	checkback *cb;
 	alert *al;
+	monitor *mon;
+	int joined;            /* the consumer has had an assignment */
 	intake_batch batch;
 	uint64_t records, batches, rejected, conflicts;
 	store_owned *released; /* partitions taken since the last release */
@@ -234,6 +242,8 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 			h->refused_in_a_row = 0;
 		h->rejected += stats.rejected;
 		h->conflicts += stats.conflicts;
+		metrics_add_envelopes(&stats.by);
+		metrics_observe_batch(1);
 		send_forwards(h, &committed);
 	}
 	store_forward_list_clear(&committed);
@@ -262,6 +272,13 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 		          "data: %s; kept in txhub.rejected", rej.partition, (long long)rej.offset, err);
 		h->refused_in_a_row++;
 		h->rejected++;
+		metrics_envelopes m;
+		memset(&m, 0, sizeof m);
+		m.n[r->env.type == ENVELOPE_PREPARE  ? METRICS_PREPARE
+		    : r->env.type == ENVELOPE_COMMIT ? METRICS_COMMIT
+		                                     : METRICS_ROLLBACK][METRICS_REJECTED] = 1;
+		metrics_add_envelopes(&m);
+		metrics_observe_batch(1);
 		return STORE_OK;
 	}
 	snprintf(err, errsz, "keeping a refused record in txhub.rejected: %s", err2);
@@ -299,6 +316,8 @@ static int flush_batch(hub *h)
 		if (rc == STORE_OK) {
 			h->rejected += stats.rejected;
 			h->conflicts += stats.conflicts;
+			metrics_add_envelopes(&stats.by);
+			metrics_observe_batch(h->batch.n);
 			log_debug("hub: batch of %zu: %zu applied, %zu no-op, %zu committed, %zu rejected, "
 			          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
 			          stats.rejected, stats.conflicts);
@@ -359,6 +378,7 @@ static void set_problem(hub *h, const char *problem)
 static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
+	h->joined = 1;
 	/* (n == 0 happens in cooperative rebalances: realloc to 0 would free) */
 	store_owned *r = n ? realloc(h->released, (h->nreleased + n) * sizeof *r) : NULL;
 	if (r) { /* else their leases expire on their own */
@@ -616,22 +636,98 @@ static int alert_missing_prepares(hub *h)
 	return 0;
 }
 
-static void take_signals(void)
+/* Why this replica is not ready, for /readyz ("" when it is): a
+ * PostgreSQL write failing for a second or more, or a clash over
+ * partitions. */
+static const char *readiness(const hub *h, char *buf, size_t bufsz)
+{
+	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_deliver, &h->f_scan};
+	int64_t now = now_ms();
+	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+		const fault *f = faults[i];
+		if (f->since_ms && (f->attempts >= 2 || now - f->since_ms >= 1000)) {
+			snprintf(buf, bufsz, "PostgreSQL: %s has failed for %lld s: %s", f->what,
+			         (long long)((now - f->since_ms) / 1000), f->last);
+			return buf;
+		}
+	}
+	return h->problem;
+}
+
+static void publish_lag(hub *h)
+{
+	int32_t parts[256];
+	int64_t lag[256];
+	size_t n = intake_lag(h->in, parts, lag, 256);
+	metrics_set_lag(parts, lag, n);
+}
+
+/* SIGHUP: load the configuration again and apply the keys that may change
+ * while running; the others keep their values (and the log says which
+ * changed). A configuration that does not load leaves everything as it
+ * was. */
+static void reload(hub *h)
+{
+	char err[1024], fixed[512];
+	txhub_config *next = calloc(1, sizeof *next);
+	txhub_config **l = realloc(h->loaded, (h->nloaded + 1) * sizeof *l);
+	if (l)
+		h->loaded = l;
+	if (!next || !l) {
+		log_error("hub: SIGHUP: out of memory; the running configuration stays");
+		free(next);
+		return;
+	}
+	if (!h->reload) {
+		snprintf(err, sizeof err, "no configuration source to reload from");
+		goto fail;
+	}
+	if (h->reload(h->reload_ctx, next, err, sizeof err) != 0)
+		goto fail;
+	if (config_keep_fixed(h->cfg, next, fixed, sizeof fixed) != 0) {
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	h->loaded[h->nloaded++] = next;
+	h->cfg = next;
+	config_apply_logging(next);
+	if (*fixed)
+		log_warn("hub: SIGHUP: %s changed, which a running hub cannot take up: restart it "
+		         "for that", fixed);
+	store_set_first_after(h->st, next->checkback_first_after_ms);
+	forward_reconfigure(h->fw, next);
+	checkback_reconfigure(h->cb, next);
+	alert_reconfigure(h->al, next);
+	monitor_reconfigure(h->mon, next);
+	fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_deliver, &h->f_scan};
+	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+		faults[i]->alert_ms = next->alert_database_failing_ms;
+	log_info("hub: SIGHUP: configuration reloaded");
+	return;
+fail:
+	log_error("hub: SIGHUP: %s; the running configuration stays", err);
+	config_free(next);
+	free(next);
+}
+
+static void take_signals(hub *h)
 {
 	int sig = signals_take();
 	if (sig & SIGNALS_RELOAD)
-		log_info("hub: SIGHUP: reloading the configuration is not supported yet; ignored");
+		reload(h);
 	if (sig & SIGNALS_USR1)
 		log_info("hub: SIGUSR1 ignored");
 	if (sig & SIGNALS_USR2)
 		log_info("hub: SIGUSR2 ignored");
 }
 
-int hub_run(const txhub_config *cfg)
+int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 {
 	hub h;
 	memset(&h, 0, sizeof h);
 	h.cfg = cfg;
+	h.reload = reload_fn;
+	h.reload_ctx = reload_ctx;
 	char err[1024];
 	int status = 1;
 
@@ -641,11 +737,21 @@ int hub_run(const txhub_config *cfg)
 		return 1;
 	}
 
+	/* first, so that /healthz and /readyz answer during a slow start-up */
+	if (!(h.mon = monitor_start(cfg, err, sizeof err))) {
+		log_error("hub: %s", err);
+		curl_global_cleanup();
+		return 1;
+	}
 	for (int attempt = 1; !h.st; attempt++) {
 		h.st = store_connect(cfg, err, sizeof err);
 		if (h.st)
 			break;
+		char why[1100];
+		snprintf(why, sizeof why, "starting: %s", err);
+		monitor_turn(h.mon, 0, why);
 		if (signals_stop_requested()) {
+			monitor_stop(h.mon);
 			curl_global_cleanup();
 			return 0;
 		}
@@ -693,11 +799,21 @@ int hub_run(const txhub_config *cfg)
 	         cfg->group, cfg->brokers);
 
 	int64_t next_scan = 0, next_stats = now_ms() + 60000;
+	int64_t next_lag = 0;
 	while (!signals_stop_requested()) {
-		take_signals();
+		take_signals(&h);
 		intake_poll(h.in, &h.batch);
 		flush_batch(&h);
 		int64_t now = now_ms();
+		char why[sizeof h.problem + 600];
+		size_t nown;
+		intake_owned(h.in, &nown);
+		metrics_set_owned_partitions(nown);
+		monitor_turn(h.mon, h.joined, readiness(&h, why, sizeof why));
+		if (now >= next_lag) {
+			publish_lag(&h);
+			next_lag = now + 1000;
+		}
 		if (store_ready(&h) == 0) {
 			write_deliveries(&h);
 			if (h.nreleased > 0 || now >= next_scan) {
@@ -749,8 +865,14 @@ done:
 	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h.fw);
 	alert_stop(h.al, 3000);
+	monitor_stop(h.mon);
 	store_close(h.st);
 	free(h.released);
+	for (size_t i = 0; i < h.nloaded; i++) {
+		config_free(h.loaded[i]);
+		free(h.loaded[i]);
+	}
+	free(h.loaded);
 	curl_global_cleanup();
 	if (status == 0)
 		log_info("hub: stopped cleanly");

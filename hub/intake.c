@@ -8,6 +8,7 @@
 
 #include "kafka.h"
 #include "log.h"
+#include "metrics.h"
 
 struct intake {
 	rd_kafka_t *rk;
@@ -265,6 +266,30 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 	set_paused(in, parts, n, 1);
 }
 
+size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max)
+{
+	size_t n = in->nowned < max ? in->nowned : max, k = 0;
+	if (n == 0)
+		return 0;
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+	for (size_t i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, in->owned[i].partition);
+	if (rd_kafka_position(in->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+		for (int i = 0; i < l->cnt; i++) {
+			int64_t lo, hi;
+			if (l->elems[i].offset < 0 ||
+			    rd_kafka_get_watermark_offsets(in->rk, in->cfg->control_topic,
+			                                   l->elems[i].partition, &lo, &hi) != 0 ||
+			    hi < 0)
+				continue;
+			parts[k] = l->elems[i].partition;
+			lag[k++] = hi > l->elems[i].offset ? hi - l->elems[i].offset : 0;
+		}
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+	return k;
+}
+
 const int32_t *intake_fenced(const intake *in, size_t *n)
 {
 	*n = in->nfenced;
@@ -363,6 +388,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void)rk;
 	(void)opaque;
+	metrics_kafka_error();
 	log_warn("intake: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
@@ -505,10 +531,11 @@ void intake_poll(intake *in, intake_batch *b)
 		validate(in->cfg, r);
 		if (!r->valid) {
 			char ek[128];
-			log_warn("intake: rejected partition %d offset %lld key %s: %s", m->partition,
-			         (long long)m->offset,
-			         m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
-			         r->reason);
+			log_about about = {NULL, NULL, m->partition};
+			log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
+			              (long long)m->offset,
+			              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
+			              r->reason);
 		}
 		b->msgs[b->n++] = m;
 		b->bytes += m->len + m->key_len;

@@ -76,6 +76,12 @@ const int32_t *intake_fenced(const intake *in, size_t *n);
  * group's committed offset) and add it to intake_owned(). */
 void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
 
+/* The lag of each owned partition: the high watermark last seen by the
+ * consumer minus its position (both from librdkafka's cache, no broker
+ * round trip). Fills up to max entries, skipping partitions whose position
+ * or watermark is not known yet; returns how many. */
+size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max);
+
 /* Pause / resume reading every owned partition (PostgreSQL is away). The
  * consumer is still polled while paused, so the replica stays in its
  * group. */

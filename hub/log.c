@@ -8,7 +8,8 @@
 #include <sys/time.h>
 #include <time.h>
 
-static log_level current_level = LOG_INFO;
+static _Atomic int current_level = LOG_INFO;
+static _Atomic int current_format = LOG_TEXT;
 
 static const char *level_names[] = {"debug", "info", "warn", "error"};
 
@@ -23,26 +24,139 @@ int log_level_parse(const char *s, log_level *out)
 	return -1;
 }
 
-void log_set_level(log_level lvl) { current_level = lvl; }
-log_level log_get_level(void) { return current_level; }
-
-void log_msg(log_level lvl, const char *fmt, ...)
+int log_format_parse(const char *s, log_format *out)
 {
-	if (lvl < current_level)
-		return;
-	char line[4096];
+	if (strcmp(s, "text") == 0 || strcmp(s, "json") == 0) {
+		*out = s[0] == 't' ? LOG_TEXT : LOG_JSON;
+		return 0;
+	}
+	return -1;
+}
+
+void log_set_level(log_level lvl) { current_level = lvl; }
+log_level log_get_level(void) { return (log_level)current_level; }
+void log_set_format(log_format f) { current_format = f; }
+
+/* Append s to line[*n..size) as the inside of a JSON string. */
+static void json_str(char *line, size_t size, size_t *n, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (const unsigned char *p = (const unsigned char *)s; *p && *n + 7 < size; p++) {
+		if (*p == '"' || *p == '\\') {
+			line[(*n)++] = '\\';
+			line[(*n)++] = (char)*p;
+		} else if (*p < 0x20 || *p == 0x7f) {
+			memcpy(line + *n, "\\u00", 4);
+			line[*n + 4] = hex[*p >> 4];
+			line[*n + 5] = hex[*p & 15];
+			*n += 6;
+		} else {
+			line[(*n)++] = (char)*p;
+		}
+	}
+	line[*n] = '\0';
+}
+
+static void put(char *line, size_t size, size_t *n, const char *s)
+{
+	size_t l = strlen(s);
+	if (*n + l >= size)
+		l = size - *n - 1;
+	memcpy(line + *n, s, l);
+	*n += l;
+	line[*n] = '\0';
+}
+
+static void timestamp(char *out, size_t outsz)
+{
 	struct timeval tv;
 	struct tm tm;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %-5s ",
-	                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	                 tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000), level_names[lvl]);
+	snprintf(out, outsz, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	         (int)(tv.tv_usec / 1000));
+}
+
+/* Write one line: msg (already formatted), and about as fields. One
+ * fprintf, so lines of other threads never cut into it. */
+static void emit(log_level lvl, const char *msg, const log_about *about)
+{
+	char line[8192], ts[48];
+	size_t n = 0;
+	timestamp(ts, sizeof ts);
+	if (current_format == LOG_JSON) {
+		put(line, sizeof line, &n, "{\"ts\":\"");
+		put(line, sizeof line, &n, ts);
+		put(line, sizeof line, &n, "\",\"level\":\"");
+		put(line, sizeof line, &n, level_names[lvl]);
+		put(line, sizeof line, &n, "\",\"msg\":\"");
+		json_str(line, sizeof line - 2, &n, msg);
+		put(line, sizeof line, &n, "\"");
+		if (about && about->biz_id) {
+			put(line, sizeof line, &n, ",\"biz_id\":\"");
+			json_str(line, sizeof line - 2, &n, about->biz_id);
+			put(line, sizeof line, &n, "\"");
+		}
+		if (about && about->message_key) {
+			put(line, sizeof line, &n, ",\"message_key\":\"");
+			json_str(line, sizeof line - 2, &n, about->message_key);
+			put(line, sizeof line, &n, "\"");
+		}
+		if (about && about->partition >= 0) {
+			char p[32];
+			snprintf(p, sizeof p, ",\"partition\":%d", about->partition);
+			put(line, sizeof line, &n, p);
+		}
+		put(line, sizeof line, &n, "}");
+	} else {
+		snprintf(line, sizeof line, "%s %-5s %s", ts, level_names[lvl], msg);
+		for (char *c = line; (c = strpbrk(c, "\r\n"));) /* one event, one line */
+			*c = ' ';
+	}
+	fprintf(stderr, "%s\n", line);
+}
+
+void log_msg(log_level lvl, const char *fmt, ...)
+{
+	if ((int)lvl < current_level)
+		return;
+	char msg[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s\n", line);
+	emit(lvl, msg, NULL);
+}
+
+void log_msg_about(log_level lvl, const char *what, const log_about *about, const char *fmt,
+                   ...)
+{
+	if ((int)lvl < current_level)
+		return;
+	char rest[4096], msg[4800];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rest, sizeof rest, fmt, ap);
+	va_end(ap);
+	if (current_format == LOG_JSON) {
+		snprintf(msg, sizeof msg, "%s: %s", what, rest);
+		emit(lvl, msg, about);
+		return;
+	}
+	char eb[160], ek[600], part[32] = "";
+	if (about->partition >= 0)
+		snprintf(part, sizeof part, "partition=%d ", about->partition);
+	snprintf(msg, sizeof msg, "%s: %s%s%s%s%s%s", what, about->biz_id ? "biz_id=" : "",
+	         about->biz_id ? log_escape(about->biz_id, strlen(about->biz_id), eb, sizeof eb) : "",
+	         about->biz_id ? " " : "", about->message_key ? "message_key=" : "",
+	         about->message_key
+	             ? log_escape(about->message_key, strlen(about->message_key), ek, sizeof ek)
+	             : "",
+	         about->message_key ? " " : "");
+	size_t l = strlen(msg);
+	snprintf(msg + l, sizeof msg - l, "%s%s", part, rest);
+	emit(lvl, msg, NULL);
 }
 
 static const char *escape(const void *data, size_t len, char *out, size_t outsize,

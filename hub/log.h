@@ -7,6 +7,7 @@
 #define TXHUB_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
 	LOG_DEBUG = 0,
@@ -15,6 +16,15 @@ typedef enum {
 	LOG_ERROR = 3,
 } log_level;
 
+/* Lines are text (the default) or, with log.format = json, one JSON object
+ * each: {"ts":"...","level":"info","msg":"...","biz_id":"...",
+ * "message_key":"...","partition":3}, the last three where they apply. */
+typedef enum { LOG_TEXT = 0, LOG_JSON = 1 } log_format;
+
+/* Parse "text" or "json". Returns 0 on success, -1 else. */
+int log_format_parse(const char *s, log_format *out);
+void log_set_format(log_format f);
+
 /* Parse "debug", "info", "warn" or "error". Returns 0 on success, -1 else. */
 int log_level_parse(const char *s, log_level *out);
 void log_set_level(log_level lvl);
@@ -22,6 +32,20 @@ log_level log_get_level(void);
 
 void log_msg(log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* What a line is about: a message and/or a control-topic partition. The
+ * ids are valid UTF-8 without control characters (checked at intake). */
+typedef struct {
+	const char *biz_id;      /* NULL: none */
+	const char *message_key; /* NULL: none */
+	int32_t partition;       /* -1: none */
+} log_about;
+
+/* A line about a message or partition: as text "<what>: biz_id=B
+ * message_key=K partition=P <rest>" (ids escaped), as JSON with msg
+ * "<what>: <rest>" and the ids as fields. */
+void log_msg_about(log_level lvl, const char *what, const log_about *about, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "admin.h"
+#include "bench.h"
 #include "config.h"
 #include "devbroker.h"
 #include "hub.h"
@@ -27,6 +28,10 @@ static void usage(FILE *out)
 	        "             an embedded Kafka cluster for development; prints its bootstrap\n"
 	        "             servers on the first line of standard output; --deny-topic makes a\n"
 	        "             topic refuse access, to test failed forwards\n"
+	        "  bench [--count N] [--rate TX_PER_S] [--start-hub [--preload]] ...\n"
+	        "             load generator and verifier: commit-to-forward latency, lost,\n"
+	        "             duplicated, the PostgreSQL and Kafka ceilings; one JSON line\n"
+	        "             (txhub bench --help for every option)\n"
 	        "  config     print an example configuration file with every key and default\n"
 	        "  version    print the version\n"
 	        "  help       print this text\n"
@@ -42,6 +47,76 @@ static void usage(FILE *out)
 	        "configuration keys (default, meaning):\n");
 	config_write_help(out);
 	fprintf(out, "\nexit status: 0 done, 1 run-time failure, 2 bad usage or configuration\n");
+}
+
+/* Where the configuration comes from: the file, then the environment,
+ * then the -X settings, as at start-up and again on SIGHUP. */
+typedef struct {
+	const char *file;
+	char **sets;
+	int nsets;
+} config_source;
+
+/* Fill cfg (initialised) from src and check it. Returns 0, or -1 with a
+ * message naming the key in err. */
+static int load_config(const config_source *src, txhub_config *cfg, char *err, size_t errsz)
+{
+	if (src->file && *src->file && config_load_file(cfg, src->file, err, errsz) != 0)
+		return -1;
+	if (config_load_env(cfg, err, errsz) != 0)
+		return -1;
+	for (int i = 0; i < src->nsets; i++) {
+		const char *kv = src->sets[i], *eq = strchr(kv, '=');
+		char key[256];
+		if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key) {
+			snprintf(err, errsz, "-X %s: expected key=value", kv);
+			return -1;
+		}
+		memcpy(key, kv, (size_t)(eq - kv));
+		key[eq - kv] = '\0';
+		if (config_set(cfg, key, eq + 1, err, errsz) != 0)
+			return -1;
+	}
+	if (config_validate(cfg, err, errsz) != 0)
+		return -1;
+	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is
+	 * a configuration error (exit 2), not a failure after start-up */
+	rd_kafka_conf_t *probe = kafka_conf_new(cfg, NULL, err, errsz);
+	if (!probe)
+		return -1;
+	/* ...and so is a kafka.* limit that disagrees with envelope.max_bytes:
+	 * envelopes would be accepted and committed, then never forwarded */
+	int limits = kafka_check_limits(cfg, probe, err, errsz);
+	rd_kafka_conf_destroy(probe);
+	return limits;
+}
+
+/* hub_run's reload: the configuration again, from the same sources. */
+static int reload_config(void *ctx, txhub_config *cfg, char *err, size_t errsz)
+{
+	if (config_init(cfg) != 0) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	return load_config(ctx, cfg, err, errsz);
+}
+
+/* The -c and -X words again, for a hub `txhub bench` starts (static: it
+ * lives as long as the process). */
+static char **hub_args(const char *file, char **sets, int nsets)
+{
+	static char *words[2 * 100 + 3];
+	int n = 0;
+	if (file && *file) {
+		words[n++] = "-c";
+		words[n++] = (char *)file;
+	}
+	for (int i = 0; i < nsets && n < 2 * 100; i++) {
+		words[n++] = "-X";
+		words[n++] = sets[i];
+	}
+	words[n] = NULL;
+	return words;
 }
 
 int main(int argc, char **argv)
@@ -78,7 +153,7 @@ int main(int argc, char **argv)
 				sets[nsets++] = argv[++i];
 		} else if (strncmp(a, "-X", 2) == 0 && a[2]) {
 			sets[nsets++] = argv[i] + 2;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		} else if (!command && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
 			command = "help";
 		} else if (!command) {
 			command = a;
@@ -107,7 +182,9 @@ int main(int argc, char **argv)
 	}
 	int is_admin = admin_is_command(command);
 	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
-	            strcmp(command, "devbroker") == 0 || is_admin;
+	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 || is_admin;
+	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
+	                 is_admin;
 	if (!known) {
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
@@ -121,59 +198,28 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub %s: %s\n", command, err);
 		goto out;
 	}
-	if (strcmp(command, "devbroker") != 0 && !is_admin && nrest > 0) {
+	if (is_admin && admin.help) {
+		usage(stdout);
+		status = 0;
+		goto out;
+	}
+	if (!takes_args && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
 	}
-	if (file && *file && config_load_file(&cfg, file, err, sizeof err) != 0) {
+	config_source src = {file, sets, nsets};
+	if (load_config(&src, &cfg, err, sizeof err) != 0) {
 		fprintf(stderr, "txhub: %s\n", err);
 		goto out;
 	}
-	if (config_load_env(&cfg, err, sizeof err) != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	for (int i = 0; i < nsets; i++) {
-		char *eq = strchr(sets[i], '=');
-		if (!eq || eq == sets[i]) {
-			fprintf(stderr, "txhub: -X %s: expected key=value\n", sets[i]);
-			goto out;
-		}
-		*eq = '\0';
-		int rc = config_set(&cfg, sets[i], eq + 1, err, sizeof err);
-		*eq = '=';
-		if (rc != 0) {
-			fprintf(stderr, "txhub: %s\n", err);
-			goto out;
-		}
-	}
-	if (config_validate(&cfg, err, sizeof err) != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is a
-	 * configuration error (exit 2), not a failure after start-up */
-	rd_kafka_conf_t *probe = kafka_conf_new(&cfg, NULL, err, sizeof err);
-	if (!probe) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	/* ...and so is a kafka.* limit that disagrees with envelope.max_bytes:
-	 * envelopes would be accepted and committed, then never forwarded */
-	int limits = kafka_check_limits(&cfg, probe, err, sizeof err);
-	rd_kafka_conf_destroy(probe);
-	if (limits != 0) {
-		fprintf(stderr, "txhub: %s\n", err);
-		goto out;
-	}
-	log_level lvl = LOG_INFO;
-	log_level_parse(cfg.log_level, &lvl);
-	log_set_level(lvl);
+	config_apply_logging(&cfg);
 
 	if (is_admin) {
 		status = admin_run(&cfg, &admin);
 	} else if (strcmp(command, "devbroker") == 0) {
 		status = devbroker_main(&cfg, nrest, rest);
+	} else if (strcmp(command, "bench") == 0) {
+		status = bench_main(&cfg, nrest, rest, hub_args(file, sets, nsets));
 	} else if (strcmp(command, "migrate") == 0) {
 		store *st = store_connect(&cfg, err, sizeof err);
 		int applied = 0;
@@ -190,7 +236,7 @@ int main(int argc, char **argv)
 		}
 		store_close(st);
 	} else {
-		status = hub_run(&cfg);
+		status = hub_run(&cfg, reload_config, &src);
 	}
 out:
 	config_free(&cfg);

@@ -19,22 +19,21 @@ int txhub_checkback_signature(const char *secret, long long timestamp, const cha
                               const char *message_key, char *out, size_t outsize)
 {
 	static const char hex[] = "0123456789abcdef";
-	if (!secret || !biz_id || !message_key || !out || outsize < 65)
+	if (!secret || !biz_id || !message_key || !out || outsize < 65 || strchr(biz_id, '\n') ||
+	    strchr(message_key, '\n'))
 		return -1;
-	char prefix[32];
-	int pl = snprintf(prefix, sizeof prefix, "%lld.", timestamp);
-	size_t bl = strlen(biz_id), ml = strlen(message_key);
-	size_t len = (size_t)pl + bl + 1 + ml;
-	unsigned char msg[32 + 64 + 1 + 256 + 1];
-	if (len >= sizeof msg)
+	/* v2 joins the parts with '\n', which no id holds (the envelope refuses
+	 * control characters, and so do we above), so no part can be shifted
+	 * into its neighbour; v1's '.' could: "a.b" + "c" and "a" + "b.c"
+	 * signed the same bytes */
+	unsigned char msg[32 + 64 + 1 + 255 + 1];
+	int len = snprintf((char *)msg, sizeof msg, "%lld\n%s\n%s", timestamp, biz_id, message_key);
+	if (len < 0 || (size_t)len >= sizeof msg)
 		return -1;
-	memcpy(msg, prefix, (size_t)pl);
-	memcpy(msg + pl, biz_id, bl);
-	msg[(size_t)pl + bl] = '.';
-	memcpy(msg + pl + bl + 1, message_key, ml);
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int maclen = 0;
-	if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, len, mac, &maclen) || maclen != 32)
+	if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, (size_t)len, mac, &maclen) ||
+	    maclen != 32)
 		return -1;
 	for (unsigned i = 0; i < 32; i++) {
 		out[2 * i] = hex[mac[i] >> 4];

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rules.h"
 #include "sbuf.h"
@@ -166,6 +167,11 @@ fail:
 
 void store_set_lease(store *st, int64_t lease_ms) { st->lease_ms = lease_ms; }
 
+void store_set_first_after(store *st, int64_t first_after_ms)
+{
+	st->first_after_ms = first_after_ms;
+}
+
 void store_close(store *st)
 {
 	if (!st)
@@ -285,7 +291,8 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 /* Columns, in this order, of every query that returns forwards (binary). */
 #define FORWARD_COLUMNS                                                         \
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
-	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts"
+	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
+	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
@@ -311,6 +318,9 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 		f->src_partition = bin_int4(r, i, first + 6);
 		f->src_offset = bin_int8(r, i, first + 7);
 		f->send_attempts = bin_int4(r, i, first + 8);
+		/* a first send's row was last updated by its decision */
+		if (f->send_attempts == 0)
+			f->decided_ms = clock_ms() - bin_int8(r, i, first + 9);
 		if (!f->biz_id || !f->message_key || !f->topic || (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
 	}
@@ -1112,6 +1122,11 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 					e->committed = 1;
 			}
 		}
+		metrics_type t = rec->env.type == ENVELOPE_PREPARE  ? METRICS_PREPARE
+		                 : rec->env.type == ENVELOPE_COMMIT ? METRICS_COMMIT
+		                                                    : METRICS_ROLLBACK;
+		stats->by.n[t][changed ? METRICS_APPLIED : noted ? METRICS_CONFLICT
+		                                                 : METRICS_DUPLICATE]++;
 		if (changed)
 			stats->applied++;
 		else
@@ -1198,12 +1213,9 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 			sbuf_arr_text(&cf[4], notes[c].detail);
 			sbuf_arr_int(&cfp, rec->partition);
 			sbuf_arr_int(&cfo, rec->offset);
-			char eb[80], ek[300];
-			log_warn("store: conflict: %s for biz_id=%s message_key=%s met %s (partition %d "
-			         "offset %lld)", rules_step_name(notes[c].step),
-			         log_escape(rec->env.biz_id, strlen(rec->env.biz_id), eb, sizeof eb),
-			         log_escape(rec->env.message_key, strlen(rec->env.message_key), ek, sizeof ek),
-			         met, rec->partition, (long long)rec->offset);
+			log_about about = {rec->env.biz_id, rec->env.message_key, rec->partition};
+			log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)",
+			              rules_step_name(notes[c].step), met, (long long)rec->offset);
 		}
 		for (int c = 0; c < 5; c++)
 			sbuf_arr_end(&cf[c]);
@@ -1237,6 +1249,7 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	for (int c = 0; c < 5; c++)
 		sbuf_arr_end(&rj[c]);
 	stats->rejected = nrej;
+	stats->by.n[METRICS_INVALID][METRICS_REJECTED] = nrej;
 	if (nrej > 0) {
 		const char *p[6] = {topic, sbuf_str(&rj[0]), sbuf_str(&rj[1]), sbuf_str(&rj[2]),
 		                    sbuf_str(&rj[3]), sbuf_str(&rj[4])};
@@ -1367,7 +1380,15 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS x(b, k, e, ms) "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($6::int[]) "
-		"RETURNING m.send_status = 'failed', " FORWARD_COLUMNS;
+		"RETURNING m.send_status = 'failed' AS gave_up, " FORWARD_COLUMNS ", x.e AS error";
+	/* each failed attempt and each send_failed alert go to the history in
+	 * the same statement; the rows come back as above (error last) */
+	static const char *sql_failed_history =
+		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, "
+		"detail) SELECT biz_id, message_key, 'forward_failed', 'attempt ' || send_attempts "
+		"|| ': ' || error FROM upd UNION ALL SELECT biz_id, message_key, 'alert', "
+		"'send_failed after ' || send_attempts || ' attempt(s): ' || error FROM upd "
+		"WHERE gave_up) SELECT * FROM upd";
 	sbuf ok[2] = {{0}}, bad[4] = {{0}}, kb = {0};
 	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
@@ -1421,7 +1442,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	if (nbad > 0) {
 		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
 		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb)};
-		r = exec_params(st, sql_failed, 6, p, 1);
+		char sql[4096];
+		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
+		r = exec_params(st, sql, 6, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1441,6 +1464,62 @@ done:
 		sbuf_free(&bad[i]);
 	sbuf_free(&kb);
 	free(kept);
+	return rc;
+}
+
+/* ---- sampling for /metrics ---- */
+
+store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char *err,
+                      size_t errsz)
+{
+	static const char *sql_small =
+		"SELECT (SELECT count(*) FROM txhub.messages WHERE status = 'prepared'), "
+		"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'), "
+		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'), "
+		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "
+		" AND created_at < now() - $1::bigint * interval '1 millisecond'), "
+		"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'), "
+		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.messages "
+		" WHERE status = 'prepared'), -1), "
+		"coalesce((SELECT extract(epoch FROM now() - min(updated_at)) FROM txhub.messages "
+		" WHERE send_status = 'pending'), -1), "
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.messages'::regclass)";
+	static const char *sql_exact =
+		"SELECT count(*) FILTER (WHERE status = 'committed'), "
+		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.messages";
+	/* the share of each value among the rows ANALYZE saw */
+	static const char *sql_estimate =
+		"SELECT coalesce(sum(f) FILTER (WHERE v = 'committed'), 0), "
+		"coalesce(sum(f) FILTER (WHERE v = 'rolled_back'), 0) "
+		"FROM pg_stats, unnest(most_common_vals::text::text[], most_common_freqs) AS x(v, f) "
+		"WHERE schemaname = 'txhub' AND tablename = 'messages' AND attname = 'status'";
+	char ms[32];
+	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_ms);
+	const char *p[1] = {ms};
+	PGresult *r = exec_params(st, sql_small, 1, p, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail;
+	memset(out, 0, sizeof *out);
+	out->by_status[0] = atoll(PQgetvalue(r, 0, 0));
+	out->by_status[3] = atoll(PQgetvalue(r, 0, 1));
+	out->by_status[4] = atoll(PQgetvalue(r, 0, 2));
+	out->parked = out->by_status[3] + atoll(PQgetvalue(r, 0, 3)) + atoll(PQgetvalue(r, 0, 4));
+	out->oldest_prepared_s = atof(PQgetvalue(r, 0, 5));
+	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
+	double rows = atof(PQgetvalue(r, 0, 7));
+	int exact = rows < STORE_EXACT_ROWS;
+	PQclear(r);
+	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		goto fail;
+	for (int i = 0; i < 2; i++)
+		out->by_status[1 + i] = exact ? atoll(PQgetvalue(r, 0, i))
+		                              : (int64_t)(atof(PQgetvalue(r, 0, i)) * rows);
+	PQclear(r);
+	return STORE_OK;
+fail:;
+	store_rc rc = classify(st->conn, r, err, errsz);
+	PQclear(r);
 	return rc;
 }
 
@@ -1468,8 +1547,16 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 		"AND alerted_at IS NULL AND created_at < now() - $2::bigint * interval '1 millisecond' "
 		"ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
-		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, ''), m.src_partition, "
-		"floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint";
+		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, '') AS decision, "
+		"m.src_partition, floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint AS age";
+	/* the alert goes to the message's history in the same statement */
+	static const char *sql_history =
+		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
+		"SELECT biz_id, message_key, 'alert', 'prepare_missing: a ' || decision || "
+		"' arrived ' || age / 1000 || ' s ago and its prepare never did' FROM upd) "
+		"SELECT * FROM upd";
+	char full[2048];
+	snprintf(full, sizeof full, sql_history, sql);
 	if (nown == 0)
 		return STORE_OK;
 	char ms[32], lim[16];
@@ -1478,7 +1565,7 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 	const char *p[2] = {ms, lim};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
+	store_rc rc = run_owned(st, own, nown, full, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	size_t rows = (size_t)PQntuples(r);
@@ -1642,7 +1729,19 @@ static const char *SQL_RECORD_CHECKS =
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND m.src_partition = ANY($8::int[]) "
-	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error";
+	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
+	"x.p AS claimed, x.o AS outcome, x.e AS error";
+
+/* ... with the history of each attempt made (a lease given back is none)
+ * and of each check_failed alert, in the same statement. */
+static const char *SQL_RECORD_CHECKS_HISTORY =
+	"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
+	"SELECT biz_id, message_key, 'checkback', 'attempt ' || check_attempts || ': ' || "
+	"CASE outcome WHEN 'committed' THEN 'committed' WHEN 'rolled_back' THEN 'rolled back' "
+	"ELSE coalesce(error, outcome) END FROM upd WHERE check_attempts > claimed "
+	"UNION ALL SELECT biz_id, message_key, 'alert', 'check_failed after ' || check_attempts || "
+	"' attempt(s): ' || coalesce(last_error, '') FROM upd WHERE status = 'check_failed') "
+	"SELECT biz_id, message_key, status, check_attempts, last_error FROM upd";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
                              const store_check_result *res, size_t n,
@@ -1690,7 +1789,9 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	sbuf kb = {0};
 	owned_array(&kb, kept, nkept);
 	const char *p8[8] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb)};
-	r = exec_params(st, SQL_RECORD_CHECKS, 8, p8, 0);
+	char sql[4096];
+	snprintf(sql, sizeof sql, SQL_RECORD_CHECKS_HISTORY, SQL_RECORD_CHECKS);
+	r = exec_params(st, sql, 8, p8, 0);
 	sbuf_free(&kb);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "envelope.h"
+#include "metrics.h"
 
 typedef struct store store;
 
@@ -58,6 +59,7 @@ typedef struct {
 	int32_t src_partition;
 	int64_t src_offset;
 	int32_t send_attempts; /* attempts that already failed */
+	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
 } store_forward;
 
 typedef struct {
@@ -68,9 +70,10 @@ typedef struct {
 void store_forward_list_clear(store_forward_list *l);
 void store_forward_free(store_forward *f);
 
-/* What a batch did, for logs and tests. */
+/* What a batch did, for logs, metrics and tests. */
 typedef struct {
 	size_t applied, rejected, conflicts, committed, noops;
+	metrics_envelopes by; /* each record by envelope type and outcome */
 } store_stats;
 
 /* Connect with cfg->pg (a conninfo string or URI; empty: libpq defaults).
@@ -81,6 +84,10 @@ void store_close(store *st);
 /* How long a forward handed to the producer stays leased (must exceed the
  * producer's delivery time-out). */
 void store_set_lease(store *st, int64_t lease_ms);
+
+/* The default delay from prepare to first check-back (a reload changed
+ * checkback.first_after_ms). */
+void store_set_first_after(store *st, int64_t first_after_ms);
 
 /* Reconnect if the connection was lost. Returns STORE_OK when usable. */
 store_rc store_ensure(store *st, char *err, size_t errsz);
@@ -257,6 +264,16 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
                              const store_check_result *r, size_t n,
                              store_check_list *failed_out, size_t *written,
                              char *err, size_t errsz);
+
+/* Sample the gauges of /metrics: messages by status, parked rows (an
+ * awaiting_prepare row counts once older than awaiting_ms), the oldest
+ * prepared row and pending send. The unfinished states are counted exactly
+ * (partial indexes keep that cheap); committed and rolled_back too while
+ * the table holds under STORE_EXACT_ROWS rows, above that they are
+ * PostgreSQL's estimates (pg_class, pg_stats), not a scan of the table. */
+#define STORE_EXACT_ROWS 1000000
+store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char *err,
+                      size_t errsz);
 
 /* Raw access for migrate.c, ops.c and the tests. */
 struct pg_conn;

@@ -1,17 +1,61 @@
 /* fuzz_answer.c: libFuzzer target for what a producer's check-back
- * endpoint sends back (status code and body) and for the request URL built
- * from ids. The reason written for a rejected answer must stay printable
- * ASCII: it goes to last_error and to the log. */
+ * endpoint sends back (status code and body), for the request URL built
+ * from ids, and for the URL parser behind the allow list. The reason
+ * written for a rejected answer must stay printable ASCII: it goes to
+ * last_error and to the log. A URL the allow list could hold must be one
+ * that libcurl, told CURLOPT_PATH_AS_IS as the checker does, reads back
+ * with the same host, port and path: what is checked is what is asked. */
+#include <curl/curl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkback.h"
+#include "checkback_proto.h"
 
 static void check(int ok)
 {
 	if (!ok)
 		abort();
+}
+
+static int same(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+/* The normalized URL, read again as the checker's libcurl reads it. */
+static void check_requested_as_checked(const checkback_url *u)
+{
+	CURLU *h = curl_url();
+	check(h != NULL);
+	check(curl_url_set(h, CURLUPART_URL, u->url, CURLU_PATH_AS_IS) == CURLUE_OK);
+	char *host = NULL, *path = NULL, *port = NULL;
+	curl_url_get(h, CURLUPART_HOST, &host, 0);
+	curl_url_get(h, CURLUPART_PATH, &path, 0);
+	curl_url_get(h, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+	check(same(host, u->host) && same(path, u->path) && port && atol(port) == u->port);
+	curl_free(host);
+	curl_free(path);
+	curl_free(port);
+	curl_url_cleanup(h);
+}
+
+static void check_url(const char *text)
+{
+	checkback_url u;
+	char err[200], why[300];
+	if (checkback_url_parse(text, &u, err, sizeof err) != 0) {
+		check(u.url == NULL && strlen(err) > 0);
+		return;
+	}
+	check(u.url && u.host && u.path && u.path[0] == '/' && u.port >= 0 && u.port < 65536);
+	if (!u.unsafe) {
+		check_requested_as_checked(&u);
+		/* a safe URL is inside a list made of itself (without a query) */
+		if (!u.has_query && !u.has_fragment && !strchr(text, ','))
+			check(checkback_url_permitted(text, &u, why, sizeof why) == 1);
+	} else {
+		check(checkback_url_permitted("http://a.example", &u, why, sizeof why) == 0);
+	}
+	(void)checkback_allow_validate(text, err, sizeof err);
+	checkback_url_clear(&u);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -52,5 +96,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		             *p) != NULL);
 	free(url);
 	(void)checkback_url_allowed(base, biz);
+	check_url(base);
 	return 0;
 }

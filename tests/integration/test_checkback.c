@@ -4,6 +4,8 @@
  * the check-back, and 1,000 due at once under the concurrency limit. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +18,6 @@
 
 #include "harness.h"
 #include "httpd.h"
-#include "txhub.h"
 
 #define WAIT_MS 60000
 #define MAX_KEYS 1200
@@ -67,6 +68,29 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The header value CONTRACT §5 defines, computed here with OpenSSL rather
+ * than with the hub's own txhub_checkback_signature(): "v2=" and the hex
+ * HMAC-SHA256(secret, "<ts>\n<biz_id>\n<message_key>") of the timestamp
+ * exactly as the header sent it. */
+static const char *expected_signature(const char *secret, const char *ts, const char *biz,
+                                      const char *mk)
+{
+	static __thread char out[3 + 64 + 1];
+	char msg[1024];
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	int n = snprintf(msg, sizeof msg, "%s\n%s\n%s", ts, biz, mk);
+	/* called on the server's threads: no Criterion assertions here */
+	if (n <= 0 || (size_t)n >= sizeof msg ||
+	    !HMAC(EVP_sha256(), secret, (int)strlen(secret), (unsigned char *)msg, (size_t)n, mac,
+	          &len) || len != 32)
+		return "(cannot compute)";
+	memcpy(out, "v2=", 3);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(out + 3 + 2 * i, 3, "%02x", mac[i]);
+	return out;
+}
+
 static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 {
 	producer *p = opaque;
@@ -103,13 +127,11 @@ static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 		if (!has_ts && !has_sig)
 			k->unsigned_seen = 1;
 		if (p->secret) {
-			char want[65], full[70];
 			long long t = atoll(ts);
 			long long now = (long long)time(NULL);
 			int ok = has_ts && has_sig && t > now - 60 && t <= now &&
-			         txhub_checkback_signature(p->secret, t, biz, mk, want, sizeof want) == 0;
-			snprintf(full, sizeof full, "v1=%s", want);
-			if (!ok || strcmp(sig, full) != 0)
+			         strcmp(sig, expected_signature(p->secret, ts, biz, mk)) == 0;
+			if (!ok)
 				k->signed_ok = 0;
 		}
 	}
@@ -495,6 +517,183 @@ Test(checkback, allow_list_and_missing_urls_are_never_requested, .timeout = 180)
 	cr_assert(h_wait(&f.e, row("status", "a-default"), "rolled_back", WAIT_MS));
 	cr_assert_eq(snapshot(f.p, "a-default").hits, 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
+	fx_teardown(&f);
+}
+
+/* ---- crafted URLs against the allow list (CONTRACT §5) ---- */
+
+#define MAX_TRICKS 64
+
+/* An endpoint that records the path of every request, per message key, and
+ * answers "committed" to anything: a request that got through where it must
+ * not would show as a hit and as a committed message. */
+typedef struct {
+	pthread_mutex_t mu;
+	char mk[MAX_TRICKS][32];
+	char path[MAX_TRICKS][512]; /* the last path asked for that key */
+	int hits[MAX_TRICKS];
+	int nkeys;
+	int outside_ok; /* requests for any path not /ok or under /ok/ */
+} tracker;
+
+static int under_ok(const char *path)
+{
+	return strcmp(path, "/ok") == 0 || strncmp(path, "/ok/", 4) == 0;
+}
+
+static void track(void *opaque, const h_http_request *r, h_http_answer *a)
+{
+	tracker *t = opaque;
+	char mk[64] = "";
+	h_http_param(r, "message_key", mk, sizeof mk);
+	pthread_mutex_lock(&t->mu);
+	int i = 0;
+	while (i < t->nkeys && strcmp(t->mk[i], mk) != 0)
+		i++;
+	if (i == t->nkeys && t->nkeys < MAX_TRICKS)
+		snprintf(t->mk[t->nkeys++], sizeof t->mk[0], "%s", mk);
+	if (i < MAX_TRICKS) {
+		t->hits[i]++;
+		snprintf(t->path[i], sizeof t->path[0], "%s", r->path);
+	}
+	if (!under_ok(r->path))
+		t->outside_ok++;
+	pthread_mutex_unlock(&t->mu);
+	if (strcmp(r->path, "/ok/redirect") == 0) {
+		a->status = 302; /* to a path the list does not hold */
+		snprintf(a->location, sizeof a->location, "/admin");
+		return;
+	}
+	snprintf(a->body, sizeof a->body, "committed");
+}
+
+static int tracked_hits(tracker *t, const char *mk, char *path, size_t pathsz)
+{
+	int hits = 0;
+	pthread_mutex_lock(&t->mu);
+	for (int i = 0; i < t->nkeys; i++) {
+		if (strcmp(t->mk[i], mk) == 0) {
+			hits = t->hits[i];
+			snprintf(path, pathsz, "%s", t->path[i]);
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return hits;
+}
+
+/* A prepare whose check-back URL is url, escaped for JSON (backslashes). */
+static void send_prepare_raw_url(h_env *e, const char *mk, const char *url, const char *fwd)
+{
+	char esc[600], buf[1024];
+	size_t o = 0;
+	for (const char *p = url; *p && o + 2 < sizeof esc; p++) {
+		if (*p == '\\' || *p == '"')
+			esc[o++] = '\\';
+		esc[o++] = *p;
+	}
+	esc[o] = '\0';
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"%s\",\"payload\":\"p\","
+	         "\"forward\":{\"topic\":\"%s\"},\"checkback\":{\"url\":\"%s\"}}", mk, fwd, esc);
+	h_send_str(e, -1, mk, buf);
+}
+
+typedef struct {
+	const char *url; /* %d is the endpoint's port */
+	const char *path; /* the path the endpoint must see; NULL: never asked */
+} trick;
+
+Test(checkback, crafted_urls_never_leave_the_allow_list, .timeout = 180)
+{
+	static const trick tricks[] = {
+		{"http://127.0.0.1:%d/ok/../admin", NULL},
+		{"http://127.0.0.1:%d/ok/sub/../../admin", NULL},
+		{"http://127.0.0.1:%d/ok/..", NULL},
+		{"HTTP://127.0.0.1:%d/ok/../admin", NULL},
+		{"http://127.0.0.1:%d/ok/%%2e%%2e/admin", NULL},
+		{"http://127.0.0.1:%d/ok/%%2E%%2E/admin", NULL},
+		{"http://127.0.0.1:%d/ok/%%2E./admin", NULL},
+		{"http://127.0.0.1:%d/ok/.%%2e/admin", NULL},
+		{"http://127.0.0.1:%d/ok/..;/admin", NULL},
+		{"http://127.0.0.1:%d/ok%%2f..%%2fadmin", NULL},
+		{"http://127.0.0.1:%d/ok/x%%2F..%%2F..%%2Fadmin", NULL},
+		{"http://127.0.0.1:%d/ok/..%%5cadmin", NULL},
+		{"http://127.0.0.1:%d/ok\\..\\admin", NULL},
+		{"http://x@127.0.0.1:%d/ok/sub", NULL},
+		{"http://127.0.0.1:%d/okay", NULL},
+		{"http://2130706433:%d/ok/sub", NULL},
+		{"http://0x7f000001:%d/ok/sub", NULL},
+		{"http://0177.0.0.1:%d/ok/sub", NULL},
+		{"http://127.1:%d/ok/sub", NULL},
+		{"http://127.0.0.1.:%d/ok/sub", NULL},
+		{"http://%%31%%32%%37.0.0.1:%d/ok/sub", NULL},
+		{"http://[::ffff:127.0.0.1]:%d/ok/sub", NULL},
+		/* inside: asked, at exactly the normalized path */
+		{"http://127.0.0.1:%d/ok", "/ok"},
+		{"http://127.0.0.1:%d/ok/sub", "/ok/sub"},
+		{"http://127.0.0.1:%d/ok/x/../sub", "/ok/sub"},
+		{"http://127.0.0.1:%d/ok/./sub/.", "/ok/sub/"},
+		{"HTTP://127.0.0.1:%d/ok/sub", "/ok/sub"},
+		{"http://127.0.0.1:%d/ok?@127.0.0.1/admin", "/ok"},
+		{"http://127.0.0.1:%d/ok#@127.0.0.1/admin", "/ok"},
+	};
+	size_t n = sizeof tricks / sizeof tricks[0];
+	fixture f;
+	fx_setup(&f, "cbtrick");
+	tracker *t = calloc(1, sizeof *t);
+	cr_assert_not_null(t);
+	pthread_mutex_init(&t->mu, NULL);
+	h_httpd *srv = h_httpd_start(track, t);
+	cr_assert_not_null(srv);
+	int port = h_httpd_port(srv);
+	char allow[128];
+	snprintf(allow, sizeof allow, "checkback.allow=http://127.0.0.1:%d/ok", port);
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.backoff_ms=50",
+	                          "checkback.max_attempts=2", allow, NULL};
+	pid_t hub = h_hub_start(&f.e, settings);
+	for (size_t i = 0; i < n; i++) {
+		char mk[32], url[256];
+		snprintf(mk, sizeof mk, "t-%zu", i);
+		snprintf(url, sizeof url, tricks[i].url, port);
+		send_prepare_raw_url(&f.e, mk, url, f.fwd);
+	}
+	char rurl[256];
+	snprintf(rurl, sizeof rurl, "http://127.0.0.1:%d/ok/redirect", port);
+	send_prepare_raw_url(&f.e, "t-redirect", rurl, f.fwd);
+	h_flush();
+
+	char buf[512], path[512];
+	for (size_t i = 0; i < n; i++) {
+		char mk[32], url[256];
+		snprintf(mk, sizeof mk, "t-%zu", i);
+		snprintf(url, sizeof url, tricks[i].url, port);
+		const char *want = tricks[i].path ? "committed" : "check_failed";
+		cr_assert(h_wait(&f.e, row("status", mk), want, WAIT_MS), "%s: status %s, want %s",
+		          url, h_query(&f.e, row("status", mk), buf, sizeof buf), want);
+		int hits = tracked_hits(t, mk, path, sizeof path);
+		if (!tricks[i].path) {
+			cr_assert_eq(hits, 0, "%s was requested (path %s)", url, path);
+			cr_assert_eq(h_count(&f.e, row("check_attempts", mk)), 0, "%s", url);
+			h_query(&f.e, row("last_error", mk), buf, sizeof buf);
+			cr_assert(strstr(buf, "outside checkback.allow"), "%s: last_error %s", url, buf);
+		} else {
+			cr_assert_eq(hits, 1, "%s: asked %d times", url, hits);
+			cr_assert_str_eq(path, tricks[i].path, "%s: the endpoint saw %s", url, path);
+		}
+	}
+	/* a redirect to a path outside the list is not followed */
+	cr_assert(h_wait(&f.e, row("status", "t-redirect"), "check_failed", WAIT_MS));
+	h_query(&f.e, row("last_error", "t-redirect"), buf, sizeof buf);
+	cr_assert(strstr(buf, "HTTP 302"), "last_error %s", buf);
+	cr_assert_eq(tracked_hits(t, "t-redirect", path, sizeof path), 2);
+	pthread_mutex_lock(&t->mu);
+	int escaped = t->outside_ok;
+	pthread_mutex_unlock(&t->mu);
+	cr_assert_eq(escaped, 0, "%d requests reached a path outside /ok", escaped);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
 	fx_teardown(&f);
 }
 

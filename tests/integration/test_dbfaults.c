@@ -313,6 +313,9 @@ Test(dbfaults, a_missing_prepare_is_alerted_once, .timeout = 120)
 	h_pause_ms(11000); /* two more scans: still one alert */
 	cr_assert_eq(hook_get(&f.hook, &f.hook.prepare_missing), 1);
 	cr_assert_eq(h_log_lines(f.log, "ALERT prepare_missing: biz_id=b message_key=orphan"), 1);
+	cr_assert_eq(h_count(&f.e, "SELECT count(*) FROM txhub.history WHERE message_key = 'orphan' "
+	                           "AND event = 'alert' AND detail LIKE 'prepare_missing: a commit "
+	                           "arrived % s ago and its prepare never did'"), 1);
 	char buf[256];
 	snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"orphan\","
 	                          "\"payload\":\"late\",\"forward\":{\"topic\":\"%s\"}}", f.fwd);

@@ -321,6 +321,13 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	                         buf, sizeof buf), "3");
 	h_query(&e, "SELECT last_error FROM txhub.messages WHERE message_key = 'f-1'", buf, sizeof buf);
 	cr_assert(strstr(buf, "denied") != NULL, "last_error names the topic: %s", buf);
+	/* its history: the three failed attempts, then the alert */
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
+	                         "AND event = 'forward_failed' AND actor = 'txhub' AND detail LIKE "
+	                         "'attempt _: delivery to denied failed: %'"), 3);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
+	                         "AND event = 'alert' AND detail LIKE 'send_failed after 3 %'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'ok-1'"), 0);
 	/* the failure of one topic does not hold up another */
 	cr_assert(h_wait(&e, status_of("ok-1"), "committed/sent", WAIT_MS));
 	/* the webhook heard of it once */

@@ -70,6 +70,19 @@ Test(admin, parses_each_command)
 	cr_expect(a.dry_run);
 }
 
+Test(admin, help_needs_no_other_argument)
+{
+	admin_args a;
+	char err[512];
+	const char *h[] = {"--help", NULL};
+	cr_assert_eq(parse("resolve", h, &a, err, sizeof err), 0, "%s", err);
+	cr_expect(a.help);
+	const char *dash[] = {"--", "--help", "k", NULL};
+	cr_assert_eq(parse("show", dash, &a, err, sizeof err), 0, "%s", err);
+	cr_expect_not(a.help, "after --, --help is an id");
+	cr_expect_str_eq(a.biz_id, "--help");
+}
+
 Test(admin, double_dash_lets_ids_start_with_a_dash)
 {
 	admin_args a;

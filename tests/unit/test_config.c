@@ -451,6 +451,58 @@ Test(config, validate_alert_webhook_and_allow)
 	cr_assert(strstr(err, "ftp://b.example/"), "message: %s", err);
 }
 
+/* checkback.allow entries are read by the check-back's own URL parser: an
+ * entry that could never hold a URL safely stops the start (exit 2). */
+Test(config, validate_allow_entries_on_the_parsed_url)
+{
+	static const char *const bad[] = {
+		"http://user@a.example/",      /* userinfo */
+		"http://a.example/x\\y",       /* backslash */
+		"http://2130706433/",          /* a host libcurl rewrites */
+		"http://0x7f000001/",
+		"http://127.1/",
+		"http://a.example/%2e%2e/",    /* hidden dot segment */
+		"http://a.example/cb?x=1",     /* a query: entries hold scheme, host, port, path */
+		"http://a.example/cb#f",
+		"http://a.example:99999/",
+		"https://a.example/, http://[0:0::1]/",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.allow", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.allow"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "HTTP://A.Example:80/cb/, http://[::1]:8080/ok",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, validate_default_url_on_the_parsed_url_and_the_allow_list)
+{
+	static const char *const bad[] = {"http://a.example:99999/", "http://[zz]/check"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.default_url", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "checkback.default_url"), "message: %s", err);
+	}
+	/* a default URL the list refuses would fail every prepare without one */
+	cr_assert_eq(config_set(&cfg, "checkback.allow", "http://shop.example/tx", err, sizeof err), 0);
+	static const char *const outside[] = {"http://shop.example/tx/../admin",
+	                                      "http://shop.example/txx", "http://u@shop.example/tx"};
+	for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "checkback.default_url", outside[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", outside[i]);
+		cr_assert(strstr(err, "checkback.default_url") && strstr(err, "checkback.allow"),
+		          "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "checkback.default_url", "http://SHOP.example:80/tx/check",
+	                        err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
 Test(config, validate_backoff_max_below_backoff)
 {
 	cr_assert_eq(config_set(&cfg, "checkback.backoff_ms", "20000", err, sizeof err), 0);
@@ -571,4 +623,52 @@ Test(config, example_file_matches_table)
 	          path, i, have_len, want_len);
 	free(have);
 	free(want);
+}
+
+/* A reload keeps every key that cannot change while running (and names
+ * it), and takes the others. */
+Test(config, keep_fixed_names_and_restores_what_cannot_change)
+{
+	txhub_config run, next;
+	char err[256], changed[256];
+	cr_assert_eq(config_init(&run), 0);
+	cr_assert_eq(config_init(&next), 0);
+	cr_assert_eq(config_set(&run, "kafka.linger.ms", "5", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "kafka.linger.ms", "50", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "group", "other", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "intake.batch_max", "7", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "log.level", "debug", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "checkback.max_attempts", "3", err, sizeof err), 0);
+	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
+	cr_assert_str_eq(changed, "group, intake.batch_max, kafka.*");
+	cr_assert_str_eq(next.group, "txhub");
+	cr_assert_eq(next.intake_batch_max, 2000);
+	cr_assert_eq(next.kafka_cnt, 1);
+	cr_assert_str_eq(next.kafka[0].value, "5");
+	cr_assert_str_eq(next.log_level, "debug");
+	cr_assert_eq(next.checkback_max_attempts, 3);
+	config_free(&next);
+	cr_assert_eq(config_init(&next), 0);
+	cr_assert_eq(config_set(&next, "kafka.linger.ms", "5", err, sizeof err), 0);
+	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
+	cr_assert_str_eq(changed, "");
+	config_free(&run);
+	config_free(&next);
+}
+
+Test(config, validate_log_format_and_http_listen)
+{
+	txhub_config cfg;
+	char err[256];
+	cr_assert_eq(config_init(&cfg), 0);
+	cr_assert_eq(config_set(&cfg, "log.format", "xml", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "log.format"), "%s", err);
+	cr_assert_eq(config_set(&cfg, "log.format", "json", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "http.listen", "9464", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "http.listen"), "%s", err);
+	cr_assert_eq(config_set(&cfg, "http.listen", "127.0.0.1:9464", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	config_free(&cfg);
 }

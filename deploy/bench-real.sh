@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The benchmark at production settings, run by `deploy/dev.sh bench-real`:
+# Apache Kafka 3.9 from deploy/kafka.sh and a durable PostgreSQL (fsync,
+# synchronous_commit and full_page_writes on), both throwaway, on this
+# machine; then `txhub bench` with the hub's default settings:
+#
+#   1. drain: N transactions (default 100000) produced on 8 control
+#      partitions first, then one hub started to drain them;
+#   2. open loop at each RATE:SECONDS of TXHUB_BENCH_RATES (default
+#      "2000:60 10000:30"), the hub running: commit-to-forward latency.
+#
+# Each run prints one JSON line on stdout (see README, Benchmark); the hub's
+# log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
+#
+#   deploy/bench-real.sh TXHUB_BINARY [N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+txhub=$(realpath "$1")
+n=${2:-100000}
+rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
+out=${TXHUB_BENCH_OUT:-/tmp/txhub-bench-real}
+mkdir -p "$out"
+
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+tmp=$(mktemp -d /tmp/txhub-bench-real.XXXXXX)
+chmod 755 "$tmp"
+as_pg=()
+if [ "$(id -u)" = 0 ]; then as_pg=(runuser -u postgres --); chown postgres "$tmp"; fi
+kdir=$tmp/kafka
+cleanup() {
+  set +e
+  deploy/kafka.sh stop "$kdir" >/dev/null 2>&1
+  "${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -m fast stop >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# PostgreSQL as it runs in production: durable. Only the socket is local.
+"${as_pg[@]}" "$pgbin/initdb" -D "$tmp/pg" -U txhub -A trust -E UTF8 --no-locale >/dev/null
+"${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
+  -o "-c listen_addresses= -k $tmp -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=100" \
+  start >/dev/null
+settings=$(psql -h "$tmp" -U txhub -d postgres -Atc \
+  "SELECT string_agg(name || '=' || setting, ' ') FROM pg_settings
+   WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', 'wal_level')")
+echo "bench-real: PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}'): $settings" >&2
+brokers=$(deploy/kafka.sh start "$kdir")
+echo "bench-real: Apache Kafka at $brokers" >&2
+
+# one database, control topic and group per run
+run() {
+  local name=$1; shift
+  psql -h "$tmp" -U txhub -d postgres -qc "CREATE DATABASE $name" >/dev/null
+  local pg="host=$tmp user=txhub dbname=$name"
+  "$txhub" migrate -X pg="$pg" 2>/dev/null
+  "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
+    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
+}
+run drain --start-hub --preload --count "$n"
+for r in $rates; do
+  rate=${r%%:*} secs=${r##*:}
+  run "rate$rate" --start-hub --rate "$rate" --count $((rate * secs)) --ceiling-tx 50000
+done

@@ -1,0 +1,67 @@
+/* http.h: the hub's small HTTP servers (metrics and health on `txhub run`,
+ * the web console), on libmicrohttpd: a maintained server with its own
+ * thread, so no request ever runs on the hub's hot path.
+ *
+ * Routes are matched on method and exact path. Handlers run on the
+ * server's thread, one request at a time per connection; several
+ * connections may run handlers at once, so a handler must be thread-safe. */
+#ifndef TXHUB_HTTP_H
+#define TXHUB_HTTP_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "sbuf.h"
+
+/* Largest request body read (a larger one is answered 413). */
+#define HTTP_BODY_MAX 65536
+
+typedef struct http_request http_request;
+
+/* A request header, query argument or cookie, or NULL. Valid during the
+ * handler call. */
+const char *http_header(const http_request *r, const char *name);
+const char *http_query(const http_request *r, const char *name);
+const char *http_cookie(const http_request *r, const char *name);
+const char *http_method(const http_request *r);
+const char *http_path(const http_request *r);
+/* The request body (POST), NUL-terminated, and its length. */
+const char *http_body(const http_request *r, size_t *len);
+/* The peer's address as text (for logs). */
+const char *http_peer(const http_request *r);
+
+typedef struct {
+	int status;               /* default 200 */
+	const char *content_type; /* a string literal; default text/plain */
+	sbuf body;                /* freed by the server */
+	char headers[1024];       /* extra "Name: value\n" lines, set with http_reply_header */
+} http_reply;
+
+/* Add a response header (e.g. Set-Cookie, Location). */
+void http_reply_header(http_reply *reply, const char *name, const char *value);
+
+typedef void (*http_handler)(void *opaque, const http_request *req, http_reply *reply);
+
+typedef struct {
+	const char *method; /* "GET", "POST", ... */
+	const char *path;   /* exact; a path ending in '/' matches everything under it */
+	http_handler fn;
+	void *opaque;
+} http_route;
+
+typedef struct http_server http_server;
+
+/* Parse "host:port" or "[v6]:port" (port 1..65535). Returns 0, or -1 with
+ * a reason in err. Pure: nothing is resolved. */
+int http_listen_valid(const char *listen, char *err, size_t errsz);
+
+/* Listen on `listen` (resolved now) and serve routes[0..n) (copied; the
+ * opaque pointers must outlive the server). Unknown paths get 404, a known
+ * path with another method 405. Returns NULL with a reason in err. */
+http_server *http_start(const char *listen, const http_route *routes, size_t n, char *err,
+                        size_t errsz);
+
+/* Stop serving (waits for handlers in progress) and free. NULL is fine. */
+void http_stop(http_server *s);
+
+#endif

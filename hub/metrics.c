@@ -1,0 +1,319 @@
+/* metrics.c: see metrics.h. Plain C11 atomics: counters only ever grow,
+ * so a reader that sees a histogram's buckets a moment apart from its
+ * count prints a scrape that is off by the observations in between, which
+ * Prometheus tolerates. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#ifndef TXHUB_VERSION
+#define TXHUB_VERSION "0.0.0"
+#endif
+
+typedef _Atomic uint64_t counter;
+
+static const char *type_names[METRICS_NTYPES] = {"prepare", "commit", "rollback", "invalid"};
+static const char *outcome_names[METRICS_NOUTCOMES] = {"applied", "rejected", "conflict",
+                                                       "duplicate"};
+static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back", "undecided",
+                                                     "error", "not_requested"};
+static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
+static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
+                                    "database_failing", "other"};
+#define NALERTS (sizeof alert_names / sizeof alert_names[0])
+
+/* Upper bounds of the latency buckets, in ms. */
+static const int64_t latency_le_ms[METRICS_LATENCY_BUCKETS] = {
+	1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 20000, 30000, 60000};
+/* ... and of the batch-size buckets, in records. */
+#define BATCH_BUCKETS 10
+static const int64_t batch_le[BATCH_BUCKETS] = {1, 5, 10, 50, 100, 250, 500, 1000, 2000, 5000};
+
+typedef struct {
+	counter bucket[METRICS_LATENCY_BUCKETS + 1];
+	counter count, sum_us;
+} latency;
+
+#define MAX_LAG 1024 /* partitions shown in txhub_consumer_lag */
+
+static struct registry {
+	counter envelopes[METRICS_NTYPES][METRICS_NOUTCOMES];
+	counter batch_bucket[BATCH_BUCKETS + 1], batch_count, batch_sum;
+	counter checkbacks[METRICS_CB_NOUTCOMES];
+	latency checkback_latency, forward_latency, commit_latency;
+	counter forwards[METRICS_FW_NOUTCOMES];
+	counter database_errors, kafka_errors;
+	counter alerts[NALERTS];
+	_Atomic int64_t owned, ready;
+	_Atomic int64_t by_status[5], parked, sampled;
+	_Atomic double oldest_prepared_s, oldest_pending_send_s;
+	pthread_mutex_t lag_mu; /* the lag table: set every few seconds */
+	int32_t lag_partition[MAX_LAG];
+	int64_t lag[MAX_LAG];
+	size_t nlag;
+} m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void add(counter *c, uint64_t v)
+{
+	if (v)
+		atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
+
+void metrics_add_envelopes(const metrics_envelopes *e)
+{
+	for (int t = 0; t < METRICS_NTYPES; t++)
+		for (int o = 0; o < METRICS_NOUTCOMES; o++)
+			add(&m.envelopes[t][o], e->n[t][o]);
+}
+
+void metrics_observe_batch(size_t records)
+{
+	int b = 0;
+	while (b < BATCH_BUCKETS && (int64_t)records > batch_le[b])
+		b++;
+	add(&m.batch_bucket[b], 1);
+	add(&m.batch_count, 1);
+	add(&m.batch_sum, records);
+}
+
+static int latency_bucket(int64_t ms)
+{
+	int b = 0;
+	while (b < METRICS_LATENCY_BUCKETS && ms > latency_le_ms[b])
+		b++;
+	return b;
+}
+
+void metrics_checkback_done(metrics_checkback outcome, int64_t duration_ms)
+{
+	add(&m.checkbacks[outcome], 1);
+	if (outcome == METRICS_CB_NOT_REQUESTED)
+		return;
+	if (duration_ms < 0)
+		duration_ms = 0;
+	add(&m.checkback_latency.bucket[latency_bucket(duration_ms)], 1);
+	add(&m.checkback_latency.count, 1);
+	add(&m.checkback_latency.sum_us, (uint64_t)duration_ms * 1000);
+}
+
+void metrics_forwards_observe(uint64_t *bucket, uint64_t *count, uint64_t *sum_us, int64_t ms)
+{
+	if (ms < 0)
+		ms = 0;
+	bucket[latency_bucket(ms)]++;
+	(*count)++;
+	*sum_us += (uint64_t)ms * 1000;
+}
+
+static void add_latency(latency *l, const uint64_t *bucket, uint64_t count, uint64_t sum_us)
+{
+	for (int b = 0; b <= METRICS_LATENCY_BUCKETS; b++)
+		add(&l->bucket[b], bucket[b]);
+	add(&l->count, count);
+	add(&l->sum_us, sum_us);
+}
+
+void metrics_add_forwards(const metrics_forwards *f)
+{
+	for (int o = 0; o < METRICS_FW_NOUTCOMES; o++)
+		add(&m.forwards[o], f->outcomes[o]);
+	add_latency(&m.forward_latency, f->produce_bucket, f->produce_count, f->produce_sum_us);
+	add_latency(&m.commit_latency, f->commit_bucket, f->commit_count, f->commit_sum_us);
+}
+
+void metrics_database_error(void) { add(&m.database_errors, 1); }
+void metrics_kafka_error(void) { add(&m.kafka_errors, 1); }
+
+void metrics_alert(const char *kind)
+{
+	size_t i = 0;
+	while (i < NALERTS - 1 && strcmp(alert_names[i], kind) != 0)
+		i++;
+	add(&m.alerts[i], 1);
+}
+
+void metrics_set_owned_partitions(size_t n)
+{
+	atomic_store_explicit(&m.owned, (int64_t)n, memory_order_relaxed);
+}
+
+void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n)
+{
+	pthread_mutex_lock(&m.lag_mu);
+	m.nlag = n < MAX_LAG ? n : MAX_LAG;
+	memcpy(m.lag_partition, partitions, m.nlag * sizeof *partitions);
+	memcpy(m.lag, lag, m.nlag * sizeof *lag);
+	pthread_mutex_unlock(&m.lag_mu);
+}
+
+void metrics_set_sample(const metrics_sample *s)
+{
+	for (int i = 0; i < 5; i++)
+		atomic_store(&m.by_status[i], s->by_status[i]);
+	atomic_store(&m.parked, s->parked);
+	atomic_store(&m.oldest_prepared_s, s->oldest_prepared_s);
+	atomic_store(&m.oldest_pending_send_s, s->oldest_pending_send_s);
+	atomic_store(&m.sampled, 1);
+}
+
+void metrics_set_ready(int ready) { atomic_store(&m.ready, ready ? 1 : 0); }
+
+/* ---- exposition ---- */
+
+static void head(sbuf *o, const char *name, const char *type, const char *help)
+{
+	sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void write_latency(sbuf *o, const char *name, const char *help, latency *l)
+{
+	head(o, name, "histogram", help);
+	uint64_t cum = 0;
+	for (int b = 0; b <= METRICS_LATENCY_BUCKETS; b++) {
+		cum += get(&l->bucket[b]);
+		if (b < METRICS_LATENCY_BUCKETS)
+			sbuf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name,
+			            (double)latency_le_ms[b] / 1000.0, (unsigned long long)cum);
+		else
+			sbuf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+	}
+	sbuf_printf(o, "%s_sum %.6f\n%s_count %llu\n", name, (double)get(&l->sum_us) / 1e6, name,
+	            (unsigned long long)cum);
+}
+
+static void write_counters(sbuf *o)
+{
+	head(o, "txhub_envelopes_total", "counter",
+	     "Control records by envelope type and what applying them did.");
+	for (int t = 0; t < METRICS_NTYPES; t++)
+		for (int x = 0; x < METRICS_NOUTCOMES; x++)
+			sbuf_printf(o, "txhub_envelopes_total{type=\"%s\",outcome=\"%s\"} %llu\n",
+			            type_names[t], outcome_names[x],
+			            (unsigned long long)get(&m.envelopes[t][x]));
+	head(o, "txhub_checkbacks_total", "counter", "Check-backs by outcome.");
+	for (int x = 0; x < METRICS_CB_NOUTCOMES; x++)
+		sbuf_printf(o, "txhub_checkbacks_total{outcome=\"%s\"} %llu\n", cb_names[x],
+		            (unsigned long long)get(&m.checkbacks[x]));
+	head(o, "txhub_forwards_total", "counter", "Forward delivery attempts by outcome.");
+	for (int x = 0; x < METRICS_FW_NOUTCOMES; x++)
+		sbuf_printf(o, "txhub_forwards_total{outcome=\"%s\"} %llu\n", fw_names[x],
+		            (unsigned long long)get(&m.forwards[x]));
+	head(o, "txhub_database_errors_total", "counter", "Failed PostgreSQL operations.");
+	sbuf_printf(o, "txhub_database_errors_total %llu\n",
+	            (unsigned long long)get(&m.database_errors));
+	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
+	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
+	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");
+	for (size_t i = 0; i < NALERTS; i++)
+		sbuf_printf(o, "txhub_alerts_total{kind=\"%s\"} %llu\n", alert_names[i],
+		            (unsigned long long)get(&m.alerts[i]));
+}
+
+static void write_histograms(sbuf *o)
+{
+	write_latency(o, "txhub_checkback_duration_seconds",
+	              "Time from sending a check-back request to its answer or error.",
+	              &m.checkback_latency);
+	write_latency(o, "txhub_forward_duration_seconds",
+	              "Time from producing a forward to its delivery report.", &m.forward_latency);
+	write_latency(o, "txhub_commit_to_forward_seconds",
+	              "Time from a decision applied to its first forward confirmed by the broker.",
+	              &m.commit_latency);
+	head(o, "txhub_batch_records", "histogram",
+	     "Control records applied per PostgreSQL transaction.");
+	uint64_t cum = 0;
+	for (int b = 0; b <= BATCH_BUCKETS; b++) {
+		cum += get(&m.batch_bucket[b]);
+		if (b < BATCH_BUCKETS)
+			sbuf_printf(o, "txhub_batch_records_bucket{le=\"%lld\"} %llu\n",
+			            (long long)batch_le[b], (unsigned long long)cum);
+		else
+			sbuf_printf(o, "txhub_batch_records_bucket{le=\"+Inf\"} %llu\n",
+			            (unsigned long long)cum);
+	}
+	sbuf_printf(o, "txhub_batch_records_sum %llu\ntxhub_batch_records_count %llu\n",
+	            (unsigned long long)get(&m.batch_sum), (unsigned long long)cum);
+}
+
+static void write_gauges(sbuf *o)
+{
+	static const char *statuses[5] = {"prepared", "committed", "rolled_back", "check_failed",
+	                                  "awaiting_prepare"};
+	head(o, "txhub_owned_partitions", "gauge", "Control-topic partitions this replica owns.");
+	sbuf_printf(o, "txhub_owned_partitions %lld\n", (long long)atomic_load(&m.owned));
+	head(o, "txhub_ready", "gauge", "1 when /readyz answers 200.");
+	sbuf_printf(o, "txhub_ready %lld\n", (long long)atomic_load(&m.ready));
+	head(o, "txhub_consumer_lag", "gauge",
+	     "Records of an owned control-topic partition not read yet.");
+	pthread_mutex_lock(&m.lag_mu);
+	for (size_t i = 0; i < m.nlag; i++)
+		sbuf_printf(o, "txhub_consumer_lag{partition=\"%d\"} %lld\n", m.lag_partition[i],
+		            (long long)m.lag[i]);
+	pthread_mutex_unlock(&m.lag_mu);
+	if (!atomic_load(&m.sampled))
+		return; /* PostgreSQL not sampled yet: no made-up zeros */
+	head(o, "txhub_messages", "gauge", "Rows of txhub.messages by status.");
+	for (int i = 0; i < 5; i++)
+		sbuf_printf(o, "txhub_messages{status=\"%s\"} %lld\n", statuses[i],
+		            (long long)atomic_load(&m.by_status[i]));
+	head(o, "txhub_parked", "gauge",
+	     "Rows that need an operator: check_failed, send_status failed, awaiting_prepare too "
+	     "long.");
+	sbuf_printf(o, "txhub_parked %lld\n", (long long)atomic_load(&m.parked));
+	head(o, "txhub_oldest_prepared_age_seconds", "gauge",
+	     "Age of the oldest prepared row (0: none).");
+	double a = atomic_load(&m.oldest_prepared_s);
+	sbuf_printf(o, "txhub_oldest_prepared_age_seconds %.3f\n", a < 0 ? 0.0 : a);
+	head(o, "txhub_oldest_pending_send_age_seconds", "gauge",
+	     "Age of the oldest committed row waiting to be forwarded (0: none).");
+	a = atomic_load(&m.oldest_pending_send_s);
+	sbuf_printf(o, "txhub_oldest_pending_send_age_seconds %.3f\n", a < 0 ? 0.0 : a);
+}
+
+static void write_process(sbuf *o)
+{
+	head(o, "txhub_build_info", "gauge", "The running version.");
+	sbuf_printf(o, "txhub_build_info{version=\"%s\"} 1\n", TXHUB_VERSION);
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		head(o, "process_cpu_seconds_total", "counter", "User and system CPU time.");
+		sbuf_printf(o, "process_cpu_seconds_total %.3f\n",
+		            (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+	}
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages_total, pages_rss;
+	if (f && fscanf(f, "%ld %ld", &pages_total, &pages_rss) == 2) {
+		head(o, "process_resident_memory_bytes", "gauge", "Resident memory.");
+		sbuf_printf(o, "process_resident_memory_bytes %lld\n",
+		            (long long)pages_rss * (long long)sysconf(_SC_PAGESIZE));
+	}
+	if (f)
+		fclose(f);
+}
+
+void metrics_write(sbuf *out)
+{
+	write_counters(out);
+	write_histograms(out);
+	write_gauges(out);
+	write_process(out);
+}
+
+void metrics_reset(void)
+{
+	pthread_mutex_lock(&m.lag_mu);
+	m.nlag = 0;
+	pthread_mutex_unlock(&m.lag_mu);
+	/* the atomics are plain memory when no other thread runs */
+	size_t off = offsetof(struct registry, lag_mu);
+	memset((void *)&m, 0, off);
+}

@@ -1,0 +1,112 @@
+/* metrics.h: the hub's counters, gauges and histograms (CONTRACT §10), and
+ * their Prometheus text exposition.
+ *
+ * One registry per process. Every update is a relaxed atomic add or store:
+ * no lock and no allocation, from any thread. The hot paths update once
+ * per batch (envelopes, delivery reports), not once per envelope.
+ * metrics_write() may run concurrently with updates; each value it prints
+ * is one that was current during the call. */
+#ifndef TXHUB_METRICS_H
+#define TXHUB_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbuf.h"
+
+/* txhub_envelopes_total{type,outcome} */
+typedef enum {
+	METRICS_PREPARE,
+	METRICS_COMMIT,
+	METRICS_ROLLBACK,
+	METRICS_INVALID, /* type="invalid": not a valid envelope */
+	METRICS_NTYPES
+} metrics_type;
+
+typedef enum {
+	METRICS_APPLIED,
+	METRICS_REJECTED,
+	METRICS_CONFLICT,
+	METRICS_DUPLICATE, /* a no-op: the step was already applied or does nothing */
+	METRICS_NOUTCOMES
+} metrics_outcome;
+
+/* Counts of one batch, added to the totals in one go. */
+typedef struct {
+	uint64_t n[METRICS_NTYPES][METRICS_NOUTCOMES];
+} metrics_envelopes;
+
+void metrics_add_envelopes(const metrics_envelopes *e);
+
+/* txhub_batch_records: records in a batch applied in one transaction. */
+void metrics_observe_batch(size_t records);
+
+/* txhub_checkbacks_total{outcome} and txhub_checkback_duration_seconds. */
+typedef enum {
+	METRICS_CB_COMMITTED,
+	METRICS_CB_ROLLED_BACK,
+	METRICS_CB_UNDECIDED,
+	METRICS_CB_ERROR,
+	METRICS_CB_NOT_REQUESTED, /* no URL, or outside checkback.allow */
+	METRICS_CB_NOUTCOMES
+} metrics_checkback;
+
+void metrics_checkback_done(metrics_checkback outcome, int64_t duration_ms);
+
+/* txhub_forwards_total{outcome}, txhub_forward_duration_seconds (produce
+ * to delivery report) and txhub_commit_to_forward_seconds (decision
+ * applied to delivery confirmed). A batch of delivery reports at once. */
+typedef enum {
+	METRICS_FW_SENT,
+	METRICS_FW_RETRIED, /* failed, to be tried again */
+	METRICS_FW_FAILED,  /* failed for good */
+	METRICS_FW_NOUTCOMES
+} metrics_forward;
+
+/* Histogram buckets, in milliseconds, shared by the three latency
+ * histograms: 1 ms to 60 s. */
+#define METRICS_LATENCY_BUCKETS 16
+
+typedef struct {
+	uint64_t outcomes[METRICS_FW_NOUTCOMES];
+	uint64_t produce_bucket[METRICS_LATENCY_BUCKETS + 1]; /* last: +Inf */
+	uint64_t produce_count, produce_sum_us;
+	uint64_t commit_bucket[METRICS_LATENCY_BUCKETS + 1];
+	uint64_t commit_count, commit_sum_us;
+} metrics_forwards;
+
+/* Add one observation in ms to a batch's latency buckets. */
+void metrics_forwards_observe(uint64_t *bucket, uint64_t *count, uint64_t *sum_us,
+                              int64_t ms);
+void metrics_add_forwards(const metrics_forwards *f);
+
+void metrics_database_error(void);
+void metrics_kafka_error(void);
+/* kind: check_failed, send_failed, prepare_missing, database_failing;
+ * anything else counts as "other". */
+void metrics_alert(const char *kind);
+
+/* Gauges. */
+void metrics_set_owned_partitions(size_t n);
+/* The consumer's lag per owned partition (high watermark minus the next
+ * offset to read); partitions not listed are dropped from the exposition.
+ * Called from one thread (the run loop). */
+void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n);
+/* Sampled from PostgreSQL: messages by status (prepared, committed,
+ * rolled_back, check_failed, awaiting_prepare), parked rows, and the age
+ * of the oldest prepared row and pending send (-1: none). */
+typedef struct {
+	int64_t by_status[5];
+	int64_t parked;
+	double oldest_prepared_s, oldest_pending_send_s;
+} metrics_sample;
+void metrics_set_sample(const metrics_sample *s);
+void metrics_set_ready(int ready);
+
+/* The whole exposition, appended to out. */
+void metrics_write(sbuf *out);
+
+/* Forget everything (for tests). */
+void metrics_reset(void);
+
+#endif

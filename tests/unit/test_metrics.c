@@ -1,0 +1,139 @@
+/* test_metrics.c: the exposition text (CONTRACT §10) and the listen-address
+ * parser of the HTTP server. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "metrics.h"
+
+static double value(const char *text, const char *series)
+{
+	size_t l = strlen(series);
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, series, l) == 0 && p[l] == ' ')
+			return atof(p + l + 1);
+	return -1;
+}
+
+static char *exposition(void)
+{
+	sbuf b = {0};
+	metrics_write(&b);
+	char *s = strdup(sbuf_str(&b));
+	sbuf_free(&b);
+	return s;
+}
+
+Test(metrics, counters_add_up_per_batch)
+{
+	metrics_reset();
+	metrics_envelopes e;
+	memset(&e, 0, sizeof e);
+	e.n[METRICS_PREPARE][METRICS_APPLIED] = 5;
+	e.n[METRICS_COMMIT][METRICS_CONFLICT] = 1;
+	e.n[METRICS_INVALID][METRICS_REJECTED] = 2;
+	metrics_add_envelopes(&e);
+	metrics_add_envelopes(&e);
+	metrics_checkback_done(METRICS_CB_COMMITTED, 30);
+	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	metrics_alert("prepare_missing");
+	metrics_alert("something new");
+	char *t = exposition();
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"prepare\",outcome=\"applied\"}"), 10);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"commit\",outcome=\"conflict\"}"), 2);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"invalid\",outcome=\"rejected\"}"), 4);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"rollback\",outcome=\"applied\"}"), 0);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"committed\"}"), 1);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"not_requested\"}"), 1);
+	/* a check-back not requested takes no time: not in the histogram */
+	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_count"), 1);
+	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_bucket{le=\"0.025\"}"), 0);
+	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_bucket{le=\"0.05\"}"), 1);
+	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_bucket{le=\"+Inf\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"prepare_missing\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"other\"}"), 1);
+	free(t);
+}
+
+Test(metrics, forwards_histograms_are_cumulative)
+{
+	metrics_reset();
+	metrics_forwards f;
+	memset(&f, 0, sizeof f);
+	f.outcomes[METRICS_FW_SENT] = 3;
+	f.outcomes[METRICS_FW_FAILED] = 1;
+	int64_t ms[] = {0, 7, 70000};
+	for (int i = 0; i < 3; i++)
+		metrics_forwards_observe(f.commit_bucket, &f.commit_count, &f.commit_sum_us, ms[i]);
+	metrics_add_forwards(&f);
+	char *t = exposition();
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"sent\"}"), 3);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"failed\"}"), 1);
+	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"0.001\"}"), 1);
+	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"0.01\"}"), 2);
+	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"60\"}"), 2);
+	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"+Inf\"}"), 3);
+	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_count"), 3);
+	cr_assert_float_eq(value(t, "txhub_commit_to_forward_seconds_sum"), 70.007, 1e-9);
+	cr_assert_eq(value(t, "txhub_forward_duration_seconds_count"), 0);
+	free(t);
+}
+
+Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
+{
+	metrics_reset();
+	char *t = exposition();
+	cr_assert_null(strstr(t, "txhub_messages{"), "a gauge before PostgreSQL was sampled");
+	cr_assert_null(strstr(t, "txhub_parked "));
+	free(t);
+	metrics_sample s = {{1, 2, 3, 4, 5}, 9, 12.5, -1};
+	metrics_set_sample(&s);
+	int32_t parts[] = {0, 7};
+	int64_t lag[] = {5, 0};
+	metrics_set_lag(parts, lag, 2);
+	metrics_set_lag(parts + 1, lag + 1, 1); /* partition 0 went away */
+	t = exposition();
+	cr_assert_eq(value(t, "txhub_messages{status=\"awaiting_prepare\"}"), 5);
+	cr_assert_eq(value(t, "txhub_parked"), 9);
+	cr_assert_eq(value(t, "txhub_oldest_prepared_age_seconds"), 12.5);
+	cr_assert_eq(value(t, "txhub_oldest_pending_send_age_seconds"), 0);
+	cr_assert_eq(value(t, "txhub_consumer_lag{partition=\"7\"}"), 0);
+	cr_assert_eq(value(t, "txhub_consumer_lag{partition=\"0\"}"), -1);
+	free(t);
+}
+
+Test(metrics, every_series_has_help_and_type)
+{
+	metrics_reset();
+	metrics_sample s = {{0}, 0, -1, -1};
+	metrics_set_sample(&s);
+	char *t = exposition();
+	int families = 0;
+	for (char *p = t; (p = strstr(p, "# TYPE ")); p++) {
+		char name[128];
+		cr_assert_eq(sscanf(p, "# TYPE %127s", name), 1);
+		char help[160];
+		snprintf(help, sizeof help, "# HELP %s ", name);
+		cr_assert(strstr(t, help), "%s has no HELP line", name);
+		families++;
+	}
+	cr_assert_geq(families, 18);
+	free(t);
+}
+
+Test(http, listen_addresses)
+{
+	char err[256];
+	const char *good[] = {"127.0.0.1:9464", "0.0.0.0:1", "[::1]:65535", "localhost:80"};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+		cr_assert_eq(http_listen_valid(good[i], err, sizeof err), 0, "%s: %s", good[i], err);
+	const char *bad[] = {"", "9464", ":9464", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
+	                     "127.0.0.1:x", "::1:9464", "[::1]9464", "[::1]", "h:1:2", "h: 1"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		cr_assert_eq(http_listen_valid(bad[i], err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "port") || strstr(err, "expected"), "%s: %s", bad[i], err);
+	}
+}
