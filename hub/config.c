@@ -76,6 +76,14 @@ const config_option config_options[] = {
 	    "most record bytes applied in one PostgreSQL transaction"),
 	INT("intake.poll_ms", NULL, "100", 1, 60000, intake_poll_ms,
 	    "longest wait for the first record of a batch"),
+	/* live: CONTRACT §11 names retention among the keys SIGHUP applies */
+	LINT("retention.finished_hours", NULL, "168", 0, 87600, retention_finished_hours,
+	    "txhub run deletes finished messages (committed and sent, or rolled_back) and their "
+	    "history this many hours after their last change, for the partitions it owns; 0 turns "
+	    "retention off, for rejected and conflict rows too"),
+	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
+	    "txhub run deletes rejected and conflict rows this many hours after they were "
+	    "written; 0 keeps them"),
 	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
 

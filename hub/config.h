@@ -44,6 +44,8 @@ typedef struct txhub_config {
 	int64_t intake_batch_max;
 	int64_t intake_batch_bytes;
 	int64_t intake_poll_ms;
+	int64_t retention_finished_hours;
+	int64_t retention_rejected_hours;
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt;

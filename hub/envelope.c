@@ -145,6 +145,13 @@ static int check_id(const char *field, const char *s, size_t max, char *err, siz
 	return 0;
 }
 
+int envelope_check_id(const char *field, const char *s, size_t max, char *err, size_t errsz)
+{
+	if (!envelope_valid_utf8((const unsigned char *)s, strlen(s)))
+		return reject(err, errsz, "field \"%s\" is not valid UTF-8", field);
+	return check_id(field, s, max, err, errsz);
+}
+
 /* What cJSON lets through but RFC 8259 (or we) do not: a raw control
  * character inside a string, a number with a leading zero, and the escape
  * \u0000 (cJSON silently truncates the string there). Runs on text cJSON has

@@ -58,4 +58,10 @@ int envelope_valid_topic(const char *s, size_t len);
 int envelope_valid_url(const char *s);
 int envelope_valid_utf8(const unsigned char *s, size_t len);
 
+/* An id given from outside an envelope (an operator's command line, the
+ * console) under the envelope's rules: valid UTF-8, 1..max bytes, no
+ * control character (C0, DEL, C1). `field` names it in the reason. Returns 0,
+ * or -1 with the reason in err. */
+int envelope_check_id(const char *field, const char *s, size_t max, char *err, size_t errsz);
+
 #endif

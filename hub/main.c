@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "bench.h"
 #include "config.h"
 #include "devbroker.h"
@@ -34,6 +35,10 @@ static void usage(FILE *out)
 	        "  config     print an example configuration file with every key and default\n"
 	        "  version    print the version\n"
 	        "  help       print this text\n"
+	        "\n"
+	        "admin commands (PostgreSQL only, except status's lag; safe while hubs run):\n");
+	admin_write_help(out);
+	fprintf(out,
 	        "\n"
 	        "options:\n"
 	        "  -c FILE       configuration file (default: $TXHUB_CONFIG, if set)\n"
@@ -122,7 +127,8 @@ int main(int argc, char **argv)
 	const char *command = NULL;
 	char **rest = calloc((size_t)argc + 1, sizeof *rest);
 	char **sets = calloc((size_t)argc + 1, sizeof *sets);
-	int nrest = 0, nsets = 0, status = 2;
+	int nrest = 0, nsets = 0, status = 2, ended = 0;
+	admin_args admin;
 
 	if (!rest || !sets || config_init(&cfg) != 0) {
 		fprintf(stderr, "txhub: out of memory\n");
@@ -130,7 +136,13 @@ int main(int argc, char **argv)
 	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		if (strcmp(a, "-c") == 0 || strcmp(a, "-X") == 0) {
+		if (ended) {
+			rest[nrest++] = argv[i];
+		} else if (strcmp(a, "--") == 0 && command) {
+			/* the rest are the command's own: an id may start with '-' */
+			ended = 1;
+			rest[nrest++] = argv[i];
+		} else if (strcmp(a, "-c") == 0 || strcmp(a, "-X") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "txhub: %s needs an argument\n", a);
 				goto out;
@@ -168,9 +180,11 @@ int main(int argc, char **argv)
 		status = 0;
 		goto out;
 	}
+	int is_admin = admin_is_command(command);
 	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
-	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0;
-	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0;
+	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 || is_admin;
+	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
+	                 is_admin;
 	if (!known) {
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
@@ -179,6 +193,16 @@ int main(int argc, char **argv)
 	 * its default action, which for SIGHUP and SIGUSR1/2 is to die */
 	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0)
 		signals_install();
+	/* bad usage is refused before anything is loaded or touched */
+	if (is_admin && admin_parse(command, nrest, rest, &admin, err, sizeof err) != 0) {
+		fprintf(stderr, "txhub %s: %s\n", command, err);
+		goto out;
+	}
+	if (is_admin && admin.help) {
+		usage(stdout);
+		status = 0;
+		goto out;
+	}
 	if (!takes_args && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
@@ -190,7 +214,9 @@ int main(int argc, char **argv)
 	}
 	config_apply_logging(&cfg);
 
-	if (strcmp(command, "devbroker") == 0) {
+	if (is_admin) {
+		status = admin_run(&cfg, &admin);
+	} else if (strcmp(command, "devbroker") == 0) {
 		status = devbroker_main(&cfg, nrest, rest);
 	} else if (strcmp(command, "bench") == 0) {
 		status = bench_main(&cfg, nrest, rest, hub_args(file, sets, nsets));

@@ -34,19 +34,15 @@ struct store {
 
 /* ---- results and errors ---- */
 
-/* Which error is whose fault (CONTRACT §2): PostgreSQL blames the data only
- * with SQLSTATE class 22 (data exception) or 23 (integrity constraint
- * violation); anything else (a lost connection or permission, an I/O
- * error, a full disk, a trigger that raises) is the database's, and is
- * tried again, however long it lasts. The text kept is the SQLSTATE and
- * the primary message: a DETAIL such as "Failing row contains (...)" would
- * put payload bytes into logs and rejection reasons. */
-static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
+/* The text kept is the SQLSTATE and the primary message: a DETAIL such as
+ * "Failing row contains (...)" would put payload bytes into logs and
+ * rejection reasons. */
+void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *err, size_t errsz)
 {
 	if (PQstatus(conn) != CONNECTION_OK) {
 		snprintf(err, errsz, "connection lost: %s", PQerrorMessage(conn));
 		log_one_line(err);
-		return STORE_RETRY;
+		return;
 	}
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
@@ -57,6 +53,19 @@ static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t er
 	         constraint ? " (constraint " : "", constraint ? constraint : "",
 	         constraint ? ")" : "");
 	log_one_line(err);
+}
+
+/* Which error is whose fault (CONTRACT §2): PostgreSQL blames the data only
+ * with SQLSTATE class 22 (data exception) or 23 (integrity constraint
+ * violation); anything else (a lost connection or permission, an I/O
+ * error, a full disk, a trigger that raises) is the database's, and is
+ * tried again, however long it lasts. */
+static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
+{
+	store_error_text(conn, res, err, errsz);
+	if (PQstatus(conn) != CONNECTION_OK)
+		return STORE_RETRY;
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	if (state && (strncmp(state, "22", 2) == 0 || strncmp(state, "23", 2) == 0))
 		return STORE_REFUSED;
 	return STORE_RETRY;

@@ -275,8 +275,17 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char *err,
                       size_t errsz);
 
-/* Raw access for migrate.c and the tests. */
+/* Raw access for migrate.c, ops.c and the tests. */
 struct pg_conn;
+struct pg_result;
 struct pg_conn *store_conn(store *st);
+
+/* The text of a failed statement (res may be NULL: a failure of the
+ * connection) as txhub keeps it: "SQLSTATE: primary message (constraint
+ * name)", or "connection lost: ..." on one line. PostgreSQL's DETAIL is
+ * left out on purpose: for a constraint it repeats the row, payload bytes
+ * included. */
+void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *err,
+                      size_t errsz);
 
 #endif

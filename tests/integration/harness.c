@@ -193,6 +193,62 @@ int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Read what the file at path holds (up to sz - 1 bytes) and remove it. */
+static void slurp(const char *path, char *buf, size_t sz)
+{
+	FILE *f = fopen(path, "r");
+	size_t got = f ? fread(buf, 1, sz - 1, f) : 0;
+	buf[got] = '\0';
+	if (f)
+		fclose(f);
+	unlink(path);
+}
+
+int h_txhub_io(h_env *e, const char *const *args, char *out, size_t outsz, char *errbuf,
+               size_t errsz)
+{
+	const char *bin = env_or_die("TXHUB_BIN");
+	char opath[256], epath[256];
+	snprintf(opath, sizeof opath, "/tmp/txhub-%s-io.out", e->name);
+	snprintf(epath, sizeof epath, "/tmp/txhub-%s-io.err", e->name);
+	char pgset[600], topicset[200], groupset[200], brokerset[300];
+	snprintf(pgset, sizeof pgset, "pg=%s", e->conninfo);
+	snprintf(topicset, sizeof topicset, "control_topic=%s", e->topic);
+	snprintf(groupset, sizeof groupset, "group=%s", e->name);
+	snprintf(brokerset, sizeof brokerset, "brokers=%s", e->brokers);
+	const char *argv[64];
+	int n = 0;
+	argv[n++] = bin;
+	/* the settings first: a "--" among args ends the options */
+	const char *base[] = {pgset, topicset, groupset, brokerset, NULL};
+	for (const char *const *s = base; *s; s++) {
+		argv[n++] = "-X";
+		argv[n++] = *s;
+	}
+	for (; *args && n < 62; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int fo = open(opath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fo >= 0)
+			dup2(fo, 1);
+		if (fe >= 0)
+			dup2(fe, 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	slurp(opath, out, outsz);
+	slurp(epath, errbuf, errsz);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 void h_pause_ms(long ms)
 {
 	struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};

@@ -37,6 +37,11 @@ void h_hub_kill(pid_t pid); /* SIGKILL and reap */
  * returns the exit status, standard error goes to errbuf. */
 int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz);
 
+/* The same, keeping standard output and standard error apart (each cut to
+ * its buffer): for commands whose stdout is a document (--json). */
+int h_txhub_io(h_env *e, const char *const *args, char *out, size_t outsz, char *errbuf,
+               size_t errsz);
+
 /* Sleep ms milliseconds. */
 void h_pause_ms(long ms);
 

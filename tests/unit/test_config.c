@@ -80,6 +80,8 @@ static const struct {
 	{"forward.max_attempts", NULL, "15", CONFIG_INT},
 	{"alert.webhook", NULL, "", CONFIG_STRING},
 	{"log.level", "TXHUB_LOG_LEVEL", "info", CONFIG_STRING},
+	{"retention.finished_hours", NULL, "168", CONFIG_INT},
+	{"retention.rejected_hours", NULL, "720", CONFIG_INT},
 };
 #define NCONTRACT (sizeof contract / sizeof contract[0])
 

@@ -1,0 +1,92 @@
+/* admin.h: the admin commands on the command line (CONTRACT §9): status,
+ * list, show, resolve, redrive, purge.
+ *
+ * A thin face over ops.h: admin_parse() checks the arguments (pure, no
+ * I/O, so every bad usage is refused before anything is touched), and
+ * admin_run() connects, calls the operation and prints its result as text
+ * for people or, with --json, as one JSON document on standard output.
+ * Messages go to standard error. Used by main.c from its one thread. */
+#ifndef TXHUB_ADMIN_H
+#define TXHUB_ADMIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "ops.h"
+
+typedef enum {
+	ADMIN_STATUS,
+	ADMIN_LIST,
+	ADMIN_SHOW,
+	ADMIN_RESOLVE,
+	ADMIN_REDRIVE,
+	ADMIN_PURGE,
+} admin_command;
+
+/* Most --status options one list takes. */
+#define ADMIN_MAX_STATUSES 16
+
+/* A parsed command. Strings point into the argv given to admin_parse()
+ * and live as long as it does. */
+typedef struct {
+	admin_command cmd;
+	const char *name;                /* the command word */
+	int help;                        /* -h or --help: print the usage, do nothing */
+	int json;                        /* --json */
+	const char *biz_id;              /* BIZ, or list's / redrive's --biz */
+	const char *message_key;         /* KEY */
+	/* list */
+	const char *statuses[ADMIN_MAX_STATUSES];
+	size_t nstatuses;
+	const char *send_status;
+	int64_t since_ms;                /* 0: no --since */
+	int limit;                       /* default 100 */
+	/* resolve */
+	ops_decision decision;
+	const char *reason;              /* NULL: none given */
+	/* redrive */
+	int all_failed;
+	/* purge */
+	int64_t older_than_ms;
+	int dry_run;
+} admin_args;
+
+/* 1 when name is one of the admin commands. */
+int admin_is_command(const char *name);
+
+/* Parse the arguments after the command word (main.c has taken -c and -X
+ * out; "--" ends the options, so an id may start with '-'). Every value is
+ * checked here: statuses, durations, limits, ids (envelope rules), the
+ * reason. Returns 0, or -1 with a message naming the argument in err (the
+ * command then exits 2). With -h or --help, out->help is set and the
+ * arguments need not be complete. */
+int admin_parse(const char *command, int argc, char *const *argv, admin_args *out, char *err,
+                size_t errsz);
+
+/* Run a parsed command against cfg's database (and, for status, its
+ * brokers). Returns the exit status: 0 done; 1 refused or failed at run
+ * time (no such row, not allowed in its state, database unreachable or not
+ * migrated); 2 bad usage. */
+int admin_run(const txhub_config *cfg, const admin_args *a);
+
+/* The operator running the command, for the history: the effective user's
+ * name (getpwuid), else $USER or $LOGNAME, else "uid N"; "root (sudo:
+ * alice)" when root came from sudo. */
+void admin_actor(char *out, size_t outsz);
+
+/* The admin commands' lines for `txhub help`. */
+void admin_write_help(FILE *out);
+
+/* Text for a terminal: printable UTF-8 kept, control characters (C0, DEL,
+ * C1), invalid UTF-8 and the backslash written as \xNN, so nothing a
+ * producer stored can move the cursor or hide a character. Returns a new
+ * string (the caller frees it), NULL when out of memory. Pure. */
+char *admin_escape(const char *s);
+
+/* Characters (code points) of a valid UTF-8 string: its width in a table
+ * of admin_escape()d cells. Pure. */
+size_t admin_width(const char *s);
+
+#endif

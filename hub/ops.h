@@ -1,0 +1,255 @@
+/* ops.h: what an operator does to txhub's state (CONTRACT §9): status,
+ * list, show, resolve, redrive and purge, as a library.
+ *
+ * The command line (admin.c) and the web console are two faces of these
+ * functions; neither writes SQL of its own. Nothing here prints: each
+ * function returns an ops_rc, fills a result (a struct, or a cJSON document
+ * with CONTRACT §9's keys), and puts a one-line reason into the caller's
+ * err buffer (err is written only when the result is not OPS_OK).
+ *
+ * Connections: every function works on a PGconn the caller owns and keeps
+ * open (store_conn() of a store, whose session has lock_timeout = 10s, is
+ * the usual one), and leaves no transaction open. A connection is used by
+ * one thread at a time; the functions keep no state of their own, so
+ * threads with connections of their own may call them at once.
+ *
+ * Input from outside (ids, statuses, limits, reasons, actors) is checked
+ * here, where it enters, and refused with OPS_BAD_ARG: the console may pass
+ * it on as it came. Every write is one short transaction that also writes
+ * its txhub.history row; on any result but OPS_OK nothing was written.
+ *
+ * Racing a running hub: the writes lock only the message rows they change,
+ * in key order (the order the hub locks them in), re-check the state after
+ * the lock, and change a row only if it is still in the state the operation
+ * needs. A row the hub decided a moment earlier is refused (OPS_REFUSED),
+ * never decided twice. */
+#ifndef TXHUB_OPS_H
+#define TXHUB_OPS_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct pg_conn;
+
+typedef enum {
+	OPS_OK = 0,
+	OPS_NOT_FOUND = 1, /* no such message */
+	OPS_REFUSED = 2,   /* not allowed in the message's state; err names the state */
+	OPS_DB_ERROR = 3,  /* PostgreSQL failed or is unreachable */
+	OPS_BAD_ARG = 4,   /* an argument breaks the rules; err names it */
+} ops_rc;
+
+/* Longest list (ops_list_filter.limit) and largest purge batch. */
+#define OPS_LIST_MAX 10000
+#define OPS_PURGE_BATCH_MAX 5000
+/* Longest --reason and actor, in bytes. */
+#define OPS_REASON_MAX 1000
+#define OPS_ACTOR_MAX 128
+/* The broker's share of `status`: lag is left unknown after this long. */
+#define OPS_LAG_BUDGET_MS 2000
+
+/* The five statuses of CONTRACT §6, in the order status reports them. */
+#define OPS_NSTATUS 5
+extern const char *const ops_status_names[OPS_NSTATUS];
+
+/* 1 when s is one of ops_status_names, or (send) one of pending, sent,
+ * failed. */
+int ops_valid_status(const char *s);
+int ops_valid_send_status(const char *s);
+
+/* Check an id under the envelope's rules (biz_id 1..64 bytes, message_key
+ * 1..255, valid UTF-8, no control characters). Returns OPS_OK or
+ * OPS_BAD_ARG with the reason in err. */
+ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, size_t errsz);
+
+/* ---- status ---- */
+
+/* One control-topic partition: its row in txhub.partitions and, after
+ * ops_status_lag(), the broker's end offset. */
+typedef struct {
+	char topic[256];
+	int32_t partition;
+	int has_row;              /* 0: the broker has it, no replica ever took it */
+	char owner[128];          /* host/pid; "" without a row */
+	char group[256];          /* the owner's consumer group; "" when unknown */
+	int64_t epoch;            /* 0 without a row */
+	int64_t next_offset;      /* first offset not yet applied; -1: unknown */
+	int64_t heartbeat_age_ms; /* since the owner last refreshed it; -1: never */
+	int released;             /* the owner let go cleanly */
+	char contested_by[256];   /* group of a fenced replica waiting for it, or "" */
+	int64_t high_watermark;   /* -1: unknown (the broker was not asked or did not answer) */
+	int64_t lag;              /* high_watermark - next_offset (0 for an empty partition
+	                           * whose next_offset is unknown); -1: unknown */
+} ops_partition;
+
+typedef struct {
+	int64_t messages[OPS_NSTATUS]; /* count per ops_status_names[i] */
+	int64_t send_pending, send_sent, send_failed;
+	/* parked: check_failed + send failed + awaiting_prepare rows older than
+	 * alert.awaiting_prepare_ms (CONTRACT §7) */
+	int64_t parked, parked_check_failed, parked_send_failed, parked_awaiting;
+	int64_t oldest_prepared_s;     /* -1: none prepared */
+	int64_t oldest_pending_send_s; /* -1: none pending */
+	int64_t rejected_1h, rejected, conflicts_1h, conflicts;
+	ops_partition *partitions;     /* owned by this struct: ops_status_free() */
+	size_t npartitions;
+	char lag_note[640];            /* why some lag is unknown, or "" */
+} ops_status;
+
+/* Everything but the lag, from PostgreSQL, in one read-only transaction
+ * (one snapshot).
+ * awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of unfinished
+ * states walk the partial indexes; committed and rolled_back count the
+ * messages_finished index too, which is as long as the finished rows (see
+ * the README on its cost). On OPS_OK *out is filled (free it with
+ * ops_status_free(), also after a failure). */
+ops_rc ops_status_read(struct pg_conn *conn, int64_t awaiting_prepare_ms, ops_status *out,
+                       char *err, size_t errsz);
+
+/* Ask the brokers of cfg (cfg->brokers and the kafka.* keys) for the end
+ * offsets of st's partitions, and for the partitions of cfg->control_topic
+ * no replica took yet (appended with has_row 0), within budget_ms in all;
+ * fills high_watermark and lag where the broker answered in time, and
+ * lag_note where it did not. Creates and destroys a short-lived librdkafka
+ * client; never fails (an unknown lag is an answer). */
+void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms);
+
+void ops_status_free(ops_status *st);
+
+/* CONTRACT §9's document: messages, send, parked, oldest_prepared_s,
+ * oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
+ * partitions (topic, partition, owner, group, epoch, next_offset, lag,
+ * high_watermark, heartbeat_age_s, released, contested_by), plus
+ * parked_by. NULL when out of memory; the caller deletes it. */
+cJSON *ops_status_json(const ops_status *st);
+
+/* ---- list and show ---- */
+
+typedef struct {
+	const char *const *statuses; /* any of these (each checked); none: every status */
+	size_t nstatuses;
+	const char *send_status;     /* NULL: any */
+	const char *biz_id;          /* NULL: any */
+	int64_t since_ms;            /* > 0: updated_at newer than now() - since_ms */
+	int limit;                   /* 1..OPS_LIST_MAX */
+} ops_list_filter;
+
+/* Matching messages, newest updated_at first, as a JSON array of row
+ * objects with CONTRACT §6's column names (payload_bytes instead of
+ * payload; timestamps as ISO 8601 UTC text, plus updated_age_s and
+ * created_age_s in whole seconds). *out: the caller deletes it. */
+ops_rc ops_list(struct pg_conn *conn, const ops_list_filter *f, cJSON **out, char *err,
+                size_t errsz);
+
+/* One message and its history, oldest first:
+ * {"message": {row..., "payload": text, "payload_encoding": "utf8"|"base64",
+ *  "forward_headers": {...}|null}, "history": [{"at", "event", "detail",
+ *  "actor", "derived"}...]}. Events with "derived": true (actor null) come
+ * from the row's own timestamps: "created" at created_at, and the state it
+ * is in now at updated_at. OPS_NOT_FOUND when there is no such message. */
+ops_rc ops_show(struct pg_conn *conn, const char *biz_id, const char *message_key, cJSON **out,
+                char *err, size_t errsz);
+
+/* The payload bytes as shown: text when they are valid UTF-8 without a NUL
+ * byte ("utf8"), else standard base64 ("base64"). Returns a new string (the
+ * caller frees it; NULL when out of memory) and sets *encoding to a static
+ * name. Pure. */
+char *ops_payload_text(const unsigned char *p, size_t len, const char **encoding);
+
+/* ---- resolve and redrive ---- */
+
+typedef enum {
+	OPS_COMMIT = 1,
+	OPS_ROLLBACK = 2,
+} ops_decision;
+
+/* What one resolve or redrive did. */
+typedef struct {
+	char previous[32];     /* resolve: the status before; redrive: "check_failed" or
+	                        * "send_failed" */
+	char status[32];       /* after */
+	char send_status[16];  /* after; "" for null */
+	int32_t attempts;      /* redrive: the attempts reset to 0 */
+	char detail[OPS_REASON_MAX + 128]; /* the history row's detail */
+} ops_change;
+
+/* Decide a prepared or check_failed message as its producer would have:
+ * commit -> committed with a pending forward due now (the owning replica
+ * sends it within about a second); rollback -> rolled_back. reason (NULL
+ * or 1..OPS_REASON_MAX bytes) and actor (1..OPS_ACTOR_MAX bytes) go into a
+ * history row 'resolve' in the same transaction. OPS_REFUSED for any other
+ * state, with the state named in err. */
+ops_rc ops_resolve(struct pg_conn *conn, const char *biz_id, const char *message_key,
+                   ops_decision d, const char *reason, const char *actor, ops_change *out,
+                   char *err, size_t errsz);
+
+/* Send status failed -> pending (send_attempts 0, due now; last_error is
+ * kept until the next attempt replaces it or a delivery clears it), or
+ * check_failed -> prepared (check_attempts 0, check due now). History row
+ * 'redrive' in the same transaction. OPS_REFUSED for any other state. */
+ops_rc ops_redrive(struct pg_conn *conn, const char *biz_id, const char *message_key,
+                   const char *actor, ops_change *out, char *err, size_t errsz);
+
+typedef struct {
+	int64_t checks; /* check_failed -> prepared */
+	int64_t sends;  /* failed -> pending */
+} ops_redrive_counts;
+
+/* ops_redrive() for every check_failed row and failed send (of biz_id only,
+ * when not NULL), in one transaction, a history row each. */
+ops_rc ops_redrive_all(struct pg_conn *conn, const char *biz_id, const char *actor,
+                       ops_redrive_counts *out, char *err, size_t errsz);
+
+/* Resolve/redrive results as JSON (biz_id, message_key, action, previous,
+ * status, send_status, detail, actor). NULL when out of memory. */
+cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *action,
+                       const char *actor, const ops_change *c);
+
+/* ---- purge and retention ---- */
+
+typedef struct {
+	/* finished messages (committed and sent, or rolled_back) whose
+	 * updated_at is older than this, with their history; <= 0: none */
+	int64_t finished_older_ms;
+	/* rejected and conflict rows whose created_at is older than this;
+	 * <= 0: none */
+	int64_t rejected_older_ms;
+	/* only rows of these control-topic partitions (src_partition); NULL:
+	 * every partition. A replica's retention passes the partitions it owns. */
+	const int32_t *partitions;
+	size_t npartitions;
+	/* rejected and conflict rows of this control topic only; NULL: any */
+	const char *topic;
+	int batch;   /* 1..OPS_PURGE_BATCH_MAX rows per table per call */
+	int dry_run; /* count what a purge would delete now, delete nothing */
+} ops_purge_opts;
+
+typedef struct {
+	int64_t committed;   /* committed and sent messages */
+	int64_t rolled_back; /* rolled_back messages */
+	int64_t history;     /* history rows of those messages */
+	int64_t rejected;
+	int64_t conflicts;
+	int more;            /* a table filled its batch: call again */
+} ops_purge_counts;
+
+/* One batch of retention: delete at most opts->batch rows each from
+ * txhub.messages (with their history), txhub.rejected and txhub.conflicts,
+ * each table in a short statement of its own that skips rows other
+ * transactions hold locked (FOR UPDATE SKIP LOCKED), so it never waits on
+ * the hub. Never touches a prepared, awaiting_prepare, check_failed,
+ * pending or failed row. *out receives this call's counts (not added to
+ * what it held). A dry run counts every row a purge would delete now, in
+ * one pass, and sets more = 0. Loop while out->more; whatever was deleted
+ * before a failure stays deleted (each batch commits on its own). */
+ops_rc ops_purge_batch(struct pg_conn *conn, const ops_purge_opts *opts, ops_purge_counts *out,
+                       char *err, size_t errsz);
+
+/* Purge results as JSON: {"dry_run", "messages": {"committed",
+ * "rolled_back"}, "history", "rejected", "conflicts"}. */
+cJSON *ops_purge_json(const ops_purge_counts *c, int dry_run);
+
+#endif

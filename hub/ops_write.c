@@ -1,0 +1,463 @@
+/* ops_write.c: the operations that change state (see ops.h): resolve,
+ * redrive and purge.
+ *
+ * How they stay out of the hub's way: each transaction locks only message
+ * rows, in key order, the order every hub transaction locks them in (after
+ * its txhub.partitions rows, which these never touch), so the two can wait
+ * for each other but never deadlock. The state is checked again after the
+ * lock (FOR UPDATE re-reads a row that changed meanwhile), and the UPDATE
+ * itself is conditional on it: a decision the hub applied a moment earlier
+ * wins, and the operator's is refused. Answers to check-backs in flight
+ * are written by the hub only if the row is still prepared at the attempt
+ * it claimed (store_record_checks), so a resolve or redrive makes them
+ * drop. Purge skips rows others hold (SKIP LOCKED) rather than wait. */
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "ops.h"
+#include "ops_sql.h"
+#include "sbuf.h"
+
+/* ---- shared ---- */
+
+/* The row, locked until the transaction ends. */
+static const char *SQL_LOCK_ROW =
+	"SELECT status, coalesce(send_status, '') FROM txhub.messages "
+	"WHERE biz_id = $1 AND message_key = $2 FOR UPDATE";
+
+static const char *SQL_HISTORY =
+	"INSERT INTO txhub.history (biz_id, message_key, event, detail, actor) "
+	"VALUES ($1, $2, $3, $4, $5)";
+
+static ops_rc check_actor(const char *actor, char *err, size_t errsz)
+{
+	if (!actor)
+		return ops_bad(err, errsz, "actor is missing");
+	return envelope_check_id("actor", actor, OPS_ACTOR_MAX, err, errsz) ? OPS_BAD_ARG : OPS_OK;
+}
+
+/* BEGIN and lock the row; status and send_status (or "") into the
+ * buffers. OPS_NOT_FOUND when there is none. On anything but OPS_OK the
+ * transaction is rolled back. */
+static ops_rc begin_locked(PGconn *conn, const char *const *ids, char *status, size_t stsz,
+                           char *send, size_t sendsz, char *err, size_t errsz)
+{
+	ops_rc rc = ops_exec(conn, "BEGIN", err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	PGresult *r = ops_query(conn, SQL_LOCK_ROW, 2, ids, 0, err, errsz);
+	if (!r) {
+		rc = OPS_DB_ERROR;
+	} else if (PQntuples(r) == 0) {
+		snprintf(err, errsz, "no message with biz_id \"%s\" and message_key \"%s\"", ids[0],
+		         ids[1]);
+		rc = OPS_NOT_FOUND;
+	} else {
+		snprintf(status, stsz, "%s", PQgetvalue(r, 0, 0));
+		snprintf(send, sendsz, "%s", PQgetvalue(r, 0, 1));
+	}
+	PQclear(r);
+	if (rc != OPS_OK)
+		ops_rollback(conn);
+	return rc;
+}
+
+/* "message shop/o-1 is committed (send_status sent)": the state named in a
+ * refusal. */
+static void refuse(char *err, size_t errsz, const char *const *ids, const char *status,
+                   const char *send, const char *what)
+{
+	snprintf(err, errsz, "message %s/%s is %s%s%s%s: %s", ids[0], ids[1], status,
+	         *send ? " (send_status " : "", send, *send ? ")" : "", what);
+}
+
+/* ---- resolve ---- */
+
+static const char *SQL_RESOLVE =
+	"UPDATE txhub.messages SET status = $3::text, "
+	"send_status = CASE WHEN $3::text = 'committed' THEN 'pending' ELSE send_status END, "
+	"send_attempts = CASE WHEN $3::text = 'committed' THEN 0 ELSE send_attempts END, "
+	"next_send_at = CASE WHEN $3::text = 'committed' THEN now() ELSE next_send_at END, "
+	"next_check_at = NULL, updated_at = now() "
+	"WHERE biz_id = $1 AND message_key = $2 AND status IN ('prepared', 'check_failed') "
+	"RETURNING status, coalesce(send_status, '')";
+
+static ops_rc check_resolve(const char *const *ids, ops_decision d, const char *reason,
+                            const char *actor, char *err, size_t errsz)
+{
+	ops_rc rc = ops_check_ids(ids[0], ids[1], err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	if (d != OPS_COMMIT && d != OPS_ROLLBACK)
+		return ops_bad(err, errsz, "the decision must be commit or rollback");
+	if (reason && envelope_check_id("reason", reason, OPS_REASON_MAX, err, errsz) != 0)
+		return OPS_BAD_ARG;
+	return check_actor(actor, err, errsz);
+}
+
+/* The UPDATE and its history row, inside the transaction begin_locked()
+ * opened. */
+static ops_rc resolve_write(PGconn *conn, const char *const *ids, ops_decision d,
+                            const char *reason, const char *actor, ops_change *out, char *err,
+                            size_t errsz)
+{
+	const char *to = d == OPS_COMMIT ? "committed" : "rolled_back";
+	const char *p[3] = {ids[0], ids[1], to};
+	PGresult *r = ops_query(conn, SQL_RESOLVE, 3, p, 0, err, errsz);
+	if (!r)
+		return OPS_DB_ERROR;
+	if (PQntuples(r) != 1) { /* cannot happen under the lock; refuse rather than guess */
+		PQclear(r);
+		refuse(err, errsz, ids, out->previous, "", "its state changed under the lock");
+		return OPS_REFUSED;
+	}
+	snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 0));
+	snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 1));
+	PQclear(r);
+	snprintf(out->detail, sizeof out->detail, "%s (was %s)%s%s",
+	         d == OPS_COMMIT ? "commit" : "rollback", out->previous, reason ? ": " : "",
+	         reason ? reason : "");
+	const char *h[5] = {ids[0], ids[1], "resolve", out->detail, actor};
+	ops_rc rc = ops_command(conn, SQL_HISTORY, 5, h, err, errsz);
+	return rc == OPS_OK ? ops_exec(conn, "COMMIT", err, errsz) : rc;
+}
+
+ops_rc ops_resolve(PGconn *conn, const char *biz_id, const char *message_key, ops_decision d,
+                   const char *reason, const char *actor, ops_change *out, char *err,
+                   size_t errsz)
+{
+	const char *ids[2] = {biz_id, message_key};
+	char send[16];
+	memset(out, 0, sizeof *out);
+	ops_rc rc = check_resolve(ids, d, reason, actor, err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	rc = begin_locked(conn, ids, out->previous, sizeof out->previous, send, sizeof send, err,
+	                  errsz);
+	if (rc != OPS_OK)
+		return rc;
+	if (strcmp(out->previous, "prepared") != 0 && strcmp(out->previous, "check_failed") != 0) {
+		refuse(err, errsz, ids, out->previous, send,
+		       "only a prepared or check_failed message can be resolved");
+		rc = OPS_REFUSED;
+	} else {
+		rc = resolve_write(conn, ids, d, reason, actor, out, err, errsz);
+	}
+	ops_rollback(conn);
+	return rc;
+}
+
+/* ---- redrive ---- */
+
+/* Every check_failed row and failed send (of biz_id $2 and message_key $3
+ * when not null), locked in key order, made due now, each with a history
+ * row by actor $1. A row that stopped matching while we waited for its
+ * lock (a decision arrived) is left out by FOR UPDATE's re-check. */
+static const char *SQL_REDRIVE =
+	"WITH c AS (SELECT biz_id, message_key, status, check_attempts, send_attempts "
+	"FROM txhub.messages WHERE (status = 'check_failed' OR send_status = 'failed') "
+	"AND ($2::text IS NULL OR biz_id = $2) AND ($3::text IS NULL OR message_key = $3) "
+	"ORDER BY biz_id, message_key FOR UPDATE), "
+	"u AS (UPDATE txhub.messages AS m SET "
+	"status = CASE WHEN c.status = 'check_failed' THEN 'prepared' ELSE m.status END, "
+	"check_attempts = CASE WHEN c.status = 'check_failed' THEN 0 ELSE m.check_attempts END, "
+	"next_check_at = CASE WHEN c.status = 'check_failed' THEN now() ELSE m.next_check_at END, "
+	"send_status = CASE WHEN c.status = 'check_failed' THEN m.send_status ELSE 'pending' END, "
+	"send_attempts = CASE WHEN c.status = 'check_failed' THEN m.send_attempts ELSE 0 END, "
+	"next_send_at = CASE WHEN c.status = 'check_failed' THEN m.next_send_at ELSE now() END, "
+	"updated_at = now() "
+	"FROM c WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "
+	"RETURNING m.biz_id, m.message_key, c.status = 'check_failed' AS was_check, m.status, "
+	"coalesce(m.send_status, '') AS send, "
+	"CASE WHEN c.status = 'check_failed' THEN c.check_attempts ELSE c.send_attempts END AS n, "
+	"CASE WHEN c.status = 'check_failed' "
+	"THEN 'check_failed -> prepared: check back again (' || c.check_attempts "
+	"|| ' attempt(s) before)' "
+	"ELSE 'send failed -> pending: forward again (' || c.send_attempts "
+	"|| ' attempt(s) before)' END AS detail), "
+	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor) "
+	"SELECT biz_id, message_key, 'redrive', detail, $1 FROM u) "
+	"SELECT was_check, status, send, n, detail FROM u";
+
+ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,
+                   ops_change *out, char *err, size_t errsz)
+{
+	const char *ids[2] = {biz_id, message_key};
+	char status[32], send[16];
+	memset(out, 0, sizeof *out);
+	ops_rc rc = ops_check_ids(biz_id, message_key, err, errsz);
+	if (rc == OPS_OK)
+		rc = check_actor(actor, err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	if ((rc = begin_locked(conn, ids, status, sizeof status, send, sizeof send, err, errsz)) !=
+	    OPS_OK)
+		return rc;
+	if (strcmp(status, "check_failed") != 0 && strcmp(send, "failed") != 0) {
+		refuse(err, errsz, ids, status, send,
+		       "only a check_failed message or a failed send can be redriven");
+		ops_rollback(conn);
+		return OPS_REFUSED;
+	}
+	const char *p[3] = {actor, biz_id, message_key};
+	PGresult *r = ops_query(conn, SQL_REDRIVE, 3, p, 0, err, errsz);
+	if (!r) {
+		rc = OPS_DB_ERROR;
+	} else if (PQntuples(r) != 1) {
+		refuse(err, errsz, ids, status, send, "its state changed under the lock");
+		rc = OPS_REFUSED;
+	} else {
+		snprintf(out->previous, sizeof out->previous, "%s",
+		         PQgetvalue(r, 0, 0)[0] == 't' ? "check_failed" : "send_failed");
+		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
+		snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 2));
+		out->attempts = (int32_t)ops_int(r, 0, 3);
+		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 4));
+		rc = ops_exec(conn, "COMMIT", err, errsz);
+	}
+	PQclear(r);
+	ops_rollback(conn);
+	return rc;
+}
+
+ops_rc ops_redrive_all(PGconn *conn, const char *biz_id, const char *actor,
+                       ops_redrive_counts *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof *out);
+	if (biz_id && envelope_check_id("biz_id", biz_id, ENVELOPE_BIZ_ID_MAX, err, errsz) != 0)
+		return OPS_BAD_ARG;
+	ops_rc rc = check_actor(actor, err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	/* one statement: its own transaction, all rows or none */
+	const char *p[3] = {actor, biz_id, NULL};
+	PGresult *r = ops_query(conn, SQL_REDRIVE, 3, p, 0, err, errsz);
+	if (!r)
+		return OPS_DB_ERROR;
+	for (int i = 0; i < PQntuples(r); i++) {
+		if (PQgetvalue(r, i, 0)[0] == 't')
+			out->checks++;
+		else
+			out->sends++;
+	}
+	PQclear(r);
+	return OPS_OK;
+}
+
+cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *action,
+                       const char *actor, const ops_change *c)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "biz_id", biz_id);
+	cJSON_AddStringToObject(o, "message_key", message_key);
+	cJSON_AddStringToObject(o, "action", action);
+	cJSON_AddStringToObject(o, "previous", c->previous);
+	cJSON_AddStringToObject(o, "status", c->status);
+	cJSON_AddItemToObject(o, "send_status", *c->send_status ? cJSON_CreateString(c->send_status)
+	                                                        : cJSON_CreateNull());
+	cJSON_AddStringToObject(o, "detail", c->detail);
+	cJSON_AddStringToObject(o, "actor", actor);
+	return o;
+}
+
+/* ---- purge ---- */
+
+/* A finished row: nothing will ever change it again (CONTRACT §3, §9).
+ * The words are those of the messages_finished index's predicate, so that
+ * PostgreSQL can prove the index applies. */
+#define FINISHED "(status = 'rolled_back' OR (status = 'committed' AND send_status = 'sent'))"
+
+/* One batch of finished messages with their history, in one statement (its
+ * own transaction). Per partition, a range scan of messages_finished
+ * (src_partition, updated_at): a partition with nothing old costs one
+ * index probe, however many recent rows it has. $1 age in ms, $2 batch,
+ * `parts` the partitions to walk (a CTE named parts(p)). */
+#define SQL_PURGE_MESSAGES(parts)                                                          \
+	"WITH RECURSIVE " parts ", "                                                           \
+	"c AS (SELECT x.biz_id, x.message_key FROM parts CROSS JOIN LATERAL ("                 \
+	"SELECT biz_id, message_key FROM txhub.messages WHERE " FINISHED " "                   \
+	"AND src_partition = parts.p "                                                         \
+	"AND updated_at < now() - $1::bigint * interval '1 millisecond' "                      \
+	"LIMIT $2 FOR UPDATE SKIP LOCKED) x LIMIT $2), "                                        \
+	"d AS (DELETE FROM txhub.messages m USING c "                                          \
+	"WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "                         \
+	"RETURNING m.biz_id, m.message_key, m.status), "                                       \
+	"h AS (DELETE FROM txhub.history x USING d "                                           \
+	"WHERE x.biz_id = d.biz_id AND x.message_key = d.message_key RETURNING 1) "            \
+	"SELECT (SELECT count(*) FROM d WHERE status = 'committed'), "                         \
+	"(SELECT count(*) FROM d WHERE status = 'rolled_back'), (SELECT count(*) FROM h)"
+
+/* $3: the partitions given */
+static const char *SQL_PURGE_GIVEN = SQL_PURGE_MESSAGES("parts(p) AS (SELECT unnest($3::int[]))");
+
+/* Every partition that has finished rows, found by skipping through the
+ * index (one probe per partition) instead of reading the table. */
+static const char *SQL_PURGE_EVERY = SQL_PURGE_MESSAGES(
+	"seen(p) AS (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
+	"UNION ALL SELECT (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
+	"AND src_partition > seen.p) FROM seen WHERE seen.p IS NOT NULL), "
+	"parts(p) AS (SELECT p FROM seen WHERE p IS NOT NULL)");
+
+/* One batch of txhub.rejected or txhub.conflicts, oldest first on the
+ * created_at index. $1 age, $2 batch, $3 partitions or null, $4 topic or
+ * null. */
+#define SQL_PURGE_SOURCE(table)                                                            \
+	"WITH d AS (DELETE FROM txhub." table " WHERE id IN (SELECT id FROM txhub." table " "  \
+	"WHERE created_at < now() - $1::bigint * interval '1 millisecond' "                   \
+	"AND ($3::int[] IS NULL OR src_partition = ANY($3::int[])) "                          \
+	"AND ($4::text IS NULL OR src_topic = $4::text) "                                     \
+	"ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) "                  \
+	"SELECT count(*) FROM d"
+
+static const char *SQL_PURGE_REJECTED = SQL_PURGE_SOURCE("rejected");
+static const char *SQL_PURGE_CONFLICTS = SQL_PURGE_SOURCE("conflicts");
+
+/* What a purge would delete now. $1 finished age or null, $2 partitions or
+ * null, $3 rejected age or null, $4 topic or null. */
+#define DRY_FINISHED                                                                       \
+	"$1::bigint IS NOT NULL AND " FINISHED " "                                              \
+	"AND updated_at < now() - $1::bigint * interval '1 millisecond' "                      \
+	"AND ($2::int[] IS NULL OR src_partition = ANY($2::int[]))"
+#define DRY_SOURCE(table)                                                                  \
+	"(SELECT count(*) FROM txhub." table " WHERE $3::bigint IS NOT NULL "                  \
+	"AND created_at < now() - $3::bigint * interval '1 millisecond' "                     \
+	"AND ($2::int[] IS NULL OR src_partition = ANY($2::int[])) "                          \
+	"AND ($4::text IS NULL OR src_topic = $4::text))"
+static const char *SQL_PURGE_DRY =
+	"SELECT (SELECT count(*) FROM txhub.messages WHERE " DRY_FINISHED
+	" AND status = 'committed'), "
+	"(SELECT count(*) FROM txhub.messages WHERE " DRY_FINISHED " AND status = 'rolled_back'), "
+	"(SELECT count(*) FROM txhub.history hx WHERE EXISTS (SELECT 1 FROM txhub.messages "
+	"WHERE biz_id = hx.biz_id AND message_key = hx.message_key AND " DRY_FINISHED ")), "
+	DRY_SOURCE("rejected") ", " DRY_SOURCE("conflicts");
+
+static ops_rc check_purge(const ops_purge_opts *o, char *err, size_t errsz)
+{
+	if (o->batch < 1 || o->batch > OPS_PURGE_BATCH_MAX)
+		return ops_bad(err, errsz, "batch %d is out of range (1..%d)", o->batch,
+		               OPS_PURGE_BATCH_MAX);
+	if (o->npartitions > 0 && !o->partitions)
+		return ops_bad(err, errsz, "partitions: %zu announced, none given", o->npartitions);
+	for (size_t i = 0; i < o->npartitions; i++)
+		if (o->partitions[i] < 0)
+			return ops_bad(err, errsz, "partition %d is negative", o->partitions[i]);
+	if (o->topic && !envelope_valid_topic(o->topic, strlen(o->topic)))
+		return ops_bad(err, errsz, "\"%s\" is not a valid topic name", o->topic);
+	return OPS_OK;
+}
+
+/* Run one purge statement; its one row's columns into v[0..n). */
+static ops_rc purge_run(PGconn *conn, const char *sql, const char *const *p, int np, int64_t *v,
+                        int n, char *err, size_t errsz)
+{
+	PGresult *r = ops_query(conn, sql, np, p, 0, err, errsz);
+	if (!r)
+		return OPS_DB_ERROR;
+	for (int i = 0; i < n; i++)
+		v[i] = ops_int(r, 0, i);
+	PQclear(r);
+	return OPS_OK;
+}
+
+static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *parts,
+                           ops_purge_counts *out, char *err, size_t errsz)
+{
+	char fms[32], rms[32], batch[16];
+	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
+	snprintf(rms, sizeof rms, "%lld", (long long)o->rejected_older_ms);
+	snprintf(batch, sizeof batch, "%d", o->batch);
+	ops_rc rc = OPS_OK;
+	if (o->finished_older_ms > 0) {
+		const char *p[3] = {fms, batch, parts};
+		int64_t v[3];
+		rc = purge_run(conn, parts ? SQL_PURGE_GIVEN : SQL_PURGE_EVERY, p, parts ? 3 : 2, v, 3,
+		               err, errsz);
+		if (rc != OPS_OK)
+			return rc;
+		out->committed = v[0];
+		out->rolled_back = v[1];
+		out->history = v[2];
+		out->more |= v[0] + v[1] >= o->batch;
+	}
+	if (o->rejected_older_ms > 0) {
+		const char *p[4] = {rms, batch, parts, o->topic};
+		if ((rc = purge_run(conn, SQL_PURGE_REJECTED, p, 4, &out->rejected, 1, err, errsz)) !=
+		        OPS_OK ||
+		    (rc = purge_run(conn, SQL_PURGE_CONFLICTS, p, 4, &out->conflicts, 1, err, errsz)) !=
+		        OPS_OK)
+			return rc;
+		out->more |= out->rejected >= o->batch || out->conflicts >= o->batch;
+	}
+	return rc;
+}
+
+static ops_rc purge_count(PGconn *conn, const ops_purge_opts *o, const char *parts,
+                          ops_purge_counts *out, char *err, size_t errsz)
+{
+	char fms[32], rms[32];
+	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
+	snprintf(rms, sizeof rms, "%lld", (long long)o->rejected_older_ms);
+	const char *p[4] = {o->finished_older_ms > 0 ? fms : NULL, parts,
+	                    o->rejected_older_ms > 0 ? rms : NULL, o->topic};
+	int64_t v[5];
+	ops_rc rc = purge_run(conn, SQL_PURGE_DRY, p, 4, v, 5, err, errsz);
+	if (rc == OPS_OK) {
+		out->committed = v[0];
+		out->rolled_back = v[1];
+		out->history = v[2];
+		out->rejected = v[3];
+		out->conflicts = v[4];
+	}
+	return rc;
+}
+
+ops_rc ops_purge_batch(PGconn *conn, const ops_purge_opts *o, ops_purge_counts *out, char *err,
+                       size_t errsz)
+{
+	memset(out, 0, sizeof *out);
+	ops_rc rc = check_purge(o, err, errsz);
+	if (rc != OPS_OK)
+		return rc;
+	sbuf pb = {0};
+	if (o->partitions) {
+		sbuf_arr_begin(&pb);
+		for (size_t i = 0; i < o->npartitions; i++)
+			sbuf_arr_int(&pb, o->partitions[i]);
+		sbuf_arr_end(&pb);
+		if (pb.oom) {
+			sbuf_free(&pb);
+			snprintf(err, errsz, "out of memory");
+			return OPS_DB_ERROR;
+		}
+	}
+	const char *parts = o->partitions ? sbuf_str(&pb) : NULL;
+	if (o->dry_run)
+		rc = purge_count(conn, o, parts, out, err, errsz);
+	else
+		rc = purge_delete(conn, o, parts, out, err, errsz);
+	sbuf_free(&pb);
+	return rc;
+}
+
+cJSON *ops_purge_json(const ops_purge_counts *c, int dry_run)
+{
+	cJSON *o = cJSON_CreateObject(), *m = cJSON_CreateObject();
+	if (!o || !m) {
+		cJSON_Delete(o);
+		cJSON_Delete(m);
+		return NULL;
+	}
+	cJSON_AddBoolToObject(o, "dry_run", dry_run);
+	cJSON_AddNumberToObject(m, "committed", (double)c->committed);
+	cJSON_AddNumberToObject(m, "rolled_back", (double)c->rolled_back);
+	cJSON_AddItemToObject(o, "messages", m);
+	cJSON_AddNumberToObject(o, "history", (double)c->history);
+	cJSON_AddNumberToObject(o, "rejected", (double)c->rejected);
+	cJSON_AddNumberToObject(o, "conflicts", (double)c->conflicts);
+	return o;
+}
