@@ -313,7 +313,7 @@ static void start_check(checkback *cb, const store_check *c)
 		                              c->message_key, sig, sizeof sig) == 0) {
 			snprintf(h, sizeof h, "X-Txhub-Timestamp: %lld", ts);
 			curl_slist_append(s->headers, h);
-			snprintf(h, sizeof h, "X-Txhub-Signature: v1=%s", sig);
+			snprintf(h, sizeof h, "X-Txhub-Signature: v2=%s", sig);
 			curl_slist_append(s->headers, h);
 		}
 	}

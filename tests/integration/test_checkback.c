@@ -108,7 +108,7 @@ static void answer(void *opaque, const h_http_request *r, h_http_answer *a)
 			long long now = (long long)time(NULL);
 			int ok = has_ts && has_sig && t > now - 60 && t <= now &&
 			         txhub_checkback_signature(p->secret, t, biz, mk, want, sizeof want) == 0;
-			snprintf(full, sizeof full, "v1=%s", want);
+			snprintf(full, sizeof full, "v2=%s", want);
 			if (!ok || strcmp(sig, full) != 0)
 				k->signed_ok = 0;
 		}

@@ -1,4 +1,6 @@
-/* Unit tests for txhub_checkback_signature (CONTRACT §5) and txhub_version. */
+/* Unit tests for txhub_checkback_signature (CONTRACT §5, v2) and txhub_version.
+ * tests/vectors/signatures.json holds more vectors, shared with the client
+ * libraries' tests. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -21,8 +23,8 @@ static void sign(const char *secret, long long ts, const char *biz, const char *
 Test(sign, known_vector)
 {
 	/* Expected value computed independently with:
-	 *   printf '%s' '1700000000.shop.order-1' | openssl dgst -sha256 -hmac 'secret' */
-	const char *expected = "427892b34c12ef4ef45e0f63ca7de2fddb6d08555be8c73a4cf5b56fd2a8c3bc";
+	 *   printf '1700000000\nshop\norder-1' | openssl dgst -sha256 -hmac 'secret' */
+	const char *expected = "f5c8aedf7d7bed9ab4cbf910fd6a33be4e67373fa0b4cb6e697290d49f3079cd";
 	char out[65];
 	memset(out, 'X', sizeof out);
 	cr_assert_eq(txhub_checkback_signature("secret", 1700000000LL, "shop", "order-1", out, 65), 0);
@@ -32,10 +34,10 @@ Test(sign, known_vector)
 
 Test(sign, second_vector_short_fields)
 {
-	/* printf '%s' '0.b.k' | openssl dgst -sha256 -hmac 'k' */
+	/* printf '0\nb\nk' | openssl dgst -sha256 -hmac 'k' */
 	char out[100];
 	cr_assert_eq(txhub_checkback_signature("k", 0, "b", "k", out, sizeof out), 0);
-	cr_assert_str_eq(out, "be2a605a203c7b778608af68b7cc5cb857f51539264db9353b1d670d2501ab21");
+	cr_assert_str_eq(out, "958ddbf085eab933e9d081bd95d2300df68787e966ea245e19d9d6b9601e85f2");
 }
 
 Test(sign, longest_fields_and_long_secret)
@@ -43,7 +45,7 @@ Test(sign, longest_fields_and_long_secret)
 	/* biz_id of 64 'b', message_key of 255 'k', timestamp -1, a secret longer
 	 * than the HMAC block; expected value from:
 	 *   B=$(printf 'b%.0s' $(seq 64)); K=$(printf 'k%.0s' $(seq 255))
-	 *   printf '%s' "-1.$B.$K" | openssl dgst -sha256 -hmac '<the secret below>' */
+	 *   printf '%s\n%s\n%s' -1 "$B" "$K" | openssl dgst -sha256 -hmac '<the secret below>' */
 	const char *secret = "a much longer secret, over the sixty-four byte HMAC block size, "
 	                     "to hash first";
 	char biz[65], key[256], out[65];
@@ -52,7 +54,7 @@ Test(sign, longest_fields_and_long_secret)
 	memset(key, 'k', 255);
 	key[255] = '\0';
 	cr_assert_eq(txhub_checkback_signature(secret, -1, biz, key, out, sizeof out), 0);
-	cr_assert_str_eq(out, "011ca2ff30e69f95b828b242d5b1b067a32aff6c0a08a1755a73472dad2ed405");
+	cr_assert_str_eq(out, "ab8890771657b4291e3efa46a8b5acf9044db514796e92add93b2390ba4ff08a");
 }
 
 Test(sign, lowercase_hex_and_input_sensitive)
@@ -67,11 +69,14 @@ Test(sign, lowercase_hex_and_input_sensitive)
 	cr_assert_str_neq(a, b);
 	cr_assert_str_neq(a, c);
 	cr_assert_str_neq(a, d);
-	/* the signed text is exactly "<ts>.<biz_id>.<message_key>" (CONTRACT §5),
-	 * so moving a dot between the two fields signs the same text */
+	/* v2 signs "<ts>\n<biz_id>\n<message_key>" (CONTRACT §5): moving a dot
+	 * between the two ids, which v1 could not tell apart, signs other text.
+	 *   printf '1700000000\nshop.order\n1' | openssl dgst -sha256 -hmac secret
+	 *   printf '1700000000\nshop\norder.1' | openssl dgst -sha256 -hmac secret */
 	sign("secret", 1700000000LL, "shop.order", "1", d);
 	sign("secret", 1700000000LL, "shop", "order.1", e);
-	cr_assert_str_eq(d, e);
+	cr_assert_str_eq(d, "559e70f1e00fa6b445b0c67825e69d838316f4f29d81accf32254e9e13f8d1ba");
+	cr_assert_str_eq(e, "45a77c46e03b02a944878c46abb4e39c37565e0367b95565abd7fb2fd11ede76");
 }
 
 Test(sign, bad_input)
@@ -81,6 +86,9 @@ Test(sign, bad_input)
 	cr_assert_eq(txhub_checkback_signature("s", 1, NULL, "k", out, sizeof out), -1);
 	cr_assert_eq(txhub_checkback_signature("s", 1, "b", NULL, out, sizeof out), -1);
 	cr_assert_eq(txhub_checkback_signature("s", 1, "b", "k", NULL, 65), -1);
+	/* a newline inside an id would let one id's text pass for the other's */
+	cr_assert_eq(txhub_checkback_signature("s", 1, "b\nk", "k", out, sizeof out), -1);
+	cr_assert_eq(txhub_checkback_signature("s", 1, "b", "k\x7f", out, sizeof out), -1);
 }
 
 Test(sign, small_buffer)
