@@ -22,7 +22,9 @@ import json
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+Headers = Any  # a Mapping[str, str], or http.server's message object
 from urllib.parse import urlsplit
 
 from .envelope import BIZ_ID_MAX, MESSAGE_KEY_MAX, check_id
@@ -91,7 +93,7 @@ def _decode(raw: str, what: str, limit: int) -> str:
 def _ids(query: str) -> Tuple[str, str]:
     names = {"biz_id": "biz_id", "bizID": "biz_id", "message_key": "message_key", "messageKey": "message_key"}
     limits = {"biz_id": BIZ_ID_MAX, "message_key": MESSAGE_KEY_MAX}
-    found: dict = {}
+    found: Dict[str, str] = {}
     for part in (query or "").split("&"):
         name, eq, raw = part.partition("=")
         what = names.get(name)
@@ -127,7 +129,7 @@ def _number(s: str, digits: int, minimum: int) -> Optional[int]:
     return v if v >= minimum else None
 
 
-def parse_request(query: str, headers: Optional[Mapping[str, str]] = None) -> CheckbackRequest:
+def parse_request(query: str, headers: Optional[Headers] = None) -> CheckbackRequest:
     """Parse a request's query string (after '?') and headers.
 
     The ids come from ``biz_id``/``message_key`` or ``bizID``/``messageKey``.
@@ -183,7 +185,7 @@ def _error(status: int, reason: str) -> Tuple[int, bytes]:
     return status, json.dumps({"error": reason}, separators=(",", ":")).encode()
 
 
-def handle(query: str, headers: Optional[Mapping[str, str]], decide: Decide, *,
+def handle(query: str, headers: Optional[Headers], decide: Decide, *,
            secret: Union[str, bytes, None] = None, window: int = WINDOW_DEFAULT,
            now: Optional[float] = None) -> Tuple[int, bytes]:
     """Everything in one call: parse, verify (when ``secret`` is set), ask

@@ -94,7 +94,7 @@ def _ident(table: str) -> sql.Composable:
 
 def _header(headers: Optional[Sequence[Tuple[str, Any]]], name: str) -> Union[str, bytes, None]:
     for k, v in headers or ():
-        if k == name:
+        if k == name and isinstance(v, (str, bytes)):
             return v
     return None
 
@@ -110,7 +110,7 @@ class Dedup:
             raise InvalidInput("lease_ms must be a positive integer")
         self.lease_ms = lease_ms
 
-    def _run(self, conn: psycopg.Connection, query: sql.Composable, params: Sequence[Any]) -> psycopg.Cursor:
+    def _run(self, conn: "psycopg.Connection[Any]", query: Union[sql.SQL, sql.Composed], params: Sequence[Any]) -> "psycopg.Cursor[Any]":
         try:
             return conn.execute(query, params)
         except psycopg.Error as e:
@@ -118,7 +118,7 @@ class Dedup:
             retry = isinstance(e, _RETRY) or state.startswith("08")
             raise DatabaseError(f"{state}: {e}".strip(": "), retriable=retry) from e
 
-    def _in_tx(self, conn: psycopg.Connection) -> bool:
+    def _in_tx(self, conn: "psycopg.Connection[Any]") -> bool:
         st = conn.info.transaction_status
         if st == pq.TransactionStatus.IDLE:
             return False
@@ -128,21 +128,22 @@ class Dedup:
             raise InvalidInput("the connection's transaction has failed: roll it back first")
         raise InvalidInput("the connection is busy or broken")
 
-    def _tx(self, conn: psycopg.Connection) -> Any:
+    def _tx(self, conn: "psycopg.Connection[Any]") -> Any:
         """Our own transaction when the connection is idle; inside the
         caller's, nothing of our own (not even a savepoint: an error leaves
         the caller's transaction failed, as in the C library)."""
         return contextlib.nullcontext() if self._in_tx(conn) else conn.transaction()
 
-    def create_table(self, conn: psycopg.Connection) -> None:
+    def create_table(self, conn: "psycopg.Connection[Any]") -> None:
         """Create the table if it does not exist (in its own transaction
         when the connection is idle)."""
         with self._tx(conn):
-            if self._run(conn, sql.SQL("SELECT to_regclass(%s) IS NOT NULL"), [self._name]).fetchone()[0]:
+            row = self._run(conn, sql.SQL("SELECT to_regclass(%s) IS NOT NULL"), [self._name]).fetchone()
+            if row and row[0]:
                 return
             self._run(conn, sql.SQL(_TABLE).format(self._table), [])
 
-    def claim_record(self, conn: psycopg.Connection,
+    def claim_record(self, conn: "psycopg.Connection[Any]",
                      headers: Optional[Sequence[Tuple[str, Any]]]) -> Claim:
         """Claim a forwarded record by its ``txhub-biz-id`` and
         ``txhub-message-key`` headers (confluent-kafka's ``msg.headers()``)."""
@@ -151,7 +152,7 @@ class Dedup:
             raise InvalidInput("the record has no txhub-biz-id or txhub-message-key header")
         return self.claim(conn, biz, key)
 
-    def claim(self, conn: psycopg.Connection, biz_id: Union[str, bytes],
+    def claim(self, conn: "psycopg.Connection[Any]", biz_id: Union[str, bytes],
               message_key: Union[str, bytes]) -> Claim:
         """Claim a message; see the module's text for the two ways."""
         biz, key = self._ids(biz_id, message_key)
@@ -178,7 +179,7 @@ class Dedup:
             out.append(v)
         return out[0], out[1]
 
-    def _try(self, conn: psycopg.Connection, biz: str, key: str, holder: str,
+    def _try(self, conn: "psycopg.Connection[Any]", biz: str, key: str, holder: str,
              in_tx: bool) -> Optional[Claim]:
         state = "processed" if in_tx else "processing"
         won = self._run(conn, sql.SQL(
@@ -203,7 +204,7 @@ class Dedup:
             return Claim(Result.DUPLICATE, biz, key, holder, in_tx)
         return Claim(Result.BUSY, biz, key, holder, in_tx, int(row[1] or 0))
 
-    def done(self, conn: psycopg.Connection, claim: Claim) -> None:
+    def done(self, conn: "psycopg.Connection[Any]", claim: Claim) -> None:
         """The business write is done: mark the claim ``processed``. Raises
         :class:`~txhub.errors.ClaimLost` when it expired and was taken over
         (the business write may then have happened twice)."""
@@ -217,7 +218,7 @@ class Dedup:
         if n != 1:
             raise ClaimLost("the claim expired and another consumer took it over")
 
-    def release(self, conn: psycopg.Connection, claim: Claim) -> None:
+    def release(self, conn: "psycopg.Connection[Any]", claim: Claim) -> None:
         """The business write failed: give the claim up (a processed row
         outside the caller's transaction is never deleted)."""
         self._own(claim)
@@ -227,7 +228,7 @@ class Dedup:
                 "AND (state = 'processing' OR %s::boolean)"
             ).format(self._table), [claim.biz_id, claim.message_key, claim.holder, claim.in_caller_tx])
 
-    def purge(self, conn: psycopg.Connection, older_than_ms: int) -> int:
+    def purge(self, conn: "psycopg.Connection[Any]", older_than_ms: int) -> int:
         """Delete ``processed`` rows older than ``older_than_ms``; returns how
         many. A very late duplicate of a purged message is processed again."""
         if not isinstance(older_than_ms, int) or older_than_ms < 0:

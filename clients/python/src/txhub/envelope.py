@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidInput, TooLarge
 
@@ -124,7 +124,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-class _Obj(list):
+class _Obj(List[Tuple[str, Any]]):
     """A parsed JSON object kept as its (name, value) pairs."""
 
 
@@ -183,7 +183,7 @@ def minify(text: str) -> str:
     return "".join(out)
 
 
-def _header_pairs(h: Optional[Headers]) -> list:
+def _header_pairs(h: Optional[Headers]) -> List[Tuple[str, str]]:
     if h is None:
         return []
     items = list(h.items()) if isinstance(h, Mapping) else list(h)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import confluent_kafka
 
@@ -60,7 +60,7 @@ class Producer:
         self._thread = threading.Thread(target=self._serve, name="txhub-delivery", daemon=True)
         self._thread.start()
 
-    def _config(self, brokers: str, max_bytes: int, timeout_ms: int, kafka: Mapping[str, str]) -> dict:
+    def _config(self, brokers: str, max_bytes: int, timeout_ms: int, kafka: Mapping[str, str]) -> Dict[str, Any]:
         for name, value in kafka.items():
             if name == "enable.idempotence" and str(value).lower() != "true":
                 raise InvalidInput(f"kafka {name}={value}: the producer must stay idempotent")
@@ -115,7 +115,7 @@ class Producer:
                 raise KafkaError(f"cannot queue the envelope: {e}") from None
 
     def _send_sync(self, type: str, m: Message) -> None:
-        result: list = []
+        result: List[Optional[TxhubError]] = []
         arrived = threading.Event()
 
         def done(err: Optional[TxhubError]) -> None:
