@@ -8,6 +8,7 @@
 #
 #   tests/clients/install_test.sh BUILD_DIR     (inside tests/with-services.sh)
 set -euo pipefail
+unset LD_LIBRARY_PATH   # meson test points it at the build tree: only the installed copy may count
 build=$(realpath "$1")
 src=$(cd "$(dirname "$0")/../.." && pwd)
 : "${TXHUB_PG:?run inside tests/with-services.sh}" "${TXHUB_BROKERS:?}"
@@ -55,8 +56,9 @@ wait_sent() {
 # 3. C: pkg-config only
 cc -o "$tmp/one_tx" "$src/tests/clients/install_program.c" $(pkg-config --cflags --libs txhub)
 LD_LIBRARY_PATH=$libdir MESSAGE_KEY=c-installed "$tmp/one_tx"
-LD_LIBRARY_PATH=$libdir ldd "$tmp/one_tx" | grep -q "$libdir/$soname" ||
-  { echo "install_test: the program did not load the installed $soname" >&2; exit 1; }
+loaded=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/one_tx")   # (not piped into grep -q: SIGPIPE under pipefail)
+[[ $loaded == *"$libdir/$soname"* ]] ||
+  { echo "install_test: the program did not load the installed $soname: $loaded" >&2; exit 1; }
 wait_sent c-installed
 
 # 4. Python: pip install clients/python into a fresh virtual environment.
