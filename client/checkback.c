@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-#define INVALID(...) cl_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
+#define INVALID(...) txhubi_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
 
 static int hexval(char c)
 {
@@ -62,7 +62,7 @@ static txhub_status take(param *p, const char *v, size_t vlen, char *errstr, siz
 		return INVALID("query parameter %s is malformed or longer than %zu bytes", p->what, p->max);
 	if (p->seen && (n != p->len || memcmp(buf, p->out, (size_t)n) != 0))
 		return INVALID("query parameter %s is given twice with different values", p->what);
-	txhub_status st = cl_check_id(p->what, buf, (size_t)n, p->max, errstr, errsz);
+	txhub_status st = txhubi_check_id(p->what, buf, (size_t)n, p->max, errstr, errsz);
 	if (st != TXHUB_OK)
 		return st;
 	memcpy(p->out, buf, (size_t)n + 1);
@@ -163,14 +163,14 @@ txhub_status txhub_checkback_verify(const txhub_checkback_request *req, const ch
 	if (!req || !secret || !*secret)
 		return INVALID("a request and a non-empty secret are required");
 	if (!req->signature[0])
-		return cl_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz, "the request is not signed");
+		return txhubi_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz, "the request is not signed");
 	if (!now)
 		now = (long long)time(NULL);
 	if (window_s <= 0)
 		window_s = TXHUB_CHECKBACK_WINDOW_DEFAULT;
 	long long skew = now - req->timestamp;
 	if (skew > window_s || skew < -window_s)
-		return cl_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz,
+		return txhubi_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz,
 		               "the timestamp is %lld s from now, outside the %ld s window", skew,
 		               window_s);
 	char want[65];
@@ -179,7 +179,7 @@ txhub_status txhub_checkback_verify(const txhub_checkback_request *req, const ch
 		return INVALID("cannot compute the signature for these ids");
 	/* constant time: how much of a guess matched must not show in timing */
 	if (CRYPTO_memcmp(want, req->signature, 64) != 0)
-		return cl_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz, "wrong signature");
+		return txhubi_fail(TXHUB_ERR_UNAUTHORIZED, errstr, errsz, "wrong signature");
 	return TXHUB_OK;
 }
 

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-#define INVALID(...) cl_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
+#define INVALID(...) txhubi_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
 
 /* The table, with its name spliced in at compile time: once as "%s" for
  * txhub_dedup_create_table(), once with the default name. */
@@ -65,7 +65,7 @@ static txhub_status db_error(PGconn *db, PGresult *r, const char *what, char *er
 	int retry = PQstatus(db) == CONNECTION_BAD || !state || strncmp(state, "08", 2) == 0 ||
 	            strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
 	            strcmp(state, "55P03") == 0 || strcmp(state, "57014") == 0;
-	txhub_status st = cl_fail(retry ? TXHUB_ERR_DB_RETRY : TXHUB_ERR_DB, errstr, errsz,
+	txhub_status st = txhubi_fail(retry ? TXHUB_ERR_DB_RETRY : TXHUB_ERR_DB, errstr, errsz,
 	                          "%s: %s%s%s", what, state ? state : "", state ? ": " : "",
 	                          msg ? msg : PQerrorMessage(db));
 	/* libpq's messages end in a newline: keep the reason on one line */
@@ -114,7 +114,7 @@ static int caller_tx(PGconn *db, char *errstr, size_t errsz)
 		INVALID("the connection's transaction has failed: roll it back first");
 		return -1;
 	default:
-		cl_fail(TXHUB_ERR_STATE, errstr, errsz, "the connection is busy or broken");
+		txhubi_fail(TXHUB_ERR_STATE, errstr, errsz, "the connection is busy or broken");
 		return -1;
 	}
 }
@@ -140,8 +140,8 @@ static txhub_status fill_claim(txhub_claim *c, const txhub_dedup_config *cfg,
 	txhub_status st;
 	memset(c, 0, sizeof *c);
 	if ((st = table_name(cfg, c->table, sizeof c->table, errstr, errsz)) != TXHUB_OK ||
-	    (st = cl_check_id("txhub-biz-id", biz, biz_len, TXHUB_BIZ_ID_MAX, errstr, errsz)) != TXHUB_OK ||
-	    (st = cl_check_id("txhub-message-key", key, key_len, TXHUB_MESSAGE_KEY_MAX, errstr,
+	    (st = txhubi_check_id("txhub-biz-id", biz, biz_len, TXHUB_BIZ_ID_MAX, errstr, errsz)) != TXHUB_OK ||
+	    (st = txhubi_check_id("txhub-message-key", key, key_len, TXHUB_MESSAGE_KEY_MAX, errstr,
 	                      errsz)) != TXHUB_OK)
 		return st;
 	if (cfg && cfg->lease_ms < 0)
@@ -149,7 +149,7 @@ static txhub_status fill_claim(txhub_claim *c, const txhub_dedup_config *cfg,
 	memcpy(c->biz_id, biz, biz_len);
 	memcpy(c->message_key, key, key_len);
 	if (new_holder(c->holder) != TXHUB_OK)
-		return cl_fail(TXHUB_ERR_STATE, errstr, errsz, "no random bytes for the holder token");
+		return txhubi_fail(TXHUB_ERR_STATE, errstr, errsz, "no random bytes for the holder token");
 	return TXHUB_OK;
 }
 
@@ -235,7 +235,7 @@ txhub_status txhub_dedup_claim(PGconn *db, const txhub_dedup_config *cfg, const 
 		if ((st = who_has_it(db, claim, result, &found, errstr, errsz)) != TXHUB_OK || found)
 			return st;
 	}
-	return cl_fail(TXHUB_ERR_DB_RETRY, errstr, errsz, "the claim row kept changing; try again");
+	return txhubi_fail(TXHUB_ERR_DB_RETRY, errstr, errsz, "the claim row kept changing; try again");
 }
 
 /* UPDATE or DELETE of this holder's row; *rows gets the count. */
@@ -267,7 +267,7 @@ txhub_status txhub_dedup_done(PGconn *db, const txhub_claim *claim, char *errstr
 		"processed_at = coalesce(processed_at, clock_timestamp()) "
 		"WHERE biz_id = $1 AND message_key = $2 AND holder = $3", 3, &rows, errstr, errsz);
 	if (st == TXHUB_OK && rows != 1)
-		return cl_fail(TXHUB_ERR_LOST, errstr, errsz,
+		return txhubi_fail(TXHUB_ERR_LOST, errstr, errsz,
 		               "the claim expired and another consumer took it over");
 	return st;
 }

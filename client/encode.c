@@ -18,7 +18,7 @@ const char *txhub_type_name(txhub_type t)
 	return "?";
 }
 
-#define INVALID(...) cl_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
+#define INVALID(...) txhubi_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
 
 static txhub_status check_payload(const txhub_message *m, char *errstr, size_t errsz)
 {
@@ -36,7 +36,7 @@ static txhub_status check_payload(const txhub_message *m, char *errstr, size_t e
 		return TXHUB_OK;
 	}
 	if (m->payload_kind == TXHUB_PAYLOAD_JSON) {
-		const char *why = cl_json_check(m->payload, m->payload_len);
+		const char *why = txhubi_json_check(m->payload, m->payload_len);
 		return why ? INVALID("payload JSON: %s", why) : TXHUB_OK;
 	}
 	return INVALID("unknown payload kind %d", (int)m->payload_kind);
@@ -64,7 +64,7 @@ static txhub_status check_headers(const txhub_message *m, char *errstr, size_t e
 		const txhub_header *h = &m->forward_headers[i];
 		if (!h->name || !h->value)
 			return INVALID("forward header %zu has a NULL name or value", i);
-		if (cl_check_id("a forward header name", h->name, strlen(h->name),
+		if (txhubi_check_id("a forward header name", h->name, strlen(h->name),
 		                TXHUB_HEADER_NAME_MAX, errstr, errsz) != TXHUB_OK)
 			return TXHUB_ERR_INVALID;
 		if (strncasecmp(h->name, "txhub-", 6) == 0)
@@ -100,9 +100,9 @@ static txhub_status check_message(txhub_type t, const txhub_message *m, char *er
 		return INVALID("no message");
 	if (t != TXHUB_PREPARE && t != TXHUB_COMMIT && t != TXHUB_ROLLBACK)
 		return INVALID("unknown envelope type %d", (int)t);
-	if ((st = cl_check_id("biz_id", m->biz_id, m->biz_id ? strlen(m->biz_id) : 0,
+	if ((st = txhubi_check_id("biz_id", m->biz_id, m->biz_id ? strlen(m->biz_id) : 0,
 	                      TXHUB_BIZ_ID_MAX, errstr, errsz)) != TXHUB_OK ||
-	    (st = cl_check_id("message_key", m->message_key,
+	    (st = txhubi_check_id("message_key", m->message_key,
 	                      m->message_key ? strlen(m->message_key) : 0,
 	                      TXHUB_MESSAGE_KEY_MAX, errstr, errsz)) != TXHUB_OK)
 		return st;
@@ -125,67 +125,67 @@ static txhub_status check_message(txhub_type t, const txhub_message *m, char *er
 	return TXHUB_OK;
 }
 
-static void put_string_field(cl_buf *b, const char *name, const char *value)
+static void put_string_field(txhubi_buf *b, const char *name, const char *value)
 {
-	cl_buf_puts(b, name);
-	cl_buf_json_string(b, value, strlen(value));
+	txhubi_buf_puts(b, name);
+	txhubi_buf_json_string(b, value, strlen(value));
 }
 
-static void put_payload(cl_buf *b, const txhub_message *m)
+static void put_payload(txhubi_buf *b, const txhub_message *m)
 {
 	if (m->payload_kind == TXHUB_PAYLOAD_BYTES) {
-		cl_buf_puts(b, ",\"payload_base64\":\"");
-		cl_buf_base64(b, m->payload, m->payload_len);
-		cl_buf_puts(b, "\"");
+		txhubi_buf_puts(b, ",\"payload_base64\":\"");
+		txhubi_buf_base64(b, m->payload, m->payload_len);
+		txhubi_buf_puts(b, "\"");
 	} else if (m->payload_kind == TXHUB_PAYLOAD_STRING) {
-		cl_buf_puts(b, ",\"payload\":");
-		cl_buf_json_string(b, m->payload, m->payload_len);
+		txhubi_buf_puts(b, ",\"payload\":");
+		txhubi_buf_json_string(b, m->payload, m->payload_len);
 	} else if (m->payload_kind == TXHUB_PAYLOAD_JSON) {
-		cl_buf_puts(b, ",\"payload\":");
+		txhubi_buf_puts(b, ",\"payload\":");
 		/* make room, then minify in place at the end of the buffer */
 		size_t at = b->len;
-		cl_buf_put(b, m->payload, m->payload_len);
+		txhubi_buf_put(b, m->payload, m->payload_len);
 		if (!b->oom) {
-			b->len = at + cl_json_minify(m->payload, m->payload_len, b->data + at);
+			b->len = at + txhubi_json_minify(m->payload, m->payload_len, b->data + at);
 			b->data[b->len] = '\0';
 		}
 	}
 }
 
-static void put_forward(cl_buf *b, const txhub_message *m)
+static void put_forward(txhubi_buf *b, const txhub_message *m)
 {
 	put_string_field(b, ",\"forward\":{\"topic\":", m->forward_topic);
 	if (m->forward_key)
 		put_string_field(b, ",\"key\":", m->forward_key);
 	if (m->header_count) {
-		cl_buf_puts(b, ",\"headers\":{");
+		txhubi_buf_puts(b, ",\"headers\":{");
 		for (size_t i = 0; i < m->header_count; i++) {
 			if (i)
-				cl_buf_puts(b, ",");
+				txhubi_buf_puts(b, ",");
 			const txhub_header *h = &m->forward_headers[i];
-			cl_buf_json_string(b, h->name, strlen(h->name));
-			cl_buf_puts(b, ":");
-			cl_buf_json_string(b, h->value, strlen(h->value));
+			txhubi_buf_json_string(b, h->name, strlen(h->name));
+			txhubi_buf_puts(b, ":");
+			txhubi_buf_json_string(b, h->value, strlen(h->value));
 		}
-		cl_buf_puts(b, "}");
+		txhubi_buf_puts(b, "}");
 	}
-	cl_buf_puts(b, "}");
+	txhubi_buf_puts(b, "}");
 }
 
-static void put_checkback(cl_buf *b, const txhub_message *m)
+static void put_checkback(txhubi_buf *b, const txhub_message *m)
 {
 	if (!m->checkback_url && !m->has_first_after_ms)
 		return;
-	cl_buf_puts(b, ",\"checkback\":{");
+	txhubi_buf_puts(b, ",\"checkback\":{");
 	if (m->checkback_url)
 		put_string_field(b, "\"url\":", m->checkback_url);
 	if (m->has_first_after_ms) {
 		char num[40];
 		snprintf(num, sizeof num, "%s\"first_after_ms\":%lld", m->checkback_url ? "," : "",
 		         m->first_after_ms);
-		cl_buf_puts(b, num);
+		txhubi_buf_puts(b, num);
 	}
-	cl_buf_puts(b, "}");
+	txhubi_buf_puts(b, "}");
 }
 
 txhub_status txhub_envelope_encode(txhub_type t, const txhub_message *m, size_t max_bytes,
@@ -200,9 +200,9 @@ txhub_status txhub_envelope_encode(txhub_type t, const txhub_message *m, size_t 
 		return st;
 	if (!max_bytes)
 		max_bytes = TXHUB_MAX_BYTES_DEFAULT;
-	cl_buf b = {0};
-	cl_buf_puts(&b, "{\"v\":1,\"type\":\"");
-	cl_buf_puts(&b, txhub_type_name(t));
+	txhubi_buf b = {0};
+	txhubi_buf_puts(&b, "{\"v\":1,\"type\":\"");
+	txhubi_buf_puts(&b, txhub_type_name(t));
 	put_string_field(&b, "\",\"biz_id\":", m->biz_id);
 	put_string_field(&b, ",\"message_key\":", m->message_key);
 	if (t != TXHUB_ROLLBACK) {
@@ -211,14 +211,14 @@ txhub_status txhub_envelope_encode(txhub_type t, const txhub_message *m, size_t 
 			put_forward(&b, m);
 		put_checkback(&b, m);
 	}
-	cl_buf_puts(&b, "}");
+	txhubi_buf_puts(&b, "}");
 	if (b.oom) {
 		free(b.data);
-		return cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
+		return txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
 	}
 	if (b.len > max_bytes) {
 		free(b.data);
-		return cl_fail(TXHUB_ERR_TOO_LARGE, errstr, errsz,
+		return txhubi_fail(TXHUB_ERR_TOO_LARGE, errstr, errsz,
 		               "the envelope would be %zu bytes, over max_bytes (%zu)", b.len, max_bytes);
 	}
 	*out = b.data;

@@ -192,7 +192,7 @@ static int value(scan *s)
 	}
 }
 
-const char *cl_json_check(const char *text, size_t len)
+const char *txhubi_json_check(const char *text, size_t len)
 {
 	if (!txhub_valid_utf8(text, len))
 		return "not valid UTF-8";
@@ -205,7 +205,7 @@ const char *cl_json_check(const char *text, size_t len)
 	return s.p == s.end ? NULL : "invalid JSON: trailing data after the value";
 }
 
-size_t cl_json_minify(const char *s, size_t len, char *out)
+size_t txhubi_json_minify(const char *s, size_t len, char *out)
 {
 	size_t o = 0;
 	int in_str = 0;
@@ -227,7 +227,7 @@ size_t cl_json_minify(const char *s, size_t len, char *out)
 	return o;
 }
 
-void cl_buf_put(cl_buf *b, const void *p, size_t n)
+void txhubi_buf_put(txhubi_buf *b, const void *p, size_t n)
 {
 	if (b->oom)
 		return;
@@ -248,12 +248,12 @@ void cl_buf_put(cl_buf *b, const void *p, size_t n)
 	b->data[b->len] = '\0';
 }
 
-void cl_buf_puts(cl_buf *b, const char *s) { cl_buf_put(b, s, strlen(s)); }
+void txhubi_buf_puts(txhubi_buf *b, const char *s) { txhubi_buf_put(b, s, strlen(s)); }
 
-void cl_buf_json_string(cl_buf *b, const char *s, size_t len)
+void txhubi_buf_json_string(txhubi_buf *b, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
-	cl_buf_put(b, "\"", 1);
+	txhubi_buf_put(b, "\"", 1);
 	size_t run = 0; /* bytes copied as they are, written in one go */
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -278,15 +278,15 @@ void cl_buf_json_string(cl_buf *b, const char *s, size_t len)
 			esc[5] = hex[c & 15];
 			n = 6;
 		}
-		cl_buf_put(b, s + i - run, run);
+		txhubi_buf_put(b, s + i - run, run);
 		run = 0;
-		cl_buf_put(b, esc, n);
+		txhubi_buf_put(b, esc, n);
 	}
-	cl_buf_put(b, s + len - run, run);
-	cl_buf_put(b, "\"", 1);
+	txhubi_buf_put(b, s + len - run, run);
+	txhubi_buf_put(b, "\"", 1);
 }
 
-void cl_buf_base64(cl_buf *b, const unsigned char *p, size_t n)
+void txhubi_buf_base64(txhubi_buf *b, const unsigned char *p, size_t n)
 {
 	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	for (size_t i = 0; i < n; i += 3) {
@@ -297,6 +297,6 @@ void cl_buf_base64(cl_buf *b, const unsigned char *p, size_t n)
 			v |= p[i + 2];
 		char q[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63],
 		             i + 1 < n ? tab[(v >> 6) & 63] : '=', i + 2 < n ? tab[v & 63] : '='};
-		cl_buf_put(b, q, 4);
+		txhubi_buf_put(b, q, 4);
 	}
 }

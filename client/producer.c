@@ -45,7 +45,7 @@ typedef struct {
 	void *opaque;
 } pending;
 
-#define INVALID(...) cl_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
+#define INVALID(...) txhubi_fail(TXHUB_ERR_INVALID, errstr, errsz, __VA_ARGS__)
 
 static void drop_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
@@ -204,7 +204,7 @@ txhub_status txhub_producer_new(const txhub_producer_config *cfg, txhub_producer
 		return st;
 	txhub_producer *p = calloc(1, sizeof *p);
 	if (!p)
-		return cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
+		return txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	p->max_bytes = cfg->max_bytes ? cfg->max_bytes : TXHUB_MAX_BYTES_DEFAULT;
@@ -212,7 +212,7 @@ txhub_status txhub_producer_new(const txhub_producer_config *cfg, txhub_producer
 	p->control_topic = strdup(cfg->control_topic ? cfg->control_topic : "txhub.control");
 	rd_kafka_conf_t *c = rd_kafka_conf_new();
 	if (!p->control_topic || !c) {
-		st = cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
+		st = txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
 		goto fail;
 	}
 	if ((st = build_conf(p, cfg, c, errstr, errsz)) != TXHUB_OK)
@@ -224,7 +224,7 @@ txhub_status txhub_producer_new(const txhub_producer_config *cfg, txhub_producer
 	}
 	c = NULL; /* rd_kafka_new took it */
 	if (pthread_create(&p->thread, NULL, delivery_thread, p) != 0) {
-		st = cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "cannot start the delivery thread");
+		st = txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "cannot start the delivery thread");
 		goto fail;
 	}
 	*out = p;
@@ -293,7 +293,7 @@ static txhub_status enqueue(txhub_producer *p, txhub_type t, const txhub_message
 	}
 	if (rd_kafka_fatal_error(p->rk, fatal, sizeof fatal)) {
 		free(buf);
-		return cl_fail(TXHUB_ERR_FATAL, errstr, errsz, "fatal producer error, create a new "
+		return txhubi_fail(TXHUB_ERR_FATAL, errstr, errsz, "fatal producer error, create a new "
 		               "producer: %s", fatal);
 	}
 	pthread_mutex_lock(&p->mu);
@@ -314,7 +314,7 @@ static txhub_status enqueue(txhub_producer *p, txhub_type t, const txhub_message
 		}
 		free(buf);
 		finished(p);
-		return cl_fail(TXHUB_ERR_KAFKA, errstr, errsz, "cannot queue the envelope: %s",
+		return txhubi_fail(TXHUB_ERR_KAFKA, errstr, errsz, "cannot queue the envelope: %s",
 		               rd_kafka_err2str(err));
 	}
 }
@@ -327,7 +327,7 @@ static txhub_status send_sync(txhub_producer *p, txhub_type t, const txhub_messa
 	waiter w = {.done = 0};
 	pending *pd = calloc(1, sizeof *pd);
 	if (!pd)
-		return cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
+		return txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
 	pd->w = &w;
@@ -342,7 +342,7 @@ static txhub_status send_sync(txhub_producer *p, txhub_type t, const txhub_messa
 		pthread_mutex_unlock(&w.mu);
 		st = w.st;
 		if (st != TXHUB_OK)
-			cl_fail(st, errstr, errsz, "%s", w.err);
+			txhubi_fail(st, errstr, errsz, "%s", w.err);
 	}
 	pthread_mutex_destroy(&w.mu);
 	pthread_cond_destroy(&w.cv);
@@ -384,7 +384,7 @@ txhub_status txhub_producer_send(txhub_producer *p, txhub_type t, const txhub_me
 		return INVALID("a producer and a callback are required");
 	pending *pd = calloc(1, sizeof *pd);
 	if (!pd)
-		return cl_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
+		return txhubi_fail(TXHUB_ERR_NOMEM, errstr, errsz, "out of memory");
 	pd->cb = done;
 	pd->opaque = opaque;
 	txhub_status st = enqueue(p, t, m, pd, 0, errstr, errsz);

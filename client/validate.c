@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-txhub_status cl_fail(txhub_status st, char *errstr, size_t errstr_size, const char *fmt, ...)
+txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, const char *fmt, ...)
 {
 	if (errstr && errstr_size) {
 		va_list ap;
@@ -91,20 +91,20 @@ int txhub_valid_id(const char *s, size_t len, size_t max)
 	return 1;
 }
 
-txhub_status cl_check_id(const char *what, const void *s, size_t len, size_t max,
+txhub_status txhubi_check_id(const char *what, const void *s, size_t len, size_t max,
                          char *errstr, size_t errstr_size)
 {
 	if (!s || len == 0)
-		return cl_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is empty", what);
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is empty", what);
 	if (len > max)
-		return cl_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
 		               "%s is %zu bytes, longer than %zu", what, len, max);
 	if (memchr(s, '\0', len))
-		return cl_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s contains a NUL byte", what);
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s contains a NUL byte", what);
 	if (!txhub_valid_utf8(s, len))
-		return cl_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is not valid UTF-8", what);
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is not valid UTF-8", what);
 	if (!txhub_valid_id(s, len, max))
-		return cl_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
 		               "%s contains a control character", what);
 	return TXHUB_OK;
 }
