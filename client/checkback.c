@@ -214,6 +214,8 @@ void txhub_checkback_handle(const txhub_checkback_config *cfg, const char *query
 {
 	txhub_checkback_request req;
 	char why[120];
+	if (!resp)
+		return; /* nowhere to put the answer: nothing to do */
 	resp->http_status = 0;
 	txhub_outcome outcome = TXHUB_UNKNOWN;
 	if (txhub_checkback_parse(query, attempt, timestamp, signature, &req, why, sizeof why) !=

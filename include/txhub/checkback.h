@@ -84,9 +84,9 @@ typedef struct {
 	char body[160];  /* JSON: {"status":...} or {"error":"..."} */
 } txhub_checkback_response;
 
-/* Everything in one call: parse, verify (when cfg->secret is set), ask
- * decide, and fill *resp. Never fails as a function: every outcome is a
- * response to send. */
+/* Everything in one call: parse, verify (when cfg->secret is set; cfg may
+ * be NULL: no secret), ask decide, and fill *resp (required). Never fails
+ * as a function: every outcome is a response to send. */
 void txhub_checkback_handle(const txhub_checkback_config *cfg, const char *query,
                             const char *attempt, const char *timestamp,
                             const char *signature, txhub_decide_cb *decide, void *opaque,
