@@ -310,7 +310,7 @@ Test(producer, a_producer_that_dies_after_prepare_is_resolved_by_its_checkback, 
 {
 	h_env e;
 	h_setup(&e, "clcrash");
-	char fwd[128], url[128], good[160];
+	char fwd[128], url[128], wrong_secret[160];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
 	h_httpd *srv = h_httpd_start(endpoint, "s3cret");
 	snprintf(url, sizeof url, "http://127.0.0.1:%d/txhub/check", h_httpd_port(srv));
@@ -323,8 +323,8 @@ Test(producer, a_producer_that_dies_after_prepare_is_resolved_by_its_checkback, 
 	cr_assert(h_wait(&e, row("status || '/' || check_attempts", "crash-2"), "rolled_back/1", WAIT_MS));
 	cr_assert_eq(h_hub_stop(hub), 0);
 	/* a hub with the wrong secret is refused (401), and never decides */
-	snprintf(good, sizeof good, "checkback.secret=not-the-secret");
-	const char *wrong[] = {good, "checkback.backoff_ms=200", "checkback.max_attempts=2", NULL};
+	snprintf(wrong_secret, sizeof wrong_secret, "checkback.secret=not-the-secret");
+	const char *wrong[] = {wrong_secret, "checkback.backoff_ms=200", "checkback.max_attempts=2", NULL};
 	hub = h_hub_start(&e, wrong);
 	prepare_and_die(&e, "crash-3", url, fwd);
 	cr_assert(h_wait(&e, row("status || '/' || check_attempts", "crash-3"), "check_failed/2", WAIT_MS));
