@@ -43,8 +43,9 @@ summarise() {
   grep -hE "^(restart|chaos): " "$log" || true
   grep -hE "^[0-9]+ (passed|failed)" "$log" | sed 's/^/pytest: /' || true
   grep -h "^install_test: [0-9]" "$log" || true
-  { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g'
-    grep -hE "^(install_test: )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" | sed 's/^install_test: //'; } | awk -F'|' '
+  { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' || true
+    grep -hE "^(install_test: )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" | sed 's/^install_test: //' || true
+  } | awk -F'|' '
     /Synthesis/ { for (i = 1; i <= NF; i++) {
         if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }
         if ($i ~ /Failing:/) { split($i, a, ":"); f += a[2] }
