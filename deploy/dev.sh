@@ -25,7 +25,10 @@ cd "$(dirname "$0")/.."
 # the tests of the alert rules and the dashboard in deploy/
 packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libcjson-dev
           libcurl4-openssl-dev libssl-dev libcriterion-dev libmicrohttpd-dev postgresql kcat
-          prometheus python3-yaml)
+          prometheus python3-yaml
+          # the Python package (clients/python), its tests and the install test
+          python3-confluent-kafka python3-psycopg python3-pytest python3-jsonschema
+          python3-venv python3-setuptools)
 
 
 b=${TXHUB_BUILD:-build}   # build directory
@@ -38,18 +41,27 @@ build() {
 }
 
 # Print every Criterion synthesis line from the last meson test run, the
-# restart and chaos figures, then one plain "N passed, N failed" line.
+# restart and chaos figures, pytest's and the install test's closing lines,
+# then one plain "N passed, N failed" line counting them all.
 summarise() {
   local log
   log=$(ls -t "$b"/meson-logs/testlog*.txt 2>/dev/null | head -1)   # testlog-<setup>.txt too
   [ -n "$log" ] || return 0
   grep -h "Synthesis: Tested" "$log" || true
   grep -hE "^(restart|chaos): " "$log" || true
-  grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' | awk -F'|' '
-    { for (i = 1; i <= NF; i++) {
+  grep -hE "^[0-9]+ (passed|failed)" "$log" | sed 's/^/pytest: /' || true
+  grep -h "^install_test: [0-9]" "$log" || true
+  { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' || true
+    grep -hE "^(install_test: )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" | sed 's/^install_test: //' || true
+  } | awk -F'|' '
+    /Synthesis/ { for (i = 1; i <= NF; i++) {
         if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }
         if ($i ~ /Failing:/) { split($i, a, ":"); f += a[2] }
         if ($i ~ /Crashing:/) { split($i, a, ":"); f += a[2] } } }
+    !/Synthesis/ { n = split($0, w, /[ ,]+/)
+        for (i = 2; i <= n; i++) {
+          if (w[i] == "passed") p += w[i - 1]
+          if (w[i] == "failed" || w[i] == "error" || w[i] == "errors") f += w[i - 1] } }
     END { printf "tests: %d passed, %d failed\n", p, f }'
 }
 

@@ -5,7 +5,8 @@
 # input in $TXHUB_BUILD_FUZZ (build-fuzz)/crashes/.
 #
 #   deploy/fuzz.sh [SECONDS]   envelope parser for SECONDS (default 60), the
-#                              check-back answer parser for a third of that
+#                              check-back answer parser and the client
+#                              library's inputs for a third of that each
 #
 # Installs clang and its runtime from Debian's packages when missing. The
 # seed corpora in tests/fuzz/corpus/ are copied, never modified.
@@ -22,7 +23,7 @@ if [ ! -f "$b/build.ninja" ]; then
   CC=clang meson setup "$b" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
     --buildtype=debugoptimized >/dev/null
 fi
-ninja -C "$b" tests/fuzz/fuzz-envelope tests/fuzz/fuzz-answer >/dev/null
+ninja -C "$b" tests/fuzz/fuzz-envelope tests/fuzz/fuzz-answer tests/fuzz/fuzz-client >/dev/null
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -42,3 +43,4 @@ run() { # name seconds
 }
 run envelope "$secs"
 run answer "$((secs / 3 > 0 ? secs / 3 : 1))"
+run client "$((secs / 3 > 0 ? secs / 3 : 1))"

@@ -791,17 +791,42 @@ Test(checkback, a_thousand_due_at_once_stay_within_the_concurrency, .timeout = 3
 	fx_teardown(&f);
 }
 
-/* The example endpoint of deploy/examples answers truthfully: a business
- * transaction that committed is "committed"; one that never ran is fenced
- * off and "rolled_back", and can no longer commit afterwards. */
-static int run_example(const char *const *args)
+/* The Python example order service (examples/python/order_service.py, on
+ * the txhub package) answers truthfully: a service that died after its
+ * local transaction committed is "committed"; one that died before it is
+ * fenced off and "rolled_back", and can no longer commit afterwards. */
+static char example_args[8][160]; /* --pg ... --checkback-url for every run */
+
+static int run_example(const char *const *tail, int want_pipe, pid_t *child)
 {
+	char script[512], pypath[512];
+	snprintf(script, sizeof script, "%s/examples/python/order_service.py", TXHUB_SOURCE_ROOT);
+	snprintf(pypath, sizeof pypath, "%s/clients/python/src", TXHUB_SOURCE_ROOT);
+	const char *argv[24] = {"python3", script};
+	int n = 2;
+	for (int i = 0; i < 8 && example_args[i][0]; i++)
+		argv[n++] = example_args[i];
+	for (; *tail && n < 23; tail++)
+		argv[n++] = *tail;
+	argv[n] = NULL;
+	int out[2];
+	cr_assert_eq(pipe(out), 0);
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
-		execv("/usr/bin/python3", (char *const *)args);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setenv("PYTHONPATH", pypath, 1);
+		dup2(out[1], 1);
+		close(out[0]);
+		execv("/usr/bin/python3", (char *const *)argv);
 		_exit(127);
 	}
+	close(out[1]);
+	if (want_pipe) {
+		*child = pid;
+		return out[0];
+	}
+	close(out[0]);
 	int st;
 	waitpid(pid, &st, 0);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -811,49 +836,38 @@ Test(checkback, the_example_endpoint_answers_truthfully, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "cbexample");
-	char script[512], db[128], fwd[128], def[160];
-	snprintf(script, sizeof script, "%s/deploy/examples/checkback_endpoint.py", TXHUB_SOURCE_ROOT);
-	snprintf(db, sizeof db, "/tmp/txhub-%s.sqlite", e.name);
+	char fwd[128];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	unlink(db);
-	const char *commit1[] = {"python3", script, "commit", "--db", db, "ex-1", NULL};
-	cr_assert_eq(run_example(commit1), 0, "the example's business transaction failed");
-
-	int out[2];
-	cr_assert_eq(pipe(out), 0);
-	pid_t ep = fork();
-	if (ep == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(out[1], 1);
-		close(out[0]);
-		execl("/usr/bin/python3", "python3", script, "serve", "--db", db, "--port", "0",
-		      "--secret", "s3cret", (char *)NULL);
-		_exit(127);
-	}
-	close(out[1]);
-	FILE *f = fdopen(out[0], "r");
-	char line[128] = "";
+	const char *base[] = {"--pg", e.conninfo, "--brokers", e.brokers, "--control-topic", e.topic,
+	                      "--forward-topic", fwd};
+	for (int i = 0; i < 8; i++)
+		snprintf(example_args[i], sizeof example_args[i], "%s", base[i]);
+	const char *serve[] = {"serve", "--port", "0", "--secret", "s3cret", NULL};
+	pid_t ep;
+	FILE *f = fdopen(run_example(serve, 1, &ep), "r");
+	char line[128] = "", url[160];
 	int port = 0;
 	cr_assert(fgets(line, sizeof line, f) && sscanf(line, "listening on %d", &port) == 1,
 	          "the example endpoint did not start: %s", line);
-	snprintf(def, sizeof def, "checkback.default_url=http://127.0.0.1:%d/txhub/check", port);
-	const char *settings[] = {"checkback.first_after_ms=0", "checkback.secret=s3cret", def,
+	snprintf(url, sizeof url, "--checkback-url=http://127.0.0.1:%d/txhub/check", port);
+	const char *ex1[] = {url, "order", "ex-1", "--crash", "before-commit", NULL};
+	const char *ex2[] = {url, "order", "ex-2", "--crash", "after-prepare", NULL};
+	cr_assert_eq(run_example(ex1, 0, NULL), 3, "the example did not prepare and commit locally");
+	cr_assert_eq(run_example(ex2, 0, NULL), 3, "the example did not prepare");
+	const char *settings[] = {"checkback.first_after_ms=0", "checkback.secret=s3cret",
 	                          "checkback.max_attempts=2", "checkback.backoff_ms=100", NULL};
 	pid_t hub = h_hub_start(&e, settings);
-	send_prepare(&e, "ex-1", NULL, fwd);
-	send_prepare(&e, "ex-2", NULL, fwd);
-	h_flush();
 	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "ex-1"),
 	                 "committed/sent", WAIT_MS));
 	cr_assert(h_wait(&e, row("status", "ex-2"), "rolled_back", WAIT_MS));
 	/* the producer's late business transaction is refused */
-	const char *commit2[] = {"python3", script, "commit", "--db", db, "ex-2", NULL};
-	cr_assert_neq(run_example(commit2), 0, "a fenced transaction committed after all");
+	const char *late[] = {url, "order", "ex-2", NULL};
+	cr_assert_eq(run_example(late, 0, NULL), 1, "a fenced transaction committed after all");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM orders"), 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	kill(ep, SIGTERM);
 	waitpid(ep, NULL, 0);
 	fclose(f);
-	unlink(db);
 	h_teardown(&e);
 }
 

@@ -1,0 +1,149 @@
+/* validate.c: the checks every input passes where it enters the library,
+ * the same the hub applies (CONTRACT §2), so bad input fails here, before
+ * anything is sent, with a reason that names the field. The hub keeps its
+ * own copy of these rules in hub/envelope.c; the shared test vectors
+ * (tests/vectors) hold both to the same answers. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+	if (errstr && errstr_size) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(errstr, errstr_size, fmt, ap);
+		va_end(ap);
+	}
+	return st;
+}
+
+/* Decode one UTF-8 sequence at s[0..len); returns its length (1..4) and the
+ * code point, or 0 when invalid (overlong, surrogate, above U+10FFFF). */
+static size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp)
+{
+	unsigned char c = s[0];
+	size_t n;
+	uint32_t v;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		v = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		v = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		v = c & 0x07;
+	} else {
+		return 0;
+	}
+	if (len < n)
+		return 0;
+	for (size_t k = 1; k < n; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		v = (v << 6) | (s[k] & 0x3f);
+	}
+	if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || v > 0x10ffff ||
+	    (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return n;
+}
+
+int txhub_valid_utf8(const void *s, size_t len)
+{
+	const unsigned char *p = s;
+	if (!p && len)
+		return 0;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t n = utf8_next(p + i, len - i, &cp);
+		if (!n)
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
+/* C0, DEL and C1 (U+0080..U+009F): Unicode's control characters. */
+static int is_control(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+
+int txhub_valid_id(const char *s, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	if (!p || len == 0 || len > max)
+		return 0;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t n = utf8_next(p + i, len - i, &cp);
+		if (!n || is_control(cp))
+			return 0;
+		i += n;
+	}
+	return 1;
+}
+
+txhub_status txhubi_check_id(const char *what, const void *s, size_t len, size_t max,
+                         char *errstr, size_t errstr_size)
+{
+	if (!s || len == 0)
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is empty", what);
+	if (len > max)
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
+		               "%s is %zu bytes, longer than %zu", what, len, max);
+	if (memchr(s, '\0', len))
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s contains a NUL byte", what);
+	if (!txhub_valid_utf8(s, len))
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size, "%s is not valid UTF-8", what);
+	if (!txhub_valid_id(s, len, max))
+		return txhubi_fail(TXHUB_ERR_INVALID, errstr, errstr_size,
+		               "%s contains a control character", what);
+	return TXHUB_OK;
+}
+
+int txhub_valid_topic(const char *s)
+{
+	if (!s)
+		return 0;
+	size_t len = strlen(s);
+	if (len == 0 || len > TXHUB_TOPIC_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+const char *txhub_status_name(txhub_status st)
+{
+	switch (st) {
+	case TXHUB_OK: return "ok";
+	case TXHUB_ERR_INVALID: return "invalid";
+	case TXHUB_ERR_TOO_LARGE: return "too_large";
+	case TXHUB_ERR_KAFKA: return "kafka";
+	case TXHUB_ERR_FATAL: return "fatal";
+	case TXHUB_ERR_DB: return "db";
+	case TXHUB_ERR_UNAUTHORIZED: return "unauthorized";
+	case TXHUB_ERR_LOST: return "lost";
+	case TXHUB_ERR_NOMEM: return "nomem";
+	case TXHUB_ERR_STATE: return "state";
+	case TXHUB_ERR_DB_RETRY: return "db_retry";
+	}
+	return "unknown";
+}
+
+int txhub_status_retriable(txhub_status st)
+{
+	return st == TXHUB_ERR_KAFKA || st == TXHUB_ERR_DB_RETRY || st == TXHUB_ERR_NOMEM;
+}

@@ -1,0 +1,302 @@
+"""The envelope a producer sends (CONTRACT §2), and its encoder.
+
+The encoding is deterministic and byte-identical to the C library's
+``txhub_envelope_encode`` (tests/vectors/envelopes.json holds both to it):
+
+- fields in this order, each only when present: ``"v":1``, ``type``,
+  ``biz_id``, ``message_key``, ``payload`` or ``payload_base64``,
+  ``forward`` (``topic``, ``key``, ``headers`` in the caller's order),
+  ``checkback`` (``url``, ``first_after_ms``);
+- compact: no white space outside strings;
+- strings: UTF-8 as given; ``"`` and ``\\`` escaped with a backslash;
+  U+0008, U+0009, U+000A, U+000C, U+000D as ``\\b \\t \\n \\f \\r``; other
+  characters below U+0020 as ``\\u00xx`` (lowercase hex); nothing else;
+- a bytes payload as standard base64 with padding;
+- a JSON payload (``payload_json``) as the caller's JSON text with the white
+  space outside strings removed, everything else as written.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .errors import InvalidInput, TooLarge
+
+BIZ_ID_MAX = 64
+MESSAGE_KEY_MAX = 255
+TOPIC_MAX = 249
+HEADERS_MAX = 64
+HEADER_NAME_MAX = 255
+URL_MAX = 2048
+FIRST_AFTER_MS_MAX = 2_592_000_000
+JSON_DEPTH_MAX = 512
+MAX_BYTES_DEFAULT = 1_048_576
+
+TYPES = ("prepare", "commit", "rollback")
+
+Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message as the producer describes it.
+
+    Give at most one of ``payload`` (``bytes``: sent as ``payload_base64``
+    and forwarded as they are; ``str``: sent as a JSON string, forwarded as
+    its UTF-8 bytes) and ``payload_json`` (one JSON value as text, sent and
+    forwarded as its compact text). A commit or rollback needs only the ids.
+    """
+
+    biz_id: str
+    message_key: str
+    payload: Union[bytes, str, None] = None
+    payload_json: Optional[str] = None
+    forward_topic: Optional[str] = None
+    forward_key: Optional[str] = None
+    forward_headers: Optional[Headers] = None
+    checkback_url: Optional[str] = None
+    first_after_ms: Optional[int] = None
+
+
+def _utf8(what: str, s: Any) -> bytes:
+    if not isinstance(s, str):
+        raise InvalidInput(f"{what} must be a str, not {type(s).__name__}")
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid UTF-8 (a lone surrogate)") from None
+
+
+def _is_control(ch: str) -> bool:
+    o = ord(ch)
+    return o < 0x20 or 0x7F <= o <= 0x9F
+
+
+def check_id(what: str, s: Any, limit: int) -> None:
+    """Raise :class:`InvalidInput` unless ``s`` is 1..``limit`` UTF-8 bytes
+    without control characters (C0, DEL, C1)."""
+    raw = _utf8(what, s)
+    if not raw:
+        raise InvalidInput(f"{what} is empty")
+    if len(raw) > limit:
+        raise InvalidInput(f"{what} is {len(raw)} bytes, longer than {limit}")
+    if "\x00" in s:
+        raise InvalidInput(f"{what} contains a NUL byte")
+    if any(_is_control(c) for c in s):
+        raise InvalidInput(f"{what} contains a control character")
+
+
+def valid_topic(s: Any) -> bool:
+    """Kafka's topic name rules: 1..249 of a-z A-Z 0-9 . _ -, not . or .."""
+    if not isinstance(s, str) or not 0 < len(s) <= TOPIC_MAX or s in (".", ".."):
+        return False
+    return all(c.isascii() and (c.isalnum() or c in "._-") for c in s)
+
+
+def _valid_url(s: str) -> bool:
+    low = s[:8].lower()
+    skip = 7 if low.startswith("http://") else 8 if low.startswith("https://") else 0
+    if not skip or len(s) > URL_MAX or len(s) == skip or s[skip] in "/?":
+        return False
+    return all(0x20 < ord(c) < 0x7F for c in s)
+
+
+def quote(s: str) -> str:
+    """A JSON string with the library's escaping (see the module's text)."""
+    out = ['"']
+    for c in s:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c < " ":
+            short = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+            out.append(short.get(c, "\\u%04x" % ord(c)))
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Obj(List[Tuple[str, Any]]):
+    """A parsed JSON object kept as its (name, value) pairs."""
+
+
+def _check_json_value(v: Any) -> None:
+    """Strings (and names) without U+0000 or lone surrogates; depth limited.
+    Iterative, so a deep value cannot exhaust the stack."""
+    stack = [(v, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list):
+            if depth > JSON_DEPTH_MAX:
+                raise InvalidInput("payload JSON: JSON nested too deeply")
+            children = [x for kv in item for x in kv] if isinstance(item, _Obj) else item
+            stack.extend((c, depth + 1) for c in children)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidInput("payload JSON: a string contains \\u0000, which txhub does not accept")
+            _utf8("payload JSON", item)
+
+
+def check_json(text: str) -> None:
+    """Raise :class:`InvalidInput` unless ``text`` is one JSON value by RFC
+    8259 that txhub accepts (no ``\\u0000``, no lone surrogate, at most
+    512 levels deep) -- the same rules as the C library."""
+    _utf8("payload JSON", text)
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_Obj)
+    except RecursionError:
+        raise InvalidInput("payload JSON: JSON nested too deeply") from None
+    except ValueError as e:
+        raise InvalidInput(f"payload JSON: invalid JSON ({e})") from None
+    _check_json_value(value)
+
+
+def minify(text: str) -> str:
+    """Drop the white space outside strings of valid JSON text."""
+    out = []
+    in_str = False
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\":
+                i += 1
+                out.append(text[i])
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        elif c not in " \t\n\r":
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _header_pairs(h: Optional[Headers]) -> List[Tuple[str, str]]:
+    if h is None:
+        return []
+    items = list(h.items()) if isinstance(h, Mapping) else list(h)
+    if len(items) > HEADERS_MAX:
+        raise InvalidInput(f"{len(items)} forward headers, more than {HEADERS_MAX}")
+    seen = set()
+    for item in items:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidInput("forward_headers must be (name, value) pairs or a mapping")
+        name, value = item
+        check_id("a forward header name", name, HEADER_NAME_MAX)
+        if name[:6].lower() == "txhub-":
+            raise InvalidInput(f'forward header "{name}" uses the reserved prefix txhub-')
+        _utf8(f'forward header "{name}"', value)
+        if name in seen:
+            raise InvalidInput(f'forward header "{name}" appears more than once')
+        seen.add(name)
+    return items
+
+
+def _check_payload(m: Message) -> None:
+    if m.payload is not None and m.payload_json is not None:
+        raise InvalidInput("give payload or payload_json, not both")
+    if isinstance(m.payload, str):
+        _utf8("payload string", m.payload)
+        if "\x00" in m.payload:
+            raise InvalidInput("payload string contains a NUL byte")
+    elif m.payload is not None and not isinstance(m.payload, (bytes, bytearray, memoryview)):
+        raise InvalidInput("payload must be bytes or str")
+    if m.payload_json is not None:
+        if not isinstance(m.payload_json, str):
+            raise InvalidInput("payload_json must be JSON text (a str)")
+        check_json(m.payload_json)
+
+
+def _check_forward(m: Message) -> None:
+    if m.forward_topic is None:
+        if m.forward_key is not None or m.forward_headers:
+            raise InvalidInput("forward_key or forward_headers without forward_topic")
+        return
+    if not valid_topic(m.forward_topic):
+        raise InvalidInput("forward_topic must be a valid Kafka topic name (1..249 of a-z A-Z 0-9 . _ -)")
+    if m.forward_key is not None:
+        _utf8("forward_key", m.forward_key)
+    _header_pairs(m.forward_headers)
+
+
+def check(type: str, m: Message) -> None:
+    """Validate ``m`` for an envelope of ``type``; raise :class:`InvalidInput`."""
+    if type not in TYPES:
+        raise InvalidInput(f"unknown envelope type {type!r}")
+    check_id("biz_id", m.biz_id, BIZ_ID_MAX)
+    check_id("message_key", m.message_key, MESSAGE_KEY_MAX)
+    if type == "rollback":
+        return  # payload and forward are left out of a rollback
+    has_payload = m.payload is not None or m.payload_json is not None
+    if type == "prepare" and (not has_payload or m.forward_topic is None):
+        raise InvalidInput("a prepare needs a payload and forward_topic")
+    if type == "commit" and has_payload != (m.forward_topic is not None):
+        raise InvalidInput("a one-shot commit needs both a payload and forward_topic")
+    _check_payload(m)
+    _check_forward(m)
+    if m.checkback_url is not None and (not isinstance(m.checkback_url, str) or not _valid_url(m.checkback_url)):
+        raise InvalidInput(f"checkback_url must be an http:// or https:// URL of at most {URL_MAX} printable ASCII characters")
+    fa = m.first_after_ms
+    if fa is not None and (isinstance(fa, bool) or not isinstance(fa, int) or not 0 <= fa <= FIRST_AFTER_MS_MAX):
+        raise InvalidInput(f"first_after_ms must be from 0 to {FIRST_AFTER_MS_MAX}")
+
+
+def _payload_part(m: Message) -> str:
+    if isinstance(m.payload, (bytes, bytearray, memoryview)):
+        return ',"payload_base64":"' + base64.b64encode(bytes(m.payload)).decode("ascii") + '"'
+    if isinstance(m.payload, str):
+        return ',"payload":' + quote(m.payload)
+    if m.payload_json is not None:
+        return ',"payload":' + minify(m.payload_json)
+    return ""
+
+
+def _forward_part(m: Message) -> str:
+    if m.forward_topic is None:
+        return ""
+    s = ',"forward":{"topic":' + quote(m.forward_topic)
+    if m.forward_key is not None:
+        s += ',"key":' + quote(m.forward_key)
+    pairs = _header_pairs(m.forward_headers)
+    if pairs:
+        s += ',"headers":{' + ",".join(quote(k) + ":" + quote(v) for k, v in pairs) + "}"
+    return s + "}"
+
+
+def _checkback_part(m: Message) -> str:
+    parts = []
+    if m.checkback_url is not None:
+        parts.append('"url":' + quote(m.checkback_url))
+    if m.first_after_ms is not None:
+        parts.append('"first_after_ms":%d' % m.first_after_ms)
+    return ',"checkback":{' + ",".join(parts) + "}" if parts else ""
+
+
+def encode(type: str, m: Message, max_bytes: int = MAX_BYTES_DEFAULT) -> bytes:
+    """Validate ``m`` and encode it as an envelope of ``type`` ("prepare",
+    "commit" -- one-shot when ``m`` has a payload -- or "rollback").
+
+    Raises :class:`InvalidInput`, or :class:`TooLarge` when the result would
+    exceed ``max_bytes``.
+    """
+    check(type, m)
+    s = '{"v":1,"type":"' + type + '","biz_id":' + quote(m.biz_id)
+    s += ',"message_key":' + quote(m.message_key)
+    if type != "rollback":
+        s += _payload_part(m) + _forward_part(m) + _checkback_part(m)
+    out = (s + "}").encode("utf-8")
+    if len(out) > max_bytes:
+        raise TooLarge(f"the envelope would be {len(out)} bytes, over max_bytes ({max_bytes})")
+    return out
