@@ -29,6 +29,7 @@
 #include "fault.h"
 #include "forward.h"
 #include "intake.h"
+#include "janitor.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -62,6 +63,8 @@ typedef struct {
 	int store_down;        /* attempts at reconnecting that failed */
 	int64_t reconnect_at;
 	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
+	int64_t next_retention;
+	janitor_retention sweep;
 	fault f_conn, f_apply, f_deliver, f_scan;
 	char problem[512];     /* why this replica is not doing its job, or "" */
 } hub;
@@ -349,19 +352,6 @@ static void write_deliveries(hub *h)
 		fault_fail(&h->f_deliver, err); /* the reports are kept and written next time */
 }
 
-static int foreign(const hub *h, const char *group)
-{
-	return *group && strcmp(group, h->cfg->group) != 0;
-}
-
-/* Whether whoever holds a partition is still there: it refreshed its
- * heartbeat lately and did not let go. */
-static int holder_alive(const store_partition_row *r)
-{
-	return r->epoch > 0 && !r->released && r->heartbeat_age_ms >= 0 &&
-	       r->heartbeat_age_ms < STORE_HEARTBEAT_STALE_MS;
-}
-
 static void set_problem(hub *h, const char *problem)
 {
 	if (strcmp(problem, h->problem) == 0)
@@ -424,7 +414,7 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 		sleep_ms(d);
 	}
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (!holder_alive(&prev[i]) || !foreign(h, prev[i].group))
+		if (!janitor_foreign_holder(h->cfg, &prev[i]))
 			continue;
 		char problem[sizeof h->problem];
 		snprintf(problem, sizeof problem, "partition %d of %s was held by %s of consumer group "
@@ -518,121 +508,73 @@ static int claim_retries(hub *h)
 }
 
 /* Take back fenced partitions (Kafka still assigns them here) whose holder
- * is gone; for those a replica of another consumer group holds, say in
- * PostgreSQL that we wait for them, and describe the clash in problem. */
-static int retake_fenced(hub *h, char *problem, size_t problemsz)
+ * is gone: at new epochs, read again from PostgreSQL's offsets. */
+static int retake(hub *h, const int32_t *parts, size_t n)
 {
 	char err[512];
-	size_t nf;
-	const int32_t *fenced = intake_fenced(h->in, &nf);
-	if (nf == 0)
-		return 0;
+	store_owned *own = calloc(n, sizeof *own);
+	int64_t *next = calloc(n, sizeof *next);
 	int rc = -1;
-	int32_t *parts = malloc(nf * sizeof *parts), *gone = malloc(nf * sizeof *gone);
-	store_partition_row *rows = calloc(nf, sizeof *rows);
-	store_owned *held = calloc(nf, sizeof *held), *own = calloc(nf, sizeof *own);
-	int64_t *next = calloc(nf, sizeof *next);
-	size_t ngone = 0, nheld = 0;
-	if (!parts || !gone || !rows || !held || !own || !next) {
+	if (!own || !next)
 		snprintf(err, sizeof err, "out of memory");
-		goto fail;
-	}
-	memcpy(parts, fenced, nf * sizeof *parts); /* intake calls below move the list */
-	if (store_partition_rows(h->st, parts, nf, rows, err, sizeof err) != STORE_OK)
-		goto fail;
-	for (size_t i = 0; i < nf; i++) {
-		if (!holder_alive(&rows[i])) {
-			gone[ngone++] = parts[i];
-		} else if (foreign(h, rows[i].group)) {
-			held[nheld].partition = rows[i].partition;
-			held[nheld++].epoch = rows[i].epoch;
-			snprintf(problem, problemsz, "partition %d of %s is held by %s of consumer group "
-			         "\"%s\", not by this replica's group \"%s\": two consumer groups read "
-			         "one control topic into one database; this replica takes the partition "
-			         "back when that holder is gone", parts[i], h->cfg->control_topic,
-			         rows[i].owner, rows[i].group, h->cfg->group);
-		}
-	}
-	if (store_contest_partitions(h->st, held, nheld, h->cfg->group, err, sizeof err) !=
-	        STORE_OK ||
-	    store_take_partitions(h->st, h->owner, h->cfg->group, gone, ngone, own, next, NULL, err,
-	                          sizeof err) != STORE_OK)
-		goto fail;
-	if (ngone > 0) {
-		intake_retake(h->in, own, next, ngone);
-		on_assigned(h, own, ngone);
-	}
-	rc = 0;
-fail:
-	if (rc != 0)
+	else if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next, NULL,
+	                               err, sizeof err) == STORE_OK)
+		rc = 0;
+	if (rc == 0) {
+		intake_retake(h->in, own, next, n);
+		on_assigned(h, own, n);
+	} else {
 		fault_fail(&h->f_scan, err);
-	free(parts);
-	free(gone);
-	free(rows);
-	free(held);
+	}
 	free(own);
 	free(next);
 	return rc;
 }
 
-/* Every STORE_HEARTBEAT_MS: refresh the heartbeat of the owned partitions
- * (which also notices one taken away while no records flow), take back
- * fenced partitions whose holder is gone, and note a replica of another
- * consumer group on either side. */
+/* Every STORE_HEARTBEAT_MS (janitor.h): heartbeats and fenced partitions,
+ * then missing prepares. Returns -1 when a store operation failed. */
 static int tend_partitions(hub *h)
 {
-	char err[512], problem[sizeof h->problem] = "";
-	size_t nown, nrows = 0, nlost = 0;
-	store_partition_row *rows = NULL;
-	int32_t *lost = NULL;
+	char err[512];
+	size_t nown, nfenced;
 	const store_owned *own = intake_owned(h->in, &nown);
-	if (store_heartbeat(h->st, own, nown, &rows, &nrows, &lost, &nlost, err, sizeof err) !=
-	    STORE_OK) {
+	const int32_t *fenced = intake_fenced(h->in, &nfenced);
+	janitor_findings f;
+	int rc = janitor_partitions(h->st, h->cfg, own, nown, fenced, nfenced, &f, err, sizeof err);
+	if (rc != 0)
 		fault_fail(&h->f_scan, err);
-		free(rows);
-		free(lost);
-		return -1;
+	if (f.nlost > 0)
+		fence_lost(h, f.lost, f.nlost);
+	if (rc == 0 && f.ngone > 0)
+		rc = retake(h, f.gone, f.ngone);
+	if (rc == 0)
+		set_problem(h, f.problem);
+	janitor_findings_clear(&f);
+	own = intake_owned(h->in, &nown);
+	if (janitor_missing_prepares(h->st, h->cfg, h->al, own, nown, err, sizeof err) != 0) {
+		fault_fail(&h->f_scan, err);
+		rc = -1;
 	}
-	for (size_t i = 0; i < nrows; i++)
-		if (foreign(h, rows[i].contested_by) && rows[i].contested_age_ms >= 0 &&
-		    rows[i].contested_age_ms < STORE_HEARTBEAT_STALE_MS)
-			snprintf(problem, sizeof problem, "a replica of consumer group \"%s\" waits for "
-			         "partition %d of %s, which this replica of group \"%s\" holds: two "
-			         "consumer groups read one control topic into one database; give them "
-			         "the same group", rows[i].contested_by, rows[i].partition,
-			         h->cfg->control_topic, h->cfg->group);
-	if (nlost > 0)
-		fence_lost(h, lost, nlost);
-	free(rows);
-	free(lost);
-	int rc = retake_fenced(h, problem, sizeof problem);
-	set_problem(h, problem);
 	return rc;
 }
 
-/* Raise prepare_missing once for each decision of the owned partitions
- * that has waited longer than alert.awaiting_prepare_ms for its prepare. */
-static int alert_missing_prepares(hub *h)
+/* Retention, a batch at a time: again at the next scan while there is
+ * more, else at the next heartbeat. Returns -1 when the store failed. */
+static int retention(hub *h, int64_t now)
 {
-	char err[512], why[160];
+	if (now < h->next_retention)
+		return 0;
+	char err[512];
 	size_t nown;
+	int more;
 	const store_owned *own = intake_owned(h->in, &nown);
-	store_missing_list l = {0};
-	if (store_flag_missing_prepares(h->st, own, nown, h->cfg->alert_awaiting_prepare_ms, 1000,
-	                                &l, err, sizeof err) != STORE_OK) {
+	if (janitor_retention_batch(h->st, h->cfg, own, nown, &h->sweep, &more, err,
+	                            sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
-		store_missing_list_clear(&l);
+		h->next_retention = now + STORE_HEARTBEAT_MS;
 		return -1;
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		const store_missing *m = &l.items[i];
-		if (!m->biz_id || !m->message_key || !m->decision)
-			continue; /* out of memory copying it: flagged, only not alerted */
-		snprintf(why, sizeof why, "a %s arrived %lld s ago and its prepare never did",
-		         m->decision, (long long)(m->age_ms / 1000));
-		alert_raise(h->al, "prepare_missing", m->biz_id, m->message_key, 0, NULL, why);
-	}
-	store_missing_list_clear(&l);
+	h->next_retention = more ? now : now + STORE_HEARTBEAT_MS;
 	return 0;
 }
 
@@ -819,9 +761,10 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			if (h.nreleased > 0 || now >= next_scan) {
 				int failed = release_assigned(&h) | claim_retries(&h);
 				if (now >= h.next_owners) {
-					failed |= tend_partitions(&h) | alert_missing_prepares(&h);
+					failed |= tend_partitions(&h);
 					h.next_owners = now + STORE_HEARTBEAT_MS;
 				}
+				failed |= retention(&h, now);
 				if (!failed)
 					fault_ok(&h.f_scan);
 				next_scan = now + 1000;
