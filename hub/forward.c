@@ -1,14 +1,23 @@
-/* forward.c: see forward.h. */
+/* forward.c: see forward.h.
+ *
+ * Two threads: the run loop produces and serves librdkafka's delivery
+ * reports (forward_send, forward_poll), and hands the reports over in
+ * batches to the writer, which records them in PostgreSQL on a connection
+ * of its own. The writer's transactions run beside the loop's batches (see
+ * store_record_deliveries), so the loop never waits for them. */
 #include "forward.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backoff.h"
 #include "clock.h"
+#include "fault.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
@@ -22,20 +31,43 @@ typedef struct {
 	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
 	int64_t produced_ms; /* handed to the producer; 0: refused outright */
 	int ok;
-	char error[FORWARD_ERROR_MAX];
+	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
 } fw_item;
 
+/* A list of reports. */
+typedef struct {
+	fw_item **items;
+	size_t n, cap;
+} fw_list;
+
 struct forward {
+	/* the run loop's */
 	rd_kafka_t *rk;
-	const txhub_config *cfg;
 	alert *al;
 	int64_t delivery_timeout_ms;
-	fw_item **done; /* reports received, not yet written */
-	size_t ndone, capdone;
-	size_t in_flight;
-	forward_stats stats;
+	fw_list done;      /* reports served, not handed over yet */
 	char **topics;     /* forward topics whose metadata the producer has */
 	size_t ntopics;
+
+	/* shared with the writer, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* the writer: work or stop; the loop: written */
+	const txhub_config *cfg;
+	fw_list queue;          /* handed over, not written yet */
+	store_owned *own;       /* the partitions owned at the last hand-over */
+	size_t nown;
+	int64_t in_flight;      /* produced, report not written yet */
+	int stopping;
+	forward_stats stats;
+	int64_t failing_since;  /* a copy of the writer's fault, for readiness */
+	char failing[600];
+
+	/* the writer's */
+	pthread_t writer;
+	int writer_started;
+	const txhub_config *start_cfg; /* to connect with */
+	store *st;
+	fault f_write;
 };
 
 /* Most forward topics whose metadata is fetched ahead (see known_topic). */
@@ -47,25 +79,49 @@ static void item_free(fw_item *it)
 		return;
 	free(it->biz_id);
 	free(it->message_key);
+	free(it->error);
 	free(it);
 }
 
+static int list_add(fw_list *l, fw_item *it)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1024;
+		fw_item **n = realloc(l->items, cap * sizeof *n);
+		if (!n)
+			return -1;
+		l->items = n;
+		l->cap = cap;
+	}
+	l->items[l->n++] = it;
+	return 0;
+}
+
+static void list_free(fw_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		item_free(l->items[i]);
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+static void in_flight_add(forward *fw, int64_t delta)
+{
+	pthread_mutex_lock(&fw->mu);
+	fw->in_flight += delta;
+	pthread_cond_broadcast(&fw->cv);
+	pthread_mutex_unlock(&fw->mu);
+}
+
+/* A report served (the run loop's thread). */
 static void push_done(forward *fw, fw_item *it)
 {
-	if (fw->ndone == fw->capdone) {
-		size_t cap = fw->capdone ? fw->capdone * 2 : 1024;
-		fw_item **n = realloc(fw->done, cap * sizeof *n);
-		if (!n) {
-			/* the row stays pending and leased: retried after the lease */
-			log_error("forward: out of memory recording a delivery report");
-			item_free(it);
-			fw->in_flight--;
-			return;
-		}
-		fw->done = n;
-		fw->capdone = cap;
+	if (list_add(&fw->done, it) != 0) {
+		/* the row stays pending and leased: retried after the lease */
+		log_error("forward: out of memory recording a delivery report");
+		item_free(it);
+		in_flight_add(fw, -1);
 	}
-	fw->done[fw->ndone++] = it;
 }
 
 void forward_describe_failure(char *buf, size_t size, const char *topic, int refused,
@@ -89,6 +145,14 @@ void forward_describe_failure(char *buf, size_t size, const char *topic, int ref
 	snprintf(buf, size, what, tb, pre, rd_kafka_err2str(e), post);
 }
 
+/* Mark it failed, with why. */
+static void failed(fw_item *it, const char *topic, int refused, rd_kafka_resp_err_t e)
+{
+	it->ok = 0;
+	if ((it->error = malloc(FORWARD_ERROR_MAX)))
+		forward_describe_failure(it->error, FORWARD_ERROR_MAX, topic, refused, e);
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
@@ -99,9 +163,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		it->ok = 1;
 	} else {
-		it->ok = 0;
-		forward_describe_failure(it->error, sizeof it->error, rd_kafka_topic_name(m->rkt), 0,
-		                         m->err);
+		failed(it, rd_kafka_topic_name(m->rkt), 0, m->err);
 	}
 	push_done(fw, it);
 }
@@ -151,6 +213,10 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
 		 * went through in 0.32 s against 0.55 s with five in flight */
 		"max.in.flight.requests.per.connection", "1",
 		"linger.ms", "0",
+		/* the forwards a hub holds in memory at most (librdkafka's 100,000
+		 * let a fast PostgreSQL run ahead of the broker by ~100 MiB); a
+		 * full queue makes the run loop wait for deliveries */
+		"queue.buffering.max.messages", "20000",
 		"message.timeout.ms", "30000",
 		"compression.type", "lz4",
 		/* librdkafka's 1000000 would refuse the largest envelopes' payloads */
@@ -171,6 +237,8 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
 	return conf;
 }
 
+static void *write_reports(void *arg);
+
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
 {
 	forward *fw = calloc(1, sizeof *fw);
@@ -178,8 +246,12 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	fw->cfg = cfg;
+	fw->cfg = fw->start_cfg = cfg;
 	fw->al = al;
+	pthread_mutex_init(&fw->mu, NULL);
+	pthread_cond_init(&fw->cv, NULL);
+	fault_init(&fw->f_write, "forward: recording delivery reports", al,
+	           cfg->alert_database_failing_ms);
 	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
 	if (!conf)
 		goto fail;
@@ -193,15 +265,26 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		rd_kafka_conf_destroy(conf);
 		goto fail;
 	}
+	if (pthread_create(&fw->writer, NULL, write_reports, fw) != 0) {
+		snprintf(err, errsz, "cannot start the delivery report writer: %s", strerror(errno));
+		goto fail;
+	}
+	fw->writer_started = 1;
 	return fw;
 fail:
-	free(fw);
+	forward_destroy(fw);
 	return NULL;
 }
 
 int64_t forward_delivery_timeout_ms(const forward *fw) { return fw->delivery_timeout_ms; }
 
-void forward_reconfigure(forward *fw, const txhub_config *cfg) { fw->cfg = cfg; }
+void forward_reconfigure(forward *fw, const txhub_config *cfg)
+{
+	pthread_mutex_lock(&fw->mu);
+	fw->cfg = cfg;
+	fw->f_write.alert_ms = cfg->alert_database_failing_ms; /* (read by the writer under mu) */
+	pthread_mutex_unlock(&fw->mu);
+}
 
 static rd_kafka_headers_t *make_headers(const store_forward *f)
 {
@@ -249,6 +332,7 @@ static void known_topic(forward *fw, const char *topic)
 
 void forward_send(forward *fw, const store_forward_list *l)
 {
+	size_t produced = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const store_forward *f = &l->items[i];
 		fw_item *it = calloc(1, sizeof *it);
@@ -262,7 +346,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		it->partition = f->src_partition;
 		it->decided_ms = f->decided_ms;
 		it->produced_ms = clock_ms();
-		fw->in_flight++;
+		produced++;
 		for (;;) {
 			rd_kafka_headers_t *h = make_headers(f);
 			rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -271,34 +355,35 @@ void forward_send(forward *fw, const store_forward_list *l)
 				RD_KAFKA_V_VALUE(f->payload, f->payload_len),
 				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
 				RD_KAFKA_V_OPAQUE(it), RD_KAFKA_V_END);
-			if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-				fw->stats.produced++;
+			if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
 				break;
-			}
 			rd_kafka_headers_destroy(h);
 			if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
 				rd_kafka_poll(fw->rk, 100); /* make room, then try again */
 				continue;
 			}
 			/* refused outright (too large, bad topic): a failed attempt */
-			it->ok = 0;
 			it->produced_ms = 0;
-			forward_describe_failure(it->error, sizeof it->error, f->topic, 1, e);
+			failed(it, f->topic, 1, e);
 			push_done(fw, it);
 			break;
 		}
 	}
+	pthread_mutex_lock(&fw->mu); /* once per call, not per message */
+	fw->in_flight += (int64_t)produced;
+	fw->stats.produced += produced;
+	pthread_mutex_unlock(&fw->mu);
 }
 
-/* The metrics of the reports in fw->done, nfailed of which ended the
- * forward for good: one update of the shared counters for all of them. */
-static void count_reports(forward *fw, size_t nfailed)
+/* The metrics of the reports in l, nfailed of which ended the forward for
+ * good: one update of the shared counters for all of them. */
+static void count_reports(const fw_list *l, size_t nfailed)
 {
 	metrics_forwards m;
 	memset(&m, 0, sizeof m);
 	int64_t now = clock_ms();
-	for (size_t i = 0; i < fw->ndone; i++) {
-		const fw_item *it = fw->done[i];
+	for (size_t i = 0; i < l->n; i++) {
+		const fw_item *it = l->items[i];
 		if (!it->ok) {
 			m.outcomes[METRICS_FW_RETRIED]++;
 			continue;
@@ -318,97 +403,269 @@ static void count_reports(forward *fw, size_t nfailed)
 	metrics_add_forwards(&m);
 }
 
-store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t nown, char *err,
-                      size_t errsz)
+void forward_poll(forward *fw, const store_owned *own, size_t nown)
 {
 	rd_kafka_poll(fw->rk, 0);
-	if (fw->ndone == 0)
-		return STORE_OK;
-	store_delivery *d = calloc(fw->ndone, sizeof *d);
+	if (fw->done.n == 0)
+		return;
+	pthread_mutex_lock(&fw->mu);
+	store_owned *o = nown ? malloc(nown * sizeof *o) : NULL;
+	if (o || !nown) { /* else the last snapshot serves: a partition just
+	                   * taken is checked again when the reports are written */
+		if (nown)
+			memcpy(o, own, nown * sizeof *o);
+		free(fw->own);
+		fw->own = o;
+		fw->nown = nown;
+	}
+	for (size_t i = 0; i < fw->done.n; i++) {
+		if (list_add(&fw->queue, fw->done.items[i]) != 0) {
+			log_error("forward: out of memory handing over a delivery report; the message "
+			          "is sent again after its lease");
+			item_free(fw->done.items[i]);
+			fw->in_flight--;
+		}
+	}
+	fw->done.n = 0;
+	pthread_cond_broadcast(&fw->cv);
+	pthread_mutex_unlock(&fw->mu);
+}
+
+/* ---- the writer ---- */
+
+/* After the reports in l were written: alerts for the forwards that failed
+ * for good, a log line per failed attempt, the counters. */
+static void reports_written(forward *fw, const fw_list *l, const store_forward_list *failed)
+{
+	for (size_t i = 0; i < failed->n; i++) {
+		const store_forward *f = &failed->items[i];
+		const char *why = NULL; /* the final attempt's error, from its report */
+		for (size_t j = 0; j < l->n && !why; j++)
+			if (!l->items[j]->ok && strcmp(l->items[j]->biz_id, f->biz_id) == 0 &&
+			    strcmp(l->items[j]->message_key, f->message_key) == 0)
+				why = l->items[j]->error;
+		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
+		            f->topic, why);
+	}
+	count_reports(l, failed->n);
+	uint64_t ok = 0, bad = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const fw_item *it = l->items[i];
+		if (it->ok) {
+			ok++;
+			continue;
+		}
+		bad++;
+		log_about about = {it->biz_id, it->message_key, it->partition};
+		log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", it->send_attempts + 1,
+		              it->error ? it->error : "(reason unknown: out of memory)");
+	}
+	pthread_mutex_lock(&fw->mu);
+	fw->stats.delivered += ok;
+	fw->stats.failed_attempts += bad;
+	fw->stats.failed_final += failed->n;
+	fw->in_flight -= (int64_t)l->n;
+	pthread_cond_broadcast(&fw->cv);
+	pthread_mutex_unlock(&fw->mu);
+}
+
+/* Write the reports of l with the ownership snapshot own and the tuning of
+ * cfg. Returns 0, or -1 with err (l is then kept for the next try). */
+static int write_list(forward *fw, const fw_list *l, const store_owned *own, size_t nown,
+                      int64_t backoff_ms, int64_t backoff_max_ms, int max_attempts, char *err,
+                      size_t errsz)
+{
+	char sub[512];
+	if (!fw->st && !(fw->st = store_connect(fw->start_cfg, sub, sizeof sub))) {
+		snprintf(err, errsz, "%s", sub);
+		return -1;
+	}
+	if (store_ensure(fw->st, err, errsz) != STORE_OK)
+		return -1;
+	store_delivery *d = calloc(l->n, sizeof *d);
 	if (!d) {
 		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
+		return -1;
 	}
-	for (size_t i = 0; i < fw->ndone; i++) {
-		fw_item *it = fw->done[i];
+	for (size_t i = 0; i < l->n; i++) {
+		const fw_item *it = l->items[i];
 		d[i].biz_id = it->biz_id;
 		d[i].message_key = it->message_key;
 		d[i].partition = it->partition;
 		d[i].ok = it->ok;
-		d[i].error = it->error;
-		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, fw->cfg->forward_backoff_ms,
-		                                 fw->cfg->forward_backoff_max_ms, backoff_random());
+		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";
+		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, backoff_ms, backoff_max_ms,
+		                                 backoff_random());
 	}
 	store_forward_list failed = {0};
-	store_rc rc = store_record_deliveries(st, own, nown, d, fw->ndone,
-	                                      (int)fw->cfg->forward_max_attempts, &failed, err, errsz);
+	store_rc rc = store_record_deliveries(fw->st, own, nown, d, l->n, max_attempts, &failed,
+	                                      err, errsz);
 	free(d);
-	if (rc != STORE_OK)
-		return rc;
-	for (size_t i = 0; i < failed.n; i++) {
-		const store_forward *f = &failed.items[i];
-		const char *why = NULL; /* the final attempt's error, from its report */
-		for (size_t j = 0; j < fw->ndone && !why; j++)
-			if (!fw->done[j]->ok && strcmp(fw->done[j]->biz_id, f->biz_id) == 0 &&
-			    strcmp(fw->done[j]->message_key, f->message_key) == 0)
-				why = fw->done[j]->error;
-		fw->stats.failed_final++;
-		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
-		            f->topic, why);
-	}
-	count_reports(fw, failed.n);
-	for (size_t i = 0; i < fw->ndone; i++) {
-		fw_item *it = fw->done[i];
-		if (it->ok) {
-			fw->stats.delivered++;
-		} else {
-			fw->stats.failed_attempts++;
-			log_about about = {it->biz_id, it->message_key, it->partition};
-			log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s",
-			              it->send_attempts + 1, it->error);
-		}
-		item_free(it);
-	}
-	fw->in_flight -= fw->ndone;
-	fw->ndone = 0;
+	if (rc == STORE_OK)
+		reports_written(fw, l, &failed);
 	store_forward_list_clear(&failed);
-	return STORE_OK;
+	return rc == STORE_OK ? 0 : -1;
 }
 
-size_t forward_in_flight(const forward *fw) { return fw->in_flight; }
-
-void forward_drain(forward *fw, store *st, const store_owned *own, size_t nown, int timeout_ms)
+/* The writer's fault, copied for readiness (forward_failing). */
+static void copy_fault(forward *fw)
 {
-	char err[512];
-	int waited = 0;
-	while (fw->in_flight > 0 && waited < timeout_ms) {
-		rd_kafka_poll(fw->rk, 50);
-		waited += 50;
-		if (forward_poll(fw, st, own, nown, err, sizeof err) != STORE_OK)
-			log_warn("forward: recording deliveries: %s", err);
-	}
-	if (fw->in_flight > 0)
-		log_warn("forward: %zu message(s) still in flight; they stay pending and are sent "
-		         "again after their lease", fw->in_flight);
+	pthread_mutex_lock(&fw->mu);
+	fw->failing_since = fault_failing_since(&fw->f_write);
+	snprintf(fw->failing, sizeof fw->failing, "%s", fw->f_write.last);
+	pthread_mutex_unlock(&fw->mu);
 }
 
-forward_stats forward_get_stats(const forward *fw) { return fw->stats; }
+/* Wait for the queue, take it whole with the ownership snapshot and the
+ * tuning, write it, and on failure put it back and wait a backoff. When
+ * stopping, what cannot be written after one more try is dropped: those
+ * rows stay pending and leased and are sent again. */
+static void *write_reports(void *arg)
+{
+	forward *fw = arg;
+	pthread_setname_np(pthread_self(), "txhub:reports");
+	char err[512];
+	int failures = 0;
+	pthread_mutex_lock(&fw->mu);
+	for (;;) {
+		while (fw->queue.n == 0 && !fw->stopping)
+			pthread_cond_wait(&fw->cv, &fw->mu);
+		if (fw->queue.n == 0)
+			break; /* stopping, nothing left */
+		fw_list l = fw->queue;
+		memset(&fw->queue, 0, sizeof fw->queue);
+		size_t nown = fw->nown;
+		store_owned *own = nown ? malloc(nown * sizeof *own) : NULL;
+		if (own)
+			memcpy(own, fw->own, nown * sizeof *own);
+		const txhub_config *cfg = fw->cfg;
+		int64_t bo = cfg->forward_backoff_ms, bmax = cfg->forward_backoff_max_ms;
+		int max = (int)cfg->forward_max_attempts, stopping = fw->stopping;
+		pthread_mutex_unlock(&fw->mu);
+		int rc = nown && !own ? (snprintf(err, sizeof err, "out of memory"), -1)
+		                      : write_list(fw, &l, own, nown, bo, bmax, max, err, sizeof err);
+		free(own);
+		if (rc == 0) {
+			fault_ok(&fw->f_write);
+			failures = 0;
+		} else {
+			fault_fail(&fw->f_write, err);
+		}
+		copy_fault(fw);
+		pthread_mutex_lock(&fw->mu);
+		if (rc == 0) {
+			list_free(&l);
+			continue;
+		}
+		if (stopping) {
+			log_warn("forward: stopping with %zu delivery report(s) not recorded (%s); those "
+			         "messages are sent again after their lease", l.n, err);
+			fw->in_flight -= (int64_t)l.n;
+			list_free(&l);
+			pthread_cond_broadcast(&fw->cv);
+			continue;
+		}
+		for (size_t i = 0; i < fw->queue.n; i++) /* newer ones after the kept */
+			if (list_add(&l, fw->queue.items[i]) != 0) {
+				item_free(fw->queue.items[i]);
+				fw->in_flight--;
+			}
+		free(fw->queue.items);
+		fw->queue = l;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t d = backoff_delay(++failures, 200, 5000, backoff_random());
+		ts.tv_sec += (time_t)(d / 1000);
+		ts.tv_nsec += (long)(d % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
+	}
+	pthread_mutex_unlock(&fw->mu);
+	return NULL;
+}
+
+size_t forward_in_flight(forward *fw)
+{
+	pthread_mutex_lock(&fw->mu);
+	int64_t n = fw->in_flight;
+	pthread_mutex_unlock(&fw->mu);
+	return n > 0 ? (size_t)n : 0;
+}
+
+int64_t forward_failing(forward *fw, char *why, size_t whysz)
+{
+	pthread_mutex_lock(&fw->mu);
+	int64_t since = fw->failing_since;
+	snprintf(why, whysz, "%s", fw->failing);
+	pthread_mutex_unlock(&fw->mu);
+	return since;
+}
+
+void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms)
+{
+	int64_t until = clock_ms() + timeout_ms;
+	while (forward_in_flight(fw) > 0 && clock_ms() < until) {
+		rd_kafka_poll(fw->rk, 20);
+		forward_poll(fw, own, nown);
+		pthread_mutex_lock(&fw->mu);
+		if (fw->in_flight > 0 && fw->queue.n > 0) { /* the writer is at it */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 20 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
+		}
+		pthread_mutex_unlock(&fw->mu);
+	}
+	size_t left = forward_in_flight(fw);
+	if (left > 0)
+		log_warn("forward: %zu message(s) still in flight; they stay pending and are sent "
+		         "again after their lease", left);
+}
+
+forward_stats forward_get_stats(forward *fw)
+{
+	pthread_mutex_lock(&fw->mu);
+	forward_stats s = fw->stats;
+	pthread_mutex_unlock(&fw->mu);
+	return s;
+}
 
 void forward_destroy(forward *fw)
 {
 	if (!fw)
 		return;
-	rd_kafka_flush(fw->rk, 1000);
-	/* what is still queued is purged: its rows stay pending and leased, and
-	 * are sent again when the lease ends or the partition is next assigned */
-	rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-	rd_kafka_poll(fw->rk, 0);
-	for (size_t i = 0; i < fw->ndone; i++)
-		item_free(fw->done[i]);
-	free(fw->done);
+	if (fw->rk) {
+		rd_kafka_flush(fw->rk, 1000);
+		/* what is still queued is purged: its rows stay pending and leased,
+		 * and are sent again when the lease ends or the partition is next
+		 * assigned */
+		rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		rd_kafka_poll(fw->rk, 0);
+	}
+	if (fw->writer_started) {
+		pthread_mutex_lock(&fw->mu);
+		fw->stopping = 1;
+		pthread_cond_broadcast(&fw->cv);
+		pthread_mutex_unlock(&fw->mu);
+		pthread_join(fw->writer, NULL);
+	}
+	list_free(&fw->done);
+	list_free(&fw->queue);
+	free(fw->own);
 	for (size_t i = 0; i < fw->ntopics; i++)
 		free(fw->topics[i]);
 	free(fw->topics);
-	rd_kafka_destroy(fw->rk);
+	if (fw->rk)
+		rd_kafka_destroy(fw->rk);
+	store_close(fw->st);
+	pthread_mutex_destroy(&fw->mu);
+	pthread_cond_destroy(&fw->cv);
 	free(fw);
 }

@@ -3,8 +3,10 @@
  *
  * A message is marked sent only when its delivery report says so; failed
  * deliveries are retried with backoff until forward.max_attempts. Delivery
- * reports are collected in memory and written back in batches. Called from
- * the hub's main thread only. */
+ * reports are collected in memory and recorded in batches by a writer
+ * thread on a PostgreSQL connection of its own, beside the run loop's
+ * batches. Called from the hub's main thread, but for the functions marked
+ * "any thread". */
 #ifndef TXHUB_FORWARD_H
 #define TXHUB_FORWARD_H
 
@@ -54,24 +56,30 @@ int64_t forward_delivery_timeout_ms(const forward *fw);
  * stays with the caller. */
 void forward_send(forward *fw, const store_forward_list *l);
 
-/* Serve delivery reports and write the results accumulated so far to the
- * store (one transaction); results for partitions not in own (no longer
- * ours) are dropped, their new owner sends again. Returns STORE_OK, or the
- * store's error; results that could not be written are kept and written
- * next time. */
-store_rc forward_poll(forward *fw, store *st, const store_owned *own, size_t nown, char *err,
-                      size_t errsz);
+/* Serve delivery reports (this thread: the one that produces) and hand
+ * them over to the writer, which records them in PostgreSQL on a
+ * connection of its own, checking each against own (copied: the partitions
+ * owned now) and dropping those of partitions no longer ours (their new
+ * owner sends again). Reports the writer cannot record are kept and
+ * retried with backoff. */
+void forward_poll(forward *fw, const store_owned *own, size_t nown);
 
-/* Messages handed to the producer whose report has not been written yet. */
-size_t forward_in_flight(const forward *fw);
+/* Messages handed to the producer whose report has not been recorded yet.
+ * Any thread. */
+size_t forward_in_flight(forward *fw);
 
-/* Wait up to timeout_ms for every delivery report and write them. */
-void forward_drain(forward *fw, store *st, const store_owned *own, size_t nown, int timeout_ms);
+/* Since when (clock_ms) recording delivery reports fails, 0 when it does
+ * not; why into why. Any thread. */
+int64_t forward_failing(forward *fw, char *why, size_t whysz);
 
-/* Counters since start. */
+/* Serve and record every report of what is in flight, waiting up to
+ * timeout_ms (the producing thread). */
+void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms);
+
+/* Counters since start. Any thread. */
 typedef struct {
 	uint64_t produced, delivered, failed_attempts, failed_final;
 } forward_stats;
-forward_stats forward_get_stats(const forward *fw);
+forward_stats forward_get_stats(forward *fw);
 
 #endif

@@ -65,7 +65,7 @@ typedef struct {
 	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
 	int64_t next_retention;
 	janitor_retention sweep;
-	fault f_conn, f_apply, f_deliver, f_scan;
+	fault f_conn, f_apply, f_scan;
 	char problem[512];     /* why this replica is not doing its job, or "" */
 } hub;
 
@@ -341,15 +341,13 @@ static int flush_batch(hub *h)
 	}
 }
 
-static void write_deliveries(hub *h)
+/* Serve delivery reports and hand them to the writer (forward.c), which
+ * records them beside the batches on a connection of its own. */
+static void hand_over_deliveries(hub *h)
 {
-	char err[512];
 	size_t nown;
 	const store_owned *own = intake_owned(h->in, &nown);
-	if (forward_poll(h->fw, h->st, own, nown, err, sizeof err) == STORE_OK)
-		fault_ok(&h->f_deliver);
-	else
-		fault_fail(&h->f_deliver, err); /* the reports are kept and written next time */
+	forward_poll(h->fw, own, nown);
 }
 
 static void set_problem(hub *h, const char *problem)
@@ -451,7 +449,9 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 	 * cover those messages, the new owner sends them again) */
 	int up = store_ready(h) == 0;
 	if (up)
-		forward_drain(h->fw, h->st, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
+		forward_drain(h->fw, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
+	else
+		forward_poll(h->fw, owned, nowned);
 	/* stop checking them back, and let go of them in PostgreSQL: a
 	 * replica fenced off them may take them at once */
 	store_owned *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
@@ -583,7 +583,7 @@ static int retention(hub *h, int64_t now)
  * partitions. */
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
 {
-	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_deliver, &h->f_scan};
+	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
 	int64_t now = now_ms();
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
 		const fault *f = faults[i];
@@ -592,6 +592,13 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 			         (long long)((now - f->since_ms) / 1000), f->last);
 			return buf;
 		}
+	}
+	char why[600];
+	int64_t since = forward_failing(h->fw, why, sizeof why);
+	if (since && now - since >= 1000) {
+		snprintf(buf, bufsz, "PostgreSQL: recording delivery reports has failed for %lld s: %s",
+		         (long long)((now - since) / 1000), why);
+		return buf;
 	}
 	return h->problem;
 }
@@ -641,7 +648,7 @@ static void reload(hub *h)
 	checkback_reconfigure(h->cb, next);
 	alert_reconfigure(h->al, next);
 	monitor_reconfigure(h->mon, next);
-	fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_deliver, &h->f_scan};
+	fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
 		faults[i]->alert_ms = next->alert_database_failing_ms;
 	log_info("hub: SIGHUP: configuration reloaded");
@@ -718,8 +725,6 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	}
 	fault_init(&h.f_conn, "hub: connecting to PostgreSQL", h.al, cfg->alert_database_failing_ms);
 	fault_init(&h.f_apply, "hub: storing envelopes", h.al, cfg->alert_database_failing_ms);
-	fault_init(&h.f_deliver, "hub: recording delivery reports", h.al,
-	           cfg->alert_database_failing_ms);
 	fault_init(&h.f_scan, "hub: scanning owned partitions", h.al,
 	           cfg->alert_database_failing_ms);
 	if (!(h.fw = forward_new(cfg, h.al, err, sizeof err))) {
@@ -756,8 +761,8 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			publish_lag(&h);
 			next_lag = now + 1000;
 		}
+		hand_over_deliveries(&h);
 		if (store_ready(&h) == 0) {
-			write_deliveries(&h);
 			if (h.nreleased > 0 || now >= next_scan) {
 				int failed = release_assigned(&h) | claim_retries(&h);
 				if (now >= h.next_owners) {
@@ -799,7 +804,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	size_t nown;
 	const store_owned *own = intake_owned(h.in, &nown);
 	if (store_ready(&h) == 0)
-		forward_drain(h.fw, h.st, own, nown, 10000);
+		forward_drain(h.fw, own, nown, 10000);
 	status = 0;
 done:
 	if (h.in)

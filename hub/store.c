@@ -655,23 +655,37 @@ static int64_t epoch_of(const store_owned *own, size_t nown, int32_t partition)
 	return 0;
 }
 
+/* How a write holds the ownership rows of its partitions. */
+typedef enum {
+	/* the batch, which moves next_offset: one at a time per partition */
+	OWNED_EXCLUSIVE,
+	/* every other write of state: beside each other, never beside a take */
+	OWNED_SHARED,
+	/* delivery reports: beside anything but a change of the row's key, so
+	 * they never wait for the batch; the epoch is still checked, but a take
+	 * may complete before the report commits. A report states a fact (this
+	 * delivery happened, this attempt failed) that stays true whoever owns
+	 * the partition, and it only ever moves a pending row on. */
+	OWNED_CHECK_ONLY,
+} owned_lock;
+
 /* In the open transaction, lock the ownership rows of own[0..nown) in
- * partition order (exclusively for the batch that moves next_offset, shared
- * for every other write) and return in *kept (allocated, caller frees, also
- * on failure) those still at their epoch. A new owner's take waits for these
- * locks, and a write that comes after the take sees the new epoch: so a
- * write either lands before the hand-over, where the new owner sees it, or
- * not at all. */
+ * partition order (see owned_lock) and return in *kept (allocated, caller
+ * frees, also on failure) those still at their epoch. A new owner's take
+ * waits for the exclusive and shared locks, and a write that comes after
+ * the take sees the new epoch: so such a write either lands before the
+ * hand-over, where the new owner sees it, or not at all. */
 static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
-                           int exclusive, store_owned **kept, size_t *nkept, char *err,
+                           owned_lock mode, store_owned **kept, size_t *nkept, char *err,
                            size_t errsz)
 {
 #define SQL_OWNED_ROWS                                                             \
 	"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "                      \
 	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
 	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
-	static const char *sql_share = SQL_OWNED_ROWS "FOR SHARE OF tp";
-	static const char *sql_update = SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp";
+	static const char *sql[] = {SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp",
+	                            SQL_OWNED_ROWS "FOR SHARE OF tp",
+	                            SQL_OWNED_ROWS "FOR KEY SHARE OF tp"};
 #undef SQL_OWNED_ROWS
 	*nkept = 0;
 	if (!(*kept = calloc(nown ? nown : 1, sizeof **kept))) {
@@ -684,7 +698,7 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 	owned_epoch_arrays(&pb, &eb, own, nown);
 	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&eb)};
 	store_rc rc = STORE_OK;
-	PGresult *r = exec_params(st, exclusive ? sql_update : sql_share, 3, p, 0);
+	PGresult *r = exec_params(st, sql[mode], 3, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 	} else {
@@ -700,17 +714,24 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 	return rc;
 }
 
-/* BEGIN, then lock_owned() shared (*kept: caller frees, also on failure). */
-static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
-                            size_t *nkept, char *err, size_t errsz)
+/* BEGIN, then lock_owned() (*kept: caller frees, also on failure). */
+static store_rc begin_locked(store *st, owned_lock mode, const store_owned *own, size_t nown,
+                             store_owned **kept, size_t *nkept, char *err, size_t errsz)
 {
 	*kept = NULL;
 	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
 	if (rc == STORE_OK)
-		rc = lock_owned(st, st->topic, own, nown, 0, kept, nkept, err, errsz);
+		rc = lock_owned(st, st->topic, own, nown, mode, kept, nkept, err, errsz);
 	if (rc != STORE_OK)
 		rollback(st);
 	return rc;
+}
+
+/* BEGIN, then lock_owned() shared (*kept: caller frees, also on failure). */
+static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
+                            size_t *nkept, char *err, size_t errsz)
+{
+	return begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
 }
 
 static void owned_array(sbuf *b, const store_owned *own, size_t n)
@@ -800,7 +821,8 @@ static store_rc fence_batch(store *st, const char *topic, const batch_parts *bp,
 {
 	store_owned *kept = NULL;
 	size_t nkept = 0;
-	store_rc rc = lock_owned(st, topic, bp->own, bp->n, 1, &kept, &nkept, err, errsz);
+	store_rc rc = lock_owned(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, err,
+	                         errsz);
 	if (rc == STORE_OK && nkept < bp->n) {
 		int32_t *l = calloc(bp->n, sizeof *l);
 		size_t nl = 0;
@@ -1252,9 +1274,17 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  int max_attempts, store_forward_list *failed_out,
                                  char *err, size_t errsz)
 {
+	/* The rows are locked in key order first (the sub-selects), the order
+	 * the batch and the check-back answers lock in: reports are written on
+	 * a connection of their own beside those, and never deadlock with
+	 * them. (The update finds each row again by its key, not by the locked
+	 * version's ctid: a version committed after the statement's snapshot
+	 * would not be seen by ctid, and its report would be lost.) */
 	static const char *sql_sent =
 		"UPDATE txhub.messages AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
-		"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
+		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
+		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($3::int[])";
 	static const char *sql_failed =
@@ -1263,7 +1293,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
 		"next_send_at = now() + x.ms * interval '1 millisecond' "
-		"FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS x(b, k, e, ms) "
+		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
+		"AS y(b, k, e, ms) JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($6::int[]) "
 		"RETURNING m.send_status = 'failed' AS gave_up, " FORWARD_COLUMNS ", x.e AS error";
@@ -1280,7 +1312,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
 	store_owned *kept = NULL;
-	if ((rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz)) != STORE_OK)
+	if ((rc = begin_locked(st, OWNED_CHECK_ONLY, own, nown, &kept, &nkept, err, errsz)) !=
+	    STORE_OK)
 		goto done;
 	/* a row counts for the partition it belongs to now, not the one the
 	 * report remembers */

@@ -400,3 +400,47 @@ Test(fencing, a_hub_of_another_group_is_named_and_outlived, .timeout = 300)
 	cr_assert_eq(h_hub_stop(real), 0);
 	h_teardown(&e);
 }
+
+/* Delivery reports are recorded on a connection of their own while a batch
+ * holds its partitions (they only check the epoch), so the writer never
+ * waits for the run loop's transactions; state writes (here a check-back
+ * claim) still wait for the batch, and everything waits for a take. */
+Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "overlap");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	int32_t p0 = 0;
+	store_owned own;
+	int64_t next;
+	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
+	             STORE_OK, "%s", err);
+	store_record r = rec(0, 0, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"k\","
+	                           "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
+	cr_assert_eq(apply1(t.a, e.topic, &r, &own, 1, NULL, NULL), STORE_OK);
+	/* a batch in progress on A's connection holds partition 0 */
+	PGconn *a = store_conn(t.a), *b = store_conn(t.b);
+	PQclear(PQexec(a, "BEGIN"));
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT 1 FROM txhub.partitions WHERE topic = '%s' AND "
+	                          "partition = 0 FOR NO KEY UPDATE", e.topic);
+	PGresult *res = PQexec(a, sql);
+	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+	PQclear(res);
+	PQclear(PQexec(b, "SET lock_timeout = '1s'"));
+	store_delivery d = {"f", "k", 0, 1, NULL, 0};
+	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, NULL, err, sizeof err),
+	             STORE_OK, "the report waited for the batch: %s", err);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), 1);
+	/* a state write still waits for the batch (and gives up after 1 s) */
+	store_forward_list l = {0};
+	cr_assert_eq(store_claim_forwards(t.b, &own, 1, 10, &l, err, sizeof err), STORE_RETRY);
+	cr_assert(strstr(err, "55P03"), "%s", err);
+	store_forward_list_clear(&l);
+	PQclear(PQexec(a, "ROLLBACK"));
+	rec_free(&r);
+	two_close(&t);
+	h_teardown(&e);
+}
