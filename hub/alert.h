@@ -21,8 +21,8 @@ typedef struct alert alert;
 alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 
 /* Raise one alert. kind: "check_failed", "send_failed", "prepare_missing"
- * (about one message), or "database_failing" (about the hub: biz_id and
- * message_key NULL, sent as JSON null). topic may be NULL (it is named for
+ * (about one message), or "database_failing", "kafka_fatal" (about the hub:
+ * biz_id and message_key NULL, sent as JSON null). topic may be NULL (it is named for
  * send_failed). Never blocks on the network: when the queue is full the
  * webhook copy is dropped and that is logged. */
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,

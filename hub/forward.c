@@ -31,6 +31,7 @@ typedef struct {
 	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
 	int64_t produced_ms; /* handed to the producer; 0: refused outright */
 	int ok;
+	int requeue;         /* not attempted after all: the producer died */
 	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
 } fw_item;
 
@@ -45,6 +46,7 @@ struct forward {
 	rd_kafka_t *rk;
 	alert *al;
 	int64_t delivery_timeout_ms;
+	int fatal;         /* the producer failed for good: replace it */
 	fw_list done;      /* reports served, not handed over yet */
 	char **topics;     /* forward topics whose metadata the producer has */
 	size_t ntopics;
@@ -162,6 +164,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		return;
 	if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		it->ok = 1;
+	} else if (m->err == RD_KAFKA_RESP_ERR__FATAL || m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+	           m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+		it->requeue = 1; /* the producer's fault, not the message's */
 	} else {
 		failed(it, rd_kafka_topic_name(m->rkt), 0, m->err);
 	}
@@ -171,8 +176,10 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void)rk;
-	(void)opaque;
+	forward *fw = opaque;
 	metrics_kafka_error();
+	if (err == RD_KAFKA_RESP_ERR__FATAL)
+		fw->fatal = 1; /* (served by rd_kafka_poll, on the run loop's thread) */
 	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
@@ -239,6 +246,58 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
 
 static void *write_reports(void *arg);
 
+static rd_kafka_t *new_producer(forward *fw, const txhub_config *cfg, char *err, size_t errsz)
+{
+	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
+	if (!conf)
+		return NULL;
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_opaque(conf, fw);
+	char sub[512];
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
+	if (!rk) {
+		snprintf(err, errsz, "cannot create producer: %s", sub);
+		rd_kafka_conf_destroy(conf);
+	}
+	return rk;
+}
+
+/* The idempotent producer failed for good (librdkafka's fatal error: a
+ * broken sequence, a fenced producer id): every later produce would fail.
+ * What it still held comes back as reports to requeue (due again now, no
+ * attempt counted); a new producer takes over. */
+static void replace_producer(forward *fw)
+{
+	char why[512], err[512];
+	rd_kafka_fatal_error(fw->rk, why, sizeof why);
+	log_error("forward: the Kafka producer failed for good (%s); replacing it, and sending "
+	          "again what it held", why);
+	alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
+	rd_kafka_t *next = new_producer(fw, fw->start_cfg, err, sizeof err);
+	if (!next) {
+		log_error("forward: %s; trying again", err);
+		return; /* fatal stays set: the next poll tries again */
+	}
+	rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	rd_kafka_flush(fw->rk, 2000); /* serves the purged messages' reports: requeued */
+	rd_kafka_destroy(fw->rk);
+	fw->rk = next;
+	fw->fatal = 0;
+	for (size_t i = 0; i < fw->ntopics; i++) /* the new producer knows none */
+		free(fw->topics[i]);
+	fw->ntopics = 0;
+	pthread_mutex_lock(&fw->mu);
+	fw->stats.replaced++;
+	pthread_mutex_unlock(&fw->mu);
+}
+
+void forward_test_fatal(forward *fw)
+{
+	rd_kafka_test_fatal_error(fw->rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+	                          "raised by a test");
+}
+
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz)
 {
 	forward *fw = calloc(1, sizeof *fw);
@@ -252,19 +311,8 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	pthread_cond_init(&fw->cv, NULL);
 	fault_init(&fw->f_write, "forward: recording delivery reports", al,
 	           cfg->alert_database_failing_ms);
-	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
-	if (!conf)
+	if (!(fw->rk = new_producer(fw, cfg, err, errsz)))
 		goto fail;
-	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-	rd_kafka_conf_set_error_cb(conf, error_cb);
-	rd_kafka_conf_set_opaque(conf, fw);
-	char sub[512];
-	fw->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
-	if (!fw->rk) {
-		snprintf(err, errsz, "cannot create producer: %s", sub);
-		rd_kafka_conf_destroy(conf);
-		goto fail;
-	}
 	if (pthread_create(&fw->writer, NULL, write_reports, fw) != 0) {
 		snprintf(err, errsz, "cannot start the delivery report writer: %s", strerror(errno));
 		goto fail;
@@ -362,9 +410,13 @@ void forward_send(forward *fw, const store_forward_list *l)
 				rd_kafka_poll(fw->rk, 100); /* make room, then try again */
 				continue;
 			}
-			/* refused outright (too large, bad topic): a failed attempt */
 			it->produced_ms = 0;
-			failed(it, f->topic, 1, e);
+			if (e == RD_KAFKA_RESP_ERR__FATAL) {
+				it->requeue = 1; /* the producer died: the next poll replaces it */
+				fw->fatal = 1;
+			} else {
+				failed(it, f->topic, 1, e); /* refused outright (too large, bad topic) */
+			}
 			push_done(fw, it);
 			break;
 		}
@@ -384,6 +436,8 @@ static void count_reports(const fw_list *l, size_t nfailed)
 	int64_t now = clock_ms();
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];
+		if (it->requeue)
+			continue;
 		if (!it->ok) {
 			m.outcomes[METRICS_FW_RETRIED]++;
 			continue;
@@ -406,6 +460,8 @@ static void count_reports(const fw_list *l, size_t nfailed)
 void forward_poll(forward *fw, const store_owned *own, size_t nown)
 {
 	rd_kafka_poll(fw->rk, 0);
+	if (fw->fatal)
+		replace_producer(fw);
 	if (fw->done.n == 0)
 		return;
 	pthread_mutex_lock(&fw->mu);
@@ -448,11 +504,12 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 		            f->topic, why);
 	}
 	count_reports(l, failed->n);
-	uint64_t ok = 0, bad = 0;
+	uint64_t ok = 0, bad = 0, requeued = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];
-		if (it->ok) {
-			ok++;
+		if (it->ok || it->requeue) {
+			ok += it->ok;
+			requeued += it->requeue;
 			continue;
 		}
 		bad++;
@@ -464,6 +521,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 	fw->stats.delivered += ok;
 	fw->stats.failed_attempts += bad;
 	fw->stats.failed_final += failed->n;
+	fw->stats.requeued += requeued;
 	fw->in_flight -= (int64_t)l->n;
 	pthread_cond_broadcast(&fw->cv);
 	pthread_mutex_unlock(&fw->mu);
@@ -493,6 +551,7 @@ static int write_list(forward *fw, const fw_list *l, const store_owned *own, siz
 		d[i].message_key = it->message_key;
 		d[i].partition = it->partition;
 		d[i].ok = it->ok;
+		d[i].requeue = it->requeue;
 		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";
 		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, backoff_ms, backoff_max_ms,
 		                                 backoff_random());

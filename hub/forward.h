@@ -76,9 +76,16 @@ int64_t forward_failing(forward *fw, char *why, size_t whysz);
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms);
 
+/* Raise a fatal error in the producer, as librdkafka's idempotence would
+ * (rd_kafka_test_fatal_error): for tests. The next forward_poll replaces
+ * the producer. */
+void forward_test_fatal(forward *fw);
+
 /* Counters since start. Any thread. */
 typedef struct {
 	uint64_t produced, delivered, failed_attempts, failed_final;
+	uint64_t requeued; /* held by a producer that died: due again, no attempt counted */
+	uint64_t replaced; /* producers replaced after a fatal error */
 } forward_stats;
 forward_stats forward_get_stats(forward *fw);
 

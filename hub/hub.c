@@ -747,7 +747,18 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 
 	int64_t next_scan = 0, next_stats = now_ms() + 60000;
 	int64_t next_lag = 0;
+	int consumer_died = 0;
 	while (!signals_stop_requested()) {
+		if (intake_fatal(h.in)) {
+			/* a dead consumer cannot be replaced in place: its group
+			 * membership went with it. Stop cleanly; the supervisor starts
+			 * the hub again, which joins as a new member */
+			log_error("hub: the Kafka consumer failed for good (%s); stopping so that a "
+			          "restart replaces it", intake_fatal(h.in));
+			alert_raise(h.al, "kafka_fatal", NULL, NULL, 0, NULL, intake_fatal(h.in));
+			consumer_died = 1;
+			break;
+		}
 		take_signals(&h);
 		intake_poll(h.in, &h.batch);
 		flush_batch(&h);
@@ -805,7 +816,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	const store_owned *own = intake_owned(h.in, &nown);
 	if (store_ready(&h) == 0)
 		forward_drain(h.fw, own, nown, 10000);
-	status = 0;
+	status = consumer_died ? 1 : 0;
 done:
 	if (h.in)
 		intake_close(h.in); /* may call on_revoking: batch is empty by now */

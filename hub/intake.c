@@ -20,6 +20,7 @@ struct intake {
 	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
 	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
+	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
 };
 
 void intake_batch_reset(intake_batch *b)
@@ -386,9 +387,11 @@ void intake_resume(intake *in)
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-	(void)rk;
-	(void)opaque;
+	intake *in = opaque;
 	metrics_kafka_error();
+	/* (served by the consumer poll, on the run loop's thread) */
+	if (err == RD_KAFKA_RESP_ERR__FATAL && !in->fatal[0])
+		rd_kafka_fatal_error(rk, in->fatal, sizeof in->fatal);
 	log_warn("intake: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
@@ -592,6 +595,8 @@ void intake_close(intake *in)
 	free(in->fenced);
 	free(in);
 }
+
+const char *intake_fatal(const intake *in) { return in->fatal[0] ? in->fatal : NULL; }
 
 const store_owned *intake_owned(const intake *in, size_t *n)
 {

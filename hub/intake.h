@@ -58,6 +58,10 @@ void intake_commit(intake *in);
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
 void intake_close(intake *in);
 
+/* Why the consumer failed for good (librdkafka's fatal error: with static
+ * membership, another process took this group.instance.id), or NULL. */
+const char *intake_fatal(const intake *in);
+
 /* Partitions this replica owns (assigned and taken), sorted, with epochs. */
 const store_owned *intake_owned(const intake *in, size_t *n);
 

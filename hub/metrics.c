@@ -25,7 +25,7 @@ static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
 static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
-                                    "database_failing", "other"};
+                                    "database_failing", "kafka_fatal", "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */

@@ -1307,8 +1307,15 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"|| ': ' || error FROM upd UNION ALL SELECT biz_id, message_key, 'alert', "
 		"'send_failed after ' || send_attempts || ' attempt(s): ' || error FROM upd "
 		"WHERE gave_up) SELECT * FROM upd";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, kb = {0};
-	size_t nok = 0, nbad = 0, nkept = 0, dropped = 0;
+	static const char *sql_requeue =
+		"UPDATE txhub.messages AS m SET next_send_at = now() "
+		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
+		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
+		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
+		"AND m.src_partition = ANY($3::int[])";
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kb = {0};
+	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
 	store_owned *kept = NULL;
@@ -1324,12 +1331,18 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_begin(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_begin(&bad[i]);
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_begin(&rq[i]);
 	for (size_t i = 0; i < n; i++) {
 		if (epoch_of(kept, nkept, d[i].partition) == 0) {
 			dropped++; /* the partition's new owner sends it again */
 			continue;
 		}
-		if (d[i].ok) {
+		if (d[i].requeue) {
+			sbuf_arr_text(&rq[0], d[i].biz_id);
+			sbuf_arr_text(&rq[1], d[i].message_key);
+			nrq++;
+		} else if (d[i].ok) {
 			sbuf_arr_text(&ok[0], d[i].biz_id);
 			sbuf_arr_text(&ok[1], d[i].message_key);
 			nok++;
@@ -1345,6 +1358,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_end(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_end(&bad[i]);
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_end(&rq[i]);
 	if (dropped > 0)
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
 		         "replica now", dropped);
@@ -1357,6 +1372,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		}
 		PQclear(r);
 		r = NULL;
+	}
+	if (nrq > 0) {
+		const char *p[3] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kb)};
+		if ((rc = exec_command(st, sql_requeue, 3, p, err, errsz)) != STORE_OK)
+			goto done;
 	}
 	if (nbad > 0) {
 		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
@@ -1381,6 +1401,8 @@ done:
 		sbuf_free(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
+	for (int i = 0; i < 2; i++)
+		sbuf_free(&rq[i]);
 	sbuf_free(&kb);
 	free(kept);
 	return rc;

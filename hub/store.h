@@ -173,6 +173,8 @@ typedef struct {
 	int ok;
 	const char *error;   /* when !ok */
 	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
+	int requeue;         /* not attempted after all (the producer died): due
+	                      * again now, no attempt counted */
 } store_delivery;
 
 /* Record delivery results in one transaction; results for partitions no
