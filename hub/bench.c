@@ -550,7 +550,7 @@ static void *deliver(void *arg)
 			r[i].partition = b->l.items[i].src_partition;
 			r[i].ok = 1;
 		}
-		if (!r || store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, NULL, err,
+		if (!r || store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, 0, NULL, err,
 		                                  sizeof err) != STORE_OK) {
 			fprintf(stderr, "txhub bench: PostgreSQL ceiling: deliveries: %s\n",
 			        r ? err : "out of memory");

@@ -56,6 +56,12 @@ const config_option config_options[] = {
 	    "cap on the forward retry delay"),
 	LINT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
 	    "delivery attempts before a message gets send_status failed"),
+	STR("forward.mode", NULL, "at_least_once", forward_mode,
+	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
+	    "consumer with isolation.level=read_committed sees each committed message once"),
+	STR("forward.progress_topic", NULL, "", forward_progress_topic,
+	    "exactly_once: the compacted topic of each partition's progress marker; empty: "
+	    "<control_topic>.progress"),
 	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
 	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
@@ -86,6 +92,11 @@ const config_option config_options[] = {
 	    "written; 0 keeps them"),
 	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
+
+int config_exactly_once(const txhub_config *cfg)
+{
+	return strcmp(cfg->forward_mode, "exactly_once") == 0;
+}
 
 static const config_option *find_option(const char *key)
 {
@@ -320,6 +331,19 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (cfg->forward_backoff_max_ms < cfg->forward_backoff_ms) {
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
+		return -1;
+	}
+	if (strcmp(cfg->forward_mode, "at_least_once") != 0 &&
+	    strcmp(cfg->forward_mode, "exactly_once") != 0) {
+		snprintf(err, errsz, "forward.mode: \"%s\" is not at_least_once or exactly_once",
+		         cfg->forward_mode);
+		return -1;
+	}
+	if (*cfg->forward_progress_topic &&
+	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
+		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name "
+		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)",
+		         cfg->forward_progress_topic);
 		return -1;
 	}
 	if (check_checkback_urls(cfg, err, errsz) != 0)

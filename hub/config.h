@@ -35,6 +35,8 @@ typedef struct txhub_config {
 	int64_t forward_backoff_ms;
 	int64_t forward_backoff_max_ms;
 	int64_t forward_max_attempts;
+	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
+	char *forward_progress_topic; /* "": <control_topic>.progress */
 	char *alert_webhook;
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;
@@ -67,6 +69,9 @@ typedef struct {
 
 /* The table, terminated by a row with key == NULL. */
 extern const config_option config_options[];
+
+/* Whether forward.mode is exactly_once. */
+int config_exactly_once(const txhub_config *cfg);
 
 /* Fill cfg with the built-in defaults. Returns 0, or -1 on allocation failure. */
 int config_init(txhub_config *cfg);

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "fault.h"
 #include "kafka.h"
+#include "lane.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -41,7 +42,27 @@ typedef struct {
 	size_t n, cap;
 } fw_list;
 
+/* A partition whose lane ended on its own (failed for good, or fenced by
+ * Kafka) gets a new lane no sooner than this. */
+#define LANE_RESTART_MS 5000
+
+typedef struct {
+	int32_t partition;
+	int64_t not_before;
+} lane_cooldown;
+
 struct forward {
+	/* exactly_once: a lane per owned partition (the run loop's; the array
+	 * under mu, as other threads count what is pending) */
+	int eos;
+	lane **lanes;
+	size_t nlanes;
+	lane **retiring; /* asked to stop, not ended yet */
+	size_t nretiring;
+	lane_cooldown *cooldown;
+	size_t ncooldown;
+	forward_stats retired; /* counters of the lanes freed */
+
 	/* the run loop's */
 	rd_kafka_t *rk;
 	alert *al;
@@ -294,6 +315,8 @@ static void replace_producer(forward *fw)
 
 void forward_test_fatal(forward *fw)
 {
+	if (!fw->rk)
+		return;
 	rd_kafka_test_fatal_error(fw->rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
 	                          "raised by a test");
 }
@@ -311,6 +334,15 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	pthread_cond_init(&fw->cv, NULL);
 	fault_init(&fw->f_write, "forward: recording delivery reports", al,
 	           cfg->alert_database_failing_ms);
+	if (config_exactly_once(cfg)) {
+		/* lanes come with the partitions (forward_poll) */
+		fw->eos = 1;
+		rd_kafka_conf_t *conf = forward_producer_conf(cfg, &fw->delivery_timeout_ms, err, errsz);
+		if (!conf)
+			goto fail;
+		rd_kafka_conf_destroy(conf);
+		return fw;
+	}
 	if (!(fw->rk = new_producer(fw, cfg, err, errsz)))
 		goto fail;
 	if (pthread_create(&fw->writer, NULL, write_reports, fw) != 0) {
@@ -334,7 +366,7 @@ void forward_reconfigure(forward *fw, const txhub_config *cfg)
 	pthread_mutex_unlock(&fw->mu);
 }
 
-static rd_kafka_headers_t *make_headers(const store_forward *f)
+rd_kafka_headers_t *forward_make_headers(const store_forward *f)
 {
 	rd_kafka_headers_t *h = rd_kafka_headers_new(8);
 	if (f->headers) {
@@ -378,8 +410,37 @@ static void known_topic(forward *fw, const char *topic)
 		rd_kafka_topic_destroy(t);
 }
 
+static lane *lane_of(forward *fw, int32_t partition)
+{
+	for (size_t i = 0; i < fw->nlanes; i++)
+		if (lane_partition(fw->lanes[i]) == partition)
+			return fw->lanes[i];
+	return NULL;
+}
+
+/* exactly_once: wake the lanes of the partitions with rows due (the rows
+ * themselves they read from PostgreSQL, in sequence order). A row without
+ * a sequence gets one at the loop's next scan (store_sequence_forwards). */
+static void notify_lanes(forward *fw, const store_forward_list *l)
+{
+	for (size_t i = 0; i < l->n;) {
+		int32_t p = l->items[i].src_partition;
+		int64_t max = 0;
+		for (; i < l->n && l->items[i].src_partition == p; i++)
+			if (l->items[i].fwd_seq > max)
+				max = l->items[i].fwd_seq;
+		lane *ln = max > 0 ? lane_of(fw, p) : NULL;
+		if (ln)
+			lane_notify(ln, max);
+	}
+}
+
 void forward_send(forward *fw, const store_forward_list *l)
 {
+	if (fw->eos) {
+		notify_lanes(fw, l);
+		return;
+	}
 	size_t produced = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const store_forward *f = &l->items[i];
@@ -396,7 +457,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		it->produced_ms = clock_ms();
 		produced++;
 		for (;;) {
-			rd_kafka_headers_t *h = make_headers(f);
+			rd_kafka_headers_t *h = forward_make_headers(f);
 			rd_kafka_resp_err_t e = rd_kafka_producev(
 				fw->rk, RD_KAFKA_V_TOPIC(f->topic),
 				RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
@@ -457,8 +518,119 @@ static void count_reports(const fw_list *l, size_t nfailed)
 	metrics_add_forwards(&m);
 }
 
+static int owns(const store_owned *own, size_t nown, int32_t partition, int64_t epoch)
+{
+	for (size_t i = 0; i < nown; i++)
+		if (own[i].partition == partition && own[i].epoch == epoch)
+			return 1;
+	return 0;
+}
+
+static int cooling_down(forward *fw, int32_t partition, int64_t now)
+{
+	size_t k = 0;
+	int found = 0;
+	for (size_t i = 0; i < fw->ncooldown; i++) {
+		if (fw->cooldown[i].not_before <= now)
+			continue; /* over: forget it */
+		found |= fw->cooldown[i].partition == partition;
+		fw->cooldown[k++] = fw->cooldown[i];
+	}
+	fw->ncooldown = k;
+	return found;
+}
+
+static void add_stats(forward_stats *to, forward_stats s)
+{
+	to->produced += s.produced;
+	to->delivered += s.delivered;
+	to->failed_attempts += s.failed_attempts;
+	to->failed_final += s.failed_final;
+	to->requeued += s.requeued;
+	to->replaced += s.replaced;
+}
+
+/* Move lane i of fw->lanes to the retiring ones (under mu). */
+static void retire(forward *fw, size_t i)
+{
+	lane **r = realloc(fw->retiring, (fw->nretiring + 1) * sizeof *r);
+	if (!r) { /* stop it here and now */
+		add_stats(&fw->retired, lane_stats(fw->lanes[i]));
+		lane_free(fw->lanes[i]);
+	} else {
+		fw->retiring = r;
+		fw->retiring[fw->nretiring++] = fw->lanes[i];
+	}
+	fw->lanes[i] = fw->lanes[--fw->nlanes];
+}
+
+/* exactly_once: a lane for each partition owned now, at its epoch; the
+ * lanes of partitions no longer owned (or owned at a newer epoch) are
+ * stopped, and freed once their thread ended. */
+static void tend_lanes(forward *fw, const store_owned *own, size_t nown)
+{
+	int64_t now = clock_ms();
+	char why[512], err[512];
+	pthread_mutex_lock(&fw->mu);
+	for (size_t i = 0; i < fw->nlanes;) {
+		lane *l = fw->lanes[i];
+		int fenced = 0;
+		if (lane_ended(l, &fenced, why, sizeof why)) {
+			if (fenced) {
+				log_warn("forward: the lane of partition %d was fenced (%s): another "
+				         "replica forwards it now", lane_partition(l), why);
+			} else {
+				log_error("forward: the lane of partition %d failed for good (%s); a new "
+				          "one starts in %d ms", lane_partition(l), why, LANE_RESTART_MS);
+				alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
+				fw->stats.replaced++;
+			}
+			lane_cooldown *c = realloc(fw->cooldown, (fw->ncooldown + 1) * sizeof *c);
+			if (c) {
+				fw->cooldown = c;
+				c[fw->ncooldown++] = (lane_cooldown){lane_partition(l), now + LANE_RESTART_MS};
+			}
+			retire(fw, i);
+		} else if (!owns(own, nown, lane_partition(l), lane_epoch(l))) {
+			lane_stop(l, 0);
+			retire(fw, i);
+		} else {
+			i++;
+		}
+	}
+	for (size_t i = 0; i < nown; i++) {
+		if (lane_of(fw, own[i].partition) || cooling_down(fw, own[i].partition, now))
+			continue;
+		lane **n = realloc(fw->lanes, (fw->nlanes + 1) * sizeof *n);
+		if (!n)
+			break;
+		fw->lanes = n;
+		lane *l = lane_start(fw->cfg, fw->al, &own[i], err, sizeof err);
+		if (!l) {
+			log_error("forward: starting the lane of partition %d: %s; trying again",
+			          own[i].partition, err);
+			break;
+		}
+		fw->lanes[fw->nlanes++] = l;
+	}
+	for (size_t i = 0; i < fw->nretiring;) {
+		if (lane_ended(fw->retiring[i], NULL, NULL, 0)) {
+			add_stats(&fw->retired, lane_stats(fw->retiring[i]));
+			lane_free(fw->retiring[i]);
+			fw->retiring[i] = fw->retiring[--fw->nretiring];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&fw->mu);
+}
+
 void forward_poll(forward *fw, const store_owned *own, size_t nown)
 {
+	if (fw->eos) {
+		tend_lanes(fw, own, nown);
+		return;
+	}
 	rd_kafka_poll(fw->rk, 0);
 	if (fw->fatal)
 		replace_producer(fw);
@@ -557,7 +729,7 @@ static int write_list(forward *fw, const fw_list *l, const store_owned *own, siz
 		                                 backoff_random());
 	}
 	store_forward_list failed = {0};
-	store_rc rc = store_record_deliveries(fw->st, own, nown, d, l->n, max_attempts, &failed,
+	store_rc rc = store_record_deliveries(fw->st, own, nown, d, l->n, max_attempts, 0, &failed,
 	                                      err, errsz);
 	free(d);
 	if (rc == STORE_OK)
@@ -650,6 +822,8 @@ size_t forward_in_flight(forward *fw)
 {
 	pthread_mutex_lock(&fw->mu);
 	int64_t n = fw->in_flight;
+	for (size_t i = 0; i < fw->nlanes; i++)
+		n += (int64_t)lane_pending(fw->lanes[i]);
 	pthread_mutex_unlock(&fw->mu);
 	return n > 0 ? (size_t)n : 0;
 }
@@ -666,7 +840,12 @@ int64_t forward_failing(forward *fw, char *why, size_t whysz)
 void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms)
 {
 	int64_t until = clock_ms() + timeout_ms;
-	while (forward_in_flight(fw) > 0 && clock_ms() < until) {
+	while (fw->eos && forward_in_flight(fw) > 0 && clock_ms() < until) {
+		tend_lanes(fw, own, nown);
+		struct timespec ts = {0, 20 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	while (!fw->eos && forward_in_flight(fw) > 0 && clock_ms() < until) {
 		rd_kafka_poll(fw->rk, 20);
 		forward_poll(fw, own, nown);
 		pthread_mutex_lock(&fw->mu);
@@ -692,6 +871,11 @@ forward_stats forward_get_stats(forward *fw)
 {
 	pthread_mutex_lock(&fw->mu);
 	forward_stats s = fw->stats;
+	add_stats(&s, fw->retired);
+	for (size_t i = 0; i < fw->nlanes; i++)
+		add_stats(&s, lane_stats(fw->lanes[i]));
+	for (size_t i = 0; i < fw->nretiring; i++)
+		add_stats(&s, lane_stats(fw->retiring[i]));
 	pthread_mutex_unlock(&fw->mu);
 	return s;
 }
@@ -715,6 +899,15 @@ void forward_destroy(forward *fw)
 		pthread_mutex_unlock(&fw->mu);
 		pthread_join(fw->writer, NULL);
 	}
+	for (size_t i = 0; i < fw->nlanes; i++) /* ask them all first, then wait */
+		lane_stop(fw->lanes[i], 0);
+	for (size_t i = 0; i < fw->nlanes; i++)
+		lane_free(fw->lanes[i]);
+	for (size_t i = 0; i < fw->nretiring; i++)
+		lane_free(fw->retiring[i]);
+	free(fw->lanes);
+	free(fw->retiring);
+	free(fw->cooldown);
 	list_free(&fw->done);
 	list_free(&fw->queue);
 	free(fw->own);

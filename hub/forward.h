@@ -1,5 +1,11 @@
-/* forward.h: republish committed messages to their forward topics with an
- * idempotent producer (CONTRACT §4), at least once.
+/* forward.h: republish committed messages to their forward topics
+ * (CONTRACT §4, §12).
+ *
+ * forward.mode = at_least_once (below): one idempotent producer.
+ * forward.mode = exactly_once: a lane per owned partition (lane.h) with a
+ * transactional producer; forward_send only wakes the lanes, which read
+ * their rows from PostgreSQL in sequence order, and forward_poll starts
+ * and stops lanes as partitions come and go.
  *
  * A message is marked sent only when its delivery report says so; failed
  * deliveries are retried with backoff until forward.max_attempts. Delivery
@@ -10,7 +16,6 @@
 #ifndef TXHUB_FORWARD_H
 #define TXHUB_FORWARD_H
 
-#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +46,10 @@ void forward_describe_failure(char *buf, size_t size, const char *topic, int ref
  * The caller owns the result. Also what `txhub bench` measures Kafka with. */
 rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *delivery_timeout_ms,
                                        char *err, size_t errsz);
+
+/* The headers of a forwarded record: the envelope's, then txhub-biz-id and
+ * txhub-message-key. The caller owns the result. Any thread. */
+rd_kafka_headers_t *forward_make_headers(const store_forward *f);
 
 /* Forwards that end `failed` are reported through al (may be NULL). */
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);

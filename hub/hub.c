@@ -488,6 +488,10 @@ static int release_assigned(hub *h)
 	return 0;
 }
 
+/* The forwards due again (retries, leases run out) and those decided
+ * outside a batch (check-back answers, operators): at_least_once claims
+ * and sends them; exactly_once gives them the next forward sequences of
+ * their partitions and wakes the lanes. */
 static int claim_retries(hub *h)
 {
 	size_t nown;
@@ -496,7 +500,10 @@ static int claim_retries(hub *h)
 		return 0;
 	char err[512];
 	store_forward_list l = {0};
-	if (store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err) != STORE_OK) {
+	store_rc rc = config_exactly_once(h->cfg)
+	                  ? store_sequence_forwards(h->st, own, nown, 1000, &l, err, sizeof err)
+	                  : store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err);
+	if (rc != STORE_OK) {
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}

@@ -81,7 +81,7 @@ static const char *SQL_RESOLVE =
 	"send_status = CASE WHEN $3::text = 'committed' THEN 'pending' ELSE send_status END, "
 	"send_attempts = CASE WHEN $3::text = 'committed' THEN 0 ELSE send_attempts END, "
 	"next_send_at = CASE WHEN $3::text = 'committed' THEN now() ELSE next_send_at END, "
-	"next_check_at = NULL, updated_at = now() "
+	"fwd_seq = NULL, next_check_at = NULL, updated_at = now() "
 	"WHERE biz_id = $1 AND message_key = $2 AND status IN ('prepared', 'check_failed') "
 	"RETURNING status, coalesce(send_status, '')";
 
@@ -168,6 +168,8 @@ static const char *SQL_REDRIVE =
 	"send_status = CASE WHEN c.status = 'check_failed' THEN m.send_status ELSE 'pending' END, "
 	"send_attempts = CASE WHEN c.status = 'check_failed' THEN m.send_attempts ELSE 0 END, "
 	"next_send_at = CASE WHEN c.status = 'check_failed' THEN m.next_send_at ELSE now() END, "
+	/* exactly_once: a new forward sequence when it is due again */
+	"fwd_seq = CASE WHEN c.status = 'check_failed' THEN m.fwd_seq ELSE NULL END, "
 	"updated_at = now() "
 	"FROM c WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "
 	"RETURNING m.biz_id, m.message_key, c.status = 'check_failed' AS was_check, m.status, "

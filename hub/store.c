@@ -295,7 +295,8 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 #define FORWARD_COLUMNS                                                         \
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
 	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
-	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint"
+	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
+	"coalesce(m.fwd_seq, 0)"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
@@ -324,6 +325,7 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 		/* a first send's row was last updated by its decision */
 		if (f->send_attempts == 0)
 			f->decided_ms = clock_ms() - bin_int8(r, i, first + 9);
+		f->fwd_seq = bin_int8(r, i, first + 10);
 		if (!f->biz_id || !f->message_key || !f->topic || (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
 	}
@@ -345,7 +347,8 @@ static int cmp_forward(const void *a, const void *b)
  * read_first_prepares), fold_run(), then write what the fold decided
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
-enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_NCOLS };
+enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
+       W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision "
@@ -358,22 +361,23 @@ static const char *SQL_FIRST_PREPARE =
 	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k";
 
-/* $1..$13 as in W_*, $14 the forward lease in ms */
+/* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset) "
+	"next_send_at, src_partition, src_offset, fwd_seq) "
 	"SELECT x.b, x.k, x.s, x.d, CASE WHEN x.c THEN 'pending' END, decode(x.p, 'hex'), "
 	"x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
-	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so "
+	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
-	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so) "
+	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
+	"$15::bigint[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq) "
 	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed', " FORWARD_COLUMNS;
 
-/* same columns, $14 the lease, $15 whether the row takes the payload */
+/* same columns, $14 the lease, $15 whether the row takes the payload, $16
+ * the forward sequences */
 static const char *SQL_UPDATE =
 	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
 	"send_status = CASE WHEN x.c THEN 'pending' ELSE m.send_status END, "
@@ -385,10 +389,11 @@ static const char *SQL_UPDATE =
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
 	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
 	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
-	"src_partition = x.sp, src_offset = x.so, updated_at = now() "
+	"src_partition = x.sp, src_offset = x.so, updated_at = now(), "
+	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp) "
+	"$15::bool[], $16::bigint[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
 	"RETURNING x.c, " FORWARD_COLUMNS;
 
@@ -675,12 +680,25 @@ typedef enum {
  * waits for the exclusive and shared locks, and a write that comes after
  * the take sees the new epoch: so such a write either lands before the
  * hand-over, where the new owner sees it, or not at all. */
+static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
+                               size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
+                               int64_t *next_seq, char *err, size_t errsz);
+
 static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
                            owned_lock mode, store_owned **kept, size_t *nkept, char *err,
                            size_t errsz)
 {
+	return lock_owned_seq(st, topic, own, nown, mode, kept, nkept, NULL, err, errsz);
+}
+
+/* lock_owned(), and next_seq[i] (when not NULL, nown long) the next
+ * forward sequence of (*kept)[i]'s partition. */
+static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
+                               size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
+                               int64_t *next_seq, char *err, size_t errsz)
+{
 #define SQL_OWNED_ROWS                                                             \
-	"SELECT tp.partition, tp.epoch FROM txhub.partitions tp "                      \
+	"SELECT tp.partition, tp.epoch, tp.next_fwd_seq FROM txhub.partitions tp "     \
 	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
 	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
 	static const char *sql[] = {SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp",
@@ -705,6 +723,8 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
 			(*kept)[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
 			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
+			if (next_seq)
+				next_seq[*nkept] = atoll(PQgetvalue(r, row, 2));
 			(*nkept)++;
 		}
 	}
@@ -781,6 +801,7 @@ done:
 typedef struct {
 	store_owned *own; /* epoch 0: not in own */
 	int64_t *next;
+	int64_t *seq;     /* the partition's next forward sequence (read under the lock) */
 	size_t n;
 } batch_parts;
 
@@ -790,7 +811,8 @@ static int batch_parts_of(const store_record *recs, size_t n, const store_owned 
 	memset(bp, 0, sizeof *bp);
 	bp->own = calloc(n ? n : 1, sizeof *bp->own);
 	bp->next = calloc(n ? n : 1, sizeof *bp->next);
-	if (!bp->own || !bp->next)
+	bp->seq = calloc(n ? n : 1, sizeof *bp->seq);
+	if (!bp->own || !bp->next || !bp->seq)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
@@ -812,17 +834,28 @@ static void batch_parts_free(batch_parts *bp)
 {
 	free(bp->own);
 	free(bp->next);
+	free(bp->seq);
 }
 
 /* Lock the batch's partitions and check they are still ours. Returns
  * STORE_FENCED with *lost set when some are not. */
-static store_rc fence_batch(store *st, const char *topic, const batch_parts *bp,
-                            int32_t **lost, size_t *nlost, char *err, size_t errsz)
+static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32_t **lost,
+                            size_t *nlost, char *err, size_t errsz)
 {
 	store_owned *kept = NULL;
 	size_t nkept = 0;
-	store_rc rc = lock_owned(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, err,
-	                         errsz);
+	int64_t *seq = calloc(bp->n ? bp->n : 1, sizeof *seq);
+	if (!seq) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	store_rc rc = lock_owned_seq(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept,
+	                             seq, err, errsz);
+	for (size_t i = 0; rc == STORE_OK && i < bp->n; i++)
+		for (size_t k = 0; k < nkept; k++)
+			if (kept[k].partition == bp->own[i].partition)
+				bp->seq[i] = seq[k];
+	free(seq);
 	if (rc == STORE_OK && nkept < bp->n) {
 		int32_t *l = calloc(bp->n, sizeof *l);
 		size_t nl = 0;
@@ -855,21 +888,26 @@ static store_rc store_offsets(store *st, const char *topic, const batch_parts *b
 	/* never backwards: records before next_offset are already applied */
 	static const char *sql =
 		"UPDATE txhub.partitions AS tp SET next_offset = greatest(tp.next_offset, o.n), "
-		"updated_at = now() FROM unnest($2::int[], $3::bigint[]) AS o(p, n) "
+		"next_fwd_seq = greatest(tp.next_fwd_seq, o.q), updated_at = now() "
+		"FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS o(p, n, q) "
 		"WHERE tp.topic = $1 AND tp.partition = o.p";
-	sbuf pb = {0}, nb = {0};
+	sbuf pb = {0}, nb = {0}, qb = {0};
 	sbuf_arr_begin(&pb);
 	sbuf_arr_begin(&nb);
+	sbuf_arr_begin(&qb);
 	for (size_t i = 0; i < bp->n; i++) {
 		sbuf_arr_int(&pb, bp->own[i].partition);
 		sbuf_arr_int(&nb, bp->next[i]);
+		sbuf_arr_int(&qb, bp->seq[i]);
 	}
 	sbuf_arr_end(&pb);
 	sbuf_arr_end(&nb);
-	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&nb)};
-	store_rc rc = exec_command(st, sql, 3, p, err, errsz);
+	sbuf_arr_end(&qb);
+	const char *p[4] = {topic, sbuf_str(&pb), sbuf_str(&nb), sbuf_str(&qb)};
+	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
 	sbuf_free(&pb);
 	sbuf_free(&nb);
+	sbuf_free(&qb);
 	return rc;
 }
 
@@ -991,13 +1029,14 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[15];
+	const char *p[16];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
 	p[13] = lease;
-	p[14] = sbuf_str(&w[W_TP]);
-	*res = exec_params(st, sql, update ? 15 : 14, p, 1);
+	p[14] = sbuf_str(&w[update ? W_TP : W_SQ]);
+	p[15] = sbuf_str(&w[W_SQ]);
+	*res = exec_params(st, sql, update ? 16 : 15, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
 	return STORE_OK;
@@ -1005,7 +1044,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 
 /* One row of the INSERT or UPDATE arrays: key k's final state, and the
  * prepare it takes (NULL columns and tp false when it keeps the stored one). */
-static void write_row(sbuf *w, const fold_key *k, const store_record *recs,
+static void write_row(sbuf *w, const fold_key *k, int64_t seq, const store_record *recs,
                       int64_t default_first_after)
 {
 	const envelope *pe = k->payload_rec >= 0 ? &recs[k->payload_rec].env : NULL;
@@ -1026,13 +1065,18 @@ static void write_row(sbuf *w, const fold_key *k, const store_record *recs,
 	sbuf_arr_int(&w[W_SP], k->src_partition);
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
+	if (seq > 0)
+		sbuf_arr_int(&w[W_SQ], seq);
+	else
+		sbuf_arr_text(&w[W_SQ], NULL);
 }
 
 /* Write the final state of every key the batch changed: one INSERT for the
  * new ones, one UPDATE for the stored ones. *ins and *upd keep what they
  * returned (the messages that became committed). */
-static store_rc write_messages(store *st, const fold *f, const store_record *recs,
-                               PGresult **ins, PGresult **upd, char *err, size_t errsz)
+static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
+                               const store_record *recs, PGresult **ins, PGresult **upd,
+                               char *err, size_t errsz)
 {
 	sbuf iw[W_NCOLS] = {{0}}, uw[W_NCOLS] = {{0}};
 	size_t nins = 0, nupd = 0;
@@ -1043,7 +1087,7 @@ static store_rc write_messages(store *st, const fold *f, const store_record *rec
 	for (size_t i = 0; i < f->nkeys; i++) {
 		const fold_key *k = &f->keys[i];
 		if (k->changed)
-			write_row(k->existed ? uw : iw, k, recs, st->first_after_ms);
+			write_row(k->existed ? uw : iw, k, seq[i], recs, st->first_after_ms);
 		nupd += k->changed && k->existed;
 		nins += k->changed && !k->existed;
 	}
@@ -1151,12 +1195,48 @@ static store_rc write_rejected(store *st, const char *topic, const store_record 
 	return rc;
 }
 
+static int cmp_committed(const void *a, const void *b, void *arg)
+{
+	const fold *f = arg;
+	const fold_key *x = &f->keys[*(const size_t *)a];
+	const fold_key *y = &f->keys[*(const size_t *)b];
+	if (x->src_partition != y->src_partition)
+		return x->src_partition < y->src_partition ? -1 : 1;
+	return (x->src_offset > y->src_offset) - (x->src_offset < y->src_offset);
+}
+
+/* The forward sequence of each key the batch made committed (0 for the
+ * others), in source order per partition, from the partitions' counters in
+ * bp, which move on. Returns NULL when out of memory. */
+static int64_t *assign_seqs(const fold *f, batch_parts *bp)
+{
+	int64_t *seq = calloc(f->nkeys ? f->nkeys : 1, sizeof *seq);
+	size_t *idx = calloc(f->nkeys ? f->nkeys : 1, sizeof *idx), n = 0;
+	if (!seq || !idx) {
+		free(seq);
+		free(idx);
+		return NULL;
+	}
+	for (size_t i = 0; i < f->nkeys; i++)
+		if (f->keys[i].committed)
+			idx[n++] = i;
+	if (n > 1)
+		qsort_r(idx, n, sizeof *idx, cmp_committed, (void *)f);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < bp->n; j++)
+			if (bp->own[j].partition == f->keys[idx[i]].src_partition)
+				seq[idx[i]] = bp->seq[j]++;
+	free(idx);
+	return seq;
+}
+
 store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
                      const store_owned *own, size_t nown, store_forward_list *out,
                      store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz)
 {
 	batch_parts bp = {0};
 	fold f = {0};
+	int64_t *seq = NULL;
 	PGresult *first = NULL, *ins = NULL, *upd = NULL;
 	store_rc rc = STORE_OK;
 	memset(stats, 0, sizeof *stats);
@@ -1180,7 +1260,12 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	PQclear(first); /* the fold is done with the stored first prepares */
 	first = NULL;
 	*stats = f.stats;
-	if ((rc = write_messages(st, &f, recs, &ins, &upd, err, errsz)) != STORE_OK ||
+	if (!(seq = assign_seqs(&f, &bp))) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
+	if ((rc = write_messages(st, &f, seq, recs, &ins, &upd, err, errsz)) != STORE_OK ||
 	    (rc = write_conflicts(st, topic, &f, recs, err, errsz)) != STORE_OK ||
 	    (rc = write_rejected(st, topic, recs, n, err, errsz)) != STORE_OK ||
 	    (rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
@@ -1205,6 +1290,7 @@ done:
 	PQclear(upd);
 	fold_free(&f);
 	batch_parts_free(&bp);
+	free(seq);
 	return rc;
 }
 
@@ -1271,8 +1357,8 @@ done:
 
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  const store_delivery *d, size_t n,
-                                 int max_attempts, store_forward_list *failed_out,
-                                 char *err, size_t errsz)
+                                 int max_attempts, int resequence,
+                                 store_forward_list *failed_out, char *err, size_t errsz)
 {
 	/* The rows are locked in key order first (the sub-selects), the order
 	 * the batch and the check-back answers lock in: reports are written on
@@ -1292,7 +1378,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"last_error = x.e, updated_at = now(), "
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
-		"next_send_at = now() + x.ms * interval '1 millisecond' "
+		"next_send_at = now() + x.ms * interval '1 millisecond', "
+		"fwd_seq = CASE WHEN $7::bool THEN NULL ELSE m.fwd_seq END "
 		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
 		"AS y(b, k, e, ms) JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
@@ -1379,11 +1466,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 			goto done;
 	}
 	if (nbad > 0) {
-		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
-		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb)};
+		const char *p[7] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), resequence ? "t" : "f"};
 		char sql[4096];
 		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
-		r = exec_params(st, sql, 6, p, 1);
+		r = exec_params(st, sql, 7, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1405,6 +1492,127 @@ done:
 		sbuf_free(&rq[i]);
 	sbuf_free(&kb);
 	free(kept);
+	return rc;
+}
+
+/* ---- exactly_once forwarding ---- */
+
+store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                 store_forward_list *out, char *err, size_t errsz)
+{
+	/* Under the partitions' exclusive locks (the batch assigns sequences
+	 * under them too), one statement: lock the rows, number them per
+	 * partition from its counter, move the counter on. The sub-statements
+	 * read the counters as they were when it began. */
+	static const char *sql =
+		"WITH l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.updated_at "
+		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"AND m.src_partition = ANY($1::int[]) AND m.next_send_at <= now() "
+		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
+		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, row_number() OVER "
+		"(PARTITION BY l.src_partition ORDER BY l.updated_at, l.biz_id, l.message_key) AS rn "
+		"FROM l), "
+		"u AS (UPDATE txhub.messages AS m SET fwd_seq = tp.next_fwd_seq + n.rn - 1 "
+		"FROM n JOIN txhub.partitions tp ON tp.topic = $3 AND tp.partition = n.src_partition "
+		"WHERE m.biz_id = n.biz_id AND m.message_key = n.message_key "
+		"RETURNING " FORWARD_COLUMNS "), "
+		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = tp.next_fwd_seq + x.cnt "
+		"FROM (SELECT src_partition, count(*) AS cnt FROM n GROUP BY src_partition) x "
+		"WHERE tp.topic = $3 AND tp.partition = x.src_partition) "
+		"SELECT * FROM u";
+	if (nown == 0)
+		return STORE_OK;
+	store_owned *kept = NULL;
+	size_t nkept = 0;
+	sbuf pb = {0};
+	PGresult *r = NULL;
+	store_rc rc = begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", limit);
+	owned_array(&pb, kept, nkept);
+	const char *p[3] = {sbuf_str(&pb), lim, st->topic};
+	r = exec_params(st, sql, 3, p, 1);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK) {
+		rollback(st);
+	} else if (collect_forwards(r, 0, -1, out) != 0) {
+		/* sequenced: the owner's lane recovers them from PostgreSQL */
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	}
+done:
+	PQclear(r);
+	sbuf_free(&pb);
+	free(kept);
+	return rc;
+}
+
+store_rc store_recover_forwards(store *st, const store_owned *own, int64_t upto,
+                                int64_t *marked, char *err, size_t errsz)
+{
+	static const char *sql =
+		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2";
+	store_owned *kept = NULL;
+	size_t nkept = 0;
+	PGresult *r = NULL;
+	*marked = 0;
+	store_rc rc = begin_locked(st, OWNED_SHARED, own, 1, &kept, &nkept, err, errsz);
+	if (rc != STORE_OK)
+		goto done;
+	if (nkept == 0) {
+		snprintf(err, errsz, "partition %d is owned by another replica now", own->partition);
+		rc = STORE_FENCED;
+		rollback(st);
+		goto done;
+	}
+	char part[16], seq[32];
+	snprintf(part, sizeof part, "%d", own->partition);
+	snprintf(seq, sizeof seq, "%lld", (long long)upto);
+	const char *p[2] = {part, seq};
+	r = exec_params(st, sql, 2, p, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else
+		rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc != STORE_OK)
+		rollback(st);
+	else
+		*marked = atoll(PQcmdTuples(r));
+done:
+	PQclear(r);
+	free(kept);
+	return rc;
+}
+
+store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,
+                             store_forward_list *out, char *err, size_t errsz)
+{
+	/* one statement, one snapshot: a batch's sequences are all visible or
+	 * none, and batches of a partition commit in sequence order (under its
+	 * lock), so no sequence below a visible one is still to come */
+	static const char *sql =
+		"SELECT " FORWARD_COLUMNS " FROM txhub.messages m WHERE m.src_partition = $1 "
+		"AND m.send_status = 'pending' AND m.fwd_seq > $2 ORDER BY m.fwd_seq LIMIT $3";
+	char part[16], seq[32], lim[16];
+	snprintf(part, sizeof part, "%d", partition);
+	snprintf(seq, sizeof seq, "%lld", (long long)after);
+	snprintf(lim, sizeof lim, "%d", limit);
+	const char *p[3] = {part, seq, lim};
+	PGresult *r = exec_params(st, sql, 3, p, 1);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else if (collect_forwards(r, 0, -1, out) != 0) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	}
+	PQclear(r);
 	return rc;
 }
 

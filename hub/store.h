@@ -60,6 +60,7 @@ typedef struct {
 	int64_t src_offset;
 	int32_t send_attempts; /* attempts that already failed */
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
+	int64_t fwd_seq;       /* its partition's forward sequence; 0: none yet */
 } store_forward;
 
 typedef struct {
@@ -180,11 +181,34 @@ typedef struct {
 /* Record delivery results in one transaction; results for partitions no
  * longer in `own` (or fenced) are dropped. Failed ones get
  * send_attempts + 1; those reaching max_attempts become failed, and their
- * keys are returned in failed_out (caller frees with store_forward_list_clear). */
+ * keys are returned in failed_out (caller frees with store_forward_list_clear).
+ * resequence: a failed row also loses its forward sequence (exactly_once:
+ * it gets a new one when it is due again, see store_sequence_forwards). */
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
-                                 const store_delivery *d, size_t n,
-                                 int max_attempts, store_forward_list *failed_out,
-                                 char *err, size_t errsz);
+                                 const store_delivery *d, size_t n, int max_attempts,
+                                 int resequence, store_forward_list *failed_out, char *err,
+                                 size_t errsz);
+
+/* ---- exactly_once forwarding (CONTRACT §12) ---- */
+
+/* Give the due pending rows of the owned partitions that have no forward
+ * sequence (decided by a check-back or an operator, or whose forward
+ * failed) the next ones of their partitions, at most limit, and return
+ * them in out (in sequence order per partition). */
+store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                 store_forward_list *out, char *err, size_t errsz);
+
+/* A partition's new owner found its progress marker at sequence `upto`
+ * (0: none): mark every pending row of it up to there sent (its Kafka
+ * transaction committed); *marked: how many. own: the partition at its
+ * epoch (checked: STORE_FENCED when it moved on). */
+store_rc store_recover_forwards(store *st, const store_owned *own, int64_t upto,
+                                int64_t *marked, char *err, size_t errsz);
+
+/* The pending rows of a partition with a forward sequence above `after`,
+ * at most limit, in sequence order. */
+store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,
+                             store_forward_list *out, char *err, size_t errsz);
 
 /* A message waiting in awaiting_prepare for too long (CONTRACT §7,
  * alert.awaiting_prepare_ms). Owns its strings. */

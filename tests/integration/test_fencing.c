@@ -144,7 +144,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	store_forward_list_clear(&fl);
 	store_delivery d[2] = {{.biz_id = "f", .message_key = "k0", .partition = 0, .ok = 1},
 	                       {.biz_id = "f", .message_key = "k1", .partition = 1, .ok = 1}};
-	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, NULL, err, sizeof err),
+	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, 0, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k0' "
 	                         "AND send_status = 'pending'"), 1);
@@ -432,7 +432,7 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	PQclear(res);
 	PQclear(PQexec(b, "SET lock_timeout = '1s'"));
 	store_delivery d = {.biz_id = "f", .message_key = "k", .partition = 0, .ok = 1};
-	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, NULL, err, sizeof err),
+	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, 0, NULL, err, sizeof err),
 	             STORE_OK, "the report waited for the batch: %s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), 1);
 	/* a state write still waits for the batch (and gives up after 1 s) */

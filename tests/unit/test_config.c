@@ -78,6 +78,7 @@ static const struct {
 	{"forward.backoff_ms", NULL, "1000", CONFIG_INT},
 	{"forward.backoff_max_ms", NULL, "300000", CONFIG_INT},
 	{"forward.max_attempts", NULL, "15", CONFIG_INT},
+	{"forward.mode", NULL, "at_least_once", CONFIG_STRING},
 	{"alert.webhook", NULL, "", CONFIG_STRING},
 	{"log.level", "TXHUB_LOG_LEVEL", "info", CONFIG_STRING},
 	{"retention.finished_hours", NULL, "168", CONFIG_INT},
@@ -671,4 +672,25 @@ Test(config, validate_log_format_and_http_listen)
 	cr_assert_eq(config_set(&cfg, "http.listen", "127.0.0.1:9464", err, sizeof err), 0);
 	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
 	config_free(&cfg);
+}
+
+Test(config, validate_forward_mode_and_progress_topic)
+{
+	static const char *bad_modes[] = {"exactly-once", "EXACTLY_ONCE", "", "at_most_once"};
+	for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.mode", bad_modes[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad_modes[i]);
+		cr_assert(strstr(err, "forward.mode"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "forward.mode", "exactly_once", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert(config_exactly_once(&cfg));
+	cr_assert_eq(config_set(&cfg, "forward.progress_topic", "bad topic", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "forward.progress_topic"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "forward.progress_topic", "orders.progress", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "forward.mode", "at_least_once", err, sizeof err), 0);
+	cr_assert(!config_exactly_once(&cfg));
 }

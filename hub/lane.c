@@ -1,0 +1,927 @@
+/* lane.c: see lane.h.
+ *
+ * The lane's thread owns its producer and its PostgreSQL connection; the
+ * run loop only moves want_seq on and reads the counters, under mu.
+ *
+ * The invariant recovery rests on: every pending row of the partition with
+ * a sequence at or below the last committed marker was forwarded in a
+ * committed transaction. It holds because a run is read from PostgreSQL in
+ * sequence order with nothing below it left out (store_next_forwards), the
+ * marker is the run's highest sequence, and a row that leaves a run
+ * without being sent (its forward failed for its own sake) loses its
+ * sequence in PostgreSQL before the next run is read. A marker read too
+ * low only means forwards sent twice; it is never read too high. */
+#include "lane.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backoff.h"
+#include "clock.h"
+#include "kafka.h"
+#include "log.h"
+#include "metrics.h"
+
+/* How long a Kafka call of the lane may block (init, commit, abort). */
+#define CALL_MS 60000
+/* An idle lane looks in PostgreSQL this often anyway. */
+#define IDLE_LOOK_MS 5000
+/* Forward topics whose existence a lane remembers. */
+#define TOPICS_MAX 10000
+
+struct lane {
+	const txhub_config *cfg;
+	alert *al;
+	store_owned own;
+	char progress[300];     /* the progress topic */
+	char txn_id[600];
+	char marker_key[600];   /* group/partition */
+	int32_t marker_part;    /* the partition of the progress topic */
+	pthread_t thread;
+
+	pthread_mutex_t mu; /* guards what follows */
+	pthread_cond_t cv;
+	int64_t want_seq;   /* rows up to here are due (lane_notify) */
+	int64_t covered;    /* rows up to here are sent, or were not there */
+	int stopping, ended, fenced;
+	int64_t stop_by;    /* stopping: give up what is left after this */
+	char why[512];      /* why it ended */
+	forward_stats stats;
+
+	/* the thread's */
+	rd_kafka_t *rk;
+	store *st;
+	int64_t done_seq; /* the last marker committed */
+	char **topics;    /* forward topics known to exist */
+	size_t ntopics;
+};
+
+void lane_progress_topic(const txhub_config *cfg, char *out, size_t outsz)
+{
+	if (*cfg->forward_progress_topic)
+		snprintf(out, outsz, "%s", cfg->forward_progress_topic);
+	else
+		snprintf(out, outsz, "%s.progress", cfg->control_topic);
+}
+
+void lane_transactional_id(const txhub_config *cfg, int32_t partition, char *out, size_t outsz)
+{
+	snprintf(out, outsz, "txhub-%s-%s-%d", cfg->group, cfg->control_topic, partition);
+}
+
+int32_t lane_partition(const lane *l) { return l->own.partition; }
+int64_t lane_epoch(const lane *l) { return l->own.epoch; }
+
+static int is_stopping(lane *l, int past_grace)
+{
+	pthread_mutex_lock(&l->mu);
+	int s = l->stopping && (!past_grace || clock_ms() >= l->stop_by);
+	pthread_mutex_unlock(&l->mu);
+	return s;
+}
+
+/* Sleep ms, or until asked to stop. */
+static void pause_ms(lane *l, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping)
+		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- Kafka ---- */
+
+typedef struct {
+	rd_kafka_resp_err_t err;
+	int reported;
+} dr_status;
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	dr_status *s = m->_private;
+	if (s) {
+		s->err = m->err;
+		s->reported = 1;
+	}
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)rk;
+	lane *l = opaque;
+	metrics_kafka_error();
+	log_warn("lane %d: kafka: %s: %s", l->own.partition,
+	         rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+static rd_kafka_t *new_producer(lane *l, char *err, size_t errsz)
+{
+	int64_t tmo;
+	rd_kafka_conf_t *conf = forward_producer_conf(l->cfg, &tmo, err, errsz);
+	char sub[512];
+	if (!conf)
+		return NULL;
+	if (rd_kafka_conf_set(conf, "transactional.id", l->txn_id, sub, sizeof sub) !=
+	    RD_KAFKA_CONF_OK) {
+		snprintf(err, errsz, "transactional.id: %s", sub);
+		rd_kafka_conf_destroy(conf);
+		return NULL;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_opaque(conf, l);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
+	if (!rk) {
+		snprintf(err, errsz, "cannot create a transactional producer: %s", sub);
+		rd_kafka_conf_destroy(conf);
+	}
+	return rk;
+}
+
+/* The number of partitions of topic as the broker has it: 0 when it has
+ * no such topic, -1 with err when it cannot be asked. */
+static int partitions_of(rd_kafka_t *rk, const char *topic, char *err, size_t errsz)
+{
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e = t ? rd_kafka_metadata(rk, 0, t, &md, 10000)
+	                          : rd_kafka_last_error();
+	int n = -1;
+	if (e) {
+		snprintf(err, errsz, "metadata of %s: %s", topic, rd_kafka_err2str(e));
+	} else if (md->topic_cnt != 1) {
+		snprintf(err, errsz, "metadata of %s: no answer for it", topic);
+	} else if (md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+		n = 0;
+	} else if (md->topics[0].err && md->topics[0].err != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE) {
+		snprintf(err, errsz, "metadata of %s: %s", topic, rd_kafka_err2str(md->topics[0].err));
+	} else {
+		n = md->topics[0].partition_cnt;
+	}
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (t)
+		rd_kafka_topic_destroy(t);
+	return n;
+}
+
+/* Make sure the progress topic exists (compacted, as many partitions as
+ * the control topic) and learn which of its partitions holds this lane's
+ * marker. Returns 0, or -1 with err. */
+static int ensure_progress(lane *l, char *err, size_t errsz)
+{
+	/* a client of its own that never creates a topic by asking about it:
+	 * a progress topic made by a broker's auto-creation would not be
+	 * compacted */
+	static const char *defaults[] = {"allow.auto.create.topics", "false", NULL};
+	rd_kafka_conf_t *conf = kafka_conf_new(l->cfg, defaults, err, errsz);
+	char sub[512];
+	rd_kafka_t *rk = conf ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub) : NULL;
+	if (!rk) {
+		if (conf) {
+			snprintf(err, errsz, "cannot create a Kafka client: %.300s", sub);
+			rd_kafka_conf_destroy(conf);
+		}
+		return -1;
+	}
+	int rc = -1, n = partitions_of(rk, l->progress, err, errsz);
+	if (n == 0) {
+		int nctl = partitions_of(rk, l->cfg->control_topic, err, errsz);
+		if (nctl < 0)
+			goto done;
+		rd_kafka_NewTopic_t *nt =
+			rd_kafka_NewTopic_new(l->progress, nctl > 0 ? nctl : -1, -1, sub, sizeof sub);
+		if (!nt) {
+			snprintf(err, errsz, "creating %s: %.200s", l->progress, sub);
+			goto done;
+		}
+		rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+		rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+		rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+		rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+		const rd_kafka_CreateTopics_result_t *res = ev ? rd_kafka_event_CreateTopics_result(ev)
+		                                               : NULL;
+		size_t cnt = 0;
+		const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &cnt)
+		                                         : NULL;
+		rd_kafka_resp_err_t e = !ev ? RD_KAFKA_RESP_ERR__TIMED_OUT
+		                        : rd_kafka_event_error(ev) ? rd_kafka_event_error(ev)
+		                        : cnt == 1 ? rd_kafka_topic_result_error(tr[0])
+		                                   : RD_KAFKA_RESP_ERR__FAIL;
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			log_info("lane %d: created the progress topic %s (%d partition(s), compacted)",
+			         l->own.partition, l->progress, nctl);
+		else if (e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+			snprintf(err, errsz, "creating the progress topic %s: %s", l->progress,
+			         cnt == 1 && rd_kafka_topic_result_error_string(tr[0])
+			                 ? rd_kafka_topic_result_error_string(tr[0])
+			                 : rd_kafka_err2str(e));
+		if (ev)
+			rd_kafka_event_destroy(ev);
+		rd_kafka_queue_destroy(q);
+		rd_kafka_NewTopic_destroy(nt);
+		if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+			goto done;
+		for (int i = 0; i < 20 && n <= 0; i++) { /* its metadata may lag */
+			n = partitions_of(rk, l->progress, err, errsz);
+			if (n <= 0)
+				pause_ms(l, 250);
+		}
+		if (n <= 0) {
+			if (n == 0)
+				snprintf(err, errsz, "the progress topic %s was created but is not seen yet",
+				         l->progress);
+			goto done;
+		}
+	} else if (n < 0) {
+		goto done;
+	}
+	l->marker_part = l->own.partition % n;
+	rc = 0;
+done:
+	rd_kafka_destroy(rk);
+	return rc;
+}
+
+/* The seq of the last committed marker of the partition, from its progress
+ * partition read with read_committed (0: none). Returns 0, or -1 with err. */
+static int read_marker(lane *l, int64_t *seq, char *err, size_t errsz)
+{
+	static const char *defaults[] = {"group.id", "txhub-progress-reader",
+	                                 "enable.auto.commit", "false",
+	                                 "isolation.level", "read_committed",
+	                                 "enable.partition.eof", "true", NULL};
+	*seq = 0;
+	rd_kafka_conf_t *conf = kafka_conf_new(l->cfg, defaults, err, errsz);
+	char sub[512];
+	rd_kafka_t *c = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, sub, sizeof sub) : NULL;
+	if (!c) {
+		if (conf) {
+			snprintf(err, errsz, "cannot create the progress reader: %.300s", sub);
+			rd_kafka_conf_destroy(conf);
+		}
+		return -1;
+	}
+	int64_t lo = 0, hi = 0;
+	int rc = -1;
+	rd_kafka_resp_err_t e =
+		rd_kafka_query_watermark_offsets(c, l->progress, l->marker_part, &lo, &hi, 10000);
+	if (e) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(e));
+		goto done;
+	}
+	/* each transaction adds a marker and a commit or abort record, and
+	 * compaction keeps the last marker: it is near the end, further back
+	 * only when other lanes share the partition or after many aborts */
+	for (int64_t back = 64; rc != 0; back *= 8) {
+		int64_t from = hi - back > lo ? hi - back : lo, found = 0;
+		rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(1);
+		rd_kafka_topic_partition_list_add(tl, l->progress, l->marker_part)->offset = from;
+		rd_kafka_assign(c, tl);
+		rd_kafka_topic_partition_list_destroy(tl);
+		int64_t until = clock_ms() + 30000;
+		for (;;) {
+			rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 200);
+			if (!m) {
+				if (clock_ms() > until) {
+					snprintf(err, errsz, "reading %s [%d]: timed out", l->progress,
+					         l->marker_part);
+					goto done;
+				}
+				continue;
+			}
+			int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+			if (m->err && !eof) {
+				snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+				         rd_kafka_message_errstr(m));
+				rd_kafka_message_destroy(m);
+				goto done;
+			}
+			if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
+			    memcmp(m->key, l->marker_key, m->key_len) == 0 && m->payload &&
+			    m->len < 1024) {
+				char text[1024];
+				memcpy(text, m->payload, m->len);
+				text[m->len] = '\0';
+				cJSON *j = cJSON_Parse(text);
+				const cJSON *s = j ? cJSON_GetObjectItemCaseSensitive(j, "seq") : NULL;
+				if (cJSON_IsNumber(s) && s->valuedouble >= 0)
+					found = (int64_t)s->valuedouble;
+				else
+					log_warn("lane %d: a progress marker in %s [%d] at offset %lld is not "
+					         "ours to read; ignored", l->own.partition, l->progress,
+					         l->marker_part, (long long)m->offset);
+				cJSON_Delete(j);
+			}
+			rd_kafka_message_destroy(m);
+			if (eof)
+				break;
+		}
+		if (found || from == lo) {
+			*seq = found;
+			rc = 0;
+		}
+	}
+done:
+	rd_kafka_consumer_close(c);
+	rd_kafka_destroy(c);
+	return rc;
+}
+
+static int fenced_error(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+	       e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/* The lane ends: fenced, or failed for good. */
+static void end_with(lane *l, int fenced, const char *why)
+{
+	pthread_mutex_lock(&l->mu);
+	l->fenced = fenced;
+	snprintf(l->why, sizeof l->why, "%s", why);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Take the partition: fence the previous owner, read its marker, and mark
+ * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away;
+ * returns 0, or -1 when stopping, fenced or failed for good. */
+static int take_partition(lane *l)
+{
+	char err[512];
+	int inited = 0, ensured = 0;
+	for (int attempt = 1;; attempt++) {
+		int64_t marker = 0, marked = 0;
+		store_rc rc = STORE_RETRY;
+		rd_kafka_error_t *e = NULL;
+		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
+			ensured = 1;
+		if (!ensured) {
+			/* (err says why) */
+		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
+			snprintf(err, sizeof err, "init_transactions: %s", rd_kafka_error_string(e));
+			int fatal = rd_kafka_error_is_fatal(e), fenced = fenced_error(rd_kafka_error_code(e));
+			rd_kafka_error_destroy(e);
+			if (fatal || fenced) {
+				end_with(l, fenced, err);
+				log_error("lane %d: %s", l->own.partition, err);
+				return -1;
+			}
+		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
+			/* (err says why) */
+		} else if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
+		           read_marker(l, &marker, err, sizeof err) == 0) {
+			rc = store_recover_forwards(l->st, &l->own, marker, &marked, err, sizeof err);
+		}
+		if (rc == STORE_OK) {
+			l->done_seq = marker;
+			pthread_mutex_lock(&l->mu);
+			l->covered = marker;
+			if (l->want_seq <= marker)
+				l->want_seq = marker + 1; /* look for what is due */
+			pthread_mutex_unlock(&l->mu);
+			log_info("lane %d: taken at epoch %lld (transactional.id %s); progress marker at "
+			         "sequence %lld, %lld forward(s) of the previous owner found sent",
+			         l->own.partition, (long long)l->own.epoch, l->txn_id, (long long)marker,
+			         (long long)marked);
+			return 0;
+		}
+		if (rc == STORE_FENCED) {
+			end_with(l, 1, err);
+			return -1;
+		}
+		if (is_stopping(l, 0))
+			return -1;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("lane %d: taking the partition: %s; retrying in %lld ms", l->own.partition,
+		         err, (long long)d);
+		pause_ms(l, d);
+	}
+}
+
+/* ---- recording results in PostgreSQL ---- */
+
+/* Record the results of items[0..n): sent, or (failed[i] set) a failed
+ * attempt that loses its sequence. Retries while PostgreSQL is away: what
+ * Kafka committed stays committed, and a new owner marks it sent from the
+ * marker anyway. Returns 0, or -1 when stopping. */
+static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed)
+{
+	char err[512];
+	store_delivery *d = calloc(n ? n : 1, sizeof *d);
+	char (*why)[FORWARD_ERROR_MAX] = calloc(n ? n : 1, sizeof *why);
+	size_t nfailed = 0;
+	int rc = -1;
+	if (!d || !why)
+		goto done; /* committed ones are marked by the next owner's recovery */
+	for (size_t i = 0; i < n; i++) {
+		const store_forward *f = &items[i];
+		d[i].biz_id = f->biz_id;
+		d[i].message_key = f->message_key;
+		d[i].partition = f->src_partition;
+		d[i].ok = !failed || !failed[i];
+		if (!d[i].ok) {
+			forward_describe_failure(why[i], sizeof why[i], f->topic, 0, failed[i]);
+			d[i].error = why[i];
+			d[i].retry_in_ms = backoff_delay(f->send_attempts + 1, l->cfg->forward_backoff_ms,
+			                                 l->cfg->forward_backoff_max_ms, backoff_random());
+			nfailed++;
+		}
+	}
+	for (int attempt = 1;; attempt++) {
+		store_forward_list gave_up = {0};
+		if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
+		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts, 1,
+		                            &gave_up, err, sizeof err) == STORE_OK) {
+			for (size_t i = 0; i < gave_up.n; i++) {
+				log_error("lane %d: forwarding %s/%s to %s failed %d times: send_status "
+				          "failed", l->own.partition, gave_up.items[i].biz_id,
+				          gave_up.items[i].message_key, gave_up.items[i].topic,
+				          gave_up.items[i].send_attempts);
+				alert_raise(l->al, "send_failed", gave_up.items[i].biz_id,
+				            gave_up.items[i].message_key, gave_up.items[i].send_attempts,
+				            gave_up.items[i].topic, NULL);
+			}
+			metrics_forwards m;
+			memset(&m, 0, sizeof m);
+			m.outcomes[METRICS_FW_FAILED] = gave_up.n;
+			m.outcomes[METRICS_FW_RETRIED] = nfailed - gave_up.n;
+			pthread_mutex_lock(&l->mu);
+			l->stats.failed_attempts += nfailed;
+			l->stats.failed_final += gave_up.n;
+			pthread_mutex_unlock(&l->mu);
+			if (nfailed)
+				metrics_add_forwards(&m);
+			store_forward_list_clear(&gave_up);
+			rc = 0;
+			break;
+		}
+		store_forward_list_clear(&gave_up);
+		if (is_stopping(l, 1))
+			break;
+		int64_t wait = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("lane %d: recording forwards: %s; retrying in %lld ms", l->own.partition, err,
+		         (long long)wait);
+		pause_ms(l, wait);
+	}
+done:
+	free(d);
+	free(why);
+	return rc;
+}
+
+/* Take the forwards failed[i] marks out of list, recording them first.
+ * Returns 0, or -1 when they could not be recorded (the lane stops: the
+ * next owner sends them again). */
+static int take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_t *failed)
+{
+	size_t k = 0, nfailed = 0;
+	for (size_t i = 0; i < list->n; i++)
+		nfailed += failed[i] != 0;
+	if (nfailed == 0)
+		return 0;
+	/* the failed ones to the front, the others after them in order */
+	store_forward *sorted = malloc(list->n * sizeof *sorted);
+	rd_kafka_resp_err_t *errs = malloc(list->n * sizeof *errs);
+	if (!sorted || !errs) {
+		free(sorted);
+		free(errs);
+		return -1;
+	}
+	for (size_t i = 0; i < list->n; i++)
+		if (failed[i])
+			errs[k] = failed[i], sorted[k++] = list->items[i];
+	for (size_t i = 0; i < list->n; i++)
+		if (!failed[i])
+			errs[k] = 0, sorted[k++] = list->items[i];
+	memcpy(list->items, sorted, list->n * sizeof *sorted);
+	free(sorted);
+	int rc = record(l, list->items, nfailed, errs);
+	free(errs);
+	if (rc != 0)
+		return -1;
+	for (size_t i = 0; i < nfailed; i++)
+		store_forward_free(&list->items[i]);
+	memmove(list->items, list->items + nfailed, (list->n - nfailed) * sizeof *list->items);
+	list->n -= nfailed;
+	memset(failed, 0, list->n * sizeof *failed);
+	return 0;
+}
+
+/* ---- a run: one transaction ---- */
+
+/* Whether a delivery error is the message's own (it would fail again in
+ * any transaction), not the transaction's or the producer's. */
+static int own_fault(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+	       e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+	       e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+	       e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE || e == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+	       e == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
+}
+
+/* Before a run: a forward topic the broker does not have (and does not
+ * create on being asked) would hold the whole transaction until the
+ * delivery time-out; it fails at once instead. Topics found are
+ * remembered. Returns the error for topic, or 0. */
+static rd_kafka_resp_err_t check_topic(lane *l, const char *topic)
+{
+	for (size_t i = 0; i < l->ntopics; i++)
+		if (strcmp(l->topics[i], topic) == 0)
+			return RD_KAFKA_RESP_ERR_NO_ERROR;
+	rd_kafka_topic_t *t = rd_kafka_topic_new(l->rk, topic, NULL);
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+	if (t && rd_kafka_metadata(l->rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    md->topic_cnt == 1) {
+		rd_kafka_resp_err_t te = md->topics[0].err;
+		if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || own_fault(te))
+			e = te;
+		else if (te == RD_KAFKA_RESP_ERR_NO_ERROR && l->ntopics < TOPICS_MAX) {
+			char **n = realloc(l->topics, (l->ntopics + 1) * sizeof *n);
+			if (n) {
+				l->topics = n;
+				if ((n[l->ntopics] = strdup(topic)))
+					l->ntopics++;
+			}
+		}
+	} /* (no answer: the transaction finds out) */
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (t)
+		rd_kafka_topic_destroy(t);
+	return e;
+}
+
+/* Produce f (with its status as opaque) into the open transaction. */
+static rd_kafka_resp_err_t produce_one(lane *l, const store_forward *f, dr_status *st)
+{
+	for (;;) {
+		rd_kafka_headers_t *h = forward_make_headers(f);
+		rd_kafka_resp_err_t e = rd_kafka_producev(
+			l->rk, RD_KAFKA_V_TOPIC(f->topic), RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
+			RD_KAFKA_V_VALUE(f->payload, f->payload_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(st), RD_KAFKA_V_END);
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			return e;
+		rd_kafka_headers_destroy(h);
+		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			return e;
+		rd_kafka_poll(l->rk, 50);
+	}
+}
+
+/* The run's marker: its highest sequence, keyed by group and partition. */
+static rd_kafka_resp_err_t produce_marker(lane *l, int64_t seq)
+{
+	char value[512];
+	snprintf(value, sizeof value, "{\"seq\":%lld,\"epoch\":%lld,\"partition\":%d}",
+	         (long long)seq, (long long)l->own.epoch, l->own.partition);
+	return rd_kafka_producev(l->rk, RD_KAFKA_V_TOPIC(l->progress),
+	                         RD_KAFKA_V_PARTITION(l->marker_part),
+	                         RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
+	                         RD_KAFKA_V_VALUE(value, strlen(value)),
+	                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+}
+
+/* The metrics and counters of a committed run. */
+static void count_sent(lane *l, const store_forward_list *list, int64_t started)
+{
+	metrics_forwards m;
+	memset(&m, 0, sizeof m);
+	int64_t now = clock_ms();
+	for (size_t i = 0; i < list->n; i++) {
+		metrics_forwards_observe(m.produce_bucket, &m.produce_count, &m.produce_sum_us,
+		                         now - started);
+		if (list->items[i].decided_ms)
+			metrics_forwards_observe(m.commit_bucket, &m.commit_count, &m.commit_sum_us,
+			                         now - list->items[i].decided_ms);
+	}
+	m.outcomes[METRICS_FW_SENT] = list->n;
+	metrics_add_forwards(&m);
+	pthread_mutex_lock(&l->mu);
+	l->stats.produced += list->n;
+	l->stats.delivered += list->n;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Send list in one transaction with its marker. Returns 1 when committed
+ * (and recorded), 0 when what is left is to be read and tried again (after
+ * a backoff when *backoff), -1 when the lane must stop (fenced, fatal). */
+static int send_run(lane *l, store_forward_list *list, int *backoff)
+{
+	char err[512] = "";
+	size_t n = list->n;
+	dr_status *st = calloc(n, sizeof *st);
+	rd_kafka_resp_err_t *failed = calloc(n, sizeof *failed);
+	int result = 0;
+	rd_kafka_error_t *e = NULL;
+	int64_t started = clock_ms();
+	*backoff = 1;
+	if (!st || !failed)
+		goto done;
+	if ((e = rd_kafka_begin_transaction(l->rk)))
+		goto error;
+	rd_kafka_resp_err_t pe = RD_KAFKA_RESP_ERR_NO_ERROR;
+	size_t nrefused = 0;
+	for (size_t i = 0; i < n && !pe; i++)
+		if ((pe = produce_one(l, &list->items[i], &st[i])) && own_fault(pe))
+			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
+	if (!pe && !nrefused)
+		pe = produce_marker(l, list->items[n - 1].fwd_seq);
+	if (pe) {
+		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
+		if (fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
+			rd_kafka_fatal_error(l->rk, err, sizeof err);
+			end_with(l, fenced_error(pe), err);
+			result = -1;
+			goto done;
+		}
+		goto abort;
+	}
+	if (nrefused) { /* refused before they were sent: out of the run */
+		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
+		goto abort;
+	}
+	/* a commit that timed out may have reached the coordinator: it is
+	 * retried, never aborted, until it says how it ended */
+	while ((e = rd_kafka_commit_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
+	       !rd_kafka_error_is_fatal(e) && !rd_kafka_error_txn_requires_abort(e)) {
+		log_warn("lane %d: committing a transaction: %s; trying again", l->own.partition,
+		         rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+		e = NULL;
+		if (is_stopping(l, 1)) {
+			/* the next owner's init_transactions settles it, and its
+			 * marker says which way */
+			result = -1;
+			goto done;
+		}
+	}
+	if (!e) {
+		rd_kafka_poll(l->rk, 0);
+		l->done_seq = list->items[n - 1].fwd_seq;
+		count_sent(l, list, started);
+		result = record(l, list->items, n, NULL) == 0 ? 1 : -1;
+		goto done;
+	}
+error:
+	snprintf(err, sizeof err, "%s", rd_kafka_error_string(e));
+	if (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e))) {
+		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
+		log_error("lane %d: %s; the lane stops", l->own.partition, err);
+		result = -1;
+		goto done;
+	}
+abort:
+	if (e)
+		rd_kafka_error_destroy(e);
+	while ((e = rd_kafka_abort_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
+	       !rd_kafka_error_is_fatal(e)) {
+		log_warn("lane %d: aborting a transaction: %s; trying again", l->own.partition,
+		         rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+		e = NULL;
+		if (is_stopping(l, 1)) {
+			result = -1;
+			goto done;
+		}
+	}
+	if (e && (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e)))) {
+		snprintf(err, sizeof err, "abort: %s", rd_kafka_error_string(e));
+		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
+		log_error("lane %d: %s; the lane stops", l->own.partition, err);
+		result = -1;
+		goto done;
+	}
+	rd_kafka_poll(l->rk, 0);
+	/* the forwards that failed for their own sake leave the run */
+	size_t nfailed = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!failed[i] && st[i].reported && own_fault(st[i].err))
+			failed[i] = st[i].err;
+		nfailed += failed[i] != 0;
+	}
+	log_warn("lane %d: a transaction of %zu forward(s) aborted (%s)%s", l->own.partition, n,
+	         err, nfailed ? "; the forwards that failed for their own sake are recorded" : "");
+	if (nfailed > 0) {
+		if (take_out_failed(l, list, failed) != 0)
+			result = -1;
+		*backoff = 0; /* the others go again at once */
+	}
+done:
+	if (e)
+		rd_kafka_error_destroy(e);
+	free(st);
+	free(failed);
+	return result;
+}
+
+/* ---- the thread ---- */
+
+/* Wait until rows may be due; returns the want_seq seen, or -1 to stop. */
+static int64_t wait_for_work(lane *l)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += IDLE_LOOK_MS / 1000;
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping && l->want_seq <= l->covered)
+		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+			break;
+	int64_t want = l->want_seq;
+	int stop = l->stopping && (want <= l->covered || clock_ms() >= l->stop_by);
+	pthread_mutex_unlock(&l->mu);
+	return stop ? -1 : want;
+}
+
+static void forward_due(lane *l)
+{
+	char err[512];
+	int attempt = 0;
+	store_forward_list list = {0};
+	for (;;) {
+		store_forward_list_clear(&list);
+		int64_t want = wait_for_work(l);
+		if (want < 0)
+			return;
+		store_rc rc = store_ensure(l->st, err, sizeof err);
+		if (rc == STORE_OK)
+			rc = store_next_forwards(l->st, l->own.partition, l->done_seq, LANE_RUN_MAX, &list,
+			                         err, sizeof err);
+		if (rc != STORE_OK) {
+			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
+			log_warn("lane %d: reading forwards: %s; retrying in %lld ms", l->own.partition, err,
+			         (long long)d);
+			pause_ms(l, d);
+			continue;
+		}
+		if (list.n == 0) {
+			pthread_mutex_lock(&l->mu);
+			if (l->covered < want)
+				l->covered = want;
+			pthread_mutex_unlock(&l->mu);
+			continue;
+		}
+		/* forwards to topics the broker does not have fail at once */
+		rd_kafka_resp_err_t *bad = calloc(list.n, sizeof *bad);
+		if (!bad) {
+			pause_ms(l, 1000);
+			continue;
+		}
+		for (size_t i = 0; i < list.n; i++)
+			bad[i] = check_topic(l, list.items[i].topic);
+		int taken = take_out_failed(l, &list, bad);
+		free(bad);
+		if (taken != 0)
+			return;
+		if (list.n == 0)
+			continue;
+		int backoff, r = send_run(l, &list, &backoff);
+		if (r < 0)
+			return;
+		if (r == 1) {
+			attempt = 0;
+			pthread_mutex_lock(&l->mu);
+			if (l->covered < l->done_seq)
+				l->covered = l->done_seq;
+			if (list.n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
+				l->want_seq = l->done_seq + 1; /* there may be more */
+			pthread_cond_broadcast(&l->cv);
+			pthread_mutex_unlock(&l->mu);
+		} else if (backoff) {
+			pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
+		}
+	}
+}
+
+static void *run(void *arg)
+{
+	lane *l = arg;
+	if (take_partition(l) == 0)
+		forward_due(l);
+	store_close(l->st);
+	l->st = NULL;
+	pthread_mutex_lock(&l->mu);
+	l->ended = 1;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, char *err,
+                 size_t errsz)
+{
+	lane *l = calloc(1, sizeof *l);
+	if (!l) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	l->cfg = cfg;
+	l->al = al;
+	l->own = *own;
+	lane_progress_topic(cfg, l->progress, sizeof l->progress);
+	lane_transactional_id(cfg, own->partition, l->txn_id, sizeof l->txn_id);
+	snprintf(l->marker_key, sizeof l->marker_key, "%s/%d", cfg->group, own->partition);
+	pthread_mutex_init(&l->mu, NULL);
+	pthread_cond_init(&l->cv, NULL);
+	if (!(l->rk = new_producer(l, err, errsz)))
+		goto fail;
+	int e = pthread_create(&l->thread, NULL, run, l);
+	if (e != 0) {
+		snprintf(err, errsz, "cannot start a forwarding thread: %s", strerror(e));
+		goto fail;
+	}
+	return l;
+fail:
+	if (l->rk)
+		rd_kafka_destroy(l->rk);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	free(l);
+	return NULL;
+}
+
+void lane_notify(lane *l, int64_t seq)
+{
+	pthread_mutex_lock(&l->mu);
+	if (seq > l->want_seq) {
+		l->want_seq = seq;
+		pthread_cond_broadcast(&l->cv);
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+size_t lane_pending(lane *l)
+{
+	pthread_mutex_lock(&l->mu);
+	int64_t n = l->ended ? 0 : l->want_seq - l->covered;
+	pthread_mutex_unlock(&l->mu);
+	return n > 0 ? (size_t)n : 0;
+}
+
+void lane_stop(lane *l, int grace_ms)
+{
+	pthread_mutex_lock(&l->mu);
+	if (!l->stopping || clock_ms() + grace_ms < l->stop_by)
+		l->stop_by = clock_ms() + grace_ms;
+	l->stopping = 1;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+}
+
+int lane_ended(lane *l, int *fenced, char *why, size_t whysz)
+{
+	pthread_mutex_lock(&l->mu);
+	int ended = l->ended;
+	if (fenced)
+		*fenced = l->fenced;
+	if (why)
+		snprintf(why, whysz, "%s", l->why);
+	pthread_mutex_unlock(&l->mu);
+	return ended;
+}
+
+forward_stats lane_stats(lane *l)
+{
+	pthread_mutex_lock(&l->mu);
+	forward_stats s = l->stats;
+	pthread_mutex_unlock(&l->mu);
+	return s;
+}
+
+void lane_free(lane *l)
+{
+	if (!l)
+		return;
+	lane_stop(l, 0);
+	pthread_join(l->thread, NULL);
+	/* no transaction is open when the thread ends: a fenced or failed
+	 * producer's is the broker's to abort */
+	rd_kafka_destroy(l->rk);
+	for (size_t i = 0; i < l->ntopics; i++)
+		free(l->topics[i]);
+	free(l->topics);
+	pthread_mutex_destroy(&l->mu);
+	pthread_cond_destroy(&l->cv);
+	free(l);
+}

@@ -1,0 +1,75 @@
+/* lane.h: forwarding one control-topic partition exactly once
+ * (forward.mode = exactly_once, CONTRACT §12).
+ *
+ * A lane is a thread with a transactional producer of its own, whose
+ * transactional.id is made of the group, the control topic and the
+ * partition, and a PostgreSQL connection of its own. Starting, it fences
+ * the partition's previous owner (init_transactions aborts that owner's
+ * open transaction and refuses its later ones), reads the partition's
+ * progress marker with read_committed and marks every pending row up to
+ * the marker sent: their transaction committed. Then it forwards in
+ * forward-sequence order (store_sequence_forwards, store_apply): each
+ * Kafka transaction holds a run of forwards read from PostgreSQL and one
+ * marker, the highest sequence of the run, in the progress topic; after
+ * the commit the rows are marked sent. A forward that fails for its own
+ * sake (an unknown topic, a record too large) leaves its run, is recorded
+ * as a failed attempt and loses its sequence (it gets a new one when due
+ * again); the others go again.
+ *
+ * Made and stopped by forward.c from the run loop's thread; the functions
+ * below but lane_start and lane_free may be called from any thread. */
+#ifndef TXHUB_LANE_H
+#define TXHUB_LANE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alert.h"
+#include "config.h"
+#include "forward.h"
+#include "store.h"
+
+typedef struct lane lane;
+
+/* Most forwards in one Kafka transaction. */
+#define LANE_RUN_MAX 2000
+
+/* The progress topic of cfg's control topic (forward.progress_topic, or
+ * "<control_topic>.progress") into out. */
+void lane_progress_topic(const txhub_config *cfg, char *out, size_t outsz);
+
+/* The transactional.id of a partition: txhub-<group>-<control topic>-<partition>. */
+void lane_transactional_id(const txhub_config *cfg, int32_t partition, char *out,
+                           size_t outsz);
+
+/* Start the lane of own->partition at own->epoch (its thread takes the
+ * partition, waiting out Kafka and PostgreSQL being away). cfg must
+ * outlive it. Returns NULL with err when out of resources. */
+lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, char *err,
+                 size_t errsz);
+
+int32_t lane_partition(const lane *l);
+int64_t lane_epoch(const lane *l);
+
+/* Rows of the partition up to forward sequence seq are due: wake the lane. */
+void lane_notify(lane *l, int64_t seq);
+
+/* Forwards notified and not yet committed or given up (an estimate from
+ * the sequences: exact unless some failed). */
+size_t lane_pending(lane *l);
+
+/* Ask the lane to stop: it finishes its transaction in hand, then goes on
+ * forwarding what is due until `grace_ms` from now at most. */
+void lane_stop(lane *l, int grace_ms);
+
+/* Whether the lane's thread has ended (stopped, fenced, or failed for
+ * good); why it ended into why. */
+int lane_ended(lane *l, int *fenced, char *why, size_t whysz);
+
+/* Counters since the lane started. */
+forward_stats lane_stats(lane *l);
+
+/* Stop (as lane_stop(l, 0)), wait for the thread, free. NULL is fine. */
+void lane_free(lane *l);
+
+#endif
