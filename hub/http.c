@@ -111,14 +111,49 @@ int http_query_check(const http_request *r, const char *const *allowed, char *er
 	return w.bad ? -1 : 0;
 }
 
+static void put_encoded(sbuf *b, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~')
+			sbuf_put(b, &c, 1);
+		else
+			sbuf_printf(b, "%%%02X", c);
+	}
+}
+
+static enum MHD_Result target_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	sbuf *b = cls;
+	sbuf_puts(b, b->len && memchr(b->data, '?', b->len) ? "&" : "?");
+	put_encoded(b, key, key_size);
+	if (value) {
+		sbuf_puts(b, "=");
+		put_encoded(b, value, value_size);
+	}
+	return MHD_YES;
+}
+
+void http_request_target(const http_request *r, sbuf *out)
+{
+	sbuf tmp = {0};
+	sbuf_puts(&tmp, r->path);
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, target_one, &tmp);
+	sbuf_put(out, tmp.data, tmp.len);
+	out->oom |= tmp.oom;
+	sbuf_free(&tmp);
+}
+
 void http_reply_header(http_reply *reply, const char *name, const char *value)
 {
 	size_t used = strlen(reply->headers);
 	snprintf(reply->headers + used, sizeof reply->headers - used, "%s: %s\n", name, value);
 }
 
-/* Split "host:port" / "[v6]:port" into host and port. */
-static int split_listen(const char *listen, char *host, size_t hostsz, char *port,
+int http_listen_split(const char *listen, char *host, size_t hostsz, char *port,
                         size_t portsz, char *err, size_t errsz)
 {
 	const char *colon, *h = listen, *hend;
@@ -155,7 +190,7 @@ static int split_listen(const char *listen, char *host, size_t hostsz, char *por
 int http_listen_valid(const char *listen, char *err, size_t errsz)
 {
 	char host[256], port[8];
-	return split_listen(listen, host, sizeof host, port, sizeof port, err, errsz);
+	return http_listen_split(listen, host, sizeof host, port, sizeof port, err, errsz);
 }
 
 static int route_matches(const http_route *rt, const char *path)
@@ -355,7 +390,7 @@ http_server *http_start(const char *listen, const http_route *routes, size_t n,
 	if (!opts)
 		opts = &none;
 	char host[256], port[8];
-	if (split_listen(listen, host, sizeof host, port, sizeof port, err, errsz) != 0)
+	if (http_listen_split(listen, host, sizeof host, port, sizeof port, err, errsz) != 0)
 		return NULL;
 	struct addrinfo hints, *ai = NULL;
 	memset(&hints, 0, sizeof hints);

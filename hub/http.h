@@ -36,6 +36,9 @@ const char *http_body(const http_request *r, size_t *len);
  * Returns 0, or -1 with a reason naming the argument in err. */
 int http_query_check(const http_request *r, const char *const *allowed, char *err,
                      size_t errsz);
+/* Append the request's path and its query arguments, percent-encoded
+ * again ("/message?biz=shop&key=a%20b"), to out: where to come back to. */
+void http_request_target(const http_request *r, sbuf *out);
 /* The peer's address as text (for logs). */
 const char *http_peer(const http_request *r);
 
@@ -43,7 +46,7 @@ typedef struct {
 	int status;               /* default 200 */
 	const char *content_type; /* a string literal; default text/plain */
 	sbuf body;                /* freed by the server */
-	char headers[1024];       /* extra "Name: value\n" lines, set with http_reply_header */
+	char headers[4096];       /* extra "Name: value\n" lines, set with http_reply_header */
 } http_reply;
 
 /* Add a response header (e.g. Set-Cookie, Location). */
@@ -73,6 +76,10 @@ typedef struct {
 /* Parse "host:port" or "[v6]:port" (port 1..65535). Returns 0, or -1 with
  * a reason in err. Pure: nothing is resolved. */
 int http_listen_valid(const char *listen, char *err, size_t errsz);
+/* The same, splitting it: host (without the brackets of an IPv6 address)
+ * and port as text. */
+int http_listen_split(const char *listen, char *host, size_t hostsz, char *port, size_t portsz,
+                      char *err, size_t errsz);
 
 /* Listen on `listen` (resolved now) and serve routes[0..n) (copied; the
  * opaque pointers must outlive the server). Unknown paths get 404, a known
