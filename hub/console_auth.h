@@ -57,9 +57,11 @@ int console_check_config(const txhub_config *cfg, int *open_mode, char *err, siz
 int console_host_ok(const char *host, const char *listen);
 
 /* A state-changing request's origin: Sec-Fetch-Site, when sent, must be
- * same-origin, and Origin, when sent, must be "http://" + host. Either
- * may be NULL (clients other than browsers send neither; the CSRF token
- * still holds them). Returns 0, or -1 with the reason in err. */
+ * same-origin, and Origin, when sent, must be "http://" + host, or "null"
+ * along with Sec-Fetch-Site: same-origin (what a browser sends for a form
+ * of a page under Referrer-Policy: no-referrer, as the console's are).
+ * Either may be NULL (clients other than browsers send neither; the CSRF
+ * token still holds them). Returns 0, or -1 with the reason in err. */
 int console_origin_ok(const char *origin, const char *fetch_site, const char *host, char *err,
                       size_t errsz);
 

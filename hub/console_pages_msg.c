@@ -278,7 +278,9 @@ void page_message(console_req *q)
 		console_ops_error(q, rc, err);
 	} else {
 		const cJSON *m = cJSON_GetObjectItem(doc, "message");
-		view_begin(q, "Message", NULL);
+		char title[ENVELOPE_BIZ_ID_MAX + ENVELOPE_MESSAGE_KEY_MAX + 32];
+		snprintf(title, sizeof title, "Message %s / %s", biz, key);
+		view_begin(q, title, NULL);
 		message_fields(q, m);
 		message_actions(q, m);
 		message_payload(q, m, hex);

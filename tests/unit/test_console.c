@@ -263,6 +263,10 @@ Test(auth, origin_of_a_post)
 	cr_assert_eq(console_origin_ok("http://evil.example", NULL, h, err, sizeof err), -1);
 	cr_assert(strstr(err, "evil.example"), "%s", err);
 	cr_assert_eq(console_origin_ok("null", NULL, h, err, sizeof err), -1);
+	cr_assert_eq(console_origin_ok("null", "same-origin", h, err, sizeof err), 0,
+	             "our own form under Referrer-Policy: no-referrer");
+	cr_assert_eq(console_origin_ok("null", "cross-site", h, err, sizeof err), -1,
+	             "a sandboxed frame or a data: URL elsewhere");
 	cr_assert_eq(console_origin_ok("https://127.0.0.1:8080", NULL, h, err, sizeof err), -1);
 	cr_assert_eq(console_origin_ok(NULL, "same-site", h, err, sizeof err), -1);
 	cr_assert_eq(console_origin_ok(NULL, "cross-site", h, err, sizeof err), -1);
