@@ -9,7 +9,6 @@
  * content type, Origin and Sec-Fetch-Site, the form, and the CSRF token. */
 #include "console.h"
 
-#include <ctype.h>
 #include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 #include "console_assets.h"
 #include "console_int.h"
 #include "envelope.h"
+#include "html.h"
 #include "log.h"
 #include "migrate.h"
 #include "signals.h"
@@ -250,9 +250,7 @@ static void to_login(console_req *q)
 	sbuf_puts(&loc, "/login");
 	if (strcmp(http_path(q->req), "/") != 0) {
 		sbuf_puts(&loc, "?next=");
-		for (const char *p = sbuf_str(&target); *p; p++)
-			sbuf_printf(&loc, isalnum((unsigned char)*p) || strchr("/-._~", *p) ? "%c" : "%%%02X",
-			            (unsigned char)*p);
+		html_url_param(&loc, sbuf_str(&target));
 	}
 	console_redirect(q, 302, loc.oom || target.oom ? "/login" : sbuf_str(&loc));
 	sbuf_free(&loc);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "html.h"
 #include "log.h"
 
 struct http_request {
@@ -111,28 +112,18 @@ int http_query_check(const http_request *r, const char *const *allowed, char *er
 	return w.bad ? -1 : 0;
 }
 
-static void put_encoded(sbuf *b, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '.' || c == '_' || c == '~')
-			sbuf_put(b, &c, 1);
-		else
-			sbuf_printf(b, "%%%02X", c);
-	}
-}
-
 static enum MHD_Result target_one(void *cls, enum MHD_ValueKind kind, const char *key,
                                   size_t key_size, const char *value, size_t value_size)
 {
 	(void)kind;
 	sbuf *b = cls;
+	(void)key_size; /* NUL-holding arguments are refused by http_query_check() */
+	(void)value_size;
 	sbuf_puts(b, b->len && memchr(b->data, '?', b->len) ? "&" : "?");
-	put_encoded(b, key, key_size);
+	html_url_param(b, key);
 	if (value) {
 		sbuf_puts(b, "=");
-		put_encoded(b, value, value_size);
+		html_url_param(b, value);
 	}
 	return MHD_YES;
 }

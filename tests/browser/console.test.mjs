@@ -228,7 +228,7 @@ after(async () => {
 
 test('a wrong token is refused', { timeout: 30000 }, async () => {
   await page.goto(`${consoleUrl}/overview`);
-  assert.match(page.url(), /\/login\?next=\/overview$/);
+  assert.match(page.url(), /\/login\?next=%2Foverview$/);
   await page.fill('#name', 'alice');
   await page.fill('#token', 'not-the-token-0123456789');
   const [resp] = await Promise.all([
@@ -394,7 +394,7 @@ test('log out', { timeout: 30000 }, async () => {
   await Promise.all([page.waitForURL(`${consoleUrl}/login`),
     page.click('header form.user button')]);
   await page.goto(`${consoleUrl}/stuck`);
-  assert.match(page.url(), /\/login\?next=\/stuck$/);
+  assert.match(page.url(), /\/login\?next=%2Fstuck$/);
   assert.deepEqual(dialogs, [], 'no dialog fired in the whole run');
   assert.deepEqual(cspReports, [], 'our pages broke no Content-Security-Policy rule');
 });

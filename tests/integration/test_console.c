@@ -316,11 +316,11 @@ Test(console, every_page_needs_a_login)
 	for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
 		get(&c, pages[i], &r);
 		cr_expect_eq(r.status, 302, "%s: %ld", pages[i], r.status);
-		cr_expect(strncmp(header(&r, "Location"), "/login?next=/", 13) == 0, "%s: %s",
+		cr_expect(strncmp(header(&r, "Location"), "/login?next=%2F", 15) == 0, "%s: %s",
 		          pages[i], header(&r, "Location"));
 	}
 	get(&c, "/message?biz=a&key=b", &r);
-	cr_expect_str_eq(header(&r, "Location"), "/login?next=/message%3Fbiz%3Da%26key%3Db");
+	cr_expect_str_eq(header(&r, "Location"), "/login?next=%2Fmessage%3Fbiz%3Da%26key%3Db");
 	get(&c, "/", &r);
 	cr_expect_eq(r.status, 302);
 	cr_expect_str_eq(header(&r, "Location"), "/login");
