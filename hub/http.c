@@ -22,8 +22,13 @@ struct http_request {
 	sbuf body;
 	int too_large;
 	int answered; /* a reply was queued before the body was read */
+	size_t dropped; /* bytes of a too large body read and dropped */
 	char peer[64];
 };
+
+/* Most bytes of a too large body read and dropped before the connection
+ * is closed instead of answered. */
+#define HTTP_DROP_MAX (1024 * 1024)
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -324,10 +329,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*upload_size > 0) { /* a body chunk */
-		if (r->body.len + *upload_size > s->body_max)
+		if (r->too_large || r->body.len + *upload_size > s->body_max) {
+			/* a body without a Content-Length that outgrew the limit: the
+			 * rest is read and dropped, for a 413 at its end, up to a
+			 * bound; past it the connection is closed (libmicrohttpd takes
+			 * no answer in the middle of a body, and a client could
+			 * stream for ever) */
 			r->too_large = 1;
-		else
-			sbuf_put(&r->body, upload, *upload_size);
+			r->dropped += *upload_size;
+			*upload_size = 0;
+			return r->dropped > HTTP_DROP_MAX ? MHD_NO : MHD_YES;
+		}
+		sbuf_put(&r->body, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}

@@ -485,6 +485,71 @@ Test(console, security_headers_methods_and_sizes)
 	con_stop(&c);
 }
 
+/* POST a chunked body of `total` bytes (no Content-Length) from a read
+ * callback; returns curl's result and, in *status, the answer's code. */
+typedef struct {
+	size_t left;
+} stream_src;
+
+static size_t stream_read(char *buf, size_t sz, size_t n, void *ud)
+{
+	stream_src *src = ud;
+	size_t k = sz * n < src->left ? sz * n : src->left;
+	memset(buf, 'a', k);
+	src->left -= k;
+	return k;
+}
+
+static CURLcode stream_post(con *c, size_t total, long *status, size_t *sent)
+{
+	char url[128];
+	snprintf(url, sizeof url, "http://%s/actions", c->host);
+	stream_src src = {total};
+	CURL *h = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+	hl = curl_slist_append(hl, "Expect:");
+	hl = curl_slist_append(hl, "Content-Type: application/x-www-form-urlencoded");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(h, CURLOPT_READFUNCTION, stream_read);
+	curl_easy_setopt(h, CURLOPT_READDATA, &src);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	sbuf sink = {0};
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	CURLcode rc = curl_easy_perform(h);
+	*status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+	*sent = total - src.left;
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(h);
+	sbuf_free(&sink);
+	return rc;
+}
+
+Test(console, bodies_without_a_length_are_bounded)
+{
+	con c;
+	con_start(&c, "cnchunked", WITH_TOKEN);
+	long status;
+	size_t sent;
+	CURLcode rc = stream_post(&c, 300 * 1024, &status, &sent);
+	cr_expect_eq(rc, CURLE_OK, "%s", curl_easy_strerror(rc));
+	cr_expect_eq(status, 413, "a chunked body over the limit");
+	/* "for ever": the console closes the connection after 1 MiB */
+	size_t huge = (size_t)1 << 30;
+	rc = stream_post(&c, huge, &status, &sent);
+	cr_expect_neq(rc, CURLE_OK, "the connection is closed");
+	cr_expect_lt(sent, (size_t)64 << 20, "sent %zu bytes before it was cut off", sent);
+	resp r = {0};
+	get(&c, "/login", &r);
+	cr_expect_eq(r.status, 200, "and the console goes on serving");
+	resp_free(&r);
+	con_stop(&c);
+}
+
 Test(console, host_header_must_name_the_console)
 {
 	con c;
