@@ -303,6 +303,49 @@ static int announced_too_large(const http_server *s, struct MHD_Connection *c)
 	return errno != 0 || n > s->body_max;
 }
 
+/* The first call, headers only: the request's state into *state. */
+static enum MHD_Result begin_request(http_server *s, struct MHD_Connection *c, const char *url,
+                                     const char *method, void **state)
+{
+	http_request *r = calloc(1, sizeof *r);
+	if (!r)
+		return MHD_NO;
+	r->conn = c;
+	r->method = method;
+	r->path = url;
+	peer_of(c, r->peer, sizeof r->peer);
+	*state = r;
+	if (announced_too_large(s, c)) {
+		r->answered = 1;
+		return send_text(s, c, 413, "request body too large\n", NULL);
+	}
+	return MHD_YES;
+}
+
+/* A chunk of the body. */
+static enum MHD_Result take_chunk(const http_server *s, http_request *r, const char *upload,
+                                  size_t *upload_size)
+{
+	if (r->answered) { /* the early 413: the rest of the body is dropped */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_large || r->body.len + *upload_size > s->body_max) {
+		/* a body without a Content-Length that outgrew the limit: the
+		 * rest is read and dropped, for a 413 at its end, up to a bound;
+		 * past it the connection is closed (libmicrohttpd takes no
+		 * answer in the middle of a body, and a client could stream for
+		 * ever) */
+		r->too_large = 1;
+		r->dropped += *upload_size;
+		*upload_size = 0;
+		return r->dropped > HTTP_DROP_MAX ? MHD_NO : MHD_YES;
+	}
+	sbuf_put(&r->body, upload, *upload_size);
+	*upload_size = 0;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **state)
@@ -310,40 +353,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 	http_server *s = cls;
 	http_request *r = *state;
-	if (!r) { /* first call: headers only */
-		if (!(r = calloc(1, sizeof *r)))
-			return MHD_NO;
-		r->conn = c;
-		r->method = method;
-		r->path = url;
-		peer_of(c, r->peer, sizeof r->peer);
-		*state = r;
-		if (announced_too_large(s, c)) {
-			r->answered = 1;
-			return send_text(s, c, 413, "request body too large\n", NULL);
-		}
-		return MHD_YES;
-	}
-	if (r->answered) { /* the early 413: the rest of the body is dropped */
-		*upload_size = 0;
-		return MHD_YES;
-	}
-	if (*upload_size > 0) { /* a body chunk */
-		if (r->too_large || r->body.len + *upload_size > s->body_max) {
-			/* a body without a Content-Length that outgrew the limit: the
-			 * rest is read and dropped, for a 413 at its end, up to a
-			 * bound; past it the connection is closed (libmicrohttpd takes
-			 * no answer in the middle of a body, and a client could
-			 * stream for ever) */
-			r->too_large = 1;
-			r->dropped += *upload_size;
-			*upload_size = 0;
-			return r->dropped > HTTP_DROP_MAX ? MHD_NO : MHD_YES;
-		}
-		sbuf_put(&r->body, upload, *upload_size);
-		*upload_size = 0;
-		return MHD_YES;
-	}
+	if (!r)
+		return begin_request(s, c, url, method, state);
+	if (*upload_size > 0 || r->answered)
+		return take_chunk(s, r, upload, upload_size);
 	int known;
 	const http_route *rt = route_for(s, method, url, &known);
 	if (r->too_large || r->body.oom)
