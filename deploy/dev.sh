@@ -28,7 +28,13 @@ packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libc
           prometheus python3-yaml
           # the Python package (clients/python), its tests and the install test
           python3-confluent-kafka python3-psycopg python3-pytest python3-jsonschema
-          python3-venv python3-setuptools)
+          python3-venv python3-setuptools
+          # the web console's browser tests (tests/browser): Debian's Chromium, driven by
+          # playwright-core from npm (tests/browser/package-lock.json)
+          chromium)
+# Node.js and npm: the machine's own when it has them (a Node.js 20 with npm
+# from another source must not be replaced by Debian's 18); Debian's otherwise
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 
 b=${TXHUB_BUILD:-build}   # build directory
@@ -41,7 +47,8 @@ build() {
 }
 
 # Print every Criterion synthesis line from the last meson test run, the
-# restart and chaos figures, pytest's and the install test's closing lines,
+# restart and chaos figures, pytest's, the install test's and the browser
+# test's closing lines,
 # then one plain "N passed, N failed" line counting them all.
 summarise() {
   local log
@@ -50,9 +57,10 @@ summarise() {
   grep -h "Synthesis: Tested" "$log" || true
   grep -hE "^(restart|chaos): " "$log" || true
   grep -hE "^[0-9]+ (passed|failed)" "$log" | sed 's/^/pytest: /' || true
-  grep -h "^install_test: [0-9]" "$log" || true
+  grep -hE "^(install_test|browser): [0-9]" "$log" || true
   { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' || true
-    grep -hE "^(install_test: )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" | sed 's/^install_test: //' || true
+    grep -hE "^((install_test|browser): )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" |
+      sed -E 's/^(install_test|browser): //' || true
   } | awk -F'|' '
     /Synthesis/ { for (i = 1; i <= NF; i++) {
         if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }

@@ -90,6 +90,14 @@ const config_option config_options[] = {
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
+	/* txhub console (CONTRACT §7, §9); the hub itself never reads them */
+	STR("console.listen", NULL, "127.0.0.1:8080", console_listen,
+	    "host:port the web console (txhub console) listens on"),
+	STR("console.token", "TXHUB_CONSOLE_TOKEN", "", console_token,
+	    "the token that logs in to the web console (at least 16 characters); empty: the "
+	    "console starts only on a loopback address with console.open = true"),
+	STR("console.open", NULL, "false", console_open,
+	    "true: with no console.token, serve the console without a token (loopback only)"),
 	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -310,6 +318,14 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	char sub[512];
 	if (*cfg->http_listen && http_listen_valid(cfg->http_listen, sub, sizeof sub) != 0) {
 		snprintf(err, errsz, "http.listen: %s", sub);
+		return -1;
+	}
+	if (http_listen_valid(cfg->console_listen, sub, sizeof sub) != 0) {
+		snprintf(err, errsz, "console.listen: %s", sub);
+		return -1;
+	}
+	if (strcmp(cfg->console_open, "true") != 0 && strcmp(cfg->console_open, "false") != 0) {
+		snprintf(err, errsz, "console.open: \"%s\" is not true or false", cfg->console_open);
 		return -1;
 	}
 	if (!*cfg->brokers) {

@@ -48,6 +48,9 @@ typedef struct txhub_config {
 	int64_t intake_poll_ms;
 	int64_t retention_finished_hours;
 	int64_t retention_rejected_hours;
+	char *console_listen;
+	char *console_token;
+	char *console_open; /* "true" or "false" (validated) */
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt;

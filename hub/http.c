@@ -1,9 +1,11 @@
 /* http.c: see http.h. libmicrohttpd calls the access handler at least
- * twice per request: first to set up (we allocate the request state),
- * then with body chunks, then once more with no data, when we answer. */
+ * twice per request: first to set up (we allocate the request state, and
+ * refuse a body announced too large before reading it), then with body
+ * chunks, then once more with no data, when we answer. */
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "html.h"
 #include "log.h"
 
 struct http_request {
@@ -18,13 +21,21 @@ struct http_request {
 	const char *method, *path;
 	sbuf body;
 	int too_large;
+	int answered; /* a reply was queued before the body was read */
+	size_t dropped; /* bytes of a too large body read and dropped */
 	char peer[64];
 };
+
+/* Most bytes of a too large body read and dropped before the connection
+ * is closed instead of answered. */
+#define HTTP_DROP_MAX (1024 * 1024)
 
 struct http_server {
 	struct MHD_Daemon *mhd;
 	http_route *routes;
 	size_t nroutes;
+	size_t body_max;
+	char *headers; /* http_options.headers, or NULL */
 };
 
 const char *http_header(const http_request *r, const char *name)
@@ -53,14 +64,92 @@ const char *http_body(const http_request *r, size_t *len)
 	return sbuf_str(&w->body);
 }
 
+/* What http_query_check() walks the arguments with. */
+typedef struct {
+	const char *const *allowed;
+	char *err;
+	size_t errsz;
+	const char *seen[32];
+	size_t nseen;
+	int bad;
+} query_walk;
+
+static int name_allowed(const char *const *allowed, const char *name)
+{
+	for (; *allowed; allowed++)
+		if (strcmp(*allowed, name) == 0)
+			return 1;
+	return 0;
+}
+
+static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	query_walk *w = cls;
+	char shown[64];
+	log_escape(key, key_size, shown, sizeof shown);
+	if (strlen(key) != key_size || !name_allowed(w->allowed, key)) {
+		snprintf(w->err, w->errsz, "unknown parameter \"%s\"", shown);
+	} else if (value && strlen(value) != value_size) {
+		snprintf(w->err, w->errsz, "parameter %s: holds a NUL byte", shown);
+	} else {
+		for (size_t i = 0; i < w->nseen; i++)
+			if (strcmp(w->seen[i], key) == 0) {
+				snprintf(w->err, w->errsz, "parameter %s: given more than once", shown);
+				w->bad = 1;
+				return MHD_NO;
+			}
+		/* allowed lists are short: more names than seen[] holds is a repeat */
+		if (w->nseen < sizeof w->seen / sizeof w->seen[0])
+			w->seen[w->nseen++] = key;
+		return MHD_YES;
+	}
+	w->bad = 1;
+	return MHD_NO;
+}
+
+int http_query_check(const http_request *r, const char *const *allowed, char *err,
+                     size_t errsz)
+{
+	query_walk w = {.allowed = allowed, .err = err, .errsz = errsz};
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, query_one, &w);
+	return w.bad ? -1 : 0;
+}
+
+static enum MHD_Result target_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	sbuf *b = cls;
+	(void)key_size; /* NUL-holding arguments are refused by http_query_check() */
+	(void)value_size;
+	sbuf_puts(b, b->len && memchr(b->data, '?', b->len) ? "&" : "?");
+	html_url_param(b, key);
+	if (value) {
+		sbuf_puts(b, "=");
+		html_url_param(b, value);
+	}
+	return MHD_YES;
+}
+
+void http_request_target(const http_request *r, sbuf *out)
+{
+	sbuf tmp = {0};
+	sbuf_puts(&tmp, r->path);
+	MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, target_one, &tmp);
+	sbuf_put(out, tmp.data, tmp.len);
+	out->oom |= tmp.oom;
+	sbuf_free(&tmp);
+}
+
 void http_reply_header(http_reply *reply, const char *name, const char *value)
 {
 	size_t used = strlen(reply->headers);
 	snprintf(reply->headers + used, sizeof reply->headers - used, "%s: %s\n", name, value);
 }
 
-/* Split "host:port" / "[v6]:port" into host and port. */
-static int split_listen(const char *listen, char *host, size_t hostsz, char *port,
+int http_listen_split(const char *listen, char *host, size_t hostsz, char *port,
                         size_t portsz, char *err, size_t errsz)
 {
 	const char *colon, *h = listen, *hend;
@@ -97,7 +186,25 @@ static int split_listen(const char *listen, char *host, size_t hostsz, char *por
 int http_listen_valid(const char *listen, char *err, size_t errsz)
 {
 	char host[256], port[8];
-	return split_listen(listen, host, sizeof host, port, sizeof port, err, errsz);
+	return http_listen_split(listen, host, sizeof host, port, sizeof port, err, errsz);
+}
+
+static int route_matches(const http_route *rt, const char *path)
+{
+	size_t pl = strlen(rt->path);
+	return pl > 1 && rt->path[pl - 1] == '/' ? strncmp(path, rt->path, pl) == 0
+	                                         : strcmp(path, rt->path) == 0;
+}
+
+/* The methods path has a route for, as an Allow header value. */
+static void allowed_methods(const http_server *s, const char *path, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i < s->nroutes; i++) {
+		size_t used = strlen(out);
+		if (route_matches(&s->routes[i], path) && !strstr(out, s->routes[i].method))
+			snprintf(out + used, outsz - used, "%s%s", used ? ", " : "", s->routes[i].method);
+	}
 }
 
 static const http_route *route_for(const http_server *s, const char *method, const char *path,
@@ -106,10 +213,7 @@ static const http_route *route_for(const http_server *s, const char *method, con
 	*path_known = 0;
 	for (size_t i = 0; i < s->nroutes; i++) {
 		const http_route *rt = &s->routes[i];
-		size_t pl = strlen(rt->path);
-		int match = pl > 1 && rt->path[pl - 1] == '/' ? strncmp(path, rt->path, pl) == 0
-		                                              : strcmp(path, rt->path) == 0;
-		if (!match)
+		if (!route_matches(rt, path))
 			continue;
 		*path_known = 1;
 		if (strcmp(method, rt->method) == 0)
@@ -118,7 +222,22 @@ static const http_route *route_for(const http_server *s, const char *method, con
 	return NULL;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply *reply)
+/* Add "Name: value\n" lines to resp; the text is changed in place. */
+static void add_header_lines(struct MHD_Response *resp, char *lines)
+{
+	for (char *line = lines; line && *line;) {
+		char *nl = strchr(line, '\n'), *colon = strstr(line, ": ");
+		if (!nl || !colon || colon > nl)
+			break;
+		*nl = '\0';
+		*colon = '\0';
+		MHD_add_response_header(resp, line, colon + 2);
+		line = nl + 1;
+	}
+}
+
+static enum MHD_Result send_reply(const http_server *s, struct MHD_Connection *c,
+                                  http_reply *reply)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		reply->body.len, (void *)sbuf_str(&reply->body), MHD_RESPMEM_MUST_COPY);
@@ -129,15 +248,12 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, http_reply *reply)
 	                                            : "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-	for (char *line = reply->headers; *line;) {
-		char *nl = strchr(line, '\n'), *colon = strstr(line, ": ");
-		if (!nl || !colon || colon > nl)
-			break;
-		*nl = '\0';
-		*colon = '\0';
-		MHD_add_response_header(resp, line, colon + 2);
-		line = nl + 1;
+	if (s->headers) {
+		char defaults[2048];
+		snprintf(defaults, sizeof defaults, "%s", s->headers);
+		add_header_lines(resp, defaults);
 	}
+	add_header_lines(resp, reply->headers);
 	enum MHD_Result rc = MHD_queue_response(c, (unsigned)reply->status, resp);
 	MHD_destroy_response(resp);
 	return rc;
@@ -159,6 +275,77 @@ static void peer_of(struct MHD_Connection *c, char *out, size_t outsz)
 		          (socklen_t)outsz);
 }
 
+/* Answer with a fixed status and text. */
+static enum MHD_Result send_text(const http_server *s, struct MHD_Connection *c, int status,
+                                 const char *text, const char *allow)
+{
+	http_reply reply;
+	memset(&reply, 0, sizeof reply);
+	reply.status = status;
+	sbuf_puts(&reply.body, text);
+	if (allow && *allow)
+		http_reply_header(&reply, "Allow", allow);
+	enum MHD_Result rc = send_reply(s, c, &reply);
+	sbuf_free(&reply.body);
+	return rc;
+}
+
+/* A Content-Length above the limit: refused before a byte of the body is
+ * read (libmicrohttpd then closes the connection instead of reading it). */
+static int announced_too_large(const http_server *s, struct MHD_Connection *c)
+{
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	if (!cl)
+		return 0;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(cl, &end, 10);
+	return errno != 0 || n > s->body_max;
+}
+
+/* The first call, headers only: the request's state into *state. */
+static enum MHD_Result begin_request(http_server *s, struct MHD_Connection *c, const char *url,
+                                     const char *method, void **state)
+{
+	http_request *r = calloc(1, sizeof *r);
+	if (!r)
+		return MHD_NO;
+	r->conn = c;
+	r->method = method;
+	r->path = url;
+	peer_of(c, r->peer, sizeof r->peer);
+	*state = r;
+	if (announced_too_large(s, c)) {
+		r->answered = 1;
+		return send_text(s, c, 413, "request body too large\n", NULL);
+	}
+	return MHD_YES;
+}
+
+/* A chunk of the body. */
+static enum MHD_Result take_chunk(const http_server *s, http_request *r, const char *upload,
+                                  size_t *upload_size)
+{
+	if (r->answered) { /* the early 413: the rest of the body is dropped */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_large || r->body.len + *upload_size > s->body_max) {
+		/* a body without a Content-Length that outgrew the limit: the
+		 * rest is read and dropped, for a 413 at its end, up to a bound;
+		 * past it the connection is closed (libmicrohttpd takes no
+		 * answer in the middle of a body, and a client could stream for
+		 * ever) */
+		r->too_large = 1;
+		r->dropped += *upload_size;
+		*upload_size = 0;
+		return r->dropped > HTTP_DROP_MAX ? MHD_NO : MHD_YES;
+	}
+	sbuf_put(&r->body, upload, *upload_size);
+	*upload_size = 0;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **state)
@@ -166,39 +353,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	(void)version;
 	http_server *s = cls;
 	http_request *r = *state;
-	if (!r) { /* first call: headers only */
-		if (!(r = calloc(1, sizeof *r)))
-			return MHD_NO;
-		r->conn = c;
-		r->method = method;
-		r->path = url;
-		peer_of(c, r->peer, sizeof r->peer);
-		*state = r;
-		return MHD_YES;
-	}
-	if (*upload_size > 0) { /* a body chunk */
-		if (r->body.len + *upload_size > HTTP_BODY_MAX)
-			r->too_large = 1;
-		else
-			sbuf_put(&r->body, upload, *upload_size);
-		*upload_size = 0;
-		return MHD_YES;
+	if (!r)
+		return begin_request(s, c, url, method, state);
+	if (*upload_size > 0 || r->answered)
+		return take_chunk(s, r, upload, upload_size);
+	int known;
+	const http_route *rt = route_for(s, method, url, &known);
+	if (r->too_large || r->body.oom)
+		return send_text(s, c, 413, "request body too large\n", NULL);
+	if (!rt && !known)
+		return send_text(s, c, 404, "not found\n", NULL);
+	if (!rt) {
+		char allow[128];
+		allowed_methods(s, url, allow, sizeof allow);
+		return send_text(s, c, 405, "method not allowed\n", allow);
 	}
 	http_reply reply;
 	memset(&reply, 0, sizeof reply);
 	reply.status = 200;
-	int known;
-	const http_route *rt = route_for(s, method, url, &known);
-	if (r->too_large || r->body.oom) {
-		reply.status = 413;
-		sbuf_puts(&reply.body, "request body too large\n");
-	} else if (rt) {
-		rt->fn(rt->opaque, r, &reply);
-	} else {
-		reply.status = known ? 405 : 404;
-		sbuf_puts(&reply.body, known ? "method not allowed\n" : "not found\n");
-	}
-	enum MHD_Result rc = send_reply(c, &reply);
+	rt->fn(rt->opaque, r, &reply);
+	enum MHD_Result rc = send_reply(s, c, &reply);
 	sbuf_free(&reply.body);
 	return rc;
 }
@@ -226,11 +400,14 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", line);
 }
 
-http_server *http_start(const char *listen, const http_route *routes, size_t n, char *err,
-                        size_t errsz)
+http_server *http_start(const char *listen, const http_route *routes, size_t n,
+                        const http_options *opts, char *err, size_t errsz)
 {
+	static const http_options none;
+	if (!opts)
+		opts = &none;
 	char host[256], port[8];
-	if (split_listen(listen, host, sizeof host, port, sizeof port, err, errsz) != 0)
+	if (http_listen_split(listen, host, sizeof host, port, sizeof port, err, errsz) != 0)
 		return NULL;
 	struct addrinfo hints, *ai = NULL;
 	memset(&hints, 0, sizeof hints);
@@ -250,13 +427,23 @@ http_server *http_start(const char *listen, const http_route *routes, size_t n, 
 	}
 	memcpy(s->routes, routes, n * sizeof *routes);
 	s->nroutes = n;
+	s->body_max = opts->body_max ? opts->body_max : HTTP_BODY_MAX;
+	if (opts->headers && !(s->headers = strdup(opts->headers))) {
+		snprintf(err, errsz, "out of memory");
+		freeaddrinfo(ai);
+		http_stop(s);
+		return NULL;
+	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+	if (opts->thread_per_connection)
+		flags |= MHD_USE_THREAD_PER_CONNECTION;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	unsigned limit = opts->max_connections ? opts->max_connections : 64u;
 	/* the logger first: libmicrohttpd reports options after it with it */
 	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
 	                          mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                          MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+	                          MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
 	                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd) {
@@ -275,5 +462,6 @@ void http_stop(http_server *s)
 	if (s->mhd)
 		MHD_stop_daemon(s->mhd);
 	free(s->routes);
+	free(s->headers);
 	free(s);
 }

@@ -7,6 +7,7 @@
 #include "admin.h"
 #include "bench.h"
 #include "config.h"
+#include "console.h"
 #include "devbroker.h"
 #include "hub.h"
 #include "signals.h"
@@ -32,6 +33,8 @@ static void usage(FILE *out)
 	        "             load generator and verifier: commit-to-forward latency, lost,\n"
 	        "             duplicated, the PostgreSQL and Kafka ceilings; one JSON line\n"
 	        "             (txhub bench --help for every option)\n"
+	        "  console    the web console on console.listen (default 127.0.0.1:8080): the\n"
+	        "             admin commands in a browser, behind console.token\n"
 	        "  config     print an example configuration file with every key and default\n"
 	        "  version    print the version\n"
 	        "  help       print this text\n"
@@ -182,7 +185,8 @@ int main(int argc, char **argv)
 	}
 	int is_admin = admin_is_command(command);
 	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
-	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 || is_admin;
+	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
+	            strcmp(command, "console") == 0 || is_admin;
 	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
 	                 is_admin;
 	if (!known) {
@@ -191,7 +195,8 @@ int main(int argc, char **argv)
 	}
 	/* before the slow start-up (config, connections): no signal may find
 	 * its default action, which for SIGHUP and SIGUSR1/2 is to die */
-	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0)
+	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0 ||
+	    strcmp(command, "console") == 0)
 		signals_install();
 	/* bad usage is refused before anything is loaded or touched */
 	if (is_admin && admin_parse(command, nrest, rest, &admin, err, sizeof err) != 0) {
@@ -216,6 +221,8 @@ int main(int argc, char **argv)
 
 	if (is_admin) {
 		status = admin_run(&cfg, &admin);
+	} else if (strcmp(command, "console") == 0) {
+		status = console_main(&cfg);
 	} else if (strcmp(command, "devbroker") == 0) {
 		status = devbroker_main(&cfg, nrest, rest);
 	} else if (strcmp(command, "bench") == 0) {

@@ -114,7 +114,7 @@ monitor *monitor_start(const txhub_config *cfg, char *err, size_t errsz)
 		{"GET", "/readyz", on_readyz, m},
 	};
 	char sub[512];
-	if (!(m->http = http_start(cfg->http_listen, routes, 3, sub, sizeof sub))) {
+	if (!(m->http = http_start(cfg->http_listen, routes, 3, NULL, sub, sizeof sub))) {
 		snprintf(err, errsz, "http.listen: %s", sub);
 		monitor_stop(m);
 		return NULL;

@@ -484,10 +484,15 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 		               f->send_status);
 	if (f->biz_id && envelope_check_id("biz_id", f->biz_id, ENVELOPE_BIZ_ID_MAX, err, errsz))
 		return OPS_BAD_ARG;
+	if (f->message_key && envelope_check_id("message_key", f->message_key,
+	                                        ENVELOPE_MESSAGE_KEY_MAX, err, errsz))
+		return OPS_BAD_ARG;
 	if (f->limit < 1 || f->limit > OPS_LIST_MAX)
 		return ops_bad(err, errsz, "limit %d is out of range (1..%d)", f->limit, OPS_LIST_MAX);
 	if (f->since_ms < 0)
 		return ops_bad(err, errsz, "since must not be negative");
+	if (f->older_ms < 0)
+		return ops_bad(err, errsz, "older must not be negative");
 	return OPS_OK;
 }
 
@@ -495,7 +500,7 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
  * pick the index each one allows (the primary key for a biz_id, the partial
  * indexes for unfinished statuses); values always travel as parameters. */
 static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const char **p,
-                     int *np, char *since, char *limit)
+                     int *np, char *since, char *older, char *limit)
 {
 	sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
 	if (f->nstatuses > 0) {
@@ -519,6 +524,15 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		sbuf_printf(sql, " AND updated_at > now() - $%d::bigint * interval '1 millisecond'",
 		            ++*np);
 	}
+	if (f->message_key) {
+		p[*np] = f->message_key;
+		sbuf_printf(sql, " AND message_key = $%d", ++*np);
+	}
+	if (f->older_ms > 0) {
+		p[*np] = older;
+		sbuf_printf(sql, " AND created_at < now() - $%d::bigint * interval '1 millisecond'",
+		            ++*np);
+	}
 	p[*np] = limit;
 	sbuf_printf(sql, " ORDER BY updated_at DESC, biz_id, message_key LIMIT $%d", ++*np);
 }
@@ -530,12 +544,13 @@ ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, 
 	if (rc != OPS_OK)
 		return rc;
 	sbuf sql = {0}, statuses = {0};
-	const char *p[5];
+	const char *p[7];
 	int np = 0;
-	char since[32], limit[16];
+	char since[32], older[32], limit[16];
 	snprintf(since, sizeof since, "%lld", (long long)f->since_ms);
+	snprintf(older, sizeof older, "%lld", (long long)f->older_ms);
 	snprintf(limit, sizeof limit, "%d", f->limit);
-	list_sql(f, &sql, &statuses, p, &np, since, limit);
+	list_sql(f, &sql, &statuses, p, &np, since, older, limit);
 	PGresult *r = NULL;
 	cJSON *arr = NULL;
 	if (sql.oom || statuses.oom) {

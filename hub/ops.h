@@ -135,6 +135,11 @@ typedef struct {
 	const char *biz_id;          /* NULL: any */
 	int64_t since_ms;            /* > 0: updated_at newer than now() - since_ms */
 	int limit;                   /* 1..OPS_LIST_MAX */
+	/* NULL: any. Exact; with biz_id it names one message (the primary
+	 * key), without it PostgreSQL reads the whole table (no index on the
+	 * key alone) */
+	const char *message_key;
+	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
 } ops_list_filter;
 
 /* Matching messages, newest updated_at first, as a JSON array of row
@@ -158,6 +163,42 @@ ops_rc ops_show(struct pg_conn *conn, const char *biz_id, const char *message_ke
  * caller frees it; NULL when out of memory) and sets *encoding to a static
  * name. Pure. */
 char *ops_payload_text(const unsigned char *p, size_t len, const char **encoding);
+
+/* ---- rejected records and conflicts ---- */
+
+/* Most bytes of a rejected record's value one listing returns. */
+#define OPS_VALUE_MAX (1 << 20)
+
+typedef struct {
+	int64_t id;        /* > 0: only the row with this id */
+	int64_t before_id; /* > 0: only rows with a smaller id (the next page) */
+	int limit;         /* 1..OPS_LIST_MAX */
+	int value_max;     /* 0..OPS_VALUE_MAX: bytes of each key and value returned */
+} ops_rejected_filter;
+
+/* txhub.rejected, newest (largest id) first, as a JSON array of
+ * {"id", "src_topic", "src_partition", "src_offset", "reason", "created_at",
+ *  "created_age_s", "key", "key_encoding", "key_bytes", "value",
+ *  "value_encoding", "value_bytes", "value_truncated"}: key and value are
+ * the record's bytes as ops_payload_text() shows them (null for a null
+ * key or value), cut to value_max bytes (a UTF-8 sequence the cut split is
+ * left out); *_bytes are the whole sizes. *out: the caller deletes it. */
+ops_rc ops_rejected_list(struct pg_conn *conn, const ops_rejected_filter *f, cJSON **out,
+                         char *err, size_t errsz);
+
+typedef struct {
+	const char *biz_id;      /* NULL: any */
+	const char *message_key; /* NULL: any (with biz_id: one message's, by its index) */
+	int64_t before_id;       /* > 0: only rows with a smaller id */
+	int limit;               /* 1..OPS_LIST_MAX */
+} ops_conflicts_filter;
+
+/* txhub.conflicts, newest first, as a JSON array of {"id", "biz_id",
+ * "message_key", "arrived", "met_status", "detail", "src_topic",
+ * "src_partition", "src_offset", "created_at", "created_age_s"} (null
+ * where the row has none). *out: the caller deletes it. */
+ops_rc ops_conflicts_list(struct pg_conn *conn, const ops_conflicts_filter *f, cJSON **out,
+                          char *err, size_t errsz);
 
 /* ---- resolve and redrive ---- */
 

@@ -141,6 +141,13 @@ pid_t h_hub_start(h_env *e, const char *const *settings)
 	return spawn(e, run, settings, log);
 }
 
+pid_t h_command_start(h_env *e, const char *const *args, const char *const *settings)
+{
+	char log[256];
+	snprintf(log, sizeof log, "/tmp/txhub-%s-%d.log", e->name, ++hub_count);
+	return spawn(e, args, settings, log);
+}
+
 const char *h_hub_log(char *out, size_t outsz, h_env *e)
 {
 	snprintf(out, outsz, "/tmp/txhub-%s-%d.log", e->name, hub_count);

@@ -24,7 +24,12 @@ void h_teardown(h_env *e);
 /* Start `txhub run` for e with extra "-X" settings (NULL-terminated list of
  * "key=value"); its log goes to /tmp/txhub-<name>-<n>.log. */
 pid_t h_hub_start(h_env *e, const char *const *settings);
-/* The log file of the hub h_hub_start() started last. */
+/* Start another long-running txhub command for e (args: the command and
+ * its own arguments, NULL-terminated; settings as for h_hub_start), e.g.
+ * {"console", NULL}; its log goes to /tmp/txhub-<name>-<n>.log, which
+ * h_hub_log() then names. Stop it with h_hub_stop(). */
+pid_t h_command_start(h_env *e, const char *const *args, const char *const *settings);
+/* The log file of the hub h_hub_start() (or h_command_start()) started last. */
 const char *h_hub_log(char *out, size_t outsz, h_env *e);
 /* Lines of the file at path that hold needle. */
 long h_log_lines(const char *path, const char *needle);

@@ -15,7 +15,8 @@ static int ntmp;
 /* The environment variables the contract names; cleared before each test so
  * the caller's environment cannot leak in. */
 static const char *env_vars[] = {"TXHUB_BROKERS", "TXHUB_PG", "TXHUB_CONTROL_TOPIC", "TXHUB_GROUP",
-                                 "TXHUB_CHECKBACK_SECRET", "TXHUB_LOG_LEVEL", NULL};
+                                 "TXHUB_CHECKBACK_SECRET", "TXHUB_LOG_LEVEL",
+                                 "TXHUB_CONSOLE_TOKEN", NULL};
 
 static void setup(void)
 {
@@ -83,6 +84,9 @@ static const struct {
 	{"log.level", "TXHUB_LOG_LEVEL", "info", CONFIG_STRING},
 	{"retention.finished_hours", NULL, "168", CONFIG_INT},
 	{"retention.rejected_hours", NULL, "720", CONFIG_INT},
+	{"console.listen", NULL, "127.0.0.1:8080", CONFIG_STRING},
+	{"console.token", "TXHUB_CONSOLE_TOKEN", "", CONFIG_STRING},
+	{"console.open", NULL, "false", CONFIG_STRING},
 };
 #define NCONTRACT (sizeof contract / sizeof contract[0])
 
@@ -693,4 +697,32 @@ Test(config, validate_forward_mode_and_progress_topic)
 	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(config_set(&cfg, "forward.mode", "at_least_once", err, sizeof err), 0);
 	cr_assert(!config_exactly_once(&cfg));
+}
+
+Test(config, validate_console_keys)
+{
+	txhub_config cfg;
+	char err[256];
+	cr_assert_eq(config_init(&cfg), 0);
+	cr_assert_str_eq(cfg.console_listen, "127.0.0.1:8080");
+	cr_assert_str_eq(cfg.console_token, "");
+	cr_assert_str_eq(cfg.console_open, "false");
+	cr_assert_eq(config_set(&cfg, "console.open", "yes", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "console.open"), "%s", err);
+	cr_assert_eq(config_set(&cfg, "console.open", "true", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	const char *bad_listen[] = {"", "8080", "127.0.0.1:0", "127.0.0.1:65536", "[::1]8080", NULL};
+	for (const char **l = bad_listen; *l; l++) {
+		cr_assert_eq(config_set(&cfg, "console.listen", *l, err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "%s accepted", *l);
+		cr_assert(strstr(err, "console.listen"), "%s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "console.listen", "[::1]:8443", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	setenv("TXHUB_CONSOLE_TOKEN", "from-the-environment", 1);
+	cr_assert_eq(config_load_env(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_str_eq(cfg.console_token, "from-the-environment");
+	unsetenv("TXHUB_CONSOLE_TOKEN");
+	config_free(&cfg);
 }

@@ -1,0 +1,197 @@
+/* console_actions.c: the console's POSTs: log in, log out, and resolve or
+ * redrive a selection of messages. console.c has already checked the
+ * origin, the form's fields and its CSRF token (or, for the login, its
+ * nonce); here each field's value is checked before anything is done,
+ * and the whole selection before the first message is touched.
+ *
+ * An action answers 303 back to the page it came from, with what it did
+ * kept in the session and shown there once (post, redirect, get: a
+ * reload does not post again). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "console_int.h"
+#include "envelope.h"
+#include "log.h"
+
+#define SESSION_COOKIE "txhub_session"
+
+/* ---- login and logout ---- */
+
+void action_login(console_req *q)
+{
+	const char *name = form_get(&q->form, "name"), *token = form_get(&q->form, "token");
+	const char *next_in = form_get(&q->form, "next");
+	const char *next = console_local_path(next_in);
+	char err[256], shown[80], id[CONSOLE_SECRET_HEX + 1], cookie[256];
+	if (next_in && *next_in && !next) {
+		console_text(q, 400, "field next: not a page of this console");
+		return;
+	}
+	if (console_name_check(name, err, sizeof err) != 0) {
+		page_login_form(q, 400, err, next);
+		return;
+	}
+	if (!q->c->open_mode && !console_token_equal(token, q->c->cfg->console_token)) {
+		log_warn("console: refused a login as %s from %s: wrong token",
+		         log_escape(name, strlen(name), shown, sizeof shown), http_peer(q->req));
+		page_login_form(q, 401, "That token is not the console's token.", next);
+		return;
+	}
+	if (console_session_create(q->c->sessions, name, clock_ms(), id) != 0) {
+		console_text(q, 503, "no random bytes to be had for a session");
+		return;
+	}
+	if (q->logged_in) /* a second login from one browser replaces its session */
+		console_session_end(q->c->sessions, q->sid);
+	snprintf(cookie, sizeof cookie, SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict", id);
+	http_reply_header(q->reply, "Set-Cookie", cookie);
+	http_reply_header(q->reply, "Set-Cookie",
+	                  "txhub_login=; Path=/login; HttpOnly; SameSite=Strict; Max-Age=0");
+	log_info("console: console:%s logged in from %s", name, http_peer(q->req));
+	console_redirect(q, 303, next ? next : "/overview");
+}
+
+void action_logout(console_req *q)
+{
+	console_session_end(q->c->sessions, q->sid);
+	http_reply_header(q->reply, "Set-Cookie",
+	                  SESSION_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+	log_info("console: console:%s logged out", q->sess.name);
+	console_redirect(q, 303, "/login");
+}
+
+/* ---- resolve and redrive ---- */
+
+typedef struct {
+	char biz[ENVELOPE_BIZ_ID_MAX + 1];
+	char key[ENVELOPE_MESSAGE_KEY_MAX + 1];
+} selected;
+
+typedef enum { ACT_COMMIT, ACT_ROLLBACK, ACT_REDRIVE } act_kind;
+
+/* The action, reason and where to go back to, checked. -1 after 400. */
+static int read_action(console_req *q, act_kind *kind, const char **reason, const char **back)
+{
+	const char *a = form_get(&q->form, "action"), *b = form_get(&q->form, "back");
+	char why[256];
+	if (a && strcmp(a, "commit") == 0)
+		*kind = ACT_COMMIT;
+	else if (a && strcmp(a, "rollback") == 0)
+		*kind = ACT_ROLLBACK;
+	else if (a && strcmp(a, "redrive") == 0)
+		*kind = ACT_REDRIVE;
+	else {
+		console_text(q, 400, "field action: give commit, rollback or redrive");
+		return -1;
+	}
+	*reason = form_get(&q->form, "reason");
+	if (*reason && !**reason)
+		*reason = NULL;
+	if (*reason && envelope_check_id("reason", *reason, OPS_REASON_MAX, why, sizeof why) != 0) {
+		console_text(q, 400, "field %s", why);
+		return -1;
+	}
+	*back = b && *b ? console_local_path(b) : "/stuck";
+	if (!*back) {
+		console_text(q, 400, "field back: not a page of this console");
+		return -1;
+	}
+	return 0;
+}
+
+/* Every sel field, parsed and checked. NULL after 400. */
+static selected *read_selection(console_req *q, size_t *n)
+{
+	*n = form_count(&q->form, "sel");
+	if (*n == 0 || *n > CONSOLE_SELECT_MAX) {
+		console_text(q, 400, "field sel: select 1 to %d messages", CONSOLE_SELECT_MAX);
+		return NULL;
+	}
+	selected *s = calloc(*n, sizeof *s);
+	if (!s) {
+		console_text(q, 503, "out of memory");
+		return NULL;
+	}
+	size_t k = 0;
+	char err[512];
+	for (size_t i = 0; i < q->form.n; i++) {
+		if (strcmp(q->form.fields[i].name, "sel") != 0)
+			continue;
+		if (view_selection_parse(q->form.fields[i].value, s[k].biz, sizeof s[k].biz, s[k].key,
+		                         sizeof s[k].key, err, sizeof err) != 0) {
+			console_text(q, 400, "%s", err);
+			free(s);
+			return NULL;
+		}
+		k++;
+	}
+	return s;
+}
+
+/* Run the action on one message; a line for the flash into out. Returns
+ * 1 when it was done. */
+static int act_one(struct pg_conn *conn, act_kind kind, const selected *s, const char *reason,
+                   const char *actor, char *out, size_t outsz)
+{
+	ops_change ch;
+	char err[1200];
+	memset(&ch, 0, sizeof ch);
+	ops_rc rc = kind == ACT_REDRIVE
+		? ops_redrive(conn, s->biz, s->key, actor, &ch, err, sizeof err)
+		: ops_resolve(conn, s->biz, s->key, kind == ACT_COMMIT ? OPS_COMMIT : OPS_ROLLBACK,
+		              reason, actor, &ch, err, sizeof err);
+	if (rc == OPS_OK) {
+		snprintf(out, outsz, "%s / %s: %s%s%s (was %s)", s->biz, s->key, ch.status,
+		         ch.send_status[0] ? ", send " : "", ch.send_status, ch.previous);
+		return 1;
+	}
+	snprintf(out, outsz, "%s / %s: %s: %s", s->biz, s->key,
+	         rc == OPS_REFUSED ? "refused" : rc == OPS_NOT_FOUND ? "not found" : "failed", err);
+	return 0;
+}
+
+static const char *act_name(act_kind k)
+{
+	return k == ACT_COMMIT ? "resolve --commit" : k == ACT_ROLLBACK ? "resolve --rollback"
+	                                                                : "redrive";
+}
+
+void action_messages(console_req *q)
+{
+	act_kind kind;
+	const char *reason, *back;
+	size_t n;
+	selected *sel;
+	if (read_action(q, &kind, &reason, &back) != 0 || !(sel = read_selection(q, &n)))
+		return;
+	char actor[OPS_ACTOR_MAX + 1], line[1600];
+	console_actor(q, actor, sizeof actor);
+	struct pg_conn *conn = console_conn(q);
+	if (!conn) {
+		free(sel);
+		return;
+	}
+	sbuf lines = {0};
+	size_t done = 0;
+	for (size_t i = 0; i < n; i++) {
+		int ok = act_one(conn, kind, &sel[i], reason, actor, line, sizeof line);
+		done += (size_t)ok;
+		sbuf_printf(&lines, "\n%s", line);
+		char shown[400];
+		log_info("console: %s by %s: %s", act_name(kind), actor,
+		         log_escape(line, strlen(line), shown, sizeof shown));
+	}
+	console_conn_done(q, conn);
+	sbuf flash = {0};
+	sbuf_printf(&flash, "%s by %s: %zu done, %zu not%s", act_name(kind), actor, done, n - done,
+	            sbuf_str(&lines));
+	console_session_set_flash(q->c->sessions, q->sid, flash.oom ? "(out of memory)"
+	                                                            : sbuf_str(&flash));
+	console_redirect(q, 303, back);
+	sbuf_free(&lines);
+	sbuf_free(&flash);
+	free(sel);
+}

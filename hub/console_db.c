@@ -1,0 +1,197 @@
+/* console_db.c: see console_db.h. */
+#include "console_db.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct console_db {
+	pthread_mutex_t mu;
+	pthread_cond_t freed; /* a connection was given back */
+	char *conninfo;
+	PGconn *conns[CONSOLE_DB_CONNS]; /* NULL: not open */
+	int busy[CONSOLE_DB_CONNS];
+};
+
+console_db *console_db_new(const txhub_config *cfg)
+{
+	console_db *db = calloc(1, sizeof *db);
+	if (!db)
+		return NULL;
+	if (!(db->conninfo = strdup(cfg->pg))) {
+		free(db);
+		return NULL;
+	}
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&db->freed, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&db->mu, NULL);
+	return db;
+}
+
+void console_db_free(console_db *db)
+{
+	if (!db)
+		return;
+	for (int i = 0; i < CONSOLE_DB_CONNS; i++)
+		if (db->conns[i])
+			PQfinish(db->conns[i]);
+	pthread_cond_destroy(&db->freed);
+	pthread_mutex_destroy(&db->mu);
+	free(db->conninfo);
+	free(db);
+}
+
+static void quiet_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg; /* the console's statements raise none worth a log line */
+}
+
+/* A new connection with the console's session settings, or NULL. */
+static PGconn *open_conn(const char *conninfo, char *err, size_t errsz)
+{
+	/* connect_timeout first: a value in the configured conninfo (the
+	 * expanded dbname, later in the list) overrides it */
+	const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
+	const char *vals[] = {"5", conninfo, "txhub-console", NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+	if (!c || PQstatus(c) != CONNECTION_OK) {
+		snprintf(err, errsz, "cannot connect to PostgreSQL: %s",
+		         c ? PQerrorMessage(c) : "out of memory");
+		log_one_line(err);
+		PQfinish(c);
+		return NULL;
+	}
+	PQsetNoticeProcessor(c, quiet_notice, NULL);
+	char sql[200];
+	snprintf(sql, sizeof sql, "SET statement_timeout = %d; SET lock_timeout = '5s'; "
+	         "SET idle_in_transaction_session_timeout = '5s'", CONSOLE_DB_STATEMENT_MS);
+	PGresult *r = PQexec(c, sql);
+	int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	if (!ok) {
+		snprintf(err, errsz, "PostgreSQL: setting the console's time-outs: %s",
+		         PQerrorMessage(c));
+		log_one_line(err);
+		PQfinish(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* One round trip: a connection PostgreSQL dropped (a restart) fails it. */
+static int alive(PGconn *c)
+{
+	if (PQstatus(c) != CONNECTION_OK)
+		return 0;
+	PGresult *r = PQexec(c, "SELECT 1");
+	int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	PQclear(r);
+	return ok;
+}
+
+/* A free slot, marked busy; -1 after CONSOLE_DB_WAIT_MS. */
+static int claim_slot(console_db *db)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += CONSOLE_DB_WAIT_MS / 1000;
+	pthread_mutex_lock(&db->mu);
+	int slot = -1;
+	for (;;) {
+		for (int i = 0; i < CONSOLE_DB_CONNS && slot < 0; i++)
+			if (!db->busy[i])
+				slot = i;
+		if (slot >= 0 || pthread_cond_timedwait(&db->freed, &db->mu, &until) == ETIMEDOUT)
+			break;
+	}
+	if (slot >= 0)
+		db->busy[slot] = 1;
+	pthread_mutex_unlock(&db->mu);
+	return slot;
+}
+
+static void release_slot(console_db *db, int slot)
+{
+	pthread_mutex_lock(&db->mu);
+	db->busy[slot] = 0;
+	pthread_cond_signal(&db->freed);
+	pthread_mutex_unlock(&db->mu);
+}
+
+PGconn *console_db_take(console_db *db, char *err, size_t errsz)
+{
+	int slot = claim_slot(db);
+	if (slot < 0) {
+		snprintf(err, errsz, "all %d PostgreSQL connections of the console stayed busy for "
+		         "%d s", CONSOLE_DB_CONNS, CONSOLE_DB_WAIT_MS / 1000);
+		return NULL;
+	}
+	/* the slot is ours alone now: its connection is used without the lock */
+	pthread_mutex_lock(&db->mu);
+	PGconn *c = db->conns[slot];
+	pthread_mutex_unlock(&db->mu);
+	if (c && !alive(c)) {
+		log_info("console: a PostgreSQL connection was lost; reconnecting");
+		PQfinish(c);
+		c = NULL;
+	}
+	if (!c)
+		c = open_conn(db->conninfo, err, errsz);
+	pthread_mutex_lock(&db->mu);
+	db->conns[slot] = c;
+	pthread_mutex_unlock(&db->mu);
+	if (!c)
+		release_slot(db, slot);
+	return c;
+}
+
+void console_db_give(console_db *db, PGconn *conn)
+{
+	if (!conn)
+		return;
+	int broken = PQstatus(conn) != CONNECTION_OK || PQtransactionStatus(conn) != PQTRANS_IDLE;
+	if (broken)
+		PQfinish(conn);
+	pthread_mutex_lock(&db->mu);
+	for (int slot = 0; slot < CONSOLE_DB_CONNS; slot++) {
+		if (db->conns[slot] != conn)
+			continue;
+		if (broken)
+			db->conns[slot] = NULL;
+		db->busy[slot] = 0;
+		pthread_cond_signal(&db->freed);
+	}
+	pthread_mutex_unlock(&db->mu);
+}
+
+int console_db_schema_version(PGconn *conn, int *version, char *err, size_t errsz)
+{
+	*version = 0;
+	/* two statements: a query naming a missing table fails as a whole */
+	PGresult *r = PQexec(conn, "SELECT to_regclass('txhub.schema_migrations') IS NOT NULL");
+	int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+	int exists = ok && PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	if (exists) {
+		r = PQexec(conn, "SELECT coalesce(max(version), 0) FROM txhub.schema_migrations");
+		ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+		if (ok)
+			*version = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+	}
+	if (!ok) {
+		snprintf(err, errsz, "PostgreSQL: %s", PQerrorMessage(conn));
+		log_one_line(err);
+	}
+	return ok ? 0 : -1;
+}
