@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backoff.h"
 #include "clock.h"
@@ -43,6 +44,7 @@ struct lane {
 	char txn_id[600];
 	char marker_key[600];   /* group/partition */
 	int32_t marker_part;    /* the partition of the progress topic */
+	const char *failpoint;  /* TXHUB_FAILPOINT, for the crash tests */
 	pthread_t thread;
 
 	pthread_mutex_t mu; /* guards what follows */
@@ -58,6 +60,7 @@ struct lane {
 	rd_kafka_t *rk;
 	store *st;
 	int64_t done_seq; /* the last marker committed */
+	size_t singles_left; /* runs of one forward to go (finding a bad one) */
 	char **topics;    /* forward topics known to exist */
 	size_t ntopics;
 };
@@ -624,6 +627,19 @@ static void count_sent(lane *l, const store_forward_list *list, int64_t started)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* The crash tests' failpoints: with TXHUB_FAILPOINT=<name> in its
+ * environment the hub dies at that point as kill -9 would leave it (a
+ * transaction open, or committed and not recorded). Never set in
+ * production. */
+static void crash_at(lane *l, const char *name)
+{
+	if (l->failpoint && strcmp(l->failpoint, name) == 0) {
+		rd_kafka_flush(l->rk, 10000); /* what the transaction holds reaches the broker */
+		log_error("lane %d: failpoint %s: exiting at once", l->own.partition, name);
+		_exit(86);
+	}
+}
+
 /* Send list in one transaction with its marker. Returns 1 when committed
  * (and recorded), 0 when what is left is to be read and tried again (after
  * a backoff when *backoff), -1 when the lane must stop (fenced, fatal). */
@@ -662,6 +678,7 @@ static int send_run(lane *l, store_forward_list *list, int *backoff)
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
 		goto abort;
 	}
+	crash_at(l, "lane_before_commit");
 	/* a commit that timed out may have reached the coordinator: it is
 	 * retried, never aborted, until it says how it ended */
 	while ((e = rd_kafka_commit_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
@@ -678,6 +695,7 @@ static int send_run(lane *l, store_forward_list *list, int *backoff)
 		}
 	}
 	if (!e) {
+		crash_at(l, "lane_after_commit");
 		rd_kafka_poll(l->rk, 0);
 		l->done_seq = list->items[n - 1].fwd_seq;
 		count_sent(l, list, started);
@@ -721,8 +739,22 @@ abort:
 			failed[i] = st[i].err;
 		nfailed += failed[i] != 0;
 	}
+	if (nfailed > 1 && n > 1) {
+		/* the broker fails a whole batch for one record in it (too
+		 * large): which of them is at fault shows when each goes alone */
+		size_t last = 0;
+		for (size_t i = 0; i < n; i++)
+			if (failed[i])
+				last = i;
+		l->singles_left = last + 1;
+		log_warn("lane %d: a transaction of %zu forward(s) aborted (%s); %zu of them failed: "
+		         "the next %zu go one per transaction to find the one(s) at fault",
+		         l->own.partition, n, err, nfailed, l->singles_left);
+		*backoff = 0;
+		goto done;
+	}
 	log_warn("lane %d: a transaction of %zu forward(s) aborted (%s)%s", l->own.partition, n,
-	         err, nfailed ? "; the forwards that failed for their own sake are recorded" : "");
+	         err, nfailed ? "; the forward that failed for its own sake is recorded" : "");
 	if (nfailed > 0) {
 		if (take_out_failed(l, list, failed) != 0)
 			result = -1;
@@ -766,8 +798,8 @@ static void forward_due(lane *l)
 			return;
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
-			rc = store_next_forwards(l->st, l->own.partition, l->done_seq, LANE_RUN_MAX, &list,
-			                         err, sizeof err);
+			rc = store_next_forwards(l->st, l->own.partition, l->done_seq,
+			                         l->singles_left ? 1 : LANE_RUN_MAX, &list, err, sizeof err);
 		if (rc != STORE_OK) {
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
 			log_warn("lane %d: reading forwards: %s; retrying in %lld ms", l->own.partition, err,
@@ -796,9 +828,12 @@ static void forward_due(lane *l)
 			return;
 		if (list.n == 0)
 			continue;
+		size_t singles = l->singles_left;
 		int backoff, r = send_run(l, &list, &backoff);
 		if (r < 0)
 			return;
+		if (singles > 0 && l->singles_left == singles)
+			l->singles_left--; /* (a run of one, sent or recorded) */
 		if (r == 1) {
 			attempt = 0;
 			pthread_mutex_lock(&l->mu);
@@ -839,6 +874,7 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, cha
 	l->cfg = cfg;
 	l->al = al;
 	l->own = *own;
+	l->failpoint = getenv("TXHUB_FAILPOINT");
 	lane_progress_topic(cfg, l->progress, sizeof l->progress);
 	lane_transactional_id(cfg, own->partition, l->txn_id, sizeof l->txn_id);
 	snprintf(l->marker_key, sizeof l->marker_key, "%s/%d", cfg->group, own->partition);

@@ -325,13 +325,17 @@ int h_wait(h_env *e, const char *sql, const char *expect, int timeout_ms)
 	}
 }
 
-size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out)
+static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *isolation,
+                         h_record **out)
 {
 	char es[512];
 	rd_kafka_conf_t *c = rd_kafka_conf_new();
 	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
 	rd_kafka_conf_set(c, "group.id", "harness-reader", es, sizeof es);
 	rd_kafka_conf_set(c, "enable.auto.commit", "false", es, sizeof es);
+	if (isolation)
+		cr_assert_eq(rd_kafka_conf_set(c, "isolation.level", isolation, es, sizeof es),
+		             RD_KAFKA_CONF_OK, "%s", es);
 	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, es, sizeof es);
 	cr_assert_not_null(rk, "%s", es);
 	const rd_kafka_metadata_t *md = NULL;
@@ -403,6 +407,26 @@ size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out)
 	rd_kafka_destroy(rk);
 	*out = recs;
 	return n;
+}
+
+size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out)
+{
+	return read_topic(e, topic, idle_ms, NULL, out); /* librdkafka's default */
+}
+
+size_t h_read_topic_committed(h_env *e, const char *topic, int idle_ms, h_record **out)
+{
+	return read_topic(e, topic, idle_ms, "read_committed", out);
+}
+
+size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_record **out)
+{
+	return read_topic(e, topic, idle_ms, "read_uncommitted", out);
+}
+
+int h_real_kafka(void)
+{
+	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
 }
 
 void h_records_free(h_record *r, size_t n)

@@ -76,6 +76,16 @@ typedef struct {
 /* Everything on topic, reading until idle_ms pass with nothing new.
  * Returns the count; *out is an array the caller frees with h_records_free. */
 size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out);
+/* The same with isolation.level=read_committed: what a consumer of
+ * forward.mode = exactly_once sees (records of aborted transactions left
+ * out). */
+size_t h_read_topic_committed(h_env *e, const char *topic, int idle_ms, h_record **out);
+/* ... and with read_uncommitted: aborted transactions' records too. */
+size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_record **out);
+
+/* Whether the tests run against Apache Kafka (TXHUB_TEST_KAFKA_DIR, from
+ * deploy/kafka.sh) rather than devbroker, which has no transactions. */
+int h_real_kafka(void);
 void h_records_free(h_record *r, size_t n);
 
 #endif
