@@ -7,7 +7,10 @@
 #   1. drain: N transactions (default 100000) produced on 8 control
 #      partitions first, then one hub started to drain them;
 #   2. open loop at each RATE:SECONDS of TXHUB_BENCH_RATES (default
-#      "2000:60 10000:30"), the hub running: commit-to-forward latency.
+#      "2000:60 10000:30"), the hub running: commit-to-forward latency;
+#
+# both for each forward.mode of TXHUB_BENCH_MODES (default "at_least_once
+# exactly_once").
 #
 # Each run prints one JSON line on stdout (see README, Benchmark); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
@@ -18,6 +21,7 @@ cd "$(dirname "$0")/.."
 txhub=$(realpath "$1")
 n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
+modes=${TXHUB_BENCH_MODES:-at_least_once exactly_once}
 out=${TXHUB_BENCH_OUT:-/tmp/txhub-bench-real}
 mkdir -p "$out"
 
@@ -56,8 +60,12 @@ run() {
   "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
     -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
 }
-run drain --start-hub --preload --count "$n"
-for r in $rates; do
-  rate=${r%%:*} secs=${r##*:}
-  run "rate$rate" --start-hub --rate "$rate" --count $((rate * secs)) --ceiling-tx 50000
+for mode in $modes; do
+  tag=${mode%%_*} # at, exactly
+  run "drain_$tag" --start-hub --preload --count "$n" -X forward.mode="$mode"
+  for r in $rates; do
+    rate=${r%%:*} secs=${r##*:}
+    run "rate${rate}_$tag" --start-hub --rate "$rate" --count $((rate * secs)) --ceiling-tx 50000 \
+      -X forward.mode="$mode"
+  done
 done

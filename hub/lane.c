@@ -640,16 +640,37 @@ static void crash_at(lane *l, const char *name)
 	}
 }
 
-/* Send list in one transaction with its marker. Returns 1 when committed
- * (and recorded), 0 when what is left is to be read and tried again (after
- * a backoff when *backoff), -1 when the lane must stop (fenced, fatal). */
-static int send_run(lane *l, store_forward_list *list, int *backoff)
+/* Record the committed run in unrec as sent, and count it covered.
+ * Returns 0, or -1 when stopping before it could be (the next owner marks
+ * it from the marker). */
+static int record_committed(lane *l, store_forward_list *unrec)
+{
+	if (unrec->n == 0)
+		return 0;
+	if (record(l, unrec->items, unrec->n, NULL) != 0)
+		return -1;
+	pthread_mutex_lock(&l->mu);
+	if (l->covered < unrec->items[unrec->n - 1].fwd_seq)
+		l->covered = unrec->items[unrec->n - 1].fwd_seq;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	store_forward_list_clear(unrec);
+	return 0;
+}
+
+/* Send list in one transaction with its marker. The previous run, committed
+ * and not yet recorded (unrec), is recorded in PostgreSQL while this one's
+ * records travel, before its commit; when this one commits, its forwards
+ * move from list to unrec. Returns 1 when committed, 0 when what is left is
+ * to be read and tried again (after a backoff when *backoff), -1 when the
+ * lane must stop (fenced, fatal, or stopping). */
+static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec, int *backoff)
 {
 	char err[512] = "";
 	size_t n = list->n;
 	dr_status *st = calloc(n, sizeof *st);
 	rd_kafka_resp_err_t *failed = calloc(n, sizeof *failed);
-	int result = 0;
+	int result = 0, stop_after_abort = 0;
 	rd_kafka_error_t *e = NULL;
 	int64_t started = clock_ms();
 	*backoff = 1;
@@ -678,6 +699,11 @@ static int send_run(lane *l, store_forward_list *list, int *backoff)
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
 		goto abort;
 	}
+	if (record_committed(l, unrec) != 0) {
+		snprintf(err, sizeof err, "stopping");
+		stop_after_abort = 1;
+		goto abort;
+	}
 	crash_at(l, "lane_before_commit");
 	/* a commit that timed out may have reached the coordinator: it is
 	 * retried, never aborted, until it says how it ended */
@@ -699,7 +725,10 @@ static int send_run(lane *l, store_forward_list *list, int *backoff)
 		rd_kafka_poll(l->rk, 0);
 		l->done_seq = list->items[n - 1].fwd_seq;
 		count_sent(l, list, started);
-		result = record(l, list->items, n, NULL) == 0 ? 1 : -1;
+		store_forward_list t = *unrec; /* (empty: recorded above) */
+		*unrec = *list;
+		*list = t;
+		result = 1;
 		goto done;
 	}
 error:
@@ -732,6 +761,10 @@ abort:
 		goto done;
 	}
 	rd_kafka_poll(l->rk, 0);
+	if (stop_after_abort) {
+		result = -1;
+		goto done;
+	}
 	/* the forwards that failed for their own sake leave the run */
 	size_t nfailed = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -771,13 +804,13 @@ done:
 /* ---- the thread ---- */
 
 /* Wait until rows may be due; returns the want_seq seen, or -1 to stop. */
-static int64_t wait_for_work(lane *l)
+static int64_t wait_for_work(lane *l, int block)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += IDLE_LOOK_MS / 1000;
 	pthread_mutex_lock(&l->mu);
-	while (!l->stopping && l->want_seq <= l->covered)
+	while (block && !l->stopping && l->want_seq <= l->covered)
 		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
 			break;
 	int64_t want = l->want_seq;
@@ -790,12 +823,13 @@ static void forward_due(lane *l)
 {
 	char err[512];
 	int attempt = 0;
-	store_forward_list list = {0};
+	store_forward_list list = {0}, unrec = {0}; /* unrec: committed, not recorded */
 	for (;;) {
 		store_forward_list_clear(&list);
-		int64_t want = wait_for_work(l);
+		int64_t want = wait_for_work(l, unrec.n == 0);
 		if (want < 0)
-			return;
+			break;
+		int64_t t0 = clock_ms();
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
 			rc = store_next_forwards(l->st, l->own.partition, l->done_seq,
@@ -807,7 +841,9 @@ static void forward_due(lane *l)
 			pause_ms(l, d);
 			continue;
 		}
-		if (list.n == 0) {
+		if (list.n == 0) { /* nothing more: record what is committed */
+			if (record_committed(l, &unrec) != 0)
+				break;
 			pthread_mutex_lock(&l->mu);
 			if (l->covered < want)
 				l->covered = want;
@@ -825,28 +861,33 @@ static void forward_due(lane *l)
 		int taken = take_out_failed(l, &list, bad);
 		free(bad);
 		if (taken != 0)
-			return;
+			break;
 		if (list.n == 0)
 			continue;
-		size_t singles = l->singles_left;
-		int backoff, r = send_run(l, &list, &backoff);
+		size_t singles = l->singles_left, n = list.n;
+		int64_t t1 = clock_ms();
+		int backoff, r = send_run(l, &list, &unrec, &backoff);
+		log_debug("lane %d: a run of %zu: read in %lld ms, sent and committed in %lld ms",
+		          l->own.partition, n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
 		if (r < 0)
-			return;
+			break;
 		if (singles > 0 && l->singles_left == singles)
 			l->singles_left--; /* (a run of one, sent or recorded) */
 		if (r == 1) {
 			attempt = 0;
 			pthread_mutex_lock(&l->mu);
-			if (l->covered < l->done_seq)
-				l->covered = l->done_seq;
-			if (list.n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
+			if (n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
 				l->want_seq = l->done_seq + 1; /* there may be more */
-			pthread_cond_broadcast(&l->cv);
 			pthread_mutex_unlock(&l->mu);
 		} else if (backoff) {
 			pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
 		}
 	}
+	/* ending: record the last committed run if PostgreSQL lets us at
+	 * once (else the next owner marks it from the marker) */
+	record_committed(l, &unrec);
+	store_forward_list_clear(&list);
+	store_forward_list_clear(&unrec);
 }
 
 static void *run(void *arg)

@@ -513,11 +513,13 @@ static void three_replicas(const char *name, const char *assignor, int eos)
 	 * starts; Kafka's fencing, not the hand-over order, keeps that right,
 	 * and run_end counted 0 duplicates) */
 	int handovers = eos ? -1 : check_forwarders(&r);
+	char ho[64] = "";
+	if (handovers >= 0)
+		snprintf(ho, sizeof ho, "; %d hand-overs between replicas", handovers);
 	fprintf(stderr, "chaos: three replicas (%s%s): %d transactions (%d malformed) sent in %.1f s, "
-	                "one kill -9 and one added; %d hand-overs between replicas; %d duplicate "
-	                "forwards\n",
+	                "one kill -9 and one added%s; %d duplicate forwards\n",
 	        assignor ? "cooperative" : "eager", eos ? ", exactly_once" : "", r.snd.tx,
-	        r.snd.nmalformed, (double)r.snd.sent_ms / 1000, handovers, dups);
+	        r.snd.nmalformed, (double)r.snd.sent_ms / 1000, ho, dups);
 	run_free(&r);
 }
 
