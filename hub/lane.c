@@ -44,6 +44,7 @@ struct lane {
 	char txn_id[600];
 	char marker_key[600];   /* group/partition */
 	int32_t marker_part;    /* the partition of the progress topic */
+	char origin[64];        /* the partition's fwd_origin, for the markers */
 	const char *failpoint;  /* TXHUB_FAILPOINT, for the crash tests */
 	pthread_t thread;
 
@@ -263,15 +264,43 @@ done:
 	return rc;
 }
 
-/* The seq of the last committed marker of the partition, from its progress
- * partition read with read_committed (0: none). Returns 0, or -1 with err. */
-static int read_marker(lane *l, int64_t *seq, char *err, size_t errsz)
+/* Read a marker's value into m; returns 0, or -1 when it is not one. */
+static int parse_marker(const char *payload, size_t len, store_marker *m)
+{
+	char text[2048];
+	if (len >= sizeof text)
+		return -1;
+	memcpy(text, payload, len);
+	text[len] = '\0';
+	cJSON *j = cJSON_Parse(text);
+	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
+	const cJSON *origin = cJSON_GetObjectItemCaseSensitive(j, "origin");
+	const cJSON *biz = cJSON_GetObjectItemCaseSensitive(j, "biz_id");
+	const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "message_key");
+	int rc = -1;
+	if (cJSON_IsNumber(seq) && seq->valuedouble >= 1 && seq->valuedouble < 9e15 &&
+	    cJSON_IsString(origin) && strlen(origin->valuestring) < sizeof m->origin &&
+	    cJSON_IsString(biz) && strlen(biz->valuestring) < sizeof m->biz_id &&
+	    cJSON_IsString(key) && strlen(key->valuestring) < sizeof m->message_key) {
+		m->seq = (int64_t)seq->valuedouble;
+		snprintf(m->origin, sizeof m->origin, "%s", origin->valuestring);
+		snprintf(m->biz_id, sizeof m->biz_id, "%s", biz->valuestring);
+		snprintf(m->message_key, sizeof m->message_key, "%s", key->valuestring);
+		rc = 0;
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
+/* The last committed marker of the partition, from its progress partition
+ * read with read_committed (seq 0: none). Returns 0, or -1 with err. */
+static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 {
 	static const char *defaults[] = {"group.id", "txhub-progress-reader",
 	                                 "enable.auto.commit", "false",
 	                                 "isolation.level", "read_committed",
 	                                 "enable.partition.eof", "true", NULL};
-	*seq = 0;
+	memset(out, 0, sizeof *out);
 	rd_kafka_conf_t *conf = kafka_conf_new(l->cfg, defaults, err, errsz);
 	char sub[512];
 	rd_kafka_t *c = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, sub, sizeof sub) : NULL;
@@ -295,7 +324,8 @@ static int read_marker(lane *l, int64_t *seq, char *err, size_t errsz)
 	 * compaction keeps the last marker: it is near the end, further back
 	 * only when other lanes share the partition or after many aborts */
 	for (int64_t back = 64; rc != 0; back *= 8) {
-		int64_t from = hi - back > lo ? hi - back : lo, found = 0;
+		int64_t from = hi - back > lo ? hi - back : lo;
+		store_marker found = {0};
 		rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(1);
 		rd_kafka_topic_partition_list_add(tl, l->progress, l->marker_part)->offset = from;
 		rd_kafka_assign(c, tl);
@@ -319,27 +349,21 @@ static int read_marker(lane *l, int64_t *seq, char *err, size_t errsz)
 				goto done;
 			}
 			if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-			    memcmp(m->key, l->marker_key, m->key_len) == 0 && m->payload &&
-			    m->len < 1024) {
-				char text[1024];
-				memcpy(text, m->payload, m->len);
-				text[m->len] = '\0';
-				cJSON *j = cJSON_Parse(text);
-				const cJSON *s = j ? cJSON_GetObjectItemCaseSensitive(j, "seq") : NULL;
-				if (cJSON_IsNumber(s) && s->valuedouble >= 0)
-					found = (int64_t)s->valuedouble;
+			    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+				store_marker mk = {0};
+				if (m->payload && parse_marker(m->payload, m->len, &mk) == 0)
+					found = mk; /* the later one wins */
 				else
-					log_warn("lane %d: a progress marker in %s [%d] at offset %lld is not "
-					         "ours to read; ignored", l->own.partition, l->progress,
+					log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
+					         "marker txhub can read; ignored", l->own.partition, l->progress,
 					         l->marker_part, (long long)m->offset);
-				cJSON_Delete(j);
 			}
 			rd_kafka_message_destroy(m);
 			if (eof)
 				break;
 		}
-		if (found || from == lo) {
-			*seq = found;
+		if (found.seq > 0 || from == lo) {
+			*out = found;
 			rc = 0;
 		}
 	}
@@ -372,7 +396,9 @@ static int take_partition(lane *l)
 	char err[512];
 	int inited = 0, ensured = 0;
 	for (int attempt = 1;; attempt++) {
-		int64_t marker = 0, marked = 0;
+		store_marker marker = {0};
+		int64_t marked = 0;
+		int mismatch = 0;
 		store_rc rc = STORE_RETRY;
 		rd_kafka_error_t *e = NULL;
 		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
@@ -392,19 +418,30 @@ static int take_partition(lane *l)
 			/* (err says why) */
 		} else if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
 		           read_marker(l, &marker, err, sizeof err) == 0) {
-			rc = store_recover_forwards(l->st, &l->own, marker, &marked, err, sizeof err);
+			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,
+			                            err, sizeof err);
 		}
 		if (rc == STORE_OK) {
-			l->done_seq = marker;
+			/* from the first pending row on: after the marking, none is
+			 * left at or below a marker this database wrote */
+			l->done_seq = 0;
 			pthread_mutex_lock(&l->mu);
-			l->covered = marker;
-			if (l->want_seq <= marker)
-				l->want_seq = marker + 1; /* look for what is due */
+			l->covered = 0;
+			if (l->want_seq < 1)
+				l->want_seq = 1; /* look for what is due */
 			pthread_mutex_unlock(&l->mu);
+			if (mismatch)
+				log_error("lane %d: the progress marker in %s (sequence %lld, row %s/%s, "
+				          "origin %s) was not written for this database (origin %s), or for "
+				          "an earlier history of it (restored from a backup?): nothing is "
+				          "taken as forwarded, every pending row of the partition is "
+				          "forwarded again (some may be duplicates)", l->own.partition,
+				          l->progress, (long long)marker.seq, marker.biz_id,
+				          marker.message_key, marker.origin, l->origin);
 			log_info("lane %d: taken at epoch %lld (transactional.id %s); progress marker at "
 			         "sequence %lld, %lld forward(s) of the previous owner found sent",
-			         l->own.partition, (long long)l->own.epoch, l->txn_id, (long long)marker,
-			         (long long)marked);
+			         l->own.partition, (long long)l->own.epoch, l->txn_id,
+			         (long long)marker.seq, (long long)marked);
 			return 0;
 		}
 		if (rc == STORE_FENCED) {
@@ -594,16 +631,29 @@ static rd_kafka_resp_err_t produce_one(lane *l, const store_forward *f, dr_statu
 }
 
 /* The run's marker: its highest sequence, keyed by group and partition. */
-static rd_kafka_resp_err_t produce_marker(lane *l, int64_t seq)
+/* The run's marker: its highest sequence and that row's ids, with the
+ * partition's fwd_origin; keyed by group and partition. */
+static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward *last)
 {
-	char value[512];
-	snprintf(value, sizeof value, "{\"seq\":%lld,\"epoch\":%lld,\"partition\":%d}",
-	         (long long)seq, (long long)l->own.epoch, l->own.partition);
-	return rd_kafka_producev(l->rk, RD_KAFKA_V_TOPIC(l->progress),
-	                         RD_KAFKA_V_PARTITION(l->marker_part),
-	                         RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
-	                         RD_KAFKA_V_VALUE(value, strlen(value)),
-	                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	cJSON *j = cJSON_CreateObject();
+	char *value = NULL;
+	if (j && cJSON_AddNumberToObject(j, "seq", (double)last->fwd_seq) &&
+	    cJSON_AddStringToObject(j, "origin", l->origin) &&
+	    cJSON_AddStringToObject(j, "biz_id", last->biz_id) &&
+	    cJSON_AddStringToObject(j, "message_key", last->message_key) &&
+	    cJSON_AddNumberToObject(j, "epoch", (double)l->own.epoch) &&
+	    cJSON_AddNumberToObject(j, "partition", l->own.partition))
+		value = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	if (!value)
+		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
+	rd_kafka_resp_err_t e = rd_kafka_producev(
+		l->rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
+		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
+		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		RD_KAFKA_V_END);
+	cJSON_free(value);
+	return e;
 }
 
 /* The metrics and counters of a committed run. */
@@ -684,7 +734,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		if ((pe = produce_one(l, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!pe && !nrefused)
-		pe = produce_marker(l, list->items[n - 1].fwd_seq);
+		pe = produce_marker(l, &list->items[n - 1]);
 	if (pe) {
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 		if (fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {

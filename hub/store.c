@@ -1330,10 +1330,14 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
                                 char *err, size_t errsz)
 {
+	/* only the leases of the previous owners: a row this replica leased
+	 * itself (updated by a batch after it took the partition) is in its
+	 * producer, and releasing it would send it twice */
 	static const char *sql =
-		"UPDATE txhub.messages SET next_send_at = now() "
-		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
-		"AND send_attempts = 0 AND next_send_at > now()";
+		"UPDATE txhub.messages AS m SET next_send_at = now() FROM txhub.partitions p "
+		"WHERE p.topic = $2 AND p.partition = m.src_partition "
+		"AND m.send_status = 'pending' AND m.src_partition = ANY($1::int[]) "
+		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
@@ -1343,8 +1347,8 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 	if (rc != STORE_OK)
 		goto done;
 	owned_array(&pb, kept, nkept);
-	const char *p[1] = {sbuf_str(&pb)};
-	rc = exec_command(st, sql, 1, p, err, errsz);
+	const char *p[2] = {sbuf_str(&pb), st->topic};
+	rc = exec_command(st, sql, 2, p, err, errsz);
 	if (rc == STORE_OK)
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
@@ -1552,16 +1556,26 @@ done:
 	return rc;
 }
 
-store_rc store_recover_forwards(store *st, const store_owned *own, int64_t upto,
-                                int64_t *marked, char *err, size_t errsz)
+store_rc store_recover_forwards(store *st, const store_owned *own, const store_marker *m,
+                                int64_t *marked, int *mismatch, char *origin_out, char *err,
+                                size_t errsz)
 {
-	static const char *sql =
+	static const char *sql_origin =
+		"SELECT fwd_origin FROM txhub.partitions WHERE topic = $1 AND partition = $2";
+	static const char *sql_mark =
 		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
-		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2";
+		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2 "
+		"AND EXISTS (SELECT 1 FROM txhub.messages x WHERE x.src_partition = $1 "
+		"AND x.fwd_seq = $2 AND x.biz_id = $3 AND x.message_key = $4 "
+		"AND x.send_status = 'pending')";
+	static const char *sql_below =
+		"SELECT count(*) FROM txhub.messages WHERE src_partition = $1 "
+		"AND send_status = 'pending' AND fwd_seq <= $2";
 	store_owned *kept = NULL;
 	size_t nkept = 0;
 	PGresult *r = NULL;
 	*marked = 0;
+	*mismatch = 0;
 	store_rc rc = begin_locked(st, OWNED_SHARED, own, 1, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
@@ -1573,17 +1587,46 @@ store_rc store_recover_forwards(store *st, const store_owned *own, int64_t upto,
 	}
 	char part[16], seq[32];
 	snprintf(part, sizeof part, "%d", own->partition);
-	snprintf(seq, sizeof seq, "%lld", (long long)upto);
-	const char *p[2] = {part, seq};
-	r = exec_params(st, sql, 2, p, 0);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = classify(st->conn, r, err, errsz);
-	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
-	if (rc != STORE_OK)
-		rollback(st);
-	else
+	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
+	const char *po[2] = {st->topic, part};
+	r = exec_params(st, sql_origin, 2, po, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = PQresultStatus(r) != PGRES_TUPLES_OK ? classify(st->conn, r, err, errsz) : STORE_RETRY;
+		if (rc == STORE_RETRY && PQresultStatus(r) == PGRES_TUPLES_OK)
+			snprintf(err, errsz, "partition %d has no row in txhub.partitions", own->partition);
+		goto fail;
+	}
+	snprintf(origin_out, 64, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	r = NULL;
+	if (m->seq > 0 && strcmp(origin_out, m->origin) != 0) {
+		*mismatch = 1;
+	} else if (m->seq > 0) {
+		const char *p[4] = {part, seq, m->biz_id, m->message_key};
+		r = exec_params(st, sql_mark, 4, p, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			rc = classify(st->conn, r, err, errsz);
+			goto fail;
+		}
 		*marked = atoll(PQcmdTuples(r));
+		PQclear(r);
+		r = NULL;
+		if (*marked == 0) { /* pending rows below a marker that is not theirs? */
+			r = exec_params(st, sql_below, 2, p, 0);
+			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+				rc = classify(st->conn, r, err, errsz);
+				goto fail;
+			}
+			*mismatch = atoll(PQgetvalue(r, 0, 0)) > 0;
+			PQclear(r);
+			r = NULL;
+		}
+	}
+	rc = exec_simple(st, "COMMIT", err, errsz);
+	if (rc == STORE_OK)
+		goto done;
+fail:
+	rollback(st);
 done:
 	PQclear(r);
 	free(kept);

@@ -198,12 +198,28 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
                                  store_forward_list *out, char *err, size_t errsz);
 
-/* A partition's new owner found its progress marker at sequence `upto`
- * (0: none): mark every pending row of it up to there sent (its Kafka
- * transaction committed); *marked: how many. own: the partition at its
- * epoch (checked: STORE_FENCED when it moved on). */
-store_rc store_recover_forwards(store *st, const store_owned *own, int64_t upto,
-                                int64_t *marked, char *err, size_t errsz);
+/* A progress marker as a lane wrote it: the highest forward sequence of a
+ * committed run, the row that sequence was given to, and the partition's
+ * fwd_origin at the time. */
+typedef struct {
+	int64_t seq; /* 0: no marker */
+	char origin[64];
+	char biz_id[256];
+	char message_key[256];
+} store_marker;
+
+/* A partition's new owner read its progress marker m: mark every pending
+ * row of it up to m->seq sent (their Kafka transaction committed), but only
+ * when the marker is this database's (same fwd_origin, and its row still
+ * pending with that sequence: the last committed run is the only one that
+ * can be unrecorded). *marked: how many; *mismatch: 1 when the marker was
+ * written for another database or history of it (nothing is marked, what
+ * is pending goes again); origin_out (64 bytes): the partition's
+ * fwd_origin, for the markers to come. own: the partition at its epoch
+ * (checked: STORE_FENCED when it moved on). */
+store_rc store_recover_forwards(store *st, const store_owned *own, const store_marker *m,
+                                int64_t *marked, int *mismatch, char *origin_out, char *err,
+                                size_t errsz);
 
 /* The pending rows of a partition with a forward sequence above `after`,
  * at most limit, in sequence order. */

@@ -8,9 +8,17 @@
 -- a compacted topic; a partition's new owner marks every pending row up to
 -- the marker sent before it forwards anything. A row whose forward failed
 -- loses its sequence and gets a new one when it is due again.
+--
+-- A marker also names the partition's fwd_origin (random, made with the
+-- row) and the row its sequence was given to: a marker written for another
+-- database (the database recreated while the topic stayed) or for another
+-- history of it (restored from a backup) is not trusted, so nothing is ever
+-- marked sent that this database did not forward.
 
 ALTER TABLE txhub.messages ADD COLUMN fwd_seq bigint;
 ALTER TABLE txhub.partitions ADD COLUMN next_fwd_seq bigint NOT NULL DEFAULT 1;
+ALTER TABLE txhub.partitions ADD COLUMN fwd_origin text NOT NULL
+    DEFAULT md5(random()::text || clock_timestamp()::text);
 
 CREATE INDEX messages_fwd_seq ON txhub.messages (src_partition, fwd_seq)
     WHERE send_status = 'pending';

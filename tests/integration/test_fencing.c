@@ -445,3 +445,46 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	two_close(&t);
 	h_teardown(&e);
 }
+
+/* A replica taking a partition sends again what the previous owner left in
+ * flight (its leases are released), but not what it leased itself since:
+ * those forwards are in its own producer already, and releasing them (the
+ * release runs a moment after the take, when the first batch may have been
+ * forwarded) sent them twice. */
+Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "fencelease");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	int32_t p0 = 0;
+	store_owned a_own, b_own;
+	int64_t next;
+	cr_assert_eq(store_take_partitions(t.a, "replica-a", "g", &p0, 1, &a_own, &next, NULL, err,
+	                                   sizeof err), STORE_OK, "%s", err);
+	store_record old = rec(0, 1, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"old\","
+	                                "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
+	cr_assert_eq(apply1(t.a, e.topic, &old, &a_own, 1, NULL, NULL), STORE_OK);
+	/* B takes the partition, then applies a commit of its own */
+	h_pause_ms(20);
+	cr_assert_eq(store_take_partitions(t.b, "replica-b", "g", &p0, 1, &b_own, &next, NULL, err,
+	                                   sizeof err), STORE_OK, "%s", err);
+	h_pause_ms(20);
+	store_record mine = rec(0, 2, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"mine\","
+	                                 "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
+	cr_assert_eq(apply1(t.b, e.topic, &mine, &b_own, 1, NULL, NULL), STORE_OK);
+	/* both are leased (in flight); B's release frees only A's */
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE next_send_at > now()"), 2);
+	cr_assert_eq(store_release_forwards(t.b, &b_own, 1, err, sizeof err), STORE_OK, "%s", err);
+	store_forward_list fl = {0};
+	cr_assert_eq(store_claim_forwards(t.b, &b_own, 1, 100, &fl, err, sizeof err), STORE_OK, "%s",
+	             err);
+	cr_assert_eq(fl.n, 1);
+	cr_assert_str_eq(fl.items[0].message_key, "old");
+	store_forward_list_clear(&fl);
+	rec_free(&old);
+	rec_free(&mine);
+	two_close(&t);
+	h_teardown(&e);
+}
