@@ -82,6 +82,7 @@ static const struct {
 	{"log.level", "TXHUB_LOG_LEVEL", "info", CONFIG_STRING},
 	{"retention.finished_hours", NULL, "168", CONFIG_INT},
 	{"retention.rejected_hours", NULL, "720", CONFIG_INT},
+	{"checkback.per_host", NULL, "8", CONFIG_INT},
 };
 #define NCONTRACT (sizeof contract / sizeof contract[0])
 
@@ -97,6 +98,7 @@ Test(config, defaults_match_contract)
 	cr_assert_eq(cfg.checkback_backoff_max_ms, 600000);
 	cr_assert_eq(cfg.checkback_max_attempts, 15);
 	cr_assert_eq(cfg.checkback_timeout_ms, 3000);
+	cr_assert_eq(cfg.checkback_per_host, 8);
 	cr_assert_str_eq(cfg.checkback_allow, "");
 	cr_assert_str_eq(cfg.checkback_default_url, "");
 	cr_assert_str_eq(cfg.checkback_secret, "");
@@ -208,6 +210,8 @@ Test(config, out_of_range_fails_naming_key)
 		{"checkback.backoff_ms", "0"},
 		{"forward.max_attempts", "-5"},
 		{"checkback.timeout_ms", "9223372036854775807"},
+		{"checkback.per_host", "0"},
+		{"checkback.per_host", "10001"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = '\0';
@@ -228,6 +232,9 @@ Test(config, range_bounds_inclusive)
 	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1", err, sizeof err), 0);
 	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1000", err, sizeof err), 0);
 	cr_assert_eq(cfg.checkback_max_attempts, 1000);
+	cr_assert_eq(config_set(&cfg, "checkback.per_host", "1", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "checkback.per_host", "10000", err, sizeof err), 0);
+	cr_assert_eq(cfg.checkback_per_host, 10000);
 }
 
 Test(config, kafka_keys_collected_in_order)
@@ -639,6 +646,7 @@ Test(config, keep_fixed_names_and_restores_what_cannot_change)
 	cr_assert_eq(config_set(&next, "intake.batch_max", "7", err, sizeof err), 0);
 	cr_assert_eq(config_set(&next, "log.level", "debug", err, sizeof err), 0);
 	cr_assert_eq(config_set(&next, "checkback.max_attempts", "3", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "checkback.per_host", "2", err, sizeof err), 0);
 	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
 	cr_assert_str_eq(changed, "group, intake.batch_max, kafka.*");
 	cr_assert_str_eq(next.group, "txhub");
@@ -647,6 +655,7 @@ Test(config, keep_fixed_names_and_restores_what_cannot_change)
 	cr_assert_str_eq(next.kafka[0].value, "5");
 	cr_assert_str_eq(next.log_level, "debug");
 	cr_assert_eq(next.checkback_max_attempts, 3);
+	cr_assert_eq(next.checkback_per_host, 2, "checkback.per_host is applied by a reload");
 	config_free(&next);
 	cr_assert_eq(config_init(&next), 0);
 	cr_assert_eq(config_set(&next, "kafka.linger.ms", "5", err, sizeof err), 0);
