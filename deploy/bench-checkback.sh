@@ -11,7 +11,9 @@
 #     even keys, rolled_back for odd ones); check-backs per second run from
 #     the due time to the last answer written, both read from PostgreSQL.
 # The prepared rows are written straight into txhub.messages, as a backlog
-# of prepares that never got a decision would look.
+# of prepares that never got a decision would look. The endpoint is one
+# host, so checkback.per_host (default 8) applies; compare other values with
+# TXHUB_BENCH_ARGS="-X checkback.per_host=64".
 set -euo pipefail
 n=${1:-20000}
 finished=${BENCH_FINISHED:-1000000}

@@ -3,13 +3,22 @@
  * The thread's loop, with nothing busy-waiting:
  *
  *   take the owned partitions -> write the answers in hand (one statement)
- *   -> claim due rows for the free request slots -> start their requests
- *   -> curl_multi_poll() until a socket is ready, a time-out, the next due
- *   check, or a wake-up from checkback_assign()/checkback_stop()
+ *   -> claim due rows for the free request slots -> start the requests of
+ *   hosts below checkback.per_host -> curl_multi_poll() until a socket is
+ *   ready, a time-out, the next due check, or a wake-up from
+ *   checkback_assign()/checkback_stop()
  *
  * A request is attempt number check_attempts + 1 of its row; its answer is
  * written only if the row is still `prepared` at check_attempts, so a
- * decision envelope or a second answer can never be overridden. */
+ * decision envelope or a second answer can never be overridden.
+ *
+ * Per host, the checker counts its requests itself rather than leaving
+ * the cap to CURLMOPT_MAX_HOST_CONNECTIONS alone: libcurl queues a
+ * transfer beyond that limit but runs its CURLOPT_TIMEOUT_MS from the
+ * moment it was added, so a row that waited in libcurl's queue would time
+ * out against our queue, not the producer. Here a claimed row waits in its
+ * slot, on its host's queue, and its request (and time-out) starts only
+ * when the host has a connection to spare. */
 #include "checkback.h"
 
 #include <curl/curl.h>
@@ -41,18 +50,38 @@
 
 /* ---- the checker ---- */
 
-typedef struct {
-	int busy;
+typedef enum {
+	SLOT_FREE,
+	SLOT_WAITING, /* claimed; its host has no connection to spare yet */
+	SLOT_RUNNING, /* its request is in flight */
+} slot_state;
+
+typedef struct host_load host_load;
+
+typedef struct slot {
+	slot_state state;
 	CURL *easy;
 	struct curl_slist *headers;
 	char *biz_id, *message_key;
+	char *url;                /* the request URL, built when claimed */
+	host_load *host;
+	struct slot *next_waiting; /* its host's queue */
 	int32_t partition, claimed_attempts;
+	int64_t timeout_ms;       /* checkback.timeout_ms when claimed: the lease is for it */
+	int64_t start_by_ms;      /* a request started later could outlast the lease */
 	int64_t started_ms;
 	char *body;
 	size_t body_len;
 	int too_long;
 	char curl_err[CURL_ERROR_SIZE];
 } slot;
+
+/* One host (name in lower case, and port) that claimed rows are for. */
+struct host_load {
+	char *key;                 /* "host:port"; NULL: the entry is unused */
+	size_t running;            /* its requests in flight */
+	slot *waiting, *last_waiting; /* claimed rows waiting for it, oldest first */
+};
 
 /* An answer waiting to be written; owns its strings. */
 typedef struct {
@@ -82,7 +111,9 @@ struct checkback {
 	store_owned *owned;
 	size_t nowned;
 	slot *slots;
-	size_t nslots, busy;
+	size_t nslots, busy, running; /* busy: slots claimed, running or waiting */
+	host_load *hosts;            /* nslots entries; the first nhosts may be in use */
+	size_t nhosts;
 	pending *pend;
 	size_t npend, cappend;
 	int64_t first_pend_ms;   /* when the oldest unwritten answer arrived */
@@ -114,12 +145,14 @@ static void count(checkback *cb, uint64_t *counter)
 	pthread_mutex_unlock(&cb->mu);
 }
 
-/* cb->busy is the thread's; stats.in_flight is its copy for other threads */
-static void set_busy(checkback *cb, int delta)
+/* busy and running are the thread's; stats has a copy for other threads */
+static void set_load(checkback *cb, int busy_delta, int running_delta)
 {
-	cb->busy = (size_t)((ptrdiff_t)cb->busy + delta);
+	cb->busy = (size_t)((ptrdiff_t)cb->busy + busy_delta);
+	cb->running = (size_t)((ptrdiff_t)cb->running + running_delta);
 	pthread_mutex_lock(&cb->mu);
-	cb->stats.in_flight = cb->busy;
+	cb->stats.in_flight = cb->running;
+	cb->stats.waiting = cb->busy - cb->running;
 	pthread_mutex_unlock(&cb->mu);
 }
 
@@ -272,18 +305,116 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
 	return n;
 }
 
+/* ---- hosts: requests in flight and rows waiting, per host ---- */
+
+/* The entry for key (taken over: freed here when it is not kept), or NULL
+ * when out of memory. There are never more hosts than busy slots, so the
+ * nslots entries always have room. */
+static host_load *host_get(checkback *cb, char *key)
+{
+	if (!key)
+		return NULL;
+	host_load *unused = NULL;
+	for (size_t i = 0; i < cb->nhosts; i++) {
+		host_load *h = &cb->hosts[i];
+		if (h->key && strcmp(h->key, key) == 0) {
+			free(key);
+			return h;
+		}
+		if (!h->key && !unused)
+			unused = h;
+	}
+	if (!unused)
+		unused = &cb->hosts[cb->nhosts++];
+	unused->key = key;
+	return unused;
+}
+
+/* Let go of h when nothing runs or waits for it any more. */
+static void host_put(checkback *cb, host_load *h)
+{
+	if (h->running > 0 || h->waiting)
+		return;
+	free(h->key);
+	memset(h, 0, sizeof *h);
+	while (cb->nhosts > 0 && !cb->hosts[cb->nhosts - 1].key)
+		cb->nhosts--;
+}
+
+static void host_wait(host_load *h, slot *s)
+{
+	s->next_waiting = NULL;
+	if (h->last_waiting)
+		h->last_waiting->next_waiting = s;
+	else
+		h->waiting = s;
+	h->last_waiting = s;
+}
+
+/* Take s off h's queue, if it is on it. */
+static void host_unwait(host_load *h, slot *s)
+{
+	slot *prev = NULL;
+	for (slot *w = h->waiting; w; prev = w, w = w->next_waiting) {
+		if (w != s)
+			continue;
+		if (prev)
+			prev->next_waiting = w->next_waiting;
+		else
+			h->waiting = w->next_waiting;
+		if (h->last_waiting == w)
+			h->last_waiting = prev;
+		w->next_waiting = NULL;
+		return;
+	}
+}
+
+/* "host:port" with the host in lower case: what per_host counts by. Two
+ * names of one server count apart, as they do for libcurl's limit. */
+static char *host_key(const checkback_url *u)
+{
+	size_t n = strlen(u->host) + 24;
+	char *k = malloc(n);
+	if (!k)
+		return NULL;
+	snprintf(k, n, "%s:%ld", u->host, u->port);
+	for (char *p = k; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	return k;
+}
+
+/* ---- slots ---- */
+
 static void slot_reset(checkback *cb, slot *s)
 {
+	int was_running = s->state == SLOT_RUNNING;
 	if (s->easy) {
 		curl_multi_remove_handle(cb->multi, s->easy);
 		curl_easy_cleanup(s->easy);
 	}
+	if (s->host) {
+		if (was_running)
+			s->host->running--;
+		else
+			host_unwait(s->host, s);
+		host_put(cb, s->host);
+	}
 	curl_slist_free_all(s->headers);
 	free(s->biz_id);
 	free(s->message_key);
+	free(s->url);
 	free(s->body);
 	memset(s, 0, sizeof *s);
-	set_busy(cb, -1);
+	set_load(cb, -1, was_running ? -1 : 0);
+}
+
+/* Give back a claimed row unasked: the same attempt count, due at once. */
+static void give_back(checkback *cb, slot *s)
+{
+	add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+	            s->claimed_attempts, CHECK_RETRY, NULL, 0);
+	slot_reset(cb, s);
 }
 
 /* Read base as libcurl will and hold it against checkback.allow. Returns 0
@@ -310,9 +441,9 @@ static int check_target(checkback *cb, const store_check *c, const char *base,
 	return -1;
 }
 
-/* Start the request for one claimed row, or settle it at once when it may
- * not be asked. */
-static void start_check(checkback *cb, const store_check *c)
+/* Take one claimed row into a free slot, waiting for a connection to its
+ * host; or settle it at once when it may not be asked. */
+static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t lease_ms)
 {
 	const char *base = c->url ? c->url : cb->cfg->checkback_default_url;
 	checkback_url target;
@@ -328,69 +459,135 @@ static void start_check(checkback *cb, const store_check *c)
 		return;
 	slot *s = NULL;
 	for (size_t i = 0; i < cb->nslots && !s; i++)
-		if (!cb->slots[i].busy)
+		if (cb->slots[i].state == SLOT_FREE)
 			s = &cb->slots[i];
 	if (!s) {
 		checkback_url_clear(&target);
 		return; /* cannot happen: we never claim more than the free slots */
 	}
-	s->busy = 1;
-	set_busy(cb, +1);
+	s->state = SLOT_WAITING;
+	set_load(cb, +1, 0);
 	/* the URL that was checked, normalized, is the one requested */
-	char *url = checkback_request_url(target.url, c->biz_id, c->message_key);
+	s->url = checkback_request_url(target.url, c->biz_id, c->message_key);
+	s->host = host_get(cb, host_key(&target));
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
 	s->partition = c->partition;
 	s->claimed_attempts = c->attempts;
-	s->easy = curl_easy_init();
-	char h[160], sig[65];
-	snprintf(h, sizeof h, "X-Txhub-Attempt: %d", c->attempts + 1);
-	s->headers = curl_slist_append(NULL, h);
-	if (s->headers && *cb->cfg->checkback_secret) {
-		long long ts = (long long)time(NULL);
-		if (txhub_checkback_signature(cb->cfg->checkback_secret, ts, c->biz_id,
-		                              c->message_key, sig, sizeof sig) == 0) {
-			snprintf(h, sizeof h, "X-Txhub-Timestamp: %lld", ts);
-			curl_slist_append(s->headers, h);
-			snprintf(h, sizeof h, "X-Txhub-Signature: v2=%s", sig);
-			curl_slist_append(s->headers, h);
-		}
-	}
-	if (s->headers)
-		curl_slist_append(s->headers, "Accept: application/json, text/plain");
-	if (!url || !s->biz_id || !s->message_key || !s->easy || !s->headers) {
-		free(url);
-		log_error("checkback: out of memory starting a request; it is retried later");
+	s->timeout_ms = cb->cfg->checkback_timeout_ms;
+	s->start_by_ms = now + lease_ms - s->timeout_ms;
+	if (!s->url || !s->host || !s->biz_id || !s->message_key) {
+		log_error("checkback: out of memory taking a check-back; it is retried later");
 		add_unresolved(cb, c->biz_id, c->message_key, c->partition, c->attempts,
 		               "out of memory in txhub");
 		slot_reset(cb, s);
 		return;
 	}
+	host_wait(s->host, s);
+}
+
+/* The request headers: the attempt, and the signature when a secret is
+ * set, made now so that its timestamp is the request's. NULL when out of
+ * memory. */
+static struct curl_slist *request_headers(checkback *cb, const slot *s)
+{
+	char att[40], ts_h[64], sig_h[100], sig[65];
+	snprintf(att, sizeof att, "X-Txhub-Attempt: %d", s->claimed_attempts + 1);
+	const char *h[4] = {att, NULL, NULL, NULL};
+	size_t n = 1;
+	long long ts = (long long)time(NULL);
+	if (*cb->cfg->checkback_secret &&
+	    txhub_checkback_signature(cb->cfg->checkback_secret, ts, s->biz_id, s->message_key,
+	                              sig, sizeof sig) == 0) {
+		snprintf(ts_h, sizeof ts_h, "X-Txhub-Timestamp: %lld", ts);
+		snprintf(sig_h, sizeof sig_h, "X-Txhub-Signature: v2=%s", sig);
+		h[n++] = ts_h;
+		h[n++] = sig_h;
+	}
+	h[n++] = "Accept: application/json, text/plain";
+	struct curl_slist *l = NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct curl_slist *more = curl_slist_append(l, h[i]);
+		if (!more) {
+			curl_slist_free_all(l);
+			return NULL;
+		}
+		l = more;
+	}
+	return l;
+}
+
+/* Start the request of a waiting slot (taken off its host's queue). */
+static void start_request(checkback *cb, slot *s)
+{
+	host_unwait(s->host, s);
+	s->headers = request_headers(cb, s);
+	s->easy = curl_easy_init();
+	if (!s->headers || !s->easy) {
+		log_error("checkback: out of memory starting a request; it is retried later");
+		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		               "out of memory in txhub");
+		slot_reset(cb, s);
+		return;
+	}
 	CURL *e = s->easy;
-	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_URL, s->url);
 	/* url's path has no dot segment left; PATH_AS_IS makes libcurl send it
 	 * byte for byte, so that what goes out is what the allow list held */
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cb->cfg->checkback_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->curl_err);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, s);
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "txhub/" TXHUB_VERSION);
-	free(url); /* curl keeps its own copy */
 	if (curl_multi_add_handle(cb->multi, e) != CURLM_OK) {
-		add_unresolved(cb, c->biz_id, c->message_key, c->partition, c->attempts,
+		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
 		               "txhub could not start the request");
 		slot_reset(cb, s);
 		return;
 	}
+	s->state = SLOT_RUNNING;
+	s->host->running++;
+	set_load(cb, 0, +1);
 	s->started_ms = mono_ms();
 	count(cb, &cb->stats.requests);
+}
+
+/* Start the waiting rows of every host below checkback.per_host, oldest
+ * first. A row that can no longer start before its start-by time is given
+ * back, due at once: asked later its request could outlast its lease, and
+ * the row could be claimed a second time meanwhile. */
+static void start_waiting(checkback *cb, int64_t now)
+{
+	size_t cap = (size_t)cb->cfg->checkback_per_host;
+	for (size_t i = 0; i < cb->nhosts; i++) {
+		host_load *h = &cb->hosts[i];
+		slot *s;
+		/* slot_reset() may empty h, which leaves h->waiting NULL */
+		while ((s = h->waiting) && (h->running < cap || s->start_by_ms <= now)) {
+			if (s->start_by_ms <= now)
+				give_back(cb, s);
+			else
+				start_request(cb, s);
+		}
+	}
+}
+
+/* The earliest start-by time of a waiting row, or INT64_MAX. Each host's
+ * queue is in claim order, so its first row is its earliest. */
+static int64_t next_start_by(const checkback *cb)
+{
+	int64_t t = INT64_MAX;
+	for (size_t i = 0; i < cb->nhosts; i++)
+		if (cb->hosts[i].waiting && cb->hosts[i].waiting->start_by_ms < t)
+			t = cb->hosts[i].waiting->start_by_ms;
+	return t;
 }
 
 /* A request finished: classify and queue the answer. */
@@ -485,12 +682,9 @@ static void take_assignment(checkback *cb)
 	if (lost) {
 		for (size_t i = 0; i < cb->nslots; i++) {
 			slot *s = &cb->slots[i];
-			if (s->busy && !owns(n, nn, s->partition)) {
-				/* same attempt count: only the lease is given back */
-				add_pending(cb, s->biz_id, s->message_key, s->partition,
-				            s->claimed_attempts, s->claimed_attempts, CHECK_RETRY, NULL, 0);
-				slot_reset(cb, s);
-			}
+			/* same attempt count: only the lease is given back */
+			if (s->state != SLOT_FREE && !owns(n, nn, s->partition))
+				give_back(cb, s);
 		}
 		for (int attempt = 0; attempt < 3 && write_pending(cb) != 0; attempt++) {
 			struct timespec ts = {0, 200 * 1000000L};
@@ -526,7 +720,7 @@ static int slots_to_claim(const checkback *cb)
 	return 1;
 }
 
-static void claim_and_start(checkback *cb, int64_t now)
+static void claim(checkback *cb, int64_t now)
 {
 	size_t free_slots = cb->nslots - cb->busy;
 	if (!slots_to_claim(cb) || now < cb->next_scan_ms || now < cb->store_retry_ms)
@@ -548,7 +742,7 @@ static void claim_and_start(checkback *cb, int64_t now)
 	if (l.n > 0)
 		log_debug("checkback: %zu check-back(s) due", l.n);
 	for (size_t i = 0; i < l.n; i++)
-		start_check(cb, &l.items[i]);
+		take_check(cb, &l.items[i], now, lease);
 	store_check_list_clear(&l);
 	if (next_due == 0 && l.n == 0)
 		cb->next_scan_ms = now + 10; /* due rows locked by a batch being applied */
@@ -566,11 +760,16 @@ static void *run(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&cb->mu);
 		int stopping = cb->stopping;
-		if (cb->next_cfg) {
-			cb->cfg = cb->next_cfg;
-			cb->next_cfg = NULL;
-		}
+		const txhub_config *reload = cb->next_cfg;
+		cb->next_cfg = NULL;
 		pthread_mutex_unlock(&cb->mu);
+		if (reload) {
+			cb->cfg = reload;
+			/* libcurl's own limit as a backstop: the checker never starts
+			 * more requests for a host than this anyway */
+			curl_multi_setopt(cb->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			                  (long)cb->cfg->checkback_per_host);
+		}
 		if (stopping)
 			break;
 		take_assignment(cb);
@@ -578,11 +777,15 @@ static void *run(void *arg)
 		if (cb->npend > 0 && now >= cb->store_retry_ms &&
 		    (cb->npend >= WRITE_BATCH || now - cb->first_pend_ms >= WRITE_MS || cb->busy == 0))
 			write_pending(cb);
-		claim_and_start(cb, mono_ms());
+		claim(cb, mono_ms());
+		start_waiting(cb, mono_ms());
 
 		int running = 0;
 		curl_multi_perform(cb->multi, &running);
 		collect_finished(cb);
+		/* the answers just read freed connections: start what waits for
+		 * them now (curl_multi_poll() returns at once for new transfers) */
+		start_waiting(cb, mono_ms());
 
 		/* sleep until a socket is ready or the next thing to do */
 		now = mono_ms();
@@ -602,20 +805,18 @@ static void *run(void *arg)
 			if (t - now < wait)
 				wait = t - now;
 		}
+		int64_t start_by = next_start_by(cb);
+		if (start_by != INT64_MAX && start_by - now < wait)
+			wait = start_by - now;
 		if (wait < 0)
 			wait = 0;
 		if (wait > 0 || cb->busy > 0)
 			curl_multi_poll(cb->multi, NULL, 0, (int)wait, NULL);
 	}
-	/* stopping: give back the leases of what is in flight */
-	for (size_t i = 0; i < cb->nslots; i++) {
-		slot *s = &cb->slots[i];
-		if (s->busy) {
-			add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
-			            s->claimed_attempts, CHECK_RETRY, NULL, 0);
-			slot_reset(cb, s);
-		}
-	}
+	/* stopping: give back the leases of what is in flight or waiting */
+	for (size_t i = 0; i < cb->nslots; i++)
+		if (cb->slots[i].state != SLOT_FREE)
+			give_back(cb, &cb->slots[i]);
 	if (write_pending(cb) != 0)
 		pending_clear(cb);
 	return NULL;
@@ -628,6 +829,7 @@ static void destroy(checkback *cb)
 		curl_multi_cleanup(cb->multi);
 	store_close(cb->st);
 	free(cb->slots);
+	free(cb->hosts);
 	free(cb->want);
 	free(cb->owned);
 	free(cb->pend);
@@ -651,14 +853,16 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
 	pthread_mutex_init(&cb->mu, NULL);
 	pthread_cond_init(&cb->cv, NULL);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
+	cb->hosts = calloc(cb->nslots, sizeof *cb->hosts);
 	cb->multi = curl_multi_init();
-	if (!cb->slots || !cb->multi) {
+	if (!cb->slots || !cb->hosts || !cb->multi) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
 	/* connections are kept and reused across requests, one per slot at most */
 	curl_multi_setopt(cb->multi, CURLMOPT_MAXCONNECTS, (long)cb->nslots);
 	curl_multi_setopt(cb->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cb->nslots);
+	curl_multi_setopt(cb->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->checkback_per_host);
 	if (!(cb->st = store_connect(cfg, err, errsz)))
 		goto fail;
 	if (pthread_create(&cb->thread, NULL, run, cb) != 0) {

@@ -4,8 +4,9 @@
  * The checker runs in a thread of its own with its own PostgreSQL
  * connection and one libcurl multi handle: it claims due `prepared` rows of
  * the partitions this replica owns, keeps up to checkback.concurrency
- * requests in flight on reused connections, and writes the answers back in
- * batches. A committed answer makes the row `committed` with a pending
+ * requests in flight on reused connections, at most checkback.per_host of
+ * them to one host (the other rows claimed for it wait, their time-out not
+ * yet running), and writes the answers back in batches. A committed answer makes the row `committed` with a pending
  * forward, which the main loop's forward scan sends. Every write is
  * conditional on the row still being `prepared` at the attempt count it was
  * claimed with, so a decision envelope that arrives meanwhile always wins.
@@ -45,7 +46,8 @@ void checkback_stop(checkback *cb);
 
 typedef struct {
 	uint64_t requests, committed, rolled_back, undecided, errors, check_failed;
-	size_t in_flight;
+	size_t in_flight; /* requests under way */
+	size_t waiting;   /* claimed rows waiting for a connection to their host */
 } checkback_stats;
 checkback_stats checkback_get_stats(checkback *cb);
 

@@ -43,6 +43,10 @@ const config_option config_options[] = {
 	    "time-out of one check-back request"),
 	INT("checkback.concurrency", NULL, "64", 1, 10000, checkback_concurrency,
 	    "check-back requests in flight at once"),
+	/* live: the checker sets it on its libcurl handle at its next turn */
+	LINT("checkback.per_host", NULL, "8", 1, 10000, checkback_per_host,
+	    "check-back requests in flight at once to one host (name and port); more due for it "
+	    "wait, claimed, for one of them to finish, and their time-out starts when they do"),
 	LSTR("checkback.allow", NULL, "", checkback_allow,
 	    "comma-separated URLs check-backs may go to (that path or below it); "
 	    "empty: any http or https URL"),

@@ -29,6 +29,7 @@ typedef struct txhub_config {
 	int64_t checkback_max_attempts;
 	int64_t checkback_timeout_ms;
 	int64_t checkback_concurrency;
+	int64_t checkback_per_host;
 	char *checkback_allow;
 	char *checkback_default_url;
 	char *checkback_secret;

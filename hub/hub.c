@@ -799,7 +799,8 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			log_info("hub: %llu records in %llu batches, %llu rejected, %llu conflicts; "
 			         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight; "
 			         "check-backs: %llu asked, %llu committed, %llu rolled back, %llu undecided, "
-			         "%llu errors, %llu check_failed, %zu in flight",
+			         "%llu errors, %llu check_failed, %zu in flight, %zu waiting for a "
+			         "connection to their host",
 			         (unsigned long long)h.records, (unsigned long long)h.batches,
 			         (unsigned long long)h.rejected, (unsigned long long)h.conflicts,
 			         (unsigned long long)fs.delivered, (unsigned long long)fs.failed_attempts,
@@ -807,7 +808,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			         (unsigned long long)cs.requests, (unsigned long long)cs.committed,
 			         (unsigned long long)cs.rolled_back, (unsigned long long)cs.undecided,
 			         (unsigned long long)cs.errors, (unsigned long long)cs.check_failed,
-			         cs.in_flight);
+			         cs.in_flight, cs.waiting);
 			next_stats = now + 60000;
 		}
 	}

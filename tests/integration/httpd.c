@@ -1,5 +1,6 @@
 /* httpd.c: see httpd.h. Enough HTTP/1.1 for curl: request line, headers,
- * Content-Length bodies, keep-alive. Not for anything but tests. */
+ * Content-Length bodies, keep-alive (the small server: HTTP/1.0 answers,
+ * one per connection). Not for anything but tests. */
 #include "httpd.h"
 
 #include <arpa/inet.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +34,7 @@ struct h_httpd {
 	conn *conns;
 	int stopping;
 	long requests, in_flight, max_in_flight, connections;
+	long max_connections; /* the small server's */
 };
 
 static int stopping(h_httpd *s)
@@ -121,48 +124,82 @@ static int parse_head(const char *buf, h_http_request *r, size_t *content_length
 	return 0;
 }
 
+/* Read one request from fd into a new h_http_request (the caller frees it
+ * and its body). buf holds cap + 1 bytes and *len of them are read ahead
+ * from an earlier request; what follows this one stays in buf. */
+static h_http_request *read_request(int fd, char *buf, size_t cap, size_t *len)
+{
+	char *head_end;
+	buf[*len] = '\0';
+	while (!(head_end = strstr(buf, "\r\n\r\n"))) {
+		if (*len == cap)
+			return NULL;
+		ssize_t n = recv(fd, buf + *len, cap - *len, 0);
+		if (n <= 0)
+			return NULL;
+		*len += (size_t)n;
+		buf[*len] = '\0';
+	}
+	size_t head_len = (size_t)(head_end - buf) + 4;
+	h_http_request *req = calloc(1, sizeof *req);
+	size_t clen = 0;
+	if (!req || parse_head(buf, req, &clen) != 0 || clen > cap - head_len)
+		goto fail;
+	while (*len < head_len + clen) {
+		ssize_t n = recv(fd, buf + *len, cap - *len, 0);
+		if (n <= 0)
+			goto fail;
+		*len += (size_t)n;
+	}
+	req->body = malloc(clen + 1);
+	if (req->body) {
+		memcpy(req->body, buf + head_len, clen);
+		req->body[clen] = '\0';
+		req->body_len = clen;
+	}
+	memmove(buf, buf + head_len + clen, *len - head_len - clen);
+	*len -= head_len + clen;
+	return req;
+fail:
+	free(req);
+	return NULL;
+}
+
+/* Send ans on fd: HTTP/1.1 kept alive, or (http10) HTTP/1.0 with
+ * "Connection: close". Returns 0 when sent. */
+static int write_answer(int fd, const h_http_answer *ans, int http10)
+{
+	size_t blen = strlen(ans->body);
+	size_t total = ans->pad_to > blen ? ans->pad_to : blen;
+	char head[512];
+	int hn = snprintf(head, sizeof head,
+	                  "HTTP/1.%d %d %s\r\nContent-Type: text/plain\r\n"
+	                  "Content-Length: %zu\r\n%s%s%s%s\r\n",
+	                  http10 ? 0 : 1, ans->status, reason_of(ans->status), total,
+	                  http10 ? "Connection: close\r\n" : "",
+	                  ans->location[0] ? "Location: " : "", ans->location,
+	                  ans->location[0] ? "\r\n" : "");
+	/* head and body in one send: two small writes would meet Nagle's
+	 * algorithm and the client's delayed ACK (40 ms) */
+	char *out = malloc((size_t)hn + total + 1);
+	if (!out)
+		return -1;
+	memcpy(out, head, (size_t)hn);
+	memset(out + hn, ' ', total);
+	memcpy(out + hn, ans->body, blen);
+	int rc = send_all(fd, out, (size_t)hn + total);
+	free(out);
+	return rc;
+}
+
 static void *serve(void *arg)
 {
 	conn *c = arg;
 	h_httpd *s = c->srv;
 	size_t cap = 1 << 16, len = 0;
 	char *buf = malloc(cap + 1);
-	while (buf && !stopping(s)) {
-		char *head_end;
-		buf[len] = '\0';
-		while (!(head_end = strstr(buf, "\r\n\r\n"))) {
-			if (len == cap)
-				goto out;
-			ssize_t n = recv(c->fd, buf + len, cap - len, 0);
-			if (n <= 0)
-				goto out;
-			len += (size_t)n;
-			buf[len] = '\0';
-		}
-		size_t head_len = (size_t)(head_end - buf) + 4;
-		h_http_request *req = calloc(1, sizeof *req);
-		size_t clen = 0;
-		if (!req || parse_head(buf, req, &clen) != 0 || clen > cap - head_len) {
-			free(req);
-			goto out;
-		}
-		while (len < head_len + clen) {
-			ssize_t n = recv(c->fd, buf + len, cap - len, 0);
-			if (n <= 0) {
-				free(req);
-				goto out;
-			}
-			len += (size_t)n;
-		}
-		req->body = malloc(clen + 1);
-		if (req->body) {
-			memcpy(req->body, buf + head_len, clen);
-			req->body[clen] = '\0';
-			req->body_len = clen;
-		}
-		memmove(buf, buf + head_len + clen, len - head_len - clen);
-		len -= head_len + clen;
-
+	h_http_request *req;
+	while (buf && !stopping(s) && (req = read_request(c->fd, buf, cap, &len))) {
 		pthread_mutex_lock(&s->mu);
 		s->requests++;
 		if (++s->in_flight > s->max_in_flight)
@@ -170,33 +207,13 @@ static void *serve(void *arg)
 		pthread_mutex_unlock(&s->mu);
 
 		h_http_answer *ans = calloc(1, sizeof *ans);
+		int rc = -1;
 		if (ans) {
 			ans->status = 200;
 			s->fn(s->opaque, req, ans);
 			if (ans->delay_ms > 0)
 				nap(s, ans->delay_ms);
-		}
-		int rc = -1;
-		if (ans) {
-			size_t blen = strlen(ans->body);
-			size_t total = ans->pad_to > blen ? ans->pad_to : blen;
-			char head[512];
-			int hn = snprintf(head, sizeof head,
-			                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
-			                  "Content-Length: %zu\r\n%s%s%s\r\n",
-			                  ans->status, reason_of(ans->status), total,
-			                  ans->location[0] ? "Location: " : "", ans->location,
-			                  ans->location[0] ? "\r\n" : "");
-			/* head and body in one send: two small writes would meet
-			 * Nagle's algorithm and the client's delayed ACK (40 ms) */
-			char *out = malloc((size_t)hn + total + 1);
-			if (out) {
-				memcpy(out, head, (size_t)hn);
-				memset(out + hn, ' ', total);
-				memcpy(out + hn, ans->body, blen);
-				rc = send_all(c->fd, out, (size_t)hn + total);
-				free(out);
-			}
+			rc = write_answer(c->fd, ans, 0);
 		}
 		pthread_mutex_lock(&s->mu);
 		s->in_flight--;
@@ -207,7 +224,61 @@ static void *serve(void *arg)
 		if (rc != 0)
 			break;
 	}
-out:
+	free(buf);
+	return NULL;
+}
+
+/* The small server's connection count at an accept: this one and those
+ * still in the accept queue (for a listening socket, Linux reports the
+ * queue's length in tcpi_unacked). */
+static void note_backlog(h_httpd *s)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	memset(&ti, 0, sizeof ti);
+	getsockopt(s->lfd, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+	pthread_mutex_lock(&s->mu);
+	s->connections++;
+	if (1 + (long)ti.tcpi_unacked > s->max_connections)
+		s->max_connections = 1 + (long)ti.tcpi_unacked;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The small server: one connection at a time, one request per connection,
+ * on the accepting thread itself. */
+static void *small_loop(void *arg)
+{
+	h_httpd *s = arg;
+	size_t cap = 1 << 16;
+	char *buf = malloc(cap + 1);
+	while (buf) {
+		int fd = accept(s->lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* shut down */
+		}
+		note_backlog(s);
+		/* a client that connects and never writes must not stall it for good */
+		struct timeval tv = {2, 0};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+		size_t len = 0;
+		h_http_request *req = read_request(fd, buf, cap, &len);
+		h_http_answer ans;
+		memset(&ans, 0, sizeof ans);
+		ans.status = 200;
+		if (req) {
+			pthread_mutex_lock(&s->mu);
+			s->requests++;
+			s->max_in_flight = 1;
+			pthread_mutex_unlock(&s->mu);
+			s->fn(s->opaque, req, &ans);
+			write_answer(fd, &ans, 1);
+			free(req->body);
+			free(req);
+		}
+		close(fd);
+	}
 	free(buf);
 	return NULL;
 }
@@ -246,7 +317,7 @@ static void *accept_loop(void *arg)
 	return NULL;
 }
 
-static int listen_any(int *port)
+static int listen_any(int *port, int backlog)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0)
@@ -258,7 +329,7 @@ static int listen_any(int *port)
 	a.sin_family = AF_INET;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	socklen_t al = sizeof a;
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 512) != 0 ||
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, backlog) != 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
 		close(fd);
 		return -1;
@@ -267,7 +338,7 @@ static int listen_any(int *port)
 	return fd;
 }
 
-h_httpd *h_httpd_start(h_http_handler fn, void *opaque)
+static h_httpd *start(h_http_handler fn, void *opaque, int backlog, void *(*loop)(void *))
 {
 	h_httpd *s = calloc(1, sizeof *s);
 	if (!s)
@@ -275,8 +346,8 @@ h_httpd *h_httpd_start(h_http_handler fn, void *opaque)
 	s->fn = fn;
 	s->opaque = opaque;
 	pthread_mutex_init(&s->mu, NULL);
-	if ((s->lfd = listen_any(&s->port)) < 0 ||
-	    pthread_create(&s->accept_thread, NULL, accept_loop, s) != 0) {
+	if ((s->lfd = listen_any(&s->port, backlog)) < 0 ||
+	    pthread_create(&s->accept_thread, NULL, loop, s) != 0) {
 		if (s->lfd >= 0)
 			close(s->lfd);
 		pthread_mutex_destroy(&s->mu);
@@ -284,6 +355,16 @@ h_httpd *h_httpd_start(h_http_handler fn, void *opaque)
 		return NULL;
 	}
 	return s;
+}
+
+h_httpd *h_httpd_start(h_http_handler fn, void *opaque)
+{
+	return start(fn, opaque, 512, accept_loop);
+}
+
+h_httpd *h_httpd_start_small(h_http_handler fn, void *opaque, int backlog)
+{
+	return start(fn, opaque, backlog, small_loop);
 }
 
 int h_httpd_port(const h_httpd *s) { return s->port; }
@@ -330,6 +411,14 @@ long h_httpd_connections(h_httpd *s)
 {
 	pthread_mutex_lock(&s->mu);
 	long v = s->connections;
+	pthread_mutex_unlock(&s->mu);
+	return v;
+}
+
+long h_httpd_max_connections(h_httpd *s)
+{
+	pthread_mutex_lock(&s->mu);
+	long v = s->max_connections;
 	pthread_mutex_unlock(&s->mu);
 	return v;
 }
@@ -389,7 +478,7 @@ int h_http_header(const h_http_request *r, const char *name, char *out, size_t o
 int h_free_port(void)
 {
 	int port = 0;
-	int fd = listen_any(&port);
+	int fd = listen_any(&port, 512);
 	if (fd >= 0)
 		close(fd);
 	return port;

@@ -1,7 +1,9 @@
 /* httpd.h: a small HTTP/1.1 server for the tests and the check-back
  * benchmark, standing in for a producer's check-back endpoint and an alert
  * webhook. One thread per connection, keep-alive, answers decided by a
- * handler the caller supplies. Listens on 127.0.0.1, any free port. */
+ * handler the caller supplies. Listens on 127.0.0.1, any free port.
+ * h_httpd_start_small() is the other kind: the smallest endpoint a
+ * producer may run. */
 #ifndef TXHUB_HTTPD_H
 #define TXHUB_HTTPD_H
 
@@ -30,6 +32,12 @@ typedef void (*h_http_handler)(void *opaque, const h_http_request *req, h_http_a
 typedef struct h_httpd h_httpd;
 
 h_httpd *h_httpd_start(h_http_handler fn, void *opaque);
+/* A deliberately small endpoint: one thread that accepts, reads one
+ * request, answers it in HTTP/1.0 with "Connection: close" and closes,
+ * then takes the next; its listen backlog is `backlog` (Linux queues
+ * backlog + 1 connections and drops further SYNs, which the client resends
+ * after a second). delay_ms is not honoured: it answers at once. */
+h_httpd *h_httpd_start_small(h_http_handler fn, void *opaque, int backlog);
 int h_httpd_port(const h_httpd *s);
 void h_httpd_stop(h_httpd *s);
 
@@ -38,6 +46,10 @@ long h_httpd_requests(h_httpd *s);
 long h_httpd_max_in_flight(h_httpd *s);
 /* Connections accepted so far. */
 long h_httpd_connections(h_httpd *s);
+/* The small server only: the most connections it ever had at once, the one
+ * it accepted plus those waiting in its accept queue then (sampled at each
+ * accept with TCP_INFO on the listening socket). */
+long h_httpd_max_connections(h_httpd *s);
 
 /* The query parameter `name`, percent-decoded ('+' stays '+'), into out.
  * Returns 1 when present. */

@@ -87,6 +87,7 @@ static const struct {
 	{"console.listen", NULL, "127.0.0.1:8080", CONFIG_STRING},
 	{"console.token", "TXHUB_CONSOLE_TOKEN", "", CONFIG_STRING},
 	{"console.open", NULL, "false", CONFIG_STRING},
+	{"checkback.per_host", NULL, "8", CONFIG_INT},
 };
 #define NCONTRACT (sizeof contract / sizeof contract[0])
 
@@ -102,6 +103,7 @@ Test(config, defaults_match_contract)
 	cr_assert_eq(cfg.checkback_backoff_max_ms, 600000);
 	cr_assert_eq(cfg.checkback_max_attempts, 15);
 	cr_assert_eq(cfg.checkback_timeout_ms, 3000);
+	cr_assert_eq(cfg.checkback_per_host, 8);
 	cr_assert_str_eq(cfg.checkback_allow, "");
 	cr_assert_str_eq(cfg.checkback_default_url, "");
 	cr_assert_str_eq(cfg.checkback_secret, "");
@@ -213,6 +215,8 @@ Test(config, out_of_range_fails_naming_key)
 		{"checkback.backoff_ms", "0"},
 		{"forward.max_attempts", "-5"},
 		{"checkback.timeout_ms", "9223372036854775807"},
+		{"checkback.per_host", "0"},
+		{"checkback.per_host", "10001"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err[0] = '\0';
@@ -233,6 +237,9 @@ Test(config, range_bounds_inclusive)
 	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1", err, sizeof err), 0);
 	cr_assert_eq(config_set(&cfg, "checkback.max_attempts", "1000", err, sizeof err), 0);
 	cr_assert_eq(cfg.checkback_max_attempts, 1000);
+	cr_assert_eq(config_set(&cfg, "checkback.per_host", "1", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "checkback.per_host", "10000", err, sizeof err), 0);
+	cr_assert_eq(cfg.checkback_per_host, 10000);
 }
 
 Test(config, kafka_keys_collected_in_order)
@@ -644,6 +651,7 @@ Test(config, keep_fixed_names_and_restores_what_cannot_change)
 	cr_assert_eq(config_set(&next, "intake.batch_max", "7", err, sizeof err), 0);
 	cr_assert_eq(config_set(&next, "log.level", "debug", err, sizeof err), 0);
 	cr_assert_eq(config_set(&next, "checkback.max_attempts", "3", err, sizeof err), 0);
+	cr_assert_eq(config_set(&next, "checkback.per_host", "2", err, sizeof err), 0);
 	cr_assert_eq(config_keep_fixed(&run, &next, changed, sizeof changed), 0);
 	cr_assert_str_eq(changed, "group, intake.batch_max, kafka.*");
 	cr_assert_str_eq(next.group, "txhub");
@@ -652,6 +660,7 @@ Test(config, keep_fixed_names_and_restores_what_cannot_change)
 	cr_assert_str_eq(next.kafka[0].value, "5");
 	cr_assert_str_eq(next.log_level, "debug");
 	cr_assert_eq(next.checkback_max_attempts, 3);
+	cr_assert_eq(next.checkback_per_host, 2, "checkback.per_host is applied by a reload");
 	config_free(&next);
 	cr_assert_eq(config_init(&next), 0);
 	cr_assert_eq(config_set(&next, "kafka.linger.ms", "5", err, sizeof err), 0);
