@@ -238,6 +238,8 @@ Test(monitor, readyz_follows_postgresql, .timeout = 180)
 	int down = wait_status(port, "/readyz", 503, 20000, &b);
 	char reason[512];
 	snprintf(reason, sizeof reason, "%s", b ? b : "");
+	free(b);
+	b = NULL;
 	long health = get(port, "/healthz", &b);
 	snprintf(cmd, sizeof cmd, "%s start >/dev/null", ctl);
 	cr_assert_eq(system(cmd), 0);

@@ -240,6 +240,10 @@ class CheckbackServer(ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a hub asking about many
+    # messages at once (up to checkback.per_host connections per replica)
+    # would overflow it and see its requests time out.
+    request_queue_size = 64
 
     def __init__(self, address: Tuple[str, int], decide: Decide, *,
                  secret: Union[str, bytes, None] = None, path: str = "/txhub/check",
