@@ -86,6 +86,12 @@ size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_reco
 /* Whether the tests run against Apache Kafka (TXHUB_TEST_KAFKA_DIR, from
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */
 int h_real_kafka(void);
+
+/* Make e's control topic (4 partitions) now, for a test that waits for a
+ * hub to take its partitions before producing anything: Apache Kafka
+ * creates a topic on a produce, not on a consumer's subscription. (The
+ * embedded broker creates it on the subscription: nothing to do there.) */
+void h_control_topic(h_env *e);
 void h_records_free(h_record *r, size_t n);
 
 #endif

@@ -179,11 +179,7 @@ Test(commands, hup_and_usr_signals_do_not_stop_the_hub, .timeout = 120)
 	h_setup(&e, "sig");
 	char fwd[128], buf[512], log[256];
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
-	/* the control topic must exist for the hub to be assigned its
-	 * partitions before anything is sent (Apache Kafka creates it on a
-	 * produce, not on a consumer's subscription); the record is rejected */
-	h_send_str(&e, 0, "first", "not an envelope");
-	h_flush();
+	h_control_topic(&e);
 	pid_t hub = h_hub_start(&e, NULL);
 	h_hub_log(log, sizeof log, &e);
 	h_pause_ms(300); /* in the middle of the start-up */

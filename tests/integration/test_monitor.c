@@ -225,6 +225,7 @@ Test(monitor, readyz_follows_postgresql, .timeout = 180)
 	cr_assert_not_null(ctl, "TXHUB_TEST_PGCTL is not set (tests/with-services.sh sets it)");
 	h_env e;
 	h_setup(&e, "ready");
+	h_control_topic(&e);
 	int port = h_free_port();
 	char listen[64], cmd[600], *b = NULL;
 	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
@@ -317,6 +318,7 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "hup");
+	h_control_topic(&e);
 	char path[256], log[256], fwd[128], text[512];
 	snprintf(path, sizeof path, "/tmp/txhub-%s.conf", e.name);
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);

@@ -54,6 +54,7 @@ Test(retention, a_running_hub_deletes_old_finished_rows_only, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "retention");
+	h_control_topic(&e);
 	fill(&e);
 	pid_t hub = h_hub_start(&e, NULL); /* defaults: 168 h and 720 h */
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key IN "
@@ -80,6 +81,7 @@ Test(retention, zero_hours_turns_it_off, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "retoff");
+	h_control_topic(&e);
 	fill(&e);
 	const char *settings[] = {"retention.finished_hours=0", NULL};
 	pid_t hub = h_hub_start(&e, settings);
