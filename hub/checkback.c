@@ -99,8 +99,7 @@ struct checkback {
 	/* shared with the main thread, under mu */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	store_owned *want;  /* the partitions the main thread says we own */
-	size_t nwant;
+	owned_set want;     /* the partitions the main thread says we own (a copy) */
 	uint64_t want_gen;  /* bumped by every checkback_assign() */
 	uint64_t acked_gen; /* the generation the thread has acted on */
 	int stopping;
@@ -108,8 +107,7 @@ struct checkback {
 	checkback_stats stats;
 
 	/* the thread's own */
-	store_owned *owned;
-	size_t nowned;
+	owned_set owned;    /* want, as last taken up */
 	slot *slots;
 	size_t nslots, busy, running; /* busy: slots claimed, running or waiting */
 	host_load *hosts;            /* nslots entries; the first nhosts may be in use */
@@ -128,14 +126,6 @@ static int64_t mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int owns(const store_owned *parts, size_t n, int32_t p)
-{
-	for (size_t i = 0; i < n; i++)
-		if (parts[i].partition == p)
-			return 1;
-	return 0;
 }
 
 static void count(checkback *cb, uint64_t *counter)
@@ -254,7 +244,7 @@ static int write_pending(checkback *cb)
 		r[i] = cb->pend[i].r;
 	store_check_list failed = {0};
 	size_t written = 0;
-	store_rc rc = store_record_checks(cb->st, cb->owned, cb->nowned, r, cb->npend, &failed,
+	store_rc rc = store_record_checks(cb->st, cb->owned.parts, cb->owned.n, r, cb->npend, &failed,
 	                                  &written, err, sizeof err);
 	free(r);
 	if (rc != STORE_OK) {
@@ -667,23 +657,21 @@ static void take_assignment(checkback *cb)
 		return;
 	}
 	uint64_t gen = cb->want_gen;
-	store_owned *n = malloc((cb->nwant ? cb->nwant : 1) * sizeof *n);
-	size_t nn = cb->nwant;
-	if (n)
-		memcpy(n, cb->want, nn * sizeof *n);
+	owned_set n = {0};
+	int copied = owned_copy(&n, &cb->want);
 	pthread_mutex_unlock(&cb->mu);
-	if (!n)
+	if (copied != 0)
 		return; /* tried again next round */
 
 	int lost = 0;
-	for (size_t i = 0; i < cb->nowned; i++)
-		if (!owns(n, nn, cb->owned[i].partition))
+	for (size_t i = 0; i < cb->owned.n; i++)
+		if (!owned_has(&n, cb->owned.parts[i].partition))
 			lost = 1;
 	if (lost) {
 		for (size_t i = 0; i < cb->nslots; i++) {
 			slot *s = &cb->slots[i];
 			/* same attempt count: only the lease is given back */
-			if (s->state != SLOT_FREE && !owns(n, nn, s->partition))
+			if (s->state != SLOT_FREE && !owned_has(&n, s->partition))
 				give_back(cb, s);
 		}
 		for (int attempt = 0; attempt < 3 && write_pending(cb) != 0; attempt++) {
@@ -697,9 +685,8 @@ static void take_assignment(checkback *cb)
 			pending_clear(cb);
 		}
 	}
-	free(cb->owned);
+	owned_free(&cb->owned);
 	cb->owned = n;
-	cb->nowned = nn;
 	cb->next_scan_ms = 0; /* scan the new set at once */
 	pthread_mutex_lock(&cb->mu);
 	cb->acked_gen = gen;
@@ -713,7 +700,7 @@ static void take_assignment(checkback *cb)
 static int slots_to_claim(const checkback *cb)
 {
 	size_t free_slots = cb->nslots - cb->busy;
-	if (cb->nowned == 0 || free_slots == 0)
+	if (cb->owned.n == 0 || free_slots == 0)
 		return 0;
 	if (cb->busy > 0 && free_slots < (cb->nslots + 1) / 2)
 		return 0;
@@ -733,7 +720,7 @@ static void claim(checkback *cb, int64_t now)
 	store_check_list l = {0};
 	int64_t next_due = -1;
 	int64_t lease = cb->cfg->checkback_timeout_ms + LEASE_MARGIN_MS;
-	if (store_claim_checks(cb->st, cb->owned, cb->nowned, (int)free_slots, lease, &l,
+	if (store_claim_checks(cb->st, cb->owned.parts, cb->owned.n, (int)free_slots, lease, &l,
 	                       &next_due, err, sizeof err) != STORE_OK) {
 		store_failed(cb, err);
 		return;
@@ -830,8 +817,8 @@ static void destroy(checkback *cb)
 	store_close(cb->st);
 	free(cb->slots);
 	free(cb->hosts);
-	free(cb->want);
-	free(cb->owned);
+	owned_free(&cb->want);
+	owned_free(&cb->owned);
 	free(cb->pend);
 	pthread_mutex_destroy(&cb->mu);
 	pthread_cond_destroy(&cb->cv);
@@ -875,26 +862,20 @@ fail:
 	return NULL;
 }
 
-void checkback_assign(checkback *cb, const store_owned *partitions, size_t n)
+void checkback_assign(checkback *cb, const owned_set *owned)
 {
 	if (!cb)
 		return;
 	pthread_mutex_lock(&cb->mu);
 	int taken = 0;
-	for (size_t i = 0; i < cb->nwant; i++)
-		if (!owns(partitions, n, cb->want[i].partition))
+	for (size_t i = 0; i < cb->want.n; i++)
+		if (!owned_has(owned, cb->want.parts[i].partition))
 			taken = 1;
-	store_owned *w = malloc((n ? n : 1) * sizeof *w);
-	if (!w) {
+	if (owned_copy(&cb->want, owned) != 0) {
 		pthread_mutex_unlock(&cb->mu);
 		log_error("checkback: out of memory tracking partitions");
 		return;
 	}
-	if (n)
-		memcpy(w, partitions, n * sizeof *w);
-	free(cb->want);
-	cb->want = w;
-	cb->nwant = n;
 	uint64_t gen = ++cb->want_gen;
 	pthread_mutex_unlock(&cb->mu);
 	curl_multi_wakeup(cb->multi);

@@ -22,6 +22,7 @@
 #include "alert.h"
 #include "checkback_proto.h"
 #include "config.h"
+#include "owned.h"
 #include "store.h"
 
 typedef struct checkback checkback;
@@ -29,11 +30,12 @@ typedef struct checkback checkback;
 /* Start the checker thread. It owns no partition until checkback_assign(). */
 checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t errsz);
 
-/* Tell the checker which partitions this replica owns now. When some were
- * taken away, waits (up to a few seconds) until the checker has written the
+/* Tell the checker which partitions this replica owns now (copied: the
+ * checker works from its copy until the next call). When some were taken
+ * away, waits (up to a few seconds) until the checker has written the
  * answers it has for them and dropped their requests in flight. Called from
  * the main thread. */
-void checkback_assign(checkback *cb, const store_owned *partitions, size_t n);
+void checkback_assign(checkback *cb, const owned_set *owned);
 
 /* A reload: the thread takes up cfg (which must outlive the checker) at
  * its next turn; requests in flight finish as they started. Keys that

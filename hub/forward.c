@@ -62,6 +62,8 @@ struct forward {
 	lane_cooldown *cooldown;
 	size_t ncooldown;
 	forward_stats retired; /* counters of the lanes freed */
+	uint64_t lanes_gen;    /* the owned set's version the lanes were last tended to ... */
+	int lanes_settled;     /* ... leaving a running lane at its epoch for each partition */
 
 	/* the run loop's */
 	rd_kafka_t *rk;
@@ -77,8 +79,7 @@ struct forward {
 	pthread_cond_t cv;      /* the writer: work or stop; the loop: written */
 	const txhub_config *cfg;
 	fw_list queue;          /* handed over, not written yet */
-	store_owned *own;       /* the partitions owned at the last hand-over */
-	size_t nown;
+	owned_set own;          /* the partitions owned at the last hand-over (a copy) */
 	int64_t in_flight;      /* produced, report not written yet */
 	int stopping;
 	forward_stats stats;
@@ -91,6 +92,7 @@ struct forward {
 	const txhub_config *start_cfg; /* to connect with */
 	store *st;
 	fault f_write;
+	owned_set written_own;  /* own, as the writer last took it */
 };
 
 /* Most forward topics whose metadata is fetched ahead (see known_topic). */
@@ -518,14 +520,8 @@ static void count_reports(const fw_list *l, size_t nfailed)
 	metrics_add_forwards(&m);
 }
 
-static int owns(const store_owned *own, size_t nown, int32_t partition, int64_t epoch)
-{
-	for (size_t i = 0; i < nown; i++)
-		if (own[i].partition == partition && own[i].epoch == epoch)
-			return 1;
-	return 0;
-}
-
+/* Whether partition's lane is cooling down (any partition's, when
+ * partition < 0); forgets the cooldowns that are over. */
 static int cooling_down(forward *fw, int32_t partition, int64_t now)
 {
 	size_t k = 0;
@@ -533,7 +529,7 @@ static int cooling_down(forward *fw, int32_t partition, int64_t now)
 	for (size_t i = 0; i < fw->ncooldown; i++) {
 		if (fw->cooldown[i].not_before <= now)
 			continue; /* over: forget it */
-		found |= fw->cooldown[i].partition == partition;
+		found |= partition < 0 || fw->cooldown[i].partition == partition;
 		fw->cooldown[k++] = fw->cooldown[i];
 	}
 	fw->ncooldown = k;
@@ -566,11 +562,15 @@ static void retire(forward *fw, size_t i)
 
 /* exactly_once: a lane for each partition owned now, at its epoch; the
  * lanes of partitions no longer owned (or owned at a newer epoch) are
- * stopped, and freed once their thread ended. */
-static void tend_lanes(forward *fw, const store_owned *own, size_t nown)
+ * stopped, and freed once their thread ended. This runs at every turn of
+ * the loop: while the set is the version last tended (own->gen) and that
+ * left each owned partition a lane, nothing is compared or started, only
+ * the lanes' ends are looked at. */
+static void tend_lanes(forward *fw, const owned_set *own)
 {
 	int64_t now = clock_ms();
 	char why[512], err[512];
+	int settled = fw->lanes_settled && fw->lanes_gen == own->gen;
 	pthread_mutex_lock(&fw->mu);
 	for (size_t i = 0; i < fw->nlanes;) {
 		lane *l = fw->lanes[i];
@@ -591,27 +591,36 @@ static void tend_lanes(forward *fw, const store_owned *own, size_t nown)
 				c[fw->ncooldown++] = (lane_cooldown){lane_partition(l), now + LANE_RESTART_MS};
 			}
 			retire(fw, i);
-		} else if (!owns(own, nown, lane_partition(l), lane_epoch(l))) {
+			settled = 0; /* its partition waits for a new lane */
+		} else if (!settled && !owned_has_at(own, lane_partition(l), lane_epoch(l))) {
 			lane_stop(l, 0);
 			retire(fw, i);
 		} else {
 			i++;
 		}
 	}
-	for (size_t i = 0; i < nown; i++) {
-		if (lane_of(fw, own[i].partition) || cooling_down(fw, own[i].partition, now))
+	int short_of = 0; /* a lane could not be started: tried again next time */
+	for (size_t i = 0; !settled && i < own->n; i++) {
+		const store_owned *o = &own->parts[i];
+		if (lane_of(fw, o->partition) || cooling_down(fw, o->partition, now))
 			continue;
+		short_of = 1;
 		lane **n = realloc(fw->lanes, (fw->nlanes + 1) * sizeof *n);
 		if (!n)
 			break;
 		fw->lanes = n;
-		lane *l = lane_start(fw->cfg, fw->al, &own[i], err, sizeof err);
+		lane *l = lane_start(fw->cfg, fw->al, o, err, sizeof err);
 		if (!l) {
 			log_error("forward: starting the lane of partition %d: %s; trying again",
-			          own[i].partition, err);
+			          o->partition, err);
 			break;
 		}
 		fw->lanes[fw->nlanes++] = l;
+		short_of = 0;
+	}
+	if (!settled) {
+		fw->lanes_gen = own->gen;
+		fw->lanes_settled = !short_of && !cooling_down(fw, -1, now);
 	}
 	for (size_t i = 0; i < fw->nretiring;) {
 		if (lane_ended(fw->retiring[i], NULL, NULL, 0)) {
@@ -625,10 +634,10 @@ static void tend_lanes(forward *fw, const store_owned *own, size_t nown)
 	pthread_mutex_unlock(&fw->mu);
 }
 
-void forward_poll(forward *fw, const store_owned *own, size_t nown)
+void forward_poll(forward *fw, const owned_set *own)
 {
 	if (fw->eos) {
-		tend_lanes(fw, own, nown);
+		tend_lanes(fw, own);
 		return;
 	}
 	rd_kafka_poll(fw->rk, 0);
@@ -637,15 +646,9 @@ void forward_poll(forward *fw, const store_owned *own, size_t nown)
 	if (fw->done.n == 0)
 		return;
 	pthread_mutex_lock(&fw->mu);
-	store_owned *o = nown ? malloc(nown * sizeof *o) : NULL;
-	if (o || !nown) { /* else the last snapshot serves: a partition just
-	                   * taken is checked again when the reports are written */
-		if (nown)
-			memcpy(o, own, nown * sizeof *o);
-		free(fw->own);
-		fw->own = o;
-		fw->nown = nown;
-	}
+	/* out of memory, the last snapshot serves: a partition just taken is
+	 * checked again when the reports are written */
+	owned_copy(&fw->own, own);
 	for (size_t i = 0; i < fw->done.n; i++) {
 		if (list_add(&fw->queue, fw->done.items[i]) != 0) {
 			log_error("forward: out of memory handing over a delivery report; the message "
@@ -701,7 +704,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 
 /* Write the reports of l with the ownership snapshot own and the tuning of
  * cfg. Returns 0, or -1 with err (l is then kept for the next try). */
-static int write_list(forward *fw, const fw_list *l, const store_owned *own, size_t nown,
+static int write_list(forward *fw, const fw_list *l, const owned_set *own,
                       int64_t backoff_ms, int64_t backoff_max_ms, int max_attempts, char *err,
                       size_t errsz)
 {
@@ -729,8 +732,8 @@ static int write_list(forward *fw, const fw_list *l, const store_owned *own, siz
 		                                 backoff_random());
 	}
 	store_forward_list failed = {0};
-	store_rc rc = store_record_deliveries(fw->st, own, nown, d, l->n, max_attempts, 0, &failed,
-	                                      err, errsz);
+	store_rc rc = store_record_deliveries(fw->st, own->parts, own->n, d, l->n, max_attempts, 0,
+	                                      &failed, err, errsz);
 	free(d);
 	if (rc == STORE_OK)
 		reports_written(fw, l, &failed);
@@ -765,17 +768,14 @@ static void *write_reports(void *arg)
 			break; /* stopping, nothing left */
 		fw_list l = fw->queue;
 		memset(&fw->queue, 0, sizeof fw->queue);
-		size_t nown = fw->nown;
-		store_owned *own = nown ? malloc(nown * sizeof *own) : NULL;
-		if (own)
-			memcpy(own, fw->own, nown * sizeof *own);
+		int copied = owned_copy(&fw->written_own, &fw->own);
 		const txhub_config *cfg = fw->cfg;
 		int64_t bo = cfg->forward_backoff_ms, bmax = cfg->forward_backoff_max_ms;
 		int max = (int)cfg->forward_max_attempts, stopping = fw->stopping;
 		pthread_mutex_unlock(&fw->mu);
-		int rc = nown && !own ? (snprintf(err, sizeof err, "out of memory"), -1)
-		                      : write_list(fw, &l, own, nown, bo, bmax, max, err, sizeof err);
-		free(own);
+		int rc = copied != 0 ? (snprintf(err, sizeof err, "out of memory"), -1)
+		                     : write_list(fw, &l, &fw->written_own, bo, bmax, max, err,
+		                                  sizeof err);
 		if (rc == 0) {
 			fault_ok(&fw->f_write);
 			failures = 0;
@@ -837,17 +837,17 @@ int64_t forward_failing(forward *fw, char *why, size_t whysz)
 	return since;
 }
 
-void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms)
+void forward_drain(forward *fw, const owned_set *own, int timeout_ms)
 {
 	int64_t until = clock_ms() + timeout_ms;
 	while (fw->eos && forward_in_flight(fw) > 0 && clock_ms() < until) {
-		tend_lanes(fw, own, nown);
+		tend_lanes(fw, own);
 		struct timespec ts = {0, 20 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
 	while (!fw->eos && forward_in_flight(fw) > 0 && clock_ms() < until) {
 		rd_kafka_poll(fw->rk, 20);
-		forward_poll(fw, own, nown);
+		forward_poll(fw, own);
 		pthread_mutex_lock(&fw->mu);
 		if (fw->in_flight > 0 && fw->queue.n > 0) { /* the writer is at it */
 			struct timespec ts;
@@ -910,7 +910,8 @@ void forward_destroy(forward *fw)
 	free(fw->cooldown);
 	list_free(&fw->done);
 	list_free(&fw->queue);
-	free(fw->own);
+	owned_free(&fw->own);
+	owned_free(&fw->written_own);
 	for (size_t i = 0; i < fw->ntopics; i++)
 		free(fw->topics[i]);
 	free(fw->topics);

@@ -22,6 +22,7 @@
 
 #include "alert.h"
 #include "config.h"
+#include "owned.h"
 #include "store.h"
 
 typedef struct forward forward;
@@ -70,8 +71,9 @@ void forward_send(forward *fw, const store_forward_list *l);
  * connection of its own, checking each against own (copied: the partitions
  * owned now) and dropping those of partitions no longer ours (their new
  * owner sends again). Reports the writer cannot record are kept and
- * retried with backoff. */
-void forward_poll(forward *fw, const store_owned *own, size_t nown);
+ * retried with backoff. exactly_once: starts and stops the lanes to match
+ * own. */
+void forward_poll(forward *fw, const owned_set *own);
 
 /* Messages handed to the producer whose report has not been recorded yet.
  * Any thread. */
@@ -83,7 +85,7 @@ int64_t forward_failing(forward *fw, char *why, size_t whysz);
 
 /* Serve and record every report of what is in flight, waiting up to
  * timeout_ms (the producing thread). */
-void forward_drain(forward *fw, const store_owned *own, size_t nown, int timeout_ms);
+void forward_drain(forward *fw, const owned_set *own, int timeout_ms);
 
 /* Raise a fatal error in the producer, as librdkafka's idempotence would
  * (rd_kafka_test_fatal_error): for tests. The next forward_poll replaces

@@ -8,6 +8,10 @@
  * partitions this replica owns on every rebalance; what they commit is
  * forwarded by the retry scan here.
  *
+ * The loop holds the set of partitions it owns (owned.h), which intake
+ * keeps up to date; everything below is handed the set itself, or reads its
+ * array within one call, so nothing works from an outdated copy of it.
+ *
  * The loop never acknowledges a record before its transaction committed, and
  * on a PostgreSQL error it keeps the batch and retries it with backoff, so an
  * outage delays the hub but loses nothing. */
@@ -34,6 +38,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "monitor.h"
+#include "owned.h"
 #include "signals.h"
 #include "store.h"
 
@@ -50,10 +55,10 @@ typedef struct {
 	alert *al;
 	monitor *mon;
 	int joined;            /* the consumer has had an assignment */
+	owned_set owned;       /* the partitions this replica owns: intake changes it */
 	intake_batch batch;
 	uint64_t records, batches, rejected, conflicts;
-	store_owned *released; /* partitions taken since the last release */
-	size_t nreleased;
+	owned_set released;    /* partitions taken since the last release */
 	char owner[128];       /* host/pid, recorded with each partition taken */
 	int attempt;           /* failed attempts at the batch in hand */
 	int64_t retry_at;      /* ... and when to try it again */
@@ -130,16 +135,12 @@ static void send_forwards(hub *h, const store_forward_list *l)
 	if (l->n == 0)
 		return;
 	if (log_get_level() <= LOG_DEBUG) {
-		size_t nown;
-		const store_owned *own = intake_owned(h->in, &nown);
 		for (size_t i = 0; i < l->n;) {
 			size_t j = i;
 			while (j < l->n && l->items[j].src_partition == l->items[i].src_partition)
 				j++;
-			long long epoch = 0;
-			for (size_t k = 0; k < nown; k++)
-				if (own[k].partition == l->items[i].src_partition)
-					epoch = (long long)own[k].epoch;
+			const store_owned *o = owned_find(&h->owned, l->items[i].src_partition);
+			long long epoch = o ? (long long)o->epoch : 0;
 			log_debug("hub: forwarding %zu of partition %d at epoch %lld", j - i,
 			          l->items[i].src_partition, epoch);
 			i = j;
@@ -148,22 +149,11 @@ static void send_forwards(hub *h, const store_forward_list *l)
 	forward_send(h->fw, l);
 }
 
-static int listed(const int32_t *parts, size_t n, int32_t p)
-{
-	for (size_t i = 0; i < n; i++)
-		if (parts[i] == p)
-			return 1;
-	return 0;
-}
-
 /* Forget the pending lease releases of these partitions. */
 static void unrelease(hub *h, const int32_t *parts, size_t n)
 {
-	size_t k = 0;
-	for (size_t i = 0; i < h->nreleased; i++)
-		if (!listed(parts, n, h->released[i].partition))
-			h->released[k++] = h->released[i];
-	h->nreleased = k;
+	for (size_t i = 0; i < n; i++)
+		owned_drop(&h->released, parts[i]);
 }
 
 /* Another replica took these partitions (a write or the heartbeat found
@@ -172,9 +162,7 @@ static void unrelease(hub *h, const int32_t *parts, size_t n)
 static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
 {
 	intake_fence(h->in, lost, nlost);
-	size_t nown;
-	const store_owned *own = intake_owned(h->in, &nown);
-	checkback_assign(h->cb, own, nown);
+	checkback_assign(h->cb, &h->owned);
 	unrelease(h, lost, nlost);
 	size_t d = intake_batch_drop(&h->batch, lost, nlost);
 	h->single = 0; /* the batch changed: what is left is applied again whole */
@@ -189,11 +177,10 @@ static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
 static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *out,
                       store_stats *stats, char *err, size_t errsz)
 {
-	size_t nown, nlost = 0;
+	size_t nlost = 0;
 	int32_t *lost = NULL;
-	const store_owned *own = intake_owned(h->in, &nown);
-	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, own, nown, out, stats,
-	                          &lost, &nlost, err, errsz);
+	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, h->owned.parts,
+	                          h->owned.n, out, stats, &lost, &nlost, err, errsz);
 	if (rc == STORE_FENCED)
 		fence_lost(h, lost, nlost);
 	free(lost);
@@ -343,12 +330,7 @@ static int flush_batch(hub *h)
 
 /* Serve delivery reports and hand them to the writer (forward.c), which
  * records them beside the batches on a connection of its own. */
-static void hand_over_deliveries(hub *h)
-{
-	size_t nown;
-	const store_owned *own = intake_owned(h->in, &nown);
-	forward_poll(h->fw, own, nown);
-}
+static void hand_over_deliveries(hub *h) { forward_poll(h->fw, &h->owned); }
 
 static void set_problem(hub *h, const char *problem)
 {
@@ -367,16 +349,9 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
 	h->joined = 1;
-	/* (n == 0 happens in cooperative rebalances: realloc to 0 would free) */
-	store_owned *r = n ? realloc(h->released, (h->nreleased + n) * sizeof *r) : NULL;
-	if (r) { /* else their leases expire on their own */
-		memcpy(r + h->nreleased, taken, n * sizeof *taken);
-		h->released = r;
-		h->nreleased += n;
-	}
-	size_t nowned;
-	const store_owned *owned = intake_owned(h->in, &nowned);
-	checkback_assign(h->cb, owned, nowned);
+	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
+		owned_take(&h->released, &taken[i]);
+	checkback_assign(h->cb, &h->owned);
 }
 
 /* Take newly assigned partitions in PostgreSQL. This must succeed before
@@ -443,48 +418,47 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 			         "reads them again", d);
 	}
 	intake_commit(h->in);
-	size_t nowned, nkeep = 0, ngone = 0;
-	const store_owned *owned = intake_owned(h->in, &nowned);
 	/* (with PostgreSQL away the reports could not be written: the leases
 	 * cover those messages, the new owner sends them again) */
 	int up = store_ready(h) == 0;
 	if (up)
-		forward_drain(h->fw, owned, nowned, (int)forward_delivery_timeout_ms(h->fw));
+		forward_drain(h->fw, &h->owned, (int)forward_delivery_timeout_ms(h->fw));
 	else
-		forward_poll(h->fw, owned, nowned);
+		forward_poll(h->fw, &h->owned);
 	/* stop checking them back, and let go of them in PostgreSQL: a
-	 * replica fenced off them may take them at once */
-	store_owned *keep = malloc((nowned ? nowned : 1) * sizeof *keep);
-	store_owned *gone = malloc((nowned ? nowned : 1) * sizeof *gone);
-	if (!keep || !gone) {
-		checkback_assign(h->cb, NULL, 0); /* stop everything rather than too little */
-	} else {
-		for (size_t i = 0; i < nowned; i++) {
-			if (listed(parts, n, owned[i].partition))
-				gone[ngone++] = owned[i];
-			else
-				keep[nkeep++] = owned[i];
-		}
-		checkback_assign(h->cb, keep, nkeep);
-		if (up && store_release_partitions(h->st, gone, ngone, err, sizeof err) != STORE_OK)
-			log_warn("hub: marking revoked partitions released: %s", err);
+	 * replica fenced off them may take them at once (the set itself loses
+	 * them when this returns) */
+	owned_set keep = {0}, gone = {0};
+	int copied = owned_copy(&keep, &h->owned);
+	for (size_t i = 0; copied == 0 && i < n; i++) {
+		const store_owned *o = owned_find(&h->owned, parts[i]);
+		if (o && owned_take(&gone, o) != 0)
+			copied = -1;
+		owned_drop(&keep, parts[i]);
 	}
-	free(keep);
-	free(gone);
+	if (copied != 0)
+		owned_clear(&keep); /* stop everything rather than too little */
+	checkback_assign(h->cb, &keep);
+	if (copied == 0 && up &&
+	    store_release_partitions(h->st, gone.parts, gone.n, err, sizeof err) != STORE_OK)
+		log_warn("hub: marking revoked partitions released: %s", err);
+	owned_free(&keep);
+	owned_free(&gone);
 	unrelease(h, parts, n); /* no longer ours: no lease release for them either */
 }
 
 /* Returns 0, or -1 when the store failed (recorded in f_scan). */
 static int release_assigned(hub *h)
 {
-	if (h->nreleased == 0)
+	if (h->released.n == 0)
 		return 0;
 	char err[512];
-	if (store_release_forwards(h->st, h->released, h->nreleased, err, sizeof err) != STORE_OK) {
+	if (store_release_forwards(h->st, h->released.parts, h->released.n, err, sizeof err) !=
+	    STORE_OK) {
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
-	h->nreleased = 0;
+	owned_clear(&h->released);
 	return 0;
 }
 
@@ -494,15 +468,16 @@ static int release_assigned(hub *h)
  * their partitions and wakes the lanes. */
 static int claim_retries(hub *h)
 {
-	size_t nown;
-	const store_owned *own = intake_owned(h->in, &nown);
-	if (nown == 0 || forward_in_flight(h->fw) > 10000)
+	const owned_set *own = &h->owned;
+	if (own->n == 0 || forward_in_flight(h->fw) > 10000)
 		return 0;
 	char err[512];
 	store_forward_list l = {0};
 	store_rc rc = config_exactly_once(h->cfg)
-	                  ? store_sequence_forwards(h->st, own, nown, 1000, &l, err, sizeof err)
-	                  : store_claim_forwards(h->st, own, nown, 1000, &l, err, sizeof err);
+	                  ? store_sequence_forwards(h->st, own->parts, own->n, 1000, &l, err,
+	                                            sizeof err)
+	                  : store_claim_forwards(h->st, own->parts, own->n, 1000, &l, err,
+	                                         sizeof err);
 	if (rc != STORE_OK) {
 		fault_fail(&h->f_scan, err);
 		return -1;
@@ -543,11 +518,11 @@ static int retake(hub *h, const int32_t *parts, size_t n)
 static int tend_partitions(hub *h)
 {
 	char err[512];
-	size_t nown, nfenced;
-	const store_owned *own = intake_owned(h->in, &nown);
+	size_t nfenced;
 	const int32_t *fenced = intake_fenced(h->in, &nfenced);
 	janitor_findings f;
-	int rc = janitor_partitions(h->st, h->cfg, own, nown, fenced, nfenced, &f, err, sizeof err);
+	int rc = janitor_partitions(h->st, h->cfg, h->owned.parts, h->owned.n, fenced, nfenced, &f,
+	                            err, sizeof err);
 	if (rc != 0)
 		fault_fail(&h->f_scan, err);
 	if (f.nlost > 0)
@@ -557,8 +532,9 @@ static int tend_partitions(hub *h)
 	if (rc == 0)
 		set_problem(h, f.problem);
 	janitor_findings_clear(&f);
-	own = intake_owned(h->in, &nown);
-	if (janitor_missing_prepares(h->st, h->cfg, h->al, own, nown, err, sizeof err) != 0) {
+	/* (fence_lost and retake changed the set: read it again here) */
+	if (janitor_missing_prepares(h->st, h->cfg, h->al, h->owned.parts, h->owned.n, err,
+	                             sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
 		rc = -1;
 	}
@@ -572,10 +548,8 @@ static int retention(hub *h, int64_t now)
 	if (now < h->next_retention)
 		return 0;
 	char err[512];
-	size_t nown;
 	int more;
-	const store_owned *own = intake_owned(h->in, &nown);
-	if (janitor_retention_batch(h->st, h->cfg, own, nown, &h->sweep, &more, err,
+	if (janitor_retention_batch(h->st, h->cfg, h->owned.parts, h->owned.n, &h->sweep, &more, err,
 	                            sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
 		h->next_retention = now + STORE_HEARTBEAT_MS;
@@ -745,7 +719,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		snprintf(host, sizeof host, "unknown-host");
 	snprintf(h.owner, sizeof h.owner, "%s/%ld", host, (long)getpid());
 	intake_hooks hooks = {on_take, on_assigned, on_revoking, &h};
-	if (!(h.in = intake_new(cfg, hooks, err, sizeof err))) {
+	if (!(h.in = intake_new(cfg, hooks, &h.owned, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
 	}
@@ -771,9 +745,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		flush_batch(&h);
 		int64_t now = now_ms();
 		char why[sizeof h.problem + 600];
-		size_t nown;
-		intake_owned(h.in, &nown);
-		metrics_set_owned_partitions(nown);
+		metrics_set_owned_partitions(h.owned.n);
 		monitor_turn(h.mon, h.joined, readiness(&h, why, sizeof why));
 		if (now >= next_lag) {
 			publish_lag(&h);
@@ -781,7 +753,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		}
 		hand_over_deliveries(&h);
 		if (store_ready(&h) == 0) {
-			if (h.nreleased > 0 || now >= next_scan) {
+			if (h.released.n > 0 || now >= next_scan) {
 				int failed = release_assigned(&h) | claim_retries(&h);
 				if (now >= h.next_owners) {
 					failed |= tend_partitions(&h);
@@ -820,10 +792,8 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		         h.batch.n);
 	intake_batch_reset(&h.batch);
 	intake_commit(h.in);
-	size_t nown;
-	const store_owned *own = intake_owned(h.in, &nown);
 	if (store_ready(&h) == 0)
-		forward_drain(h.fw, own, nown, 10000);
+		forward_drain(h.fw, &h.owned, 10000);
 	status = consumer_died ? 1 : 0;
 done:
 	if (h.in)
@@ -834,7 +804,8 @@ done:
 	alert_stop(h.al, 3000);
 	monitor_stop(h.mon);
 	store_close(h.st);
-	free(h.released);
+	owned_free(&h.owned); /* after intake_close, its writer */
+	owned_free(&h.released);
 	for (size_t i = 0; i < h.nloaded; i++) {
 		config_free(h.loaded[i]);
 		free(h.loaded[i]);

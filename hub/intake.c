@@ -15,8 +15,7 @@ struct intake {
 	rd_kafka_queue_t *queue;
 	const txhub_config *cfg;
 	intake_hooks hooks;
-	store_owned *owned; /* taken in PostgreSQL: ours to work on */
-	size_t nowned;
+	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
 	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
 	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
@@ -69,46 +68,13 @@ size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
 	return dropped;
 }
 
-static int cmp_owned(const void *a, const void *b)
+/* Own a partition taken in PostgreSQL. */
+static void take_owned(intake *in, const store_owned *o)
 {
-	int32_t x = ((const store_owned *)a)->partition, y = ((const store_owned *)b)->partition;
-	return (x > y) - (x < y);
-}
-
-static int owned_index(const intake *in, int32_t p)
-{
-	for (size_t i = 0; i < in->nowned; i++)
-		if (in->owned[i].partition == p)
-			return (int)i;
-	return -1;
-}
-
-static void owned_add(intake *in, const store_owned *o)
-{
-	int j = owned_index(in, o->partition);
-	if (j >= 0) {
-		in->owned[j] = *o;
-		return;
-	}
-	store_owned *n = realloc(in->owned, (in->nowned + 1) * sizeof *n);
-	if (!n) {
+	if (owned_take(in->owned, o) != 0)
 		/* not worked on, so nothing is lost: its records are dropped
 		 * unread and the next owner reads them */
 		log_error("intake: out of memory tracking partition %d", o->partition);
-		return;
-	}
-	in->owned = n;
-	in->owned[in->nowned++] = *o;
-	qsort(in->owned, in->nowned, sizeof *in->owned, cmp_owned);
-}
-
-static void owned_remove(intake *in, int32_t p)
-{
-	int j = owned_index(in, p);
-	if (j < 0)
-		return;
-	memmove(&in->owned[j], &in->owned[j + 1], (in->nowned - (size_t)j - 1) * sizeof *in->owned);
-	in->nowned--;
 }
 
 static int cmp_int32(const void *a, const void *b)
@@ -201,7 +167,7 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 		 * one, Kafka's committed offset (or auto.offset.reset) decides */
 		if (next[i] >= 0)
 			parts->elems[i].offset = next[i];
-		owned_add(in, &own[i]);
+		take_owned(in, &own[i]);
 		fenced_remove(in, ps[i]);
 		if (next[i] >= 0)
 			log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
@@ -247,7 +213,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			in->hooks.revoking(in->hooks.opaque, ps, (size_t)parts->cnt);
 	}
 	for (int i = 0; i < parts->cnt; i++) {
-		owned_remove(in, parts->elems[i].partition);
+		owned_drop(in->owned, parts->elems[i].partition);
 		fenced_remove(in, parts->elems[i].partition);
 	}
 	free(ps);
@@ -257,9 +223,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 void intake_fence(intake *in, const int32_t *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (owned_index(in, parts[i]) < 0)
+		if (!owned_drop(in->owned, parts[i]))
 			continue;
-		owned_remove(in, parts[i]);
 		fenced_add(in, parts[i]);
 		log_error("intake: partition %d was taken by another replica; it is left alone until "
 		          "Kafka assigns it here again or its holder is gone", parts[i]);
@@ -269,12 +234,13 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 
 size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max)
 {
-	size_t n = in->nowned < max ? in->nowned : max, k = 0;
+	size_t n = in->owned->n < max ? in->owned->n : max, k = 0;
 	if (n == 0)
 		return 0;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, in->owned[i].partition);
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic,
+		                                  in->owned->parts[i].partition);
 	if (rd_kafka_position(in->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		for (int i = 0; i < l->cnt; i++) {
 			int64_t lo, hi;
@@ -323,7 +289,7 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	for (size_t i = 0; i < n; i++) {
 		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, own[i].partition)->offset =
 			retake_offset(in, own[i].partition, next_offset[i]);
-		owned_add(in, &own[i]);
+		take_owned(in, &own[i]);
 		fenced_remove(in, own[i].partition);
 		if (ps)
 			ps[i] = own[i].partition;
@@ -338,7 +304,7 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 			continue;
 		log_error("intake: seeking partition %d taken back: %s", l->elems[i].partition,
 		          e ? rd_kafka_error_string(e) : rd_kafka_err2str(l->elems[i].err));
-		owned_remove(in, l->elems[i].partition);
+		owned_drop(in->owned, l->elems[i].partition);
 		fenced_add(in, l->elems[i].partition);
 	}
 	if (e)
@@ -346,7 +312,7 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	rd_kafka_topic_partition_list_destroy(l);
 	size_t k = 0;
 	for (size_t i = 0; ps && i < n; i++)
-		if (owned_index(in, ps[i]) >= 0)
+		if (owned_has(in->owned, ps[i]))
 			ps[k++] = ps[i];
 	if (ps)
 		set_paused(in, ps, k, in->paused);
@@ -357,14 +323,14 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 
 static void pause_owned(intake *in, int pause)
 {
-	int32_t *ps = calloc(in->nowned + 1, sizeof *ps);
+	int32_t *ps = calloc(in->owned->n + 1, sizeof *ps);
 	if (!ps) {
 		log_error("intake: out of memory %s partitions", pause ? "pausing" : "resuming");
 		return;
 	}
-	for (size_t i = 0; i < in->nowned; i++)
-		ps[i] = in->owned[i].partition;
-	set_paused(in, ps, in->nowned, pause);
+	for (size_t i = 0; i < in->owned->n; i++)
+		ps[i] = in->owned->parts[i].partition;
+	set_paused(in, ps, in->owned->n, pause);
 	free(ps);
 	in->paused = pause;
 }
@@ -395,7 +361,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn("intake: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-intake *intake_new(const txhub_config *cfg, intake_hooks hooks, char *err, size_t errsz)
+intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned, char *err,
+                   size_t errsz)
 {
 	intake *in = calloc(1, sizeof *in);
 	if (!in) {
@@ -404,6 +371,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, char *err, size_
 	}
 	in->cfg = cfg;
 	in->hooks = hooks;
+	in->owned = owned;
 	/* librdkafka drops the connection on a fetch response larger than
 	 * receive.message.max.bytes and fetches it again, for ever: the
 	 * largest envelope must fit (an explicit setting too small is refused
@@ -514,7 +482,7 @@ void intake_poll(intake *in, intake_batch *b)
 			rd_kafka_message_destroy(m);
 			continue;
 		}
-		if (owned_index(in, m->partition) < 0) {
+		if (!owned_has(in->owned, m->partition)) {
 			/* fenced, or fetched before a revoke: not ours to apply, and
 			 * not acknowledged, so the owner reads it */
 			rd_kafka_message_destroy(m);
@@ -591,15 +559,8 @@ void intake_close(intake *in)
 	if (e)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
-	free(in->owned);
 	free(in->fenced);
 	free(in);
 }
 
 const char *intake_fatal(const intake *in) { return in->fatal[0] ? in->fatal : NULL; }
-
-const store_owned *intake_owned(const intake *in, size_t *n)
-{
-	*n = in->nowned;
-	return in->owned;
-}

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "owned.h"
 #include "store.h"
 
 typedef struct intake intake;
@@ -32,9 +33,11 @@ void intake_batch_free(intake_batch *b);
  * own[i] (the new epoch) and next_offset[i] (where to start; -1: Kafka's
  * committed offset) for parts[i]. Returns 0, or -1 when a stop came first
  * (the partitions are then not read at all).
- * assigned: after they were assigned, with their epochs.
- * revoking: before partitions move away; the callee must finish (store and
- * acknowledge, or drop unacknowledged) the batch in hand for them. */
+ * assigned: after they were assigned, with their epochs (the owned set
+ * holds them by then).
+ * revoking: before partitions move away (they are still in the owned set);
+ * the callee must finish (store and acknowledge, or drop unacknowledged)
+ * the batch in hand for them. */
 typedef struct {
 	int (*take)(void *opaque, const int32_t *parts, size_t n, store_owned *own,
 	            int64_t *next_offset);
@@ -43,7 +46,11 @@ typedef struct {
 	void *opaque;
 } intake_hooks;
 
-intake *intake_new(const txhub_config *cfg, intake_hooks hooks, char *err, size_t errsz);
+/* owned: the run loop's set of owned partitions, empty, which intake keeps
+ * up to date from now until intake_close() (owned.h: the points at which
+ * it changes); it must outlive the intake. */
+intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned, char *err,
+                   size_t errsz);
 
 /* Add records to b until it holds cfg batch_max records or batch_bytes
  * bytes, or nothing more is ready; waits up to intake.poll_ms for the first. */
@@ -62,11 +69,8 @@ void intake_close(intake *in);
  * membership, another process took this group.instance.id), or NULL. */
 const char *intake_fatal(const intake *in);
 
-/* Partitions this replica owns (assigned and taken), sorted, with epochs. */
-const store_owned *intake_owned(const intake *in, size_t *n);
-
 /* These partitions were taken by another replica: stop reading them and
- * drop them from intake_owned(). They stay in intake_fenced() while Kafka
+ * drop them from the owned set. They stay in intake_fenced() while Kafka
  * still assigns them here, until taken again (a new assignment, or
  * intake_retake()) or revoked. */
 void intake_fence(intake *in, const int32_t *parts, size_t n);
@@ -77,7 +81,8 @@ const int32_t *intake_fenced(const intake *in, size_t *n);
 
 /* Take fenced partitions back (their new epochs in own, taken in
  * PostgreSQL by the caller): read each again from next_offset[i] (-1: the
- * group's committed offset) and add it to intake_owned(). */
+ * group's committed offset) and add it to the owned set (one whose seek
+ * fails stays fenced). */
 void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
 
 /* The lag of each owned partition: the high watermark last seen by the

@@ -12,6 +12,7 @@
 #include "envelope.h"
 #include "forward.h"
 #include "harness.h"
+#include "owned.h"
 #include "store.h"
 
 #define N 200
@@ -49,6 +50,8 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 	int64_t next;
 	cr_assert_eq(store_take_partitions(st, "me", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
+	owned_set owned = {0};
+	cr_assert_eq(owned_take(&owned, &own), 0);
 	forward *fw = forward_new(&cfg, NULL, err, sizeof err);
 	cr_assert_not_null(fw, "%s", err);
 
@@ -70,7 +73,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 	}
 	/* the run loop's work: serve and hand over reports, re-send what is due */
 	for (int turn = 0; turn < 300; turn++) {
-		forward_poll(fw, &own, 1);
+		forward_poll(fw, &owned);
 		store_forward_list due = {0};
 		cr_assert_eq(store_claim_forwards(st, &own, 1, 1000, &due, err, sizeof err), STORE_OK,
 		             "%s", err);
@@ -80,7 +83,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 			break;
 		h_pause_ms(100);
 	}
-	forward_drain(fw, &own, 1, 10000);
+	forward_drain(fw, &owned, 10000);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), N,
 	             "a committed message was not forwarded after the producer died");
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_attempts > 0"), 0,
@@ -97,6 +100,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 		cr_assert_geq(seen[i], 1, "message %d never reached the forward topic", i);
 	h_records_free(got, n);
 	forward_destroy(fw);
+	owned_free(&owned);
 	store_close(st);
 	for (int i = 0; i < N; i++)
 		envelope_free(&recs[i].env);

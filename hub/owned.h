@@ -1,0 +1,71 @@
+/* owned.h: the partitions of the control topic this replica owns, each at
+ * the epoch it was taken at in txhub.partitions: one small set, sorted by
+ * partition, that the run loop holds and passes down.
+ *
+ * Lifetime. The run loop (hub.c) holds the one live set for as long as it
+ * runs; intake (intake.h) is its only writer, always on the loop's thread,
+ * at three named points:
+ *   - a rebalance, served inside intake_poll() or intake_close(): partitions
+ *     assigned are taken (owned_take), revoked or lost ones dropped;
+ *   - intake_fence(): partitions another replica took are dropped;
+ *   - intake_retake(): fenced partitions taken back at new epochs.
+ * Everything else only reads it, handed down as const owned_set * (or as
+ * parts and n to store.c's functions, which bind them as arrays, for one
+ * call). Between two of those points the set does not change; a pointer
+ * into it (parts, or what owned_find returns) is valid only until the next
+ * of them, so whoever keeps ownership beyond a call (the check-back thread,
+ * the forward writer) keeps a copy (owned_copy), and whoever only needs to
+ * know whether it changed keeps gen (forward.c's lanes).
+ *
+ * Not thread-safe: a set shared between threads is guarded by its
+ * holder's lock. */
+#ifndef TXHUB_OWNED_H
+#define TXHUB_OWNED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+typedef struct {
+	store_owned *parts; /* sorted by partition, one entry each: read-only to all but the writer */
+	size_t n;
+	size_t cap;
+	/* The version of the contents: every change draws a new one from a
+	 * counter shared by all sets, and a copy keeps its source's, so two
+	 * sets with the same gen hold the same partitions at the same epochs.
+	 * 0: empty and never changed. */
+	uint64_t gen;
+} owned_set;
+
+/* An empty set is all zeros ({0}); owned_free makes it one again. */
+void owned_free(owned_set *s);
+
+/* The entry of partition p, or NULL when it is not owned (binary search).
+ * Valid until the set next changes. */
+const store_owned *owned_find(const owned_set *s, int32_t p);
+
+/* Whether partition p is owned (at any epoch) ... */
+int owned_has(const owned_set *s, int32_t p);
+
+/* ... and whether at exactly this epoch (0: not owned is never at an epoch). */
+int owned_has_at(const owned_set *s, int32_t p, int64_t epoch);
+
+/* Own o->partition at o->epoch: added, or its epoch replaced when it is
+ * owned already (a retake). Returns 0, or -1 when out of memory (the set
+ * is then unchanged). gen changes only when the contents do. */
+int owned_take(owned_set *s, const store_owned *o);
+
+/* Stop owning p (revoked, lost or fenced). Returns 1 when it was owned, 0
+ * when not (the set is then unchanged). */
+int owned_drop(owned_set *s, int32_t p);
+
+/* Stop owning everything (gen changes when the set was not empty). */
+void owned_clear(owned_set *s);
+
+/* Make dst a copy of src, gen included (nothing to do when dst holds that
+ * version already). Returns 0, or -1 when out of memory (dst is then
+ * unchanged). */
+int owned_copy(owned_set *dst, const owned_set *src);
+
+#endif
