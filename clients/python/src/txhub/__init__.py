@@ -22,7 +22,7 @@ from .envelope import Message, encode
 from .errors import (ClaimLost, DatabaseError, FatalError, InvalidInput, KafkaError, TooLarge,
                      TxhubError, Unauthorized)
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # a library's loggers stay silent until the program configures logging
 logging.getLogger("txhub").addHandler(logging.NullHandler())
