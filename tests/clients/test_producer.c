@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,22 +286,15 @@ static void endpoint(void *opaque, const h_http_request *r, h_http_answer *a)
 	snprintf(a->body, sizeof a->body, "%s", resp.body);
 }
 
-/* In a child process: prepare, then die before the commit. */
+/* In another process (tests/clients/prepare_and_die.c): prepare, then die
+ * before the commit. */
 static void prepare_and_die(h_env *e, const char *mk, const char *url, const char *fwd)
 {
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		txhub_producer_config cfg = {.brokers = e->brokers, .control_topic = e->topic};
-		txhub_producer *p;
-		txhub_message m = {.biz_id = "shop", .message_key = mk, .payload_kind = TXHUB_PAYLOAD_STRING,
-		                   .payload = mk, .payload_len = strlen(mk), .forward_topic = fwd,
-		                   .checkback_url = url, .has_first_after_ms = 1, .first_after_ms = 500};
-		if (txhub_producer_new(&cfg, &p, NULL, 0) != TXHUB_OK ||
-		    txhub_producer_prepare(p, &m, NULL, 0) != TXHUB_OK)
-			_exit(1);
-		kill(getpid(), SIGKILL); /* the local transaction's outcome is in "decide" */
-	}
+	char *argv[] = {(char *)PREPARE_AND_DIE, e->brokers, e->topic, (char *)mk, (char *)url,
+	                (char *)fwd, NULL};
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, PREPARE_AND_DIE, NULL, NULL, argv, environ), 0,
+	             "cannot run %s", PREPARE_AND_DIE);
 	int st;
 	waitpid(pid, &st, 0);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the producer child failed to prepare");

@@ -957,11 +957,13 @@ static int run_example(const char *const *tail, int want_pipe, pid_t *child)
 	argv[n] = NULL;
 	int out[2];
 	cr_assert_eq(pipe(out), 0);
+	/* set here, not in the child: nothing that may allocate between fork
+	 * and exec (another thread may hold the allocator's lock) */
+	setenv("PYTHONPATH", pypath, 1);
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		setenv("PYTHONPATH", pypath, 1);
 		dup2(out[1], 1);
 		close(out[0]);
 		execv("/usr/bin/python3", (char *const *)argv);
