@@ -54,6 +54,25 @@ fail:
 	return NULL;
 }
 
+rd_kafka_t *kafka_client_new(const txhub_config *cfg, rd_kafka_type_t type,
+                             const char *const *defaults, const char *what, char *err,
+                             size_t errsz)
+{
+	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
+	if (!conf)
+		return NULL;
+	char why[512];
+	rd_kafka_t *rk = rd_kafka_new(type, conf, why, sizeof why);
+	if (!rk) {
+		if (what)
+			snprintf(err, errsz, "%s: %.300s", what, why);
+		else
+			snprintf(err, errsz, "%s", why);
+		rd_kafka_conf_destroy(conf);
+	}
+	return rk;
+}
+
 const char *kafka_setting(const txhub_config *cfg, const char *key)
 {
 	for (size_t i = 0; i < cfg->kafka_cnt; i++)

@@ -15,6 +15,13 @@
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,
                                 char *err, size_t errsz);
 
+/* A new client of type on kafka_conf_new(cfg, defaults). NULL with err:
+ * kafka_conf_new's, or librdkafka's reason for refusing the client, after
+ * "<what>: " unless what is NULL. */
+rd_kafka_t *kafka_client_new(const txhub_config *cfg, rd_kafka_type_t type,
+                             const char *const *defaults, const char *what, char *err,
+                             size_t errsz);
+
 /* The value of kafka.<key> as set by the user (file, -X), or NULL. The
  * pointer lives as long as cfg's kafka list is not changed. */
 const char *kafka_setting(const txhub_config *cfg, const char *key);

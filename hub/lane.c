@@ -195,16 +195,11 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 	 * a progress topic made by a broker's auto-creation would not be
 	 * compacted */
 	static const char *defaults[] = {"allow.auto.create.topics", "false", NULL};
-	rd_kafka_conf_t *conf = kafka_conf_new(l->cfg, defaults, err, errsz);
-	char sub[512];
-	rd_kafka_t *rk = conf ? rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub) : NULL;
-	if (!rk) {
-		if (conf) {
-			snprintf(err, errsz, "cannot create a Kafka client: %.300s", sub);
-			rd_kafka_conf_destroy(conf);
-		}
+	rd_kafka_t *rk = kafka_client_new(l->cfg, RD_KAFKA_PRODUCER, defaults,
+	                                  "cannot create a Kafka client", err, errsz);
+	if (!rk)
 		return -1;
-	}
+	char sub[512];
 	int rc = -1, n = partitions_of(rk, l->progress, err, errsz);
 	if (n == 0) {
 		int nctl = partitions_of(rk, l->cfg->control_topic, err, errsz);
@@ -301,16 +296,10 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 	                                 "isolation.level", "read_committed",
 	                                 "enable.partition.eof", "true", NULL};
 	memset(out, 0, sizeof *out);
-	rd_kafka_conf_t *conf = kafka_conf_new(l->cfg, defaults, err, errsz);
-	char sub[512];
-	rd_kafka_t *c = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, sub, sizeof sub) : NULL;
-	if (!c) {
-		if (conf) {
-			snprintf(err, errsz, "cannot create the progress reader: %.300s", sub);
-			rd_kafka_conf_destroy(conf);
-		}
+	rd_kafka_t *c = kafka_client_new(l->cfg, RD_KAFKA_CONSUMER, defaults,
+	                                 "cannot create the progress reader", err, errsz);
+	if (!c)
 		return -1;
-	}
 	int64_t lo = 0, hi = 0;
 	int rc = -1;
 	rd_kafka_resp_err_t e =

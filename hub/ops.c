@@ -331,14 +331,8 @@ void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms)
 	static const char *const defaults[] = {"allow.auto.create.topics", "false", "log_level", "0",
 	                                       NULL};
 	char err[512];
-	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, sizeof err);
-	if (!conf) {
-		snprintf(st->lag_note, sizeof st->lag_note, "%s", err);
-		return;
-	}
-	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+	rd_kafka_t *rk = kafka_client_new(cfg, RD_KAFKA_PRODUCER, defaults, NULL, err, sizeof err);
 	if (!rk) {
-		rd_kafka_conf_destroy(conf);
 		snprintf(st->lag_note, sizeof st->lag_note, "%s", err);
 		return;
 	}

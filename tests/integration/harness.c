@@ -429,33 +429,46 @@ int h_real_kafka(void)
 	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
 }
 
+int h_create_topic(const h_env *e, const char *topic, int partitions,
+                   const char *key, const char *value, char *es, size_t esz)
+{
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, esz);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, esz);
+	cr_assert_not_null(rk, "%s", es);
+	rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, es, esz);
+	cr_assert_not_null(nt, "%s", es);
+	if (key)
+		rd_kafka_NewTopic_set_config(nt, key, value);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+	rd_kafka_NewTopic_destroy(nt);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	cr_assert_not_null(ev, "no answer to creating %s within 30 s", topic);
+	rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+	snprintf(es, esz, "%s", rd_kafka_event_error_string(ev) ? rd_kafka_event_error_string(ev) : "");
+	size_t n = 0;
+	const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+	const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
+	if (!err && n == 1 && rd_kafka_topic_result_error(tr[0])) {
+		err = rd_kafka_topic_result_error(tr[0]);
+		snprintf(es, esz, "%s", rd_kafka_topic_result_error_string(tr[0]));
+	}
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_destroy(rk);
+	return (int)err;
+}
+
 void h_control_topic(h_env *e)
 {
 	if (!h_real_kafka())
 		return;
 	char es[512];
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
-	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
-	cr_assert_not_null(rk, "%s", es);
-	rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(e->topic, 4, 1, es, sizeof es);
-	cr_assert_not_null(nt, "%s", es);
-	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-	rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-	rd_kafka_NewTopic_destroy(nt);
-	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-	cr_assert_not_null(ev, "no answer to creating %s within 30 s", e->topic);
-	size_t n = 0;
-	const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
-	const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
-	rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
-	if (!err && n == 1)
-		err = rd_kafka_topic_result_error(tr[0]);
-	cr_assert(!err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "creating %s: %s",
-	          e->topic, rd_kafka_err2str(err));
-	rd_kafka_event_destroy(ev);
-	rd_kafka_queue_destroy(q);
-	rd_kafka_destroy(rk);
+	rd_kafka_resp_err_t err =
+		(rd_kafka_resp_err_t)h_create_topic(e, e->topic, 4, NULL, NULL, es, sizeof es);
+	cr_assert(!err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "creating %s: %s: %s",
+	          e->topic, rd_kafka_err2name(err), es);
 }
 
 void h_records_free(h_record *r, size_t n)

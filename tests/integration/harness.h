@@ -87,6 +87,12 @@ size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_reco
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */
 int h_real_kafka(void);
 
+/* Create topic with partitions (replication 1) and, unless key is NULL, one
+ * topic setting; waits up to 30 s for the broker. Returns the broker's
+ * answer for the topic (an rd_kafka_resp_err_t, 0: created), its text in es. */
+int h_create_topic(const h_env *e, const char *topic, int partitions,
+                   const char *key, const char *value, char *es, size_t esz);
+
 /* Make e's control topic (4 partitions) now, for a test that waits for a
  * hub to take its partitions before producing anything: Apache Kafka
  * creates a topic on a produce, not on a consumer's subscription. (The

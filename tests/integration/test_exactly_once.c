@@ -136,33 +136,6 @@ Test(exactly_once, the_open_transaction_of_a_dead_hub_is_never_read, .timeout = 
 	h_teardown(&e);
 }
 
-/* Create topic with max.message.bytes small enough to refuse a record. */
-static void create_small_topic(h_env *e, const char *topic, const char *max_bytes)
-{
-	char es[512];
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
-	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
-	cr_assert_not_null(rk, "%s", es);
-	rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, 2, 1, es, sizeof es);
-	cr_assert_not_null(nt, "%s", es);
-	rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes);
-	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-	rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-	cr_assert_not_null(ev);
-	size_t cnt;
-	const rd_kafka_topic_result_t **tr =
-		rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
-	cr_assert_eq(cnt, 1);
-	cr_assert_eq(rd_kafka_topic_result_error(tr[0]), 0, "%s",
-	             rd_kafka_topic_result_error_string(tr[0]));
-	rd_kafka_event_destroy(ev);
-	rd_kafka_queue_destroy(q);
-	rd_kafka_NewTopic_destroy(nt);
-	rd_kafka_destroy(rk);
-}
-
 Test(exactly_once, a_forward_the_broker_refuses_leaves_its_transaction, .timeout = 240)
 {
 	if (!h_real_kafka())
@@ -171,7 +144,10 @@ Test(exactly_once, a_forward_the_broker_refuses_leaves_its_transaction, .timeout
 	h_setup(&e, "eos_refused");
 	char fwd[128];
 	snprintf(fwd, sizeof fwd, "%s.small", e.topic);
-	create_small_topic(&e, fwd, "4000");
+	/* max.message.bytes small enough to refuse a record */
+	char es[512];
+	int err = h_create_topic(&e, fwd, 2, "max.message.bytes", "4000", es, sizeof es);
+	cr_assert_eq(err, 0, "creating %s: %s", fwd, es);
 	send_txs(&e, fwd, 60, 10);
 	/* one more, whose payload (random hex: lz4 cannot shrink it below the
 	 * topic's 4,000 bytes) the broker refuses */

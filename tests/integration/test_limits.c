@@ -82,57 +82,45 @@ static const char *row(const char *mk, const char *what)
 	return sql;
 }
 
-/* Wait for one admin result (CreateTopics or CreatePartitions): its one
- * topic's error. */
-static rd_kafka_resp_err_t admin_result(rd_kafka_queue_t *q, char *es, size_t esz)
-{
-	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-	cr_assert_not_null(ev, "no admin result within 30 s");
-	rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
-	snprintf(es, esz, "%s", rd_kafka_event_error_string(ev) ? rd_kafka_event_error_string(ev) : "");
-	const rd_kafka_topic_result_t **t = NULL;
-	size_t n = 0;
-	if (rd_kafka_event_CreateTopics_result(ev))
-		t = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-	else if (rd_kafka_event_CreatePartitions_result(ev))
-		t = rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
-	if (!err && n == 1 && rd_kafka_topic_result_error(t[0])) {
-		err = rd_kafka_topic_result_error(t[0]);
-		snprintf(es, esz, "%s", rd_kafka_topic_result_error_string(t[0]));
-	}
-	rd_kafka_event_destroy(ev);
-	return err;
-}
-
 /* Create topic with partitions (config key=value unless NULL), or, when
  * partitions is negative, grow the existing topic to -partitions. */
 static void admin(const h_env *e, const char *topic, int partitions, const char *key,
                   const char *value)
 {
 	char es[512];
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
-	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
-	cr_assert_not_null(rk, "%s", es);
-	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_resp_err_t err;
 	if (partitions > 0) {
-		rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, es, sizeof es);
-		cr_assert_not_null(nt, "%s", es);
-		if (key)
-			rd_kafka_NewTopic_set_config(nt, key, value);
-		rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-		rd_kafka_NewTopic_destroy(nt);
+		err = (rd_kafka_resp_err_t)h_create_topic(e, topic, partitions, key, value, es,
+		                                          sizeof es);
 	} else {
+		rd_kafka_conf_t *c = rd_kafka_conf_new();
+		rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+		rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
+		cr_assert_not_null(rk, "%s", es);
+		rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
 		rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)-partitions, es,
 		                                                          sizeof es);
 		cr_assert_not_null(np, "%s", es);
 		rd_kafka_CreatePartitions(rk, &np, 1, NULL, q);
 		rd_kafka_NewPartitions_destroy(np);
+		rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+		cr_assert_not_null(ev, "no admin result within 30 s");
+		err = rd_kafka_event_error(ev);
+		snprintf(es, sizeof es, "%s",
+		         rd_kafka_event_error_string(ev) ? rd_kafka_event_error_string(ev) : "");
+		size_t n = 0;
+		const rd_kafka_CreatePartitions_result_t *res = rd_kafka_event_CreatePartitions_result(ev);
+		const rd_kafka_topic_result_t **t =
+			res ? rd_kafka_CreatePartitions_result_topics(res, &n) : NULL;
+		if (!err && n == 1 && rd_kafka_topic_result_error(t[0])) {
+			err = rd_kafka_topic_result_error(t[0]);
+			snprintf(es, sizeof es, "%s", rd_kafka_topic_result_error_string(t[0]));
+		}
+		rd_kafka_event_destroy(ev);
+		rd_kafka_queue_destroy(q);
+		rd_kafka_destroy(rk);
 	}
-	rd_kafka_resp_err_t err = admin_result(q, es, sizeof es);
 	cr_assert_eq(err, 0, "admin request on %s: %s: %s", topic, rd_kafka_err2name(err), es);
-	rd_kafka_queue_destroy(q);
-	rd_kafka_destroy(rk);
 }
 
 static double now_s(void)
