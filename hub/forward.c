@@ -280,7 +280,7 @@ static rd_kafka_t *new_producer(forward *fw, const txhub_config *cfg, char *err,
 	char sub[512];
 	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
 	if (!rk) {
-		snprintf(err, errsz, "cannot create producer: %s", sub);
+		snprintf(err, errsz, "cannot create producer: %.300s", sub);
 		rd_kafka_conf_destroy(conf);
 	}
 	return rk;
