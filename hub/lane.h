@@ -26,7 +26,7 @@
 
 #include "alert.h"
 #include "config.h"
-#include "forward.h"
+#include "forward_record.h"
 #include "store.h"
 
 typedef struct lane lane;
