@@ -176,10 +176,14 @@ static const char *strict_json_check(const char *p, size_t len)
 		if (c == '"') {
 			in_str = 1;
 		} else if (c == '0' && i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9') {
-			/* a leading zero, unless this 0 is inside a number already */
+			/* a leading zero, unless this 0 is inside a number already:
+			 * after a digit or '.', or in an exponent, which may have
+			 * leading zeros (1e05, 1E+05, 1e-05; but -05 is refused) */
 			unsigned char prev = i ? (unsigned char)p[i - 1] : ' ';
-			if (!((prev >= '0' && prev <= '9') || prev == '.' || prev == 'e' || prev == 'E' ||
-			      prev == '+'))
+			unsigned char before = i > 1 ? (unsigned char)p[i - 2] : ' ';
+			int in_exponent = prev == 'e' || prev == 'E' || prev == '+' ||
+			                  (prev == '-' && (before == 'e' || before == 'E'));
+			if (!((prev >= '0' && prev <= '9') || prev == '.' || in_exponent))
 				return "invalid JSON: a number with a leading zero";
 		}
 	}
