@@ -6,6 +6,7 @@
 #include "envelope.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -153,9 +154,11 @@ int envelope_check_id(const char *field, const char *s, size_t max, char *err, s
 }
 
 /* What cJSON lets through but RFC 8259 (or we) do not: a raw control
- * character inside a string, a number with a leading zero, and the escape
- * \u0000 (cJSON silently truncates the string there). Runs on text cJSON has
- * accepted. Returns NULL, or the reason. */
+ * character inside a string or outside one (other than the white space
+ * tab, line feed and carriage return), a number with a leading zero or with no digit
+ * after its minus sign (-.5) or its decimal point (1., 1.e5), and the escape \u0000 or a \u escape
+ * with a non-hex digit (cJSON silently truncates the string there). Runs on text cJSON has accepted.
+ * Returns NULL, or the reason. */
 static const char *strict_json_check(const char *p, size_t len)
 {
 	int in_str = 0;
@@ -166,15 +169,29 @@ static const char *strict_json_check(const char *p, size_t len)
 				in_str = 0;
 			} else if (c < 0x20) {
 				return "invalid JSON: a raw control character inside a string";
-			} else if (c == '\\' && i + 1 < len) {
-				if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
+			} else if (c == '\\' && i + 1 < len && p[i + 1] == 'u') {
+				/* cJSON reads \uZZZZ with a non-hex digit as U+0000 */
+				for (size_t k = i + 2; k < i + 6; k++)
+					if (k >= len || !isxdigit((unsigned char)p[k]))
+						return "invalid JSON: a \\u escape without four hex digits";
+				if (memcmp(p + i + 2, "0000", 4) == 0)
 					return "a string contains \\u0000, which is not supported";
-				i++;
+				i += 5;
+			} else if (c == '\\') {
+				i++; /* cJSON has refused any other escape it does not know */
 			}
 			continue;
 		}
 		if (c == '"') {
 			in_str = 1;
+		} else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+			/* cJSON skips every byte up to 0x20 as white space */
+			return "invalid JSON: a control character outside a string";
+		} else if (c == '-' && !(i > 0 && (p[i - 1] == 'e' || p[i - 1] == 'E')) &&
+		           !(i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9')) {
+			return "invalid JSON: a number with no digit after its minus sign";
+		} else if (c == '.' && !(i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9')) {
+			return "invalid JSON: a number with no digit after its decimal point";
 		} else if (c == '0' && i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9') {
 			/* a leading zero, unless this 0 is inside a number already:
 			 * after a digit or '.', or in an exponent, which may have

@@ -3,6 +3,10 @@
  *   - a JSON payload or an id the encoder accepts makes an envelope the hub
  *     accepts, with the same ids and the payload's compact text (so nothing
  *     a producer sends through the library is ever rejected);
+ *   - a JSON payload the hub accepts (and forwards as written) is one the
+ *     library's validator accepts too, unless nested deeper than the
+ *     library allows: the hub lets nothing through that strict JSON
+ *     parsers of the forward topic's consumers would refuse;
  *   - a check-back request (query and three headers) the library parses
  *     has valid ids, and a reason is written when it refuses one. */
 #include <stdint.h>
@@ -10,6 +14,7 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "internal.h"
 #include "txhub.h"
 
 static void check(int ok)
@@ -35,6 +40,33 @@ static void hub_accepts(const txhub_message *m)
 	free(out);
 }
 
+/* Put text in an envelope as its payload; when the hub takes it as a JSON
+ * payload (not a string), the library must find that payload valid. */
+static void library_accepts(const char *text, size_t len)
+{
+	static const char head[] = "{\"v\":1,\"type\":\"prepare\",\"biz_id\":\"b\","
+	                           "\"message_key\":\"k\",\"forward\":{\"topic\":\"t\"},\"payload\":";
+	size_t n = sizeof head - 1;
+	char *doc = malloc(n + len + 1);
+	memcpy(doc, head, n);
+	memcpy(doc + n, text, len);
+	doc[n + len] = '}';
+	envelope env;
+	char err[256];
+	size_t i = 0;
+	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+		i++;
+	if (envelope_parse(doc, n + len + 1, 1048576, &env, err, sizeof err) == 0) {
+		if (i < len && text[i] != '"') {
+			/* (the one rule the library keeps stricter: nesting depth) */
+			const char *why = txhubi_json_check((const char *)env.payload, env.payload_len);
+			check(why == NULL || strcmp(why, "JSON nested too deeply") == 0);
+		}
+		envelope_free(&env);
+	}
+	free(doc);
+}
+
 /* Split data at '\n' into up to n NUL-terminated parts (NULL when absent). */
 static void split(char *s, char **parts, int n)
 {
@@ -56,15 +88,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size - 1] = '\0';
 	txhub_message m = {.biz_id = "b", .message_key = "k", .payload = s,
 	                   .payload_len = size - 1, .forward_topic = "t"};
-	switch (data[0] % 4) {
+	switch (data[0] % 5) {
 	case 0: m.payload_kind = TXHUB_PAYLOAD_JSON; hub_accepts(&m); break;
+	case 4: library_accepts(s, size - 1); break;
 	case 1: m.payload_kind = TXHUB_PAYLOAD_STRING; hub_accepts(&m); break;
 	case 2:
 		m.payload_kind = TXHUB_PAYLOAD_STRING;
 		m.message_key = s; /* up to the first NUL */
 		hub_accepts(&m);
 		break;
-	default: {
+	case 3: {
 		char *parts[4], err[200] = "";
 		split(s, parts, 4);
 		txhub_checkback_request req;
