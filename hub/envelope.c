@@ -153,11 +153,17 @@ int envelope_check_id(const char *field, const char *s, size_t max, char *err, s
 	return check_id(field, s, max, err, errsz);
 }
 
+static int digit_at(const char *p, size_t len, size_t i)
+{
+	return i < len && p[i] >= '0' && p[i] <= '9';
+}
+
 /* What cJSON lets through but RFC 8259 (or we) do not: a raw control
- * character inside a string or outside one (other than the white space
- * tab, line feed and carriage return), a number with a leading zero or with no digit
- * after its minus sign (-.5) or its decimal point (1., 1.e5), and the escape \u0000 or a \u escape
- * with a non-hex digit (cJSON silently truncates the string there). Runs on text cJSON has accepted.
+ * character inside a string, or outside one other than the white space
+ * tab, line feed and carriage return; a number with a leading zero, or
+ * with no digit after its minus sign (-.5) or its decimal point (1.,
+ * 1.e5); and the escape \u0000 or a \u escape with a non-hex digit (cJSON
+ * silently truncates the string there). Runs on text cJSON has accepted.
  * Returns NULL, or the reason. */
 static const char *strict_json_check(const char *p, size_t len)
 {
@@ -188,11 +194,11 @@ static const char *strict_json_check(const char *p, size_t len)
 			/* cJSON skips every byte up to 0x20 as white space */
 			return "invalid JSON: a control character outside a string";
 		} else if (c == '-' && !(i > 0 && (p[i - 1] == 'e' || p[i - 1] == 'E')) &&
-		           !(i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9')) {
+		           !digit_at(p, len, i + 1)) {
 			return "invalid JSON: a number with no digit after its minus sign";
-		} else if (c == '.' && !(i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9')) {
+		} else if (c == '.' && !digit_at(p, len, i + 1)) {
 			return "invalid JSON: a number with no digit after its decimal point";
-		} else if (c == '0' && i + 1 < len && p[i + 1] >= '0' && p[i + 1] <= '9') {
+		} else if (c == '0' && digit_at(p, len, i + 1)) {
 			/* a leading zero, unless this 0 is inside a number already:
 			 * after a digit or '.', or in an exponent, which may have
 			 * leading zeros (1e05, 1E+05, 1e-05; but -05 is refused) */

@@ -90,13 +90,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                   .payload_len = size - 1, .forward_topic = "t"};
 	switch (data[0] % 5) {
 	case 0: m.payload_kind = TXHUB_PAYLOAD_JSON; hub_accepts(&m); break;
-	case 4: library_accepts(s, size - 1); break;
 	case 1: m.payload_kind = TXHUB_PAYLOAD_STRING; hub_accepts(&m); break;
 	case 2:
 		m.payload_kind = TXHUB_PAYLOAD_STRING;
 		m.message_key = s; /* up to the first NUL */
 		hub_accepts(&m);
 		break;
+	case 4: library_accepts(s, size - 1); break;
 	case 3: {
 		char *parts[4], err[200] = "";
 		split(s, parts, 4);
