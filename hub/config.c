@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkback_proto.h"
 #include "envelope.h"
@@ -213,6 +214,9 @@ oom:
 	return -1;
 }
 
+/* The longest line a configuration file may hold, its newline included. */
+enum { CONFIG_LINE_MAX = 8192 };
+
 static char *trim(char *s)
 {
 	while (isspace((unsigned char)*s))
@@ -223,41 +227,92 @@ static char *trim(char *s)
 	return s;
 }
 
-int config_load_file(txhub_config *cfg, const char *path, char *err, size_t errsz)
+/* Open path for reading as a configuration file: a regular file, or a
+ * pipe or character device (`-c <(...)`, /dev/null). Anything else, a
+ * directory first of all (which fopen opens and reads as empty), is an
+ * error naming the file. */
+static FILE *open_config_file(const char *path, char *err, size_t errsz)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		snprintf(err, errsz, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0) {
+		snprintf(err, errsz, "%s: %s", path, strerror(errno));
+		fclose(f);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
+		snprintf(err, errsz, "%s: %s", path,
+		         S_ISDIR(st.st_mode) ? "is a directory, not a configuration file"
+		                             : "not a regular file");
+		fclose(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* One line of the file (NUL-terminated, length len as read): applied to
+ * cfg, or -1 with a message naming path and lineno. */
+static int load_line(txhub_config *cfg, char *line, size_t len, const char *path, int lineno,
+                     char *err, size_t errsz)
+{
+	if (len > CONFIG_LINE_MAX) {
+		snprintf(err, errsz, "%s:%d: line too long (over %d bytes)", path, lineno,
+		         CONFIG_LINE_MAX);
 		return -1;
 	}
-	char line[8192];
-	int lineno = 0, rc = 0;
-	while (fgets(line, sizeof line, f)) {
-		lineno++;
-		size_t len = strlen(line);
-		if (len == sizeof line - 1 && line[len - 1] != '\n') {
-			snprintf(err, errsz, "%s:%d: line too long", path, lineno);
-			rc = -1;
-			break;
-		}
-		char *s = trim(line);
-		if (*s == '\0' || *s == '#')
-			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(err, errsz, "%s:%d: expected \"key = value\"", path, lineno);
-			rc = -1;
-			break;
-		}
-		*eq = '\0';
-		char *key = trim(s), *value = trim(eq + 1);
-		char sub[512];
-		if (config_set(cfg, key, value, sub, sizeof sub) != 0) {
-			snprintf(err, errsz, "%s:%d: %s", path, lineno, sub);
-			rc = -1;
-			break;
-		}
+	/* a NUL would end the line for every string function below: a line
+	 * of NULs would pass for blank and a value would be cut at it */
+	if (memchr(line, '\0', len)) {
+		snprintf(err, errsz, "%s:%d: NUL byte in the line", path, lineno);
+		return -1;
 	}
+	char *s = trim(line);
+	if (*s == '\0' || *s == '#')
+		return 0;
+	char *eq = strchr(s, '=');
+	if (!eq) {
+		snprintf(err, errsz, "%s:%d: expected \"key = value\"", path, lineno);
+		return -1;
+	}
+	*eq = '\0';
+	char *key = trim(s), *value = trim(eq + 1);
+	char sub[512];
+	if (config_set(cfg, key, value, sub, sizeof sub) != 0) {
+		snprintf(err, errsz, "%s:%d: %s", path, lineno, sub);
+		return -1;
+	}
+	return 0;
+}
+
+int config_load_file(txhub_config *cfg, const char *path, char *err, size_t errsz)
+{
+	FILE *f = open_config_file(path, err, errsz);
+	if (!f)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int lineno = 0, rc = 0;
+	errno = 0;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		if (load_line(cfg, line, (size_t)len, path, ++lineno, err, errsz) != 0) {
+			rc = -1;
+			break;
+		}
+		errno = 0;
+	}
+	/* getline's -1 is the end of the file or an error: an error must not
+	 * pass for the end (the keys after it would silently keep defaults) */
+	if (rc == 0 && ferror(f)) {
+		snprintf(err, errsz, "%s:%d: read error: %s", path, lineno + 1,
+		         strerror(errno ? errno : EIO));
+		rc = -1;
+	}
+	free(line);
 	fclose(f);
 	return rc;
 }

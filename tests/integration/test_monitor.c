@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -346,6 +347,25 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	kill(hub, SIGHUP);
 	h_pause_ms(1500);
 	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 2);
+	/* a directory in place of the file read as an empty file: every key
+	 * went back to its default (text logs at info) */
+	unlink(path);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	kill(hub, SIGHUP);
+	h_pause_ms(1500);
+	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 3,
+	             "a directory was loaded as a configuration file");
+	cr_assert_geq(h_log_lines(log, "is a directory"), 1);
+	rmdir(path);
+	/* a NUL cut the value: "log.level = debug\0garbage" read as debug */
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fwrite("log.level = warn\0x\n", 1, 20, f);
+	fclose(f);
+	kill(hub, SIGHUP);
+	h_pause_ms(1500);
+	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 4,
+	             "a value with a NUL byte was loaded");
 
 	/* still working, still JSON at debug level */
 	send_json(&e, "k", "{\"type\":\"commit\",\"biz_id\":\"m\",\"message_key\":\"%s\",\"payload\":1,"

@@ -358,6 +358,85 @@ Test(config, load_file_missing)
 	cr_assert(strstr(err, path), "message: %s", err);
 }
 
+/* A file of exactly these len bytes (NULs included). */
+static const char *temp_bytes(const char *bytes, size_t len)
+{
+	cr_assert_lt(ntmp, 8);
+	char *path = tmpfiles[ntmp++];
+	snprintf(path, sizeof tmpfiles[0], "/tmp/txhub-config-test-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, bytes, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* The load fails with a message holding path (and want, when given), and
+ * leaves what the file set before the bad line out of the question: the
+ * caller's configuration is not to be used. */
+static void must_refuse(const char *path, const char *want)
+{
+	cr_assert_eq(config_load_file(&cfg, path, err, sizeof err), -1, "%s loaded", path);
+	cr_assert(strstr(err, path), "the message names no file: %s", err);
+	if (want)
+		cr_assert(strstr(err, want), "want \"%s\" in: %s", want, err);
+}
+
+Test(config, load_file_directory_is_an_error)
+{
+	/* fopen opens a directory and reads it as empty: every key would
+	 * silently take its default */
+	char dir[] = "/tmp/txhub-config-dir-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	must_refuse(dir, "is a directory");
+	rmdir(dir);
+}
+
+Test(config, load_file_line_of_nuls_is_an_error)
+{
+	static const char bytes[] = "group = g\n\0\0\0\0\nbrokers = b:1\n";
+	const char *path = temp_bytes(bytes, sizeof bytes - 1);
+	char want[128];
+	snprintf(want, sizeof want, "%s:2: NUL byte", path);
+	must_refuse(path, want);
+}
+
+Test(config, load_file_nul_inside_a_value_is_an_error)
+{
+	/* was read as "group = g" with the rest cut off */
+	static const char bytes[] = "brokers = b:1\ngroup = g\0roup-b\n";
+	const char *path = temp_bytes(bytes, sizeof bytes - 1);
+	char want[128];
+	snprintf(want, sizeof want, "%s:2: NUL byte", path);
+	must_refuse(path, want);
+	cr_assert_str_neq(cfg.group, "g", "the cut value was applied");
+}
+
+Test(config, load_file_read_error_is_not_the_end)
+{
+	/* a regular file whose first read fails (EIO: nothing is mapped at
+	 * address 0): it was taken for an empty file */
+	must_refuse("/proc/self/mem", "read error");
+}
+
+Test(config, load_file_long_lines)
+{
+	char *text = malloc(9000);
+	cr_assert_not_null(text);
+	/* a value of 8,000 bytes is fine */
+	int n = snprintf(text, 9000, "pg = ");
+	memset(text + n, 'a', 8000);
+	strcpy(text + n + 8000, "\n");
+	cr_assert_eq(config_load_file(&cfg, temp_file(text), err, sizeof err), 0, "%s", err);
+	cr_assert_eq(strlen(cfg.pg), 8000);
+	/* one over the limit is refused, naming the line */
+	memset(text + n, 'a', 8500);
+	strcpy(text + n + 8500, "\n");
+	const char *path = temp_file(text);
+	free(text);
+	must_refuse(path, ":1: line too long");
+}
+
 Test(config, load_env)
 {
 	setenv("TXHUB_BROKERS", "env:9092", 1);
