@@ -134,6 +134,7 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 		if (duration_parse(v, o == O_SINCE ? &a->since_ms : &a->older_than_ms, why,
 		                   sizeof why) != 0)
 			return usage_error(err, errsz, "%s: %s", options[o].name, why);
+		a->since_set |= o == O_SINCE;
 		return 0;
 	}
 	return usage_error(err, errsz, "internal error: option %d", o);

@@ -41,7 +41,8 @@ typedef struct {
 	const char *statuses[ADMIN_MAX_STATUSES];
 	size_t nstatuses;
 	const char *send_status;
-	int64_t since_ms;                /* 0: no --since */
+	int64_t since_ms;                /* with since_set */
+	int since_set;                   /* --since given (0s too: nothing is that new) */
 	int limit;                       /* default 100 */
 	/* resolve */
 	ops_decision decision;

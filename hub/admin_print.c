@@ -275,7 +275,7 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 {
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
-	                     .since_ms = a->since_ms, .limit = a->limit};
+	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
 	if (rc == OPS_OK && a->json && print_json(rows) != 0) {

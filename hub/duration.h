@@ -19,8 +19,8 @@
  * ("90s", "15m", "12h", "7d", "1h30m", "1d12h"). Refused, with the reason
  * in err: empty text, a part without a unit ("90"), an unknown unit
  * ("5ms", "5w", "5H"), a sign ("-5m", "+5m"), spaces, units out of order
- * or repeated ("30m1h", "1h1h"), a total of zero ("0s", "0m0s"), and
- * anything above DURATION_MAX_MS. Returns 0 or -1; *ms is written only on
+ * or repeated ("30m1h", "1h1h"), and anything above DURATION_MAX_MS. A
+ * total of zero ("0s", "0m0s") is well-formed: no time at all. Returns 0 or -1; *ms is written only on
  * success. */
 int duration_parse(const char *s, int64_t *ms, char *err, size_t errsz);
 

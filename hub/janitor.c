@@ -137,8 +137,10 @@ int janitor_retention_batch(store *st, const txhub_config *cfg, const store_owne
 	}
 	for (size_t i = 0; i < nown; i++)
 		parts[i] = own[i].partition;
-	ops_purge_opts o = {cfg->retention_finished_hours * 3600000,
-	                    cfg->retention_rejected_hours * 3600000, parts, nown,
+	/* retention.rejected_hours = 0 keeps rejected and conflict rows */
+	int64_t rejected_ms =
+		cfg->retention_rejected_hours > 0 ? cfg->retention_rejected_hours * 3600000 : -1;
+	ops_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, parts, nown,
 	                    cfg->control_topic, OPS_PURGE_BATCH_MAX, 0};
 	ops_purge_counts c;
 	ops_rc rc = ops_purge_batch(store_conn(st), &o, &c, err, errsz);

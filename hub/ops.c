@@ -513,7 +513,7 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = f->biz_id;
 		sbuf_printf(sql, " AND biz_id = $%d", ++*np);
 	}
-	if (f->since_ms > 0) {
+	if (f->since_ms > 0 || f->since_set) {
 		p[*np] = since;
 		sbuf_printf(sql, " AND updated_at > now() - $%d::bigint * interval '1 millisecond'",
 		            ++*np);

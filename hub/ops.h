@@ -133,7 +133,8 @@ typedef struct {
 	size_t nstatuses;
 	const char *send_status;     /* NULL: any */
 	const char *biz_id;          /* NULL: any */
-	int64_t since_ms;            /* > 0: updated_at newer than now() - since_ms */
+	int64_t since_ms;            /* > 0 or since_set: updated_at newer than now() - since_ms */
+	int since_set;               /* filter on since_ms even when it is 0 */
 	int limit;                   /* 1..OPS_LIST_MAX */
 	/* NULL: any. Exact; with biz_id it names one message (the primary
 	 * key), without it PostgreSQL reads the whole table (no index on the
@@ -253,10 +254,11 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 
 typedef struct {
 	/* finished messages (committed and sent, or rolled_back) whose
-	 * updated_at is older than this, with their history; <= 0: none */
+	 * updated_at is older than this, with their history (0: every one
+	 * finished up to now); < 0: none */
 	int64_t finished_older_ms;
 	/* rejected and conflict rows whose created_at is older than this;
-	 * <= 0: none */
+	 * < 0: none */
 	int64_t rejected_older_ms;
 	/* only rows of these control-topic partitions (src_partition); NULL:
 	 * every partition. A replica's retention passes the partitions it owns. */

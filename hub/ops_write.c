@@ -374,7 +374,7 @@ static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *pa
 	snprintf(rms, sizeof rms, "%lld", (long long)o->rejected_older_ms);
 	snprintf(batch, sizeof batch, "%d", o->batch);
 	ops_rc rc = OPS_OK;
-	if (o->finished_older_ms > 0) {
+	if (o->finished_older_ms >= 0) {
 		const char *p[3] = {fms, batch, parts};
 		int64_t v[3];
 		rc = purge_run(conn, parts ? SQL_PURGE_GIVEN : SQL_PURGE_EVERY, p, parts ? 3 : 2, v, 3,
@@ -386,7 +386,7 @@ static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *pa
 		out->history = v[2];
 		out->more |= v[0] + v[1] >= o->batch;
 	}
-	if (o->rejected_older_ms > 0) {
+	if (o->rejected_older_ms >= 0) {
 		const char *p[4] = {rms, batch, parts, o->topic};
 		if ((rc = purge_run(conn, SQL_PURGE_REJECTED, p, 4, &out->rejected, 1, err, errsz)) !=
 		        OPS_OK ||
@@ -404,8 +404,8 @@ static ops_rc purge_count(PGconn *conn, const ops_purge_opts *o, const char *par
 	char fms[32], rms[32];
 	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
 	snprintf(rms, sizeof rms, "%lld", (long long)o->rejected_older_ms);
-	const char *p[4] = {o->finished_older_ms > 0 ? fms : NULL, parts,
-	                    o->rejected_older_ms > 0 ? rms : NULL, o->topic};
+	const char *p[4] = {o->finished_older_ms >= 0 ? fms : NULL, parts,
+	                    o->rejected_older_ms >= 0 ? rms : NULL, o->topic};
 	int64_t v[5];
 	ops_rc rc = purge_run(conn, SQL_PURGE_DRY, p, 4, v, 5, err, errsz);
 	if (rc == OPS_OK) {

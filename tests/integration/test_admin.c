@@ -699,6 +699,44 @@ Test(admin, purge_deletes_exactly_the_old_finished_rows_and_dry_run_nothing, .ti
 	h_teardown(&e);
 }
 
+/* --older-than 0s (CONTRACT §9: no time at all) is every finished row up to
+ * now, with --dry-run too; never a parked or unfinished one. 0.4.0 refused
+ * it as "zero" (exit 2). */
+Test(admin, purge_older_than_zero_is_every_finished_row, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "adpurge0");
+	fixture(&e);
+	static const char *FINISHED =
+		"((status = 'committed' AND send_status = 'sent') OR status = 'rolled_back')";
+	long long fin = h_count(&e, qf("SELECT count(*) FROM txhub.messages WHERE %s", FINISHED));
+	long long unfinished = h_count(&e, qf("SELECT count(*) FROM txhub.messages WHERE NOT %s",
+	                                      FINISHED));
+	long long rejected = h_count(&e, "SELECT count(*) FROM txhub.rejected");
+	cr_assert_gt(fin, 3, "the fixture has new finished rows too");
+	cr_assert_gt(unfinished, 0);
+
+	const char *dry[] = {"purge", "--older-than", "0s", "--dry-run", "--json", NULL};
+	cJSON *doc = run_json(&e, dry);
+	const cJSON *m = cJSON_GetObjectItem(doc, "messages");
+	cr_expect_eq(jnum(m, "committed") + jnum(m, "rolled_back"), fin);
+	cr_expect_eq(jnum(doc, "rejected"), rejected);
+	cJSON_Delete(doc);
+	cr_expect_eq(h_count(&e, qf("SELECT count(*) FROM txhub.messages WHERE %s", FINISHED)), fin,
+	             "--dry-run deleted rows");
+
+	const char *real[] = {"purge", "--older-than", "0s", "--json", NULL};
+	doc = run_json(&e, real);
+	m = cJSON_GetObjectItem(doc, "messages");
+	cr_expect_eq(jnum(m, "committed") + jnum(m, "rolled_back"), fin);
+	cJSON_Delete(doc);
+	cr_expect_eq(h_count(&e, qf("SELECT count(*) FROM txhub.messages WHERE %s", FINISHED)), 0);
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), unfinished,
+	             "a parked or unfinished row was deleted");
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 0);
+	h_teardown(&e);
+}
+
 /* Old finished rows, 10 per partition 0..2, with a history row each, and an
  * old rejected row per partition. */
 static void retention_rows(h_env *e)
