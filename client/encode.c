@@ -87,6 +87,9 @@ static txhub_status check_forward(const txhub_message *m, char *errstr, size_t e
 	}
 	if (!txhub_valid_topic(m->forward_topic))
 		return INVALID("forward_topic must be a valid Kafka topic name (1..249 of a-z A-Z 0-9 . _ -)");
+	if (strncmp(m->forward_topic, "__", 2) == 0)
+		return INVALID("forward_topic names a topic Kafka reserves for itself (names beginning "
+		               "with __, such as __consumer_offsets)");
 	if (m->forward_key && !txhub_valid_utf8(m->forward_key, strlen(m->forward_key)))
 		return INVALID("forward_key is not valid UTF-8");
 	return check_headers(m, errstr, errsz);

@@ -91,6 +91,11 @@ int envelope_valid_topic(const char *s, size_t len)
 	return 1;
 }
 
+int envelope_reserved_topic(const char *s, size_t len)
+{
+	return len >= 2 && s[0] == '_' && s[1] == '_';
+}
+
 int envelope_valid_url(const char *s)
 {
 	size_t skip;
@@ -666,6 +671,12 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring))) {
 			reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
 			                   "(1..249 of a-z A-Z 0-9 . _ -)");
+			goto fail;
+		}
+		if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring))) {
+			/* every forward would fail until the row was parked */
+			reject(err, errsz, "field \"forward.topic\" names a topic Kafka reserves for "
+			                   "itself (names beginning with __, such as __consumer_offsets)");
 			goto fail;
 		}
 		cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");

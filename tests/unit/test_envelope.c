@@ -242,6 +242,11 @@ Test(envelope, forward_optional_parts)
 	envelope_free(&env);
 	must_accept(PREP_FWD("{\"topic\":\"...\"}"));
 	cr_assert_str_eq(env.forward_topic, "...");
+	envelope_free(&env);
+	/* one underscore, or two further in, is an ordinary name */
+	must_accept(PREP_FWD("{\"topic\":\"_private\"}"));
+	envelope_free(&env);
+	must_accept(PREP_FWD("{\"topic\":\"a__b\"}"));
 }
 
 Test(envelope, checkback_url_and_first_after_ms)
@@ -643,6 +648,12 @@ static const bad_case bad_cases[] = {
 	BAD("forward topic .", PREP_FWD("{\"topic\":\".\"}"), "forward.topic"),
 	BAD("forward topic ..", PREP_FWD("{\"topic\":\"..\"}"), "forward.topic"),
 	BAD("forward topic number", PREP_FWD("{\"topic\":5}"), "forward.topic"),
+	/* Kafka's own topics: every forward failed until the row was parked */
+	BAD("forward topic __consumer_offsets", PREP_FWD("{\"topic\":\"__consumer_offsets\"}"),
+	    "reserves for itself"),
+	BAD("forward topic __transaction_state", PREP_FWD("{\"topic\":\"__transaction_state\"}"),
+	    "reserves for itself"),
+	BAD("forward topic __", PREP_FWD("{\"topic\":\"__\"}"), "reserves for itself"),
 	BAD("forward topic null", PREP_FWD("{\"topic\":null}"), "forward.topic"),
 	BAD("forward.key number", PREP_FWD("{\"topic\":\"t\",\"key\":5}"), "forward.key"),
 	BAD("forward.key object", PREP_FWD("{\"topic\":\"t\",\"key\":{}}"), "forward.key"),

@@ -226,6 +226,9 @@ def _check_forward(m: Message) -> None:
         return
     if not valid_topic(m.forward_topic):
         raise InvalidInput("forward_topic must be a valid Kafka topic name (1..249 of a-z A-Z 0-9 . _ -)")
+    if m.forward_topic.startswith("__"):
+        raise InvalidInput("forward_topic names a topic Kafka reserves for itself "
+                           "(names beginning with __, such as __consumer_offsets)")
     if m.forward_key is not None:
         _utf8("forward_key", m.forward_key)
     _header_pairs(m.forward_headers)
