@@ -40,6 +40,7 @@
 #include "monitor.h"
 #include "owned.h"
 #include "signals.h"
+#include "rewind.h"
 #include "store.h"
 
 typedef struct {
@@ -97,6 +98,10 @@ static int store_ready(hub *h)
 	if (store_ensure(h->st, err, sizeof err) == STORE_OK) {
 		h->store_down = 0;
 		fault_ok(&h->f_conn);
+		/* the database on the other end may have failed over and lost its
+		 * last transactions: compare at the next scan, not in 5 s */
+		if (store_reconnected(h->st))
+			h->next_owners = 0;
 		return 0;
 	}
 	h->store_down++;
@@ -170,8 +175,145 @@ static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
 		log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
 }
 
+static void on_assigned(void *opaque, const store_owned *taken, size_t n);
+
+/* Say that the database lost its last transactions for rw[0..n), read
+ * again from from[i]: one error line, one database_rewound alert naming
+ * every partition, the counters. */
+static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int64_t *from)
+{
+	char list[1024] = "", why[1400];
+	size_t len = 0;
+	uint64_t again = 0;
+	for (size_t i = 0; i < n; i++) {
+		int64_t count = rw[i].known_next > from[i] ? rw[i].known_next - from[i] : 0;
+		again += (uint64_t)count;
+		if (len < sizeof list)
+			len += (size_t)snprintf(list + len, sizeof list - len,
+			                        "%spartition %d: %s, read again from offset %lld (%lld "
+			                        "offset(s); written up to %lld at epoch %lld, the database "
+			                        "holds %lld at epoch %lld)",
+			                        i ? "; " : "", rw[i].partition,
+			                        rewind_verdict_text((rewind_verdict)rw[i].verdict),
+			                        (long long)from[i], (long long)count,
+			                        (long long)rw[i].known_next, (long long)rw[i].epoch,
+			                        (long long)rw[i].db_next, (long long)rw[i].db_epoch);
+	}
+	snprintf(why, sizeof why, "PostgreSQL lost its last transactions (a failover to an "
+	         "asynchronous standby, or a restore to an earlier point?): %s", list);
+	log_error("hub: %s", why);
+	alert_raise(h->al, "database_rewound", NULL, NULL, 0, h->cfg->control_topic, why);
+	metrics_database_rewound(n, again);
+}
+
+/* The database lost its last transactions for these partitions (rw[0..n),
+ * store_check_history): read each again from where the database stands,
+ * as a new owner would. A new epoch, the consumer back at the database's
+ * next offset (the beginning when it has no row left: applying an envelope
+ * twice changes nothing), what was in flight released, and, in
+ * exactly_once, the lanes taken again at the new epoch, so that the
+ * progress markers decide again what was forwarded. Returns 0, or -1 when
+ * PostgreSQL failed (the next check tries again). */
+static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
+{
+	char err[512];
+	int32_t *parts = calloc(n, sizeof *parts);
+	store_owned *own = calloc(n, sizeof *own);
+	int64_t *next = calloc(n, sizeof *next), *from = calloc(n, sizeof *from);
+	int rc = -1;
+	if (!parts || !own || !next || !from) {
+		snprintf(err, sizeof err, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++)
+		parts[i] = rw[i].partition;
+	/* what was read past the database's offsets is read again anyway */
+	intake_batch_drop(&h->batch, parts, n);
+	h->single = 0;
+	unrelease(h, parts, n);
+	if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next, NULL, err,
+	                          sizeof err) != STORE_OK)
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		from[i] = next[i] >= 0 ? next[i] : 0;
+		if (next[i] < 0)
+			next[i] = INTAKE_FROM_BEGINNING;
+	}
+	report_rewound(h, rw, n, from);
+	intake_retake(h->in, own, next, n);
+	on_assigned(h, own, n);
+	rc = 0;
+done:
+	if (rc != 0)
+		fault_fail(&h->f_scan, err);
+	free(parts);
+	free(own);
+	free(next);
+	free(from);
+	return rc;
+}
+
+/* Compare what the database holds for every owned partition with what
+ * this replica wrote, and read again what it lost. Returns 0, or -1 when
+ * PostgreSQL failed (in err). */
+static int check_history(hub *h, char *err, size_t errsz)
+{
+	store_rewound *rw = NULL;
+	size_t nrw = 0;
+	if (store_check_history(h->st, h->owned.parts, h->owned.n, &rw, &nrw, err, errsz) !=
+	    STORE_OK)
+		return -1;
+	int rc = nrw > 0 ? rewind_partitions(h, rw, nrw) : 0;
+	if (rc != 0)
+		snprintf(err, errsz, "reading partitions again after PostgreSQL lost transactions");
+	free(rw);
+	return rc;
+}
+
+/* store_apply found the database behind this replica, or a partition no
+ * longer at its epoch: those it lost a tail of are read again, the others
+ * were taken by another replica and are fenced off. Either way their
+ * records are gone from the batch. Returns rc, or STORE_RETRY (err) when
+ * PostgreSQL failed sorting them out (the batch is kept). */
+static store_rc sort_out(hub *h, const int32_t *lost, size_t nlost, store_rc rc, char *err,
+                         size_t errsz)
+{
+	store_owned *own = calloc(nlost ? nlost : 1, sizeof *own);
+	size_t n = 0;
+	if (!own) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	for (size_t i = 0; i < nlost; i++) {
+		const store_owned *o = owned_find(&h->owned, lost[i]);
+		if (o)
+			own[n++] = *o;
+	}
+	/* every owned partition, not only the batch's: one loss, one report */
+	if (check_history(h, err, errsz) != 0) {
+		free(own);
+		return STORE_RETRY;
+	}
+	/* those not read again (still at the old epoch here) were taken */
+	size_t nf = 0;
+	for (size_t i = 0; i < n; i++) {
+		const store_owned *o = owned_find(&h->owned, own[i].partition);
+		if (o && o->epoch == own[i].epoch)
+			own[nf++].partition = own[i].partition;
+	}
+	int32_t *fenced = calloc(nf ? nf : 1, sizeof *fenced);
+	for (size_t i = 0; fenced && i < nf; i++)
+		fenced[i] = own[i].partition;
+	if (fenced && nf > 0 && rc == STORE_FENCED)
+		fence_lost(h, fenced, nf);
+	free(fenced);
+	free(own);
+	return rc;
+}
+
 /* Apply recs[0..n) (the batch in hand, or one record of it) once. On
- * STORE_FENCED the partitions another replica took are fenced off here and
+ * STORE_FENCED or STORE_REWOUND the partitions another replica took are
+ * fenced off here, those the database lost a tail of are read again, and
  * their records dropped from the batch: recs is then no longer valid, and
  * the caller applies what is left of the batch again. */
 static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *out,
@@ -181,8 +323,8 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 	int32_t *lost = NULL;
 	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, h->owned.parts,
 	                          h->owned.n, out, stats, &lost, &nlost, err, errsz);
-	if (rc == STORE_FENCED)
-		fence_lost(h, lost, nlost);
+	if (rc == STORE_FENCED || rc == STORE_REWOUND)
+		rc = sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
 	return rc;
 }
@@ -296,8 +438,8 @@ static int flush_batch(hub *h)
 			store_rc rc = apply_one(h, h->next_single, err, sizeof err);
 			if (rc == STORE_OK)
 				h->next_single++;
-			else if (rc != STORE_FENCED) /* (fenced: what is left, whole, again) */
-				return batch_wait(h, err);
+			else if (rc != STORE_FENCED && rc != STORE_REWOUND)
+				return batch_wait(h, err); /* (else: what is left, whole, again) */
 			continue;
 		}
 		store_forward_list committed = {0};
@@ -354,6 +496,34 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	checkback_assign(h->cb, &h->owned);
 }
 
+/* Partitions just taken at the database's next offsets: the group's
+ * committed offsets are written to Kafka only after the batch's
+ * transaction committed, so one beyond the database's next offset means
+ * the database lost what this group applied (a failover or restore while
+ * no replica ran). Those offsets are read again from the database's (as
+ * taking does anyway); say so. */
+static void check_taken(hub *h, const int32_t *parts, size_t n, const store_owned *own,
+                        const int64_t *next_offset)
+{
+	int64_t *committed = calloc(n, sizeof *committed), *from = calloc(n, sizeof *from);
+	store_rewound *rw = calloc(n, sizeof *rw);
+	size_t k = 0;
+	if (committed && from && rw && intake_committed(h->in, parts, n, committed) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (next_offset[i] < 0 || committed[i] <= next_offset[i])
+				continue;
+			rw[k] = (store_rewound){parts[i], REWIND_BEHIND, own[i].epoch, committed[i],
+			                        own[i].epoch, next_offset[i]};
+			from[k++] = next_offset[i];
+		}
+	}
+	if (k > 0)
+		report_rewound(h, rw, k, from);
+	free(committed);
+	free(from);
+	free(rw);
+}
+
 /* Take newly assigned partitions in PostgreSQL. This must succeed before
  * they are read, so while PostgreSQL is away it waits here, inside the
  * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
@@ -386,6 +556,8 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 		         (long long)d);
 		sleep_ms(d);
 	}
+	if (rc == 0)
+		check_taken(h, parts, n, own, next_offset);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (!janitor_foreign_holder(h->cfg, &prev[i]))
 			continue;
@@ -518,6 +690,11 @@ static int retake(hub *h, const int32_t *parts, size_t n)
 static int tend_partitions(hub *h)
 {
 	char err[512];
+	/* first: a partition whose row went back in time would look taken */
+	if (check_history(h, err, sizeof err) != 0) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
 	size_t nfenced;
 	const int32_t *fenced = intake_fenced(h->in, &nfenced);
 	janitor_findings f;

@@ -270,6 +270,8 @@ static int64_t retake_offset(intake *in, int32_t p, int64_t next)
 {
 	if (next >= 0)
 		return next;
+	if (next == INTAKE_FROM_BEGINNING)
+		return RD_KAFKA_OFFSET_BEGINNING;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
 	rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, p);
 	int64_t off = RD_KAFKA_OFFSET_BEGINNING; /* auto.offset.reset = earliest */
@@ -278,6 +280,25 @@ static int64_t retake_offset(intake *in, int32_t p, int64_t next)
 		off = l->elems[0].offset;
 	rd_kafka_topic_partition_list_destroy(l);
 	return off;
+}
+
+int intake_committed(intake *in, const int32_t *parts, size_t n, int64_t *out)
+{
+	if (n == 0)
+		return 0;
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+	for (size_t i = 0; i < n; i++)
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, parts[i]);
+	rd_kafka_resp_err_t e = rd_kafka_committed(in->rk, l, 5000);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = -1;
+		for (int k = 0; !e && k < l->cnt; k++)
+			if (l->elems[k].partition == parts[i] && !l->elems[k].err &&
+			    l->elems[k].offset >= 0)
+				out[i] = l->elems[k].offset;
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+	return e ? -1 : 0;
 }
 
 void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n)
@@ -309,6 +330,17 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	}
 	if (e)
 		rd_kafka_error_destroy(e);
+	/* the group's offset goes back with it: committed past what the
+	 * database holds, it would be taken at the next start for a database
+	 * that lost transactions (hub.c, check_taken) */
+	rd_kafka_topic_partition_list_t *st = rd_kafka_topic_partition_list_new((int)n);
+	for (int i = 0; i < l->cnt; i++)
+		if (l->elems[i].offset >= 0 && owned_has(in->owned, l->elems[i].partition))
+			rd_kafka_topic_partition_list_add(st, in->cfg->control_topic,
+			                                  l->elems[i].partition)->offset = l->elems[i].offset;
+	if (st->cnt > 0 && rd_kafka_offsets_store(in->rk, st) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		log_debug("intake: storing the offsets of partitions taken back failed");
+	rd_kafka_topic_partition_list_destroy(st);
 	rd_kafka_topic_partition_list_destroy(l);
 	size_t k = 0;
 	for (size_t i = 0; ps && i < n; i++)

@@ -79,10 +79,14 @@ void intake_fence(intake *in, const int32_t *parts, size_t n);
  * stays valid until the next call into intake. */
 const int32_t *intake_fenced(const intake *in, size_t *n);
 
-/* Take fenced partitions back (their new epochs in own, taken in
- * PostgreSQL by the caller): read each again from next_offset[i] (-1: the
- * group's committed offset) and add it to the owned set (one whose seek
- * fails stays fenced). */
+/* A next_offset for intake_retake(): the partition's first offset. */
+#define INTAKE_FROM_BEGINNING (-2)
+
+/* Take partitions (back) at new epochs (own, taken in PostgreSQL by the
+ * caller; fenced ones, or owned ones read again): read each from
+ * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING)
+ * and add it to the owned set at its epoch (one whose seek fails is fenced
+ * off). */
 void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
 
 /* The lag of each owned partition: the high watermark last seen by the
@@ -90,6 +94,11 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
  * round trip). Fills up to max entries, skipping partitions whose position
  * or watermark is not known yet; returns how many. */
 size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max);
+
+/* The group's committed offsets of these partitions (out[i] for parts[i];
+ * -1 where none), asked of the broker (at most 5 s). Returns 0, or -1
+ * when the broker did not answer. */
+int intake_committed(intake *in, const int32_t *parts, size_t n, int64_t *out);
 
 /* Pause / resume reading every owned partition (PostgreSQL is away). The
  * consumer is still polled while paused, so the replica stays in its

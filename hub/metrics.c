@@ -25,7 +25,8 @@ static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
 static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
-                                    "database_failing", "kafka_fatal", "other"};
+                                    "database_failing", "kafka_fatal", "database_rewound",
+                                    "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */
@@ -49,6 +50,7 @@ static struct registry {
 	latency checkback_latency, forward_latency, commit_latency;
 	counter forwards[METRICS_FW_NOUTCOMES];
 	counter database_errors, kafka_errors;
+	counter rewinds, rewound_offsets;
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready;
 	_Atomic int64_t by_status[5], parked, sampled;
@@ -132,6 +134,12 @@ void metrics_add_forwards(const metrics_forwards *f)
 void metrics_database_error(void) { add(&m.database_errors, 1); }
 void metrics_kafka_error(void) { add(&m.kafka_errors, 1); }
 
+void metrics_database_rewound(uint64_t partitions, uint64_t offsets)
+{
+	add(&m.rewinds, partitions);
+	add(&m.rewound_offsets, offsets);
+}
+
 void metrics_alert(const char *kind)
 {
 	size_t i = 0;
@@ -209,6 +217,13 @@ static void write_counters(sbuf *o)
 	head(o, "txhub_database_errors_total", "counter", "Failed PostgreSQL operations.");
 	sbuf_printf(o, "txhub_database_errors_total %llu\n",
 	            (unsigned long long)get(&m.database_errors));
+	head(o, "txhub_database_rewinds_total", "counter",
+	     "Partitions read again because PostgreSQL lost its last transactions.");
+	sbuf_printf(o, "txhub_database_rewinds_total %llu\n", (unsigned long long)get(&m.rewinds));
+	head(o, "txhub_database_rewound_offsets_total", "counter",
+	     "Control-topic offsets read again because PostgreSQL lost them.");
+	sbuf_printf(o, "txhub_database_rewound_offsets_total %llu\n",
+	            (unsigned long long)get(&m.rewound_offsets));
 	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
 	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
 	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");

@@ -82,7 +82,12 @@ void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);
 void metrics_kafka_error(void);
-/* kind: check_failed, send_failed, prepare_missing, database_failing;
+/* txhub_database_rewinds_total (partitions read again because PostgreSQL
+ * lost its last transactions) and txhub_database_rewound_offsets_total
+ * (the offsets read again). */
+void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
+/* kind: check_failed, send_failed, prepare_missing, database_failing,
+ * kafka_fatal, database_rewound;
  * anything else counts as "other". */
 void metrics_alert(const char *kind);
 

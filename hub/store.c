@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "fold.h"
 #include "log.h"
+#include "rewind.h"
 #include "rules.h"
 #include "sbuf.h"
 
@@ -30,6 +31,8 @@ struct store {
 	char *topic;            /* the control topic: txhub.partitions rows */
 	int64_t first_after_ms; /* default check-back delay */
 	int64_t lease_ms;       /* how long a forward in flight is leased */
+	rewind_table known;     /* what this store last read or wrote per partition */
+	int reconnected;        /* the connection was made again since last asked */
 };
 
 /* ---- results and errors ---- */
@@ -183,6 +186,7 @@ void store_close(store *st)
 		PQfinish(st->conn);
 	free(st->conninfo);
 	free(st->topic);
+	rewind_table_free(&st->known);
 	free(st);
 }
 
@@ -199,7 +203,15 @@ store_rc store_ensure(store *st, char *err, size_t errsz)
 	PQsetNoticeProcessor(st->conn, notice_to_log, NULL);
 	session_settings(st);
 	log_info("store: reconnected to PostgreSQL");
+	st->reconnected = 1;
 	return STORE_OK;
+}
+
+int store_reconnected(store *st)
+{
+	int r = st->reconnected;
+	st->reconnected = 0;
+	return r;
 }
 
 struct pg_conn *store_conn(store *st) { return st->conn; }
@@ -479,7 +491,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		"owner = EXCLUDED.owner, group_id = EXCLUDED.group_id, taken_at = now(), "
 		"updated_at = now(), heartbeat_at = now(), released_at = NULL, contested_by = NULL, "
 		"contested_at = NULL "
-		"RETURNING partition, epoch, coalesce(next_offset, -1)";
+		"RETURNING partition, epoch, coalesce(next_offset, -1), fwd_origin";
 	if (n == 0)
 		return STORE_OK;
 	sbuf pb = {0};
@@ -512,6 +524,10 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 				continue;
 			own[i].epoch = atoll(PQgetvalue(r, row, 1));
 			next_offset[i] = atoll(PQgetvalue(r, row, 2));
+			if (rewind_taken(&st->known, parts[i], own[i].epoch, next_offset[i],
+			                 PQgetvalue(r, row, 3)) != 0)
+				log_warn("store: out of memory: partition %d is not watched for a "
+				         "database that loses its last transactions", parts[i]);
 		}
 		if (own[i].epoch <= 0) {
 			snprintf(err, errsz, "taking partition %d returned no epoch", parts[i]);
@@ -523,6 +539,55 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 done:
 	if (rc != STORE_OK)
 		rollback(st);
+	PQclear(r);
+	sbuf_free(&pb);
+	return rc;
+}
+
+static void owned_array(sbuf *b, const store_owned *own, size_t n);
+
+store_rc store_check_history(store *st, const store_owned *own, size_t nown,
+                             store_rewound **out, size_t *nout, char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT partition, epoch, coalesce(next_offset, -1), fwd_origin "
+		"FROM txhub.partitions WHERE topic = $1 AND partition = ANY($2::int[])";
+	*out = NULL;
+	*nout = 0;
+	if (nown == 0)
+		return STORE_OK;
+	sbuf pb = {0};
+	owned_array(&pb, own, nown);
+	const char *p[2] = {st->topic, sbuf_str(&pb)};
+	PGresult *r = exec_params(st, sql, 2, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		rc = classify(st->conn, r, err, errsz);
+		goto done;
+	}
+	if (!(*out = calloc(nown, sizeof **out))) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
+	for (size_t i = 0; i < nown; i++) {
+		rewind_row db = {.next_offset = -1};
+		for (int row = 0; row < PQntuples(r); row++) {
+			if (atoi(PQgetvalue(r, row, 0)) != own[i].partition)
+				continue;
+			db.present = 1;
+			db.epoch = atoll(PQgetvalue(r, row, 1));
+			db.next_offset = atoll(PQgetvalue(r, row, 2));
+			snprintf(db.origin, sizeof db.origin, "%s", PQgetvalue(r, row, 3));
+		}
+		const rewind_mark *m = rewind_find(&st->known, own[i].partition);
+		rewind_verdict v = rewind_judge(m, own[i].epoch, &db);
+		if (v <= REWIND_FENCED)
+			continue;
+		(*out)[(*nout)++] = (store_rewound){own[i].partition, (int)v, own[i].epoch,
+		                                    m->next_offset, db.epoch, db.next_offset};
+	}
+done:
 	PQclear(r);
 	sbuf_free(&pb);
 	return rc;
@@ -680,9 +745,16 @@ typedef enum {
  * waits for the exclusive and shared locks, and a write that comes after
  * the take sees the new epoch: so such a write either lands before the
  * hand-over, where the new owner sees it, or not at all. */
+/* A locked partition row: its next forward sequence, and what
+ * rewind_judge() compares. */
+typedef struct {
+	int64_t next_seq;
+	rewind_row db;
+} owned_row;
+
 static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
                                size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
-                               int64_t *next_seq, char *err, size_t errsz);
+                               owned_row *rows, char *err, size_t errsz);
 
 static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
                            owned_lock mode, store_owned **kept, size_t *nkept, char *err,
@@ -691,14 +763,15 @@ static store_rc lock_owned(store *st, const char *topic, const store_owned *own,
 	return lock_owned_seq(st, topic, own, nown, mode, kept, nkept, NULL, err, errsz);
 }
 
-/* lock_owned(), and next_seq[i] (when not NULL, nown long) the next
- * forward sequence of (*kept)[i]'s partition. */
+/* lock_owned(), and rows[i] (when not NULL, nown long) the row of
+ * (*kept)[i]'s partition as locked. */
 static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
                                size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
-                               int64_t *next_seq, char *err, size_t errsz)
+                               owned_row *rows, char *err, size_t errsz)
 {
 #define SQL_OWNED_ROWS                                                             \
-	"SELECT tp.partition, tp.epoch, tp.next_fwd_seq FROM txhub.partitions tp "     \
+	"SELECT tp.partition, tp.epoch, tp.next_fwd_seq, coalesce(tp.next_offset, -1), " \
+	"tp.fwd_origin FROM txhub.partitions tp "                                      \
 	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
 	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
 	static const char *sql[] = {SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp",
@@ -723,8 +796,14 @@ static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *
 		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
 			(*kept)[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
 			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
-			if (next_seq)
-				next_seq[*nkept] = atoll(PQgetvalue(r, row, 2));
+			if (rows) {
+				owned_row *o = &rows[*nkept];
+				o->next_seq = atoll(PQgetvalue(r, row, 2));
+				o->db.present = 1;
+				o->db.epoch = (*kept)[*nkept].epoch;
+				o->db.next_offset = atoll(PQgetvalue(r, row, 3));
+				snprintf(o->db.origin, sizeof o->db.origin, "%s", PQgetvalue(r, row, 4));
+			}
 			(*nkept)++;
 		}
 	}
@@ -838,46 +917,54 @@ static void batch_parts_free(batch_parts *bp)
 }
 
 /* Lock the batch's partitions and check they are still ours. Returns
- * STORE_FENCED with *lost set when some are not. */
+ * STORE_FENCED with *lost set when some are not, STORE_REWOUND with *lost
+ * set when the database is behind what this store wrote for some (it lost
+ * its last transactions: rewind.h). */
 static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32_t **lost,
                             size_t *nlost, char *err, size_t errsz)
 {
 	store_owned *kept = NULL;
-	size_t nkept = 0;
-	int64_t *seq = calloc(bp->n ? bp->n : 1, sizeof *seq);
-	if (!seq) {
+	size_t nkept = 0, nl = 0;
+	owned_row *rows = calloc(bp->n ? bp->n : 1, sizeof *rows);
+	int32_t *l = calloc(bp->n ? bp->n : 1, sizeof *l);
+	store_rc rc = STORE_RETRY;
+	if (!rows || !l) {
 		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
+		goto done;
 	}
-	store_rc rc = lock_owned_seq(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept,
-	                             seq, err, errsz);
-	for (size_t i = 0; rc == STORE_OK && i < bp->n; i++)
-		for (size_t k = 0; k < nkept; k++)
-			if (kept[k].partition == bp->own[i].partition)
-				bp->seq[i] = seq[k];
-	free(seq);
-	if (rc == STORE_OK && nkept < bp->n) {
-		int32_t *l = calloc(bp->n, sizeof *l);
-		size_t nl = 0;
-		for (size_t i = 0; l && i < bp->n; i++)
+	rc = lock_owned_seq(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, rows, err,
+	                    errsz);
+	for (size_t i = 0; rc == STORE_OK && i < bp->n; i++) {
+		for (size_t k = 0; k < nkept; k++) {
+			if (kept[k].partition != bp->own[i].partition)
+				continue;
+			bp->seq[i] = rows[k].next_seq;
+			const rewind_mark *m = rewind_find(&st->known, kept[k].partition);
+			if (rewind_judge(m, kept[k].epoch, &rows[k].db) > REWIND_FENCED)
+				l[nl++] = kept[k].partition;
+		}
+	}
+	if (rc == STORE_OK && nl > 0) {
+		snprintf(err, errsz, "the database is behind what this replica wrote for %zu "
+		                     "partition(s) of the batch: it lost its last transactions", nl);
+		rc = STORE_REWOUND;
+	} else if (rc == STORE_OK && nkept < bp->n) {
+		for (size_t i = 0; i < bp->n; i++)
 			if (epoch_of(kept, nkept, bp->own[i].partition) != bp->own[i].epoch ||
 			    bp->own[i].epoch == 0)
 				l[nl++] = bp->own[i].partition;
-		if (!l) {
-			snprintf(err, errsz, "out of memory");
-			rc = STORE_RETRY;
-		} else {
-			if (lost) {
-				*lost = l;
-				*nlost = nl;
-			} else {
-				free(l);
-			}
-			snprintf(err, errsz, "%zu partition(s) of the batch are owned by another replica "
-			                     "now", nl);
-			rc = STORE_FENCED;
-		}
+		snprintf(err, errsz, "%zu partition(s) of the batch are owned by another replica "
+		                     "now", nl);
+		rc = STORE_FENCED;
 	}
+	if ((rc == STORE_FENCED || rc == STORE_REWOUND) && lost) {
+		*lost = l;
+		*nlost = nl;
+		l = NULL;
+	}
+done:
+	free(l);
+	free(rows);
 	free(kept);
 	return rc;
 }
@@ -1271,6 +1358,8 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	    (rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
 	    (rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
+	for (size_t i = 0; i < bp.n; i++)
+		rewind_advance(&st->known, bp.own[i].partition, bp.next[i]);
 
 	if ((ins && collect_forwards(ins, 1, 0, out) != 0) ||
 	    (upd && collect_forwards(upd, 1, 0, out) != 0)) {

@@ -22,6 +22,8 @@ typedef enum {
 	STORE_RETRY = 1,   /* the database's fault or a passing one: try again later */
 	STORE_REFUSED = 2, /* PostgreSQL blames the data (SQLSTATE class 22 or 23) */
 	STORE_FENCED = 3,  /* store_apply: a partition of the batch is no longer ours */
+	STORE_REWOUND = 4, /* store_apply: the database is behind what this store wrote for a
+	                    * partition of the batch (it lost its last transactions) */
 } store_rc;
 
 /* A control-topic partition this replica owns, at the epoch its assignment
@@ -126,6 +128,28 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 /* The rows of these partitions (rows[i] for parts[i]; epoch 0 where none). */
 store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
                               store_partition_row *rows, char *err, size_t errsz);
+
+/* A partition whose row is behind what this store last read or wrote: the
+ * database lost its last transactions (a failover to an asynchronous
+ * standby, a restore to a point in time). rewind.h. */
+typedef struct {
+	int32_t partition;
+	int verdict;          /* a rewind_verdict above REWIND_FENCED */
+	int64_t epoch;        /* the epoch this replica holds */
+	int64_t known_next;   /* the next_offset it last read or wrote (-1: none) */
+	int64_t db_epoch;     /* the row now: 0 and -1 when there is none */
+	int64_t db_next;
+} store_rewound;
+
+/* Compare the rows of these owned partitions with what this store last
+ * read or wrote for them; *out (caller frees) lists those the database
+ * lost a tail of. Partitions taken by another replica are not listed. */
+store_rc store_check_history(store *st, const store_owned *own, size_t nown,
+                             store_rewound **out, size_t *nout, char *err, size_t errsz);
+
+/* 1 once after the connection was lost and made again (store_ensure):
+ * the database on the other end may be another one now (a failover). */
+int store_reconnected(store *st);
 
 /* Refresh the heartbeat of the owned partitions still at their epoch, and
  * return their rows in *rows (caller frees). The others were taken by

@@ -1,0 +1,205 @@
+/* test_failover.c: PostgreSQL comes back without its last transactions (a
+ * failover to an asynchronous standby, a restore to a point in time), with
+ * the hub running and with it stopped. The test's database is replaced by
+ * a copy taken seconds earlier (pg_dump, then pg_restore into a new
+ * database that takes the old one's name, its sessions cut: what a client
+ * sees of a failover). The hub must notice, read again from Kafka what the
+ * database lost, raise database_rewound once, forward every committed
+ * message (never a rolled-back one) and go on forwarding without a
+ * restart. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Run argv (a PostgreSQL client program); returns its exit status. */
+static int run(const char *const *argv)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void pgbin(char *out, size_t outsz, const char *prog)
+{
+	const char *bin = getenv("TXHUB_TEST_PGBIN");
+	cr_assert_not_null(bin, "TXHUB_TEST_PGBIN is not set (run under tests/with-services.sh)");
+	snprintf(out, outsz, "%s/%s", bin, prog);
+}
+
+/* A copy of e's database as it is now. */
+static void snapshot(h_env *e, const char *path)
+{
+	char prog[512];
+	pgbin(prog, sizeof prog, "pg_dump");
+	const char *argv[] = {prog, "-Fc", "-f", path, "-d", e->conninfo, NULL};
+	cr_assert_eq(run(argv), 0, "pg_dump failed");
+}
+
+static void admin_sql(const char *sql)
+{
+	PGconn *c = PQconnectdb(getenv("TXHUB_PG"));
+	cr_assert(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+	PGresult *r = PQexec(c, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* Replace e's database by the copy at path: restored into a database of
+ * its own, then swapped in under the old name, every session of the old
+ * one cut. Between the two the database does not exist: a hub retries. */
+static void fail_over(h_env *e, const char *path)
+{
+	char sql[256], prog[512], target[700];
+	snprintf(sql, sizeof sql, "CREATE DATABASE %s_r", e->name);
+	admin_sql(sql);
+	pgbin(prog, sizeof prog, "pg_restore");
+	snprintf(target, sizeof target, "%s dbname=%s_r", getenv("TXHUB_PG"), e->name);
+	const char *argv[] = {prog, "-d", target, path, NULL};
+	cr_assert_eq(run(argv), 0, "pg_restore failed");
+	PQfinish(e->db);
+	e->db = NULL;
+	snprintf(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", e->name);
+	admin_sql(sql);
+	snprintf(sql, sizeof sql, "ALTER DATABASE %s_r RENAME TO %s", e->name, e->name);
+	admin_sql(sql);
+	e->db = PQconnectdb(e->conninfo);
+	cr_assert(PQstatus(e->db) == CONNECTION_OK);
+}
+
+static void prepare(h_env *e, const char *fwd, int i)
+{
+	char buf[512], mk[32];
+	snprintf(mk, sizeof mk, "m-%05d", i);
+	snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"f\",\"message_key\":\"%s\","
+	                          "\"payload\":{\"i\":%d},\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
+	         mk, i, fwd, mk);
+	h_send_str(e, -1, mk, buf);
+}
+
+static void decide(h_env *e, int i, int commit)
+{
+	char buf[256], mk[32];
+	snprintf(mk, sizeof mk, "m-%05d", i);
+	snprintf(buf, sizeof buf, "{\"type\":\"%s\",\"biz_id\":\"f\",\"message_key\":\"%s\"}",
+	         commit ? "commit" : "rollback", mk);
+	h_send_str(e, -1, mk, buf);
+}
+
+/* Messages [from, to): prepared, then committed (every fifth rolled back). */
+static void both(h_env *e, const char *fwd, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		prepare(e, fwd, i);
+		decide(e, i, i % 5 != 4);
+	}
+	h_flush();
+}
+
+static int rolled_back(int i) { return i < 200 && i % 5 == 4; }
+
+#define N 300 /* 0..99 before the copy, 100..199 after it, 200..299 decided late */
+
+/* Every message in its state; every committed one forwarded at least once
+ * (duplicates counted in *dups), no rolled-back one ever. */
+static void check_outcome(h_env *e, const char *fwd, size_t *dups)
+{
+	char want[32];
+	int committed = 0;
+	for (int i = 0; i < N; i++)
+		committed += !rolled_back(i);
+	snprintf(want, sizeof want, "%d", committed);
+	cr_assert(h_wait(e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND "
+	                    "send_status = 'sent'", want, 30000),
+	          "committed and sent: %ld of %d", h_count(e, "SELECT count(*) FROM txhub.messages "
+	          "WHERE status = 'committed' AND send_status = 'sent'"), committed);
+	snprintf(want, sizeof want, "%d", N - committed);
+	cr_assert(h_wait(e, "SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'", want,
+	                 10000));
+	cr_assert_eq(h_count(e, "SELECT count(*) FROM txhub.messages"), N,
+	             "a message's row is missing");
+	cr_assert_eq(h_count(e, "SELECT count(*) FROM txhub.conflicts"), 0);
+	cr_assert_eq(h_count(e, "SELECT count(*) FROM txhub.rejected"), 0);
+
+	h_record *r;
+	size_t n = h_read_topic(e, fwd, 3000, &r);
+	static int seen[N];
+	memset(seen, 0, sizeof seen);
+	for (size_t i = 0; i < n; i++) {
+		int idx = atoi(r[i].key + 2);
+		cr_assert(idx >= 0 && idx < N, "%s", r[i].key);
+		cr_assert(!rolled_back(idx), "rolled-back %s was forwarded", r[i].key);
+		seen[idx]++;
+	}
+	*dups = 0;
+	for (int i = 0; i < N; i++) {
+		if (rolled_back(i))
+			continue;
+		cr_assert_geq(seen[i], 1, "committed m-%05d was never forwarded", i);
+		*dups += (size_t)(seen[i] - 1);
+	}
+	h_records_free(r, n);
+}
+
+static long metric(const char *log, const char *needle) { return h_log_lines(log, needle); }
+
+/* The database is replaced under a running hub: the hub reconnects to a
+ * database without its last 100 messages (and without the prepares of
+ * messages whose decisions come only afterwards). */
+Test(failover, database_loses_its_tail_under_a_running_hub, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "fover");
+	h_control_topic(&e);
+	char fwd[128], snap[256], log[256];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(snap, sizeof snap, "/tmp/txhub-%s.dump", e.name);
+	const char *settings[] = {"intake.batch_max=50", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	h_hub_log(log, sizeof log, &e);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", "4", 60000));
+
+	both(&e, fwd, 0, 100);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND "
+	                     "send_status = 'sent'", "80", 30000));
+	snapshot(&e, snap);
+	/* after the copy: 100 whole transactions, and 100 prepares whose
+	 * decisions arrive only after the loss */
+	both(&e, fwd, 100, 200);
+	for (int i = 200; i < N; i++)
+		prepare(&e, fwd, i);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages", "300", 30000));
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "160",
+	                 30000));
+
+	fail_over(&e, snap);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 100,
+	             "the copy holds the first 100 messages");
+	for (int i = 200; i < N; i++)
+		decide(&e, i, 1);
+	h_flush();
+
+	size_t dups;
+	check_outcome(&e, fwd, &dups);
+	cr_assert_eq(metric(log, "hub: PostgreSQL lost its last transactions"), 1,
+	             "the loss was not logged once (log %s)", log);
+	cr_assert_eq(metric(log, "ALERT database_rewound"), 1, "no single alert (log %s)", log);
+	cr_assert_eq(waitpid(hub, NULL, WNOHANG), 0, "the hub died");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	printf("failover: running hub, at_least_once: %zu duplicate(s) of 100 messages read again\n",
+	       dups);
+	unlink(snap);
+	h_teardown(&e);
+}
