@@ -182,7 +182,7 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n);
  * every partition, the counters. */
 static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int64_t *from)
 {
-	char list[1024] = "", why[1400];
+	char list[1024] = "", why[1900];
 	size_t len = 0;
 	uint64_t again = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -200,7 +200,14 @@ static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int6
 			                        (long long)rw[i].db_next, (long long)rw[i].db_epoch);
 	}
 	snprintf(why, sizeof why, "PostgreSQL lost its last transactions (a failover to an "
-	         "asynchronous standby, or a restore to an earlier point?): %s", list);
+	         "asynchronous standby, or a restore to an earlier point?): %s. %s", list,
+	         config_exactly_once(h->cfg)
+	             ? "Messages forwarded before the loss are recognised by the progress markers "
+	               "and not forwarded again; those the markers cannot vouch for are, and count "
+	               "in txhub_forwards_after_rewind_total{outcome=\"sent_again\"}; decisions "
+	               "of check-backs and operators in the lost time are made again, and their "
+	               "messages may be forwarded twice"
+	             : "Messages forwarded before the loss are forwarded again (at least once)");
 	log_error("hub: %s", why);
 	alert_raise(h->al, "database_rewound", NULL, NULL, 0, h->cfg->control_topic, why);
 	metrics_database_rewound(n, again);
@@ -326,6 +333,8 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 	if (rc == STORE_FENCED || rc == STORE_REWOUND)
 		rc = sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
+	if (rc == STORE_OK && (stats->recognised || stats->maybe_duplicated))
+		metrics_forwards_after_rewind(stats->recognised, stats->maybe_duplicated);
 	return rc;
 }
 
@@ -931,11 +940,15 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		hand_over_deliveries(&h);
 		if (store_ready(&h) == 0) {
 			if (h.released.n > 0 || now >= next_scan) {
-				int failed = release_assigned(&h) | claim_retries(&h);
+				int failed = 0;
+				/* first: nothing is sequenced for a database that lost
+				 * transactions before it is found out (a reconnect makes
+				 * this due at once) */
 				if (now >= h.next_owners) {
 					failed |= tend_partitions(&h);
 					h.next_owners = now + STORE_HEARTBEAT_MS;
 				}
+				failed |= release_assigned(&h) | claim_retries(&h);
 				failed |= retention(&h, now);
 				if (!failed)
 					fault_ok(&h.f_scan);

@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "kafka.h"
 #include "log.h"
+#include "marker.h"
 #include "metrics.h"
 
 /* How long a Kafka call of the lane may block (init, commit, abort). */
@@ -61,6 +62,7 @@ struct lane {
 	rd_kafka_t *rk;
 	store *st;
 	int64_t done_seq; /* the last marker committed */
+	marker_dead dead;  /* what its markers say was not sent (marker.h) */
 	size_t singles_left; /* runs of one forward to go (finding a bad one) */
 	char **topics;    /* forward topics known to exist */
 	size_t ntopics;
@@ -259,34 +261,6 @@ done:
 	return rc;
 }
 
-/* Read a marker's value into m; returns 0, or -1 when it is not one. */
-static int parse_marker(const char *payload, size_t len, store_marker *m)
-{
-	char text[2048];
-	if (len >= sizeof text)
-		return -1;
-	memcpy(text, payload, len);
-	text[len] = '\0';
-	cJSON *j = cJSON_Parse(text);
-	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
-	const cJSON *origin = cJSON_GetObjectItemCaseSensitive(j, "origin");
-	const cJSON *biz = cJSON_GetObjectItemCaseSensitive(j, "biz_id");
-	const cJSON *key = cJSON_GetObjectItemCaseSensitive(j, "message_key");
-	int rc = -1;
-	if (cJSON_IsNumber(seq) && seq->valuedouble >= 1 && seq->valuedouble < 9e15 &&
-	    cJSON_IsString(origin) && strlen(origin->valuestring) < sizeof m->origin &&
-	    cJSON_IsString(biz) && strlen(biz->valuestring) < sizeof m->biz_id &&
-	    cJSON_IsString(key) && strlen(key->valuestring) < sizeof m->message_key) {
-		m->seq = (int64_t)seq->valuedouble;
-		snprintf(m->origin, sizeof m->origin, "%s", origin->valuestring);
-		snprintf(m->biz_id, sizeof m->biz_id, "%s", biz->valuestring);
-		snprintf(m->message_key, sizeof m->message_key, "%s", key->valuestring);
-		rc = 0;
-	}
-	cJSON_Delete(j);
-	return rc;
-}
-
 /* The last committed marker of the partition, from its progress partition
  * read with read_committed (seq 0: none). Returns 0, or -1 with err. */
 static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
@@ -340,7 +314,7 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 			if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
 			    memcmp(m->key, l->marker_key, m->key_len) == 0) {
 				store_marker mk = {0};
-				if (m->payload && parse_marker(m->payload, m->len, &mk) == 0)
+				if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
 					found = mk; /* the later one wins */
 				else
 					log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
@@ -414,6 +388,7 @@ static int take_partition(lane *l)
 			/* from the first pending row on: after the marking, none is
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
+			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
 			pthread_mutex_lock(&l->mu);
 			l->covered = 0;
 			if (l->want_seq < 1)
@@ -545,6 +520,8 @@ static int take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_
 	free(sorted);
 	int rc = record(l, list->items, nfailed, errs);
 	free(errs);
+	for (size_t i = 0; rc == 0 && i < nfailed; i++)
+		marker_dead_fail(&l->dead, &list->items[i]);
 	if (rc != 0)
 		return -1;
 	for (size_t i = 0; i < nfailed; i++)
@@ -619,21 +596,15 @@ static rd_kafka_resp_err_t produce_one(lane *l, const store_forward *f, dr_statu
 	}
 }
 
-/* The run's marker: its highest sequence, keyed by group and partition. */
-/* The run's marker: its highest sequence and that row's ids, with the
- * partition's fwd_origin; keyed by group and partition. */
-static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward *last)
+/* The run's marker (marker.h), keyed by group and partition: its highest
+ * sequence and that row's ids, the partition's fwd_origin, and the dead
+ * sequences as they are once the run is committed. */
+static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward_list *list)
 {
-	cJSON *j = cJSON_CreateObject();
-	char *value = NULL;
-	if (j && cJSON_AddNumberToObject(j, "seq", (double)last->fwd_seq) &&
-	    cJSON_AddStringToObject(j, "origin", l->origin) &&
-	    cJSON_AddStringToObject(j, "biz_id", last->biz_id) &&
-	    cJSON_AddStringToObject(j, "message_key", last->message_key) &&
-	    cJSON_AddNumberToObject(j, "epoch", (double)l->own.epoch) &&
-	    cJSON_AddNumberToObject(j, "partition", l->own.partition))
-		value = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
+	marker_dead d = l->dead;
+	marker_dead_sent(&d, list->items, list->n);
+	char *value = marker_encode(&list->items[list->n - 1], l->origin, l->own.epoch,
+	                            l->own.partition, &d);
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
 	rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -723,7 +694,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		if ((pe = produce_one(l, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!pe && !nrefused)
-		pe = produce_marker(l, &list->items[n - 1]);
+		pe = produce_marker(l, list);
 	if (pe) {
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 		if (fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
@@ -763,6 +734,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		crash_at(l, "lane_after_commit");
 		rd_kafka_poll(l->rk, 0);
 		l->done_seq = list->items[n - 1].fwd_seq;
+		marker_dead_sent(&l->dead, list->items, n);
 		count_sent(l, list, started);
 		store_forward_list t = *unrec; /* (empty: recorded above) */
 		*unrec = *list;

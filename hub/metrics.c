@@ -50,7 +50,7 @@ static struct registry {
 	latency checkback_latency, forward_latency, commit_latency;
 	counter forwards[METRICS_FW_NOUTCOMES];
 	counter database_errors, kafka_errors;
-	counter rewinds, rewound_offsets;
+	counter rewinds, rewound_offsets, after_rewind[2];
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready;
 	_Atomic int64_t by_status[5], parked, sampled;
@@ -133,6 +133,12 @@ void metrics_add_forwards(const metrics_forwards *f)
 
 void metrics_database_error(void) { add(&m.database_errors, 1); }
 void metrics_kafka_error(void) { add(&m.kafka_errors, 1); }
+
+void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again)
+{
+	add(&m.after_rewind[0], already_sent);
+	add(&m.after_rewind[1], sent_again);
+}
 
 void metrics_database_rewound(uint64_t partitions, uint64_t offsets)
 {
@@ -224,6 +230,14 @@ static void write_counters(sbuf *o)
 	     "Control-topic offsets read again because PostgreSQL lost them.");
 	sbuf_printf(o, "txhub_database_rewound_offsets_total %llu\n",
 	            (unsigned long long)get(&m.rewound_offsets));
+	head(o, "txhub_forwards_after_rewind_total", "counter",
+	     "exactly_once: messages applied again after PostgreSQL lost them, by what their "
+	     "progress marker said: already_sent (not forwarded again), sent_again (possibly a "
+	     "duplicate).");
+	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"already_sent\"} %llu\n",
+	            (unsigned long long)get(&m.after_rewind[0]));
+	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"sent_again\"} %llu\n",
+	            (unsigned long long)get(&m.after_rewind[1]));
 	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
 	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
 	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");

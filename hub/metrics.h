@@ -86,6 +86,10 @@ void metrics_kafka_error(void);
  * lost its last transactions) and txhub_database_rewound_offsets_total
  * (the offsets read again). */
 void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
+/* txhub_forwards_after_rewind_total{outcome}: exactly_once messages
+ * applied again after such a loss, found forwarded already by the progress
+ * marker, or forwarded again because it cannot rule that out. */
+void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again);
 /* kind: check_failed, send_failed, prepare_missing, database_failing,
  * kafka_fatal, database_rewound;
  * anything else counts as "other". */

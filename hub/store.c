@@ -360,7 +360,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_NCOLS };
+       W_SN, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision "
@@ -373,26 +373,30 @@ static const char *SQL_FIRST_PREPARE =
 	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k";
 
-/* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences */
+/* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
+ * $16 whether a committed one was forwarded already (a progress marker
+ * says so: assign_seqs) */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
 	"next_send_at, src_partition, src_offset, fwd_seq) "
-	"SELECT x.b, x.k, x.s, x.d, CASE WHEN x.c THEN 'pending' END, decode(x.p, 'hex'), "
+	"SELECT x.b, x.k, x.s, x.d, "
+	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
 	"x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
 	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq) "
+	"$15::bigint[], $16::bool[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn) "
 	"ON CONFLICT DO NOTHING "
-	"RETURNING m.status = 'committed', " FORWARD_COLUMNS;
+	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
 
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
- * the forward sequences */
+ * the forward sequences, $17 forwarded already */
 static const char *SQL_UPDATE =
 	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
-	"send_status = CASE WHEN x.c THEN 'pending' ELSE m.send_status END, "
+	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
+	"ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
 	"next_send_at = CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
 	"ELSE m.next_send_at END, "
@@ -405,9 +409,10 @@ static const char *SQL_UPDATE =
 	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq) "
+	"$15::bool[], $16::bigint[], $17::bool[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
-	"RETURNING x.c, " FORWARD_COLUMNS;
+	"RETURNING x.c AND NOT x.sn, " FORWARD_COLUMNS;
 
 static const char *SQL_CONFLICTS =
 	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
@@ -745,16 +750,37 @@ typedef enum {
  * waits for the exclusive and shared locks, and a write that comes after
  * the take sees the new epoch: so such a write either lands before the
  * hand-over, where the new owner sees it, or not at all. */
-/* A locked partition row: its next forward sequence, and what
- * rewind_judge() compares. */
+/* A locked partition row: its next forward sequence, what rewind_judge()
+ * compares, and what its last progress marker said was forwarded
+ * (migration 0006). */
 typedef struct {
 	int64_t next_seq;
 	rewind_row db;
+	int64_t sent_upto;   /* -1: no marker noted */
+	int64_t unsure_from; /* -1: none */
+	int64_t dead[STORE_MARKER_DEAD_MAX];
+	size_t ndead;
 } owned_row;
 
 static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
                                size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
                                owned_row *rows, char *err, size_t errsz);
+
+/* The sequences of txhub.partitions.fwd_dead as array_to_string() wrote
+ * them ("1048576,3145728"), at most max into out; returns how many. */
+static size_t seq_list(const char *s, int64_t *out, size_t max)
+{
+	size_t n = 0;
+	while (*s && n < max) {
+		char *end;
+		long long v = strtoll(s, &end, 10);
+		if (end == s)
+			break;
+		out[n++] = v;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
 
 static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
                            owned_lock mode, store_owned **kept, size_t *nkept, char *err,
@@ -771,7 +797,8 @@ static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *
 {
 #define SQL_OWNED_ROWS                                                             \
 	"SELECT tp.partition, tp.epoch, tp.next_fwd_seq, coalesce(tp.next_offset, -1), " \
-	"tp.fwd_origin FROM txhub.partitions tp "                                      \
+	"tp.fwd_origin, coalesce(tp.fwd_sent_upto, -1), coalesce(tp.fwd_unsure_from, -1), " \
+	"coalesce(array_to_string(tp.fwd_dead, ','), '') FROM txhub.partitions tp "    \
 	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
 	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
 	static const char *sql[] = {SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp",
@@ -803,6 +830,9 @@ static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *
 				o->db.epoch = (*kept)[*nkept].epoch;
 				o->db.next_offset = atoll(PQgetvalue(r, row, 3));
 				snprintf(o->db.origin, sizeof o->db.origin, "%s", PQgetvalue(r, row, 4));
+				o->sent_upto = atoll(PQgetvalue(r, row, 5));
+				o->unsure_from = atoll(PQgetvalue(r, row, 6));
+				o->ndead = seq_list(PQgetvalue(r, row, 7), o->dead, STORE_MARKER_DEAD_MAX);
 			}
 			(*nkept)++;
 		}
@@ -881,6 +911,7 @@ typedef struct {
 	store_owned *own; /* epoch 0: not in own */
 	int64_t *next;
 	int64_t *seq;     /* the partition's next forward sequence (read under the lock) */
+	owned_row *rows;  /* the rows as locked (fence_batch) */
 	size_t n;
 } batch_parts;
 
@@ -914,6 +945,7 @@ static void batch_parts_free(batch_parts *bp)
 	free(bp->own);
 	free(bp->next);
 	free(bp->seq);
+	free(bp->rows);
 }
 
 /* Lock the batch's partitions and check they are still ours. Returns
@@ -928,7 +960,9 @@ static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32
 	owned_row *rows = calloc(bp->n ? bp->n : 1, sizeof *rows);
 	int32_t *l = calloc(bp->n ? bp->n : 1, sizeof *l);
 	store_rc rc = STORE_RETRY;
-	if (!rows || !l) {
+	free(bp->rows);
+	bp->rows = calloc(bp->n ? bp->n : 1, sizeof *bp->rows);
+	if (!rows || !l || !bp->rows) {
 		snprintf(err, errsz, "out of memory");
 		goto done;
 	}
@@ -939,6 +973,7 @@ static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32
 			if (kept[k].partition != bp->own[i].partition)
 				continue;
 			bp->seq[i] = rows[k].next_seq;
+			bp->rows[i] = rows[k];
 			const rewind_mark *m = rewind_find(&st->known, kept[k].partition);
 			if (rewind_judge(m, kept[k].epoch, &rows[k].db) > REWIND_FENCED)
 				l[nl++] = kept[k].partition;
@@ -1116,14 +1151,17 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[16];
+	const char *p[17];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
 	p[13] = lease;
-	p[14] = sbuf_str(&w[update ? W_TP : W_SQ]);
-	p[15] = sbuf_str(&w[W_SQ]);
-	*res = exec_params(st, sql, update ? 16 : 15, p, 1);
+	int n = 14;
+	if (update)
+		p[n++] = sbuf_str(&w[W_TP]);
+	p[n++] = sbuf_str(&w[W_SQ]);
+	p[n++] = sbuf_str(&w[W_SN]);
+	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
 	return STORE_OK;
@@ -1131,9 +1169,10 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 
 /* One row of the INSERT or UPDATE arrays: key k's final state, and the
  * prepare it takes (NULL columns and tp false when it keeps the stored one). */
-static void write_row(sbuf *w, const fold_key *k, int64_t seq, const store_record *recs,
-                      int64_t default_first_after)
+static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
+                      const store_record *recs, int64_t default_first_after)
 {
+	sbuf_arr_bool(&w[W_SN], sent);
 	const envelope *pe = k->payload_rec >= 0 ? &recs[k->payload_rec].env : NULL;
 	sbuf_arr_text(&w[W_B], k->biz_id);
 	sbuf_arr_text(&w[W_K], k->message_key);
@@ -1162,8 +1201,8 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, const store_recor
  * new ones, one UPDATE for the stored ones. *ins and *upd keep what they
  * returned (the messages that became committed). */
 static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
-                               const store_record *recs, PGresult **ins, PGresult **upd,
-                               char *err, size_t errsz)
+                               const unsigned char *sent, const store_record *recs,
+                               PGresult **ins, PGresult **upd, char *err, size_t errsz)
 {
 	sbuf iw[W_NCOLS] = {{0}}, uw[W_NCOLS] = {{0}};
 	size_t nins = 0, nupd = 0;
@@ -1174,7 +1213,7 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 	for (size_t i = 0; i < f->nkeys; i++) {
 		const fold_key *k = &f->keys[i];
 		if (k->changed)
-			write_row(k->existed ? uw : iw, k, seq[i], recs, st->first_after_ms);
+			write_row(k->existed ? uw : iw, k, seq[i], sent[i], recs, st->first_after_ms);
 		nupd += k->changed && k->existed;
 		nins += k->changed && !k->existed;
 	}
@@ -1282,38 +1321,51 @@ static store_rc write_rejected(store *st, const char *topic, const store_record 
 	return rc;
 }
 
-static int cmp_committed(const void *a, const void *b, void *arg)
+/* Whether a marker noted in the partition's row says that seq was
+ * forwarded already (0: not, or it cannot tell). */
+static int marked_sent(const owned_row *r, int64_t seq)
 {
-	const fold *f = arg;
-	const fold_key *x = &f->keys[*(const size_t *)a];
-	const fold_key *y = &f->keys[*(const size_t *)b];
-	if (x->src_partition != y->src_partition)
-		return x->src_partition < y->src_partition ? -1 : 1;
-	return (x->src_offset > y->src_offset) - (x->src_offset < y->src_offset);
+	if (r->sent_upto < 0 || seq > r->sent_upto)
+		return 0;
+	if (r->unsure_from >= 0 && seq >= r->unsure_from)
+		return 0;
+	for (size_t i = 0; i < r->ndead; i++)
+		if (r->dead[i] == seq)
+			return 0;
+	return 1;
 }
 
 /* The forward sequence of each key the batch made committed (0 for the
- * others), in source order per partition, from the partitions' counters in
- * bp, which move on. Returns NULL when out of memory. */
-static int64_t *assign_seqs(const fold *f, batch_parts *bp)
+ * others): derived from the offset of the record that committed it (the
+ * same when the record is read again), and each partition's counter in bp
+ * moved past it. sent[i] is set for a key that a progress marker says was
+ * forwarded already (the database lost it and the control topic was read
+ * again: it is stored as sent), and st counts those and the ones that go
+ * again because the marker cannot rule out that they went. Returns NULL
+ * when out of memory. */
+static int64_t *assign_seqs(const fold *f, batch_parts *bp, unsigned char *sent,
+                            store_stats *st)
 {
 	int64_t *seq = calloc(f->nkeys ? f->nkeys : 1, sizeof *seq);
-	size_t *idx = calloc(f->nkeys ? f->nkeys : 1, sizeof *idx), n = 0;
-	if (!seq || !idx) {
-		free(seq);
-		free(idx);
+	if (!seq)
 		return NULL;
+	for (size_t i = 0; i < f->nkeys; i++) {
+		const fold_key *k = &f->keys[i];
+		if (!k->committed)
+			continue;
+		seq[i] = STORE_OFFSET_SEQ(k->src_offset);
+		for (size_t j = 0; j < bp->n; j++) {
+			if (bp->own[j].partition != k->src_partition)
+				continue;
+			if (seq[i] + 1 > bp->seq[j])
+				bp->seq[j] = seq[i] + 1;
+			if (bp->rows && bp->rows[j].sent_upto >= seq[i]) {
+				sent[i] = (unsigned char)marked_sent(&bp->rows[j], seq[i]);
+				st->recognised += sent[i];
+				st->maybe_duplicated += !sent[i];
+			}
+		}
 	}
-	for (size_t i = 0; i < f->nkeys; i++)
-		if (f->keys[i].committed)
-			idx[n++] = i;
-	if (n > 1)
-		qsort_r(idx, n, sizeof *idx, cmp_committed, (void *)f);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < bp->n; j++)
-			if (bp->own[j].partition == f->keys[idx[i]].src_partition)
-				seq[idx[i]] = bp->seq[j]++;
-	free(idx);
 	return seq;
 }
 
@@ -1324,6 +1376,7 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	batch_parts bp = {0};
 	fold f = {0};
 	int64_t *seq = NULL;
+	unsigned char *sent = NULL;
 	PGresult *first = NULL, *ins = NULL, *upd = NULL;
 	store_rc rc = STORE_OK;
 	memset(stats, 0, sizeof *stats);
@@ -1347,12 +1400,13 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	PQclear(first); /* the fold is done with the stored first prepares */
 	first = NULL;
 	*stats = f.stats;
-	if (!(seq = assign_seqs(&f, &bp))) {
+	if (!(sent = calloc(f.nkeys ? f.nkeys : 1, 1)) ||
+	    !(seq = assign_seqs(&f, &bp, sent, stats))) {
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 		goto done;
 	}
-	if ((rc = write_messages(st, &f, seq, recs, &ins, &upd, err, errsz)) != STORE_OK ||
+	if ((rc = write_messages(st, &f, seq, sent, recs, &ins, &upd, err, errsz)) != STORE_OK ||
 	    (rc = write_conflicts(st, topic, &f, recs, err, errsz)) != STORE_OK ||
 	    (rc = write_rejected(st, topic, recs, n, err, errsz)) != STORE_OK ||
 	    (rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
@@ -1380,6 +1434,7 @@ done:
 	fold_free(&f);
 	batch_parts_free(&bp);
 	free(seq);
+	free(sent);
 	return rc;
 }
 
@@ -1596,21 +1651,34 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	/* Under the partitions' exclusive locks (the batch assigns sequences
 	 * under them too), one statement: lock the rows, number them per
 	 * partition from its counter, move the counter on. The sub-statements
-	 * read the counters as they were when it began. */
+	 * read the counters as they were when it began.
+	 *
+	 * A partition's sequences here lie between the one of the last offset
+	 * applied (STORE_OFFSET_SEQ(next_offset - 1) = next_offset << SHIFT)
+	 * and the one of the next (STORE_OFFSET_SEQ(next_offset)): every
+	 * sequence is above those given before. The counter may be past that
+	 * range (a progress marker of before a database loss raised it past
+	 * what it said was forwarded, while the lost offsets are read again):
+	 * the partition's rows then wait until the offsets catch up. */
 	static const char *sql =
 		"WITH l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.updated_at "
 		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.src_partition = ANY($1::int[]) AND m.next_send_at <= now() "
 		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
-		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, row_number() OVER "
-		"(PARTITION BY l.src_partition ORDER BY l.updated_at, l.biz_id, l.message_key) AS rn "
-		"FROM l), "
-		"u AS (UPDATE txhub.messages AS m SET fwd_seq = tp.next_fwd_seq + n.rn - 1 "
-		"FROM n JOIN txhub.partitions tp ON tp.topic = $3 AND tp.partition = n.src_partition "
-		"WHERE m.biz_id = n.biz_id AND m.message_key = n.message_key "
+		"b AS (SELECT tp.partition, greatest(tp.next_fwd_seq, "
+		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
+		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim "
+		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[])), "
+		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, b.lim, b.base - 1 + "
+		"row_number() OVER (PARTITION BY l.src_partition "
+		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
+		"FROM l JOIN b ON b.partition = l.src_partition), "
+		"k AS (SELECT * FROM n WHERE sq < lim), "
+		"u AS (UPDATE txhub.messages AS m SET fwd_seq = k.sq FROM k "
+		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
 		"RETURNING " FORWARD_COLUMNS "), "
-		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = tp.next_fwd_seq + x.cnt "
-		"FROM (SELECT src_partition, count(*) AS cnt FROM n GROUP BY src_partition) x "
+		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
+		"FROM (SELECT src_partition, max(sq) AS top FROM k GROUP BY src_partition) x "
 		"WHERE tp.topic = $3 AND tp.partition = x.src_partition) "
 		"SELECT * FROM u";
 	if (nown == 0)
@@ -1625,8 +1693,10 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", limit);
 	owned_array(&pb, kept, nkept);
-	const char *p[3] = {sbuf_str(&pb), lim, st->topic};
-	r = exec_params(st, sql, 3, p, 1);
+	char shift[8];
+	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
+	const char *p[4] = {sbuf_str(&pb), lim, st->topic, shift};
+	r = exec_params(st, sql, 4, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
@@ -1642,6 +1712,48 @@ done:
 	PQclear(r);
 	sbuf_free(&pb);
 	free(kept);
+	return rc;
+}
+
+/* A version 2 marker of this database's lineage (its sequences derive from
+ * offsets, so they mean the same in every history of the database): mark
+ * the pending rows it says were forwarded sent, and note what it says in
+ * the partition's row, for the rows that reading the control topic again
+ * brings back (assign_seqs). The counter moves past its sequence: a
+ * sequence the lost history gave out may not be given to another row. */
+static store_rc recover_v2(store *st, const char *part, const store_marker *m, int64_t *marked,
+                           char *err, size_t errsz)
+{
+	static const char *sql_mark =
+		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2 "
+		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4)";
+	static const char *sql_note =
+		"UPDATE txhub.partitions SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
+		"fwd_unsure_from = $4::bigint, next_fwd_seq = greatest(next_fwd_seq, $2::bigint + 1) "
+		"WHERE topic = $5 AND partition = $1::int";
+	char seq[32], unsure[32];
+	sbuf db = {0};
+	sbuf_arr_begin(&db);
+	for (size_t i = 0; i < m->ndead; i++)
+		sbuf_arr_int(&db, m->dead[i]);
+	sbuf_arr_end(&db);
+	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
+	snprintf(unsure, sizeof unsure, "%lld", (long long)m->unsure_from);
+	const char *p[5] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
+	                    st->topic};
+	store_rc rc = db.oom ? STORE_RETRY : STORE_OK;
+	if (rc != STORE_OK)
+		snprintf(err, errsz, "out of memory");
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql_mark, 4, p, 0) : NULL;
+	if (r && PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else if (r)
+		*marked = atoll(PQcmdTuples(r));
+	PQclear(r);
+	if (rc == STORE_OK)
+		rc = exec_command(st, sql_note, 5, p, err, errsz);
+	sbuf_free(&db);
 	return rc;
 }
 
@@ -1690,6 +1802,9 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	r = NULL;
 	if (m->seq > 0 && strcmp(origin_out, m->origin) != 0) {
 		*mismatch = 1;
+	} else if (m->seq > 0 && m->version >= 2) {
+		if ((rc = recover_v2(st, part, m, marked, err, errsz)) != STORE_OK)
+			goto fail;
 	} else if (m->seq > 0) {
 		const char *p[4] = {part, seq, m->biz_id, m->message_key};
 		r = exec_params(st, sql_mark, 4, p, 0);

@@ -76,6 +76,10 @@ void store_forward_free(store_forward *f);
 /* What a batch did, for logs, metrics and tests. */
 typedef struct {
 	size_t applied, rejected, conflicts, committed, noops;
+	/* exactly_once, after the database lost transactions: committed again
+	 * and found forwarded before by the progress marker (stored as sent),
+	 * or forwarded again because the marker cannot rule that out */
+	size_t recognised, maybe_duplicated;
 	metrics_envelopes by; /* each record by envelope type and outcome */
 } store_stats;
 
@@ -222,14 +226,32 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
                                  store_forward_list *out, char *err, size_t errsz);
 
+/* Forward sequences (exactly_once): a message committed by the control
+ * record at offset O has the sequence (O + 1) << STORE_SEQ_SHIFT, the same
+ * whenever that record is applied (again, after the database lost it);
+ * messages decided elsewhere (check-back, operators) take the sequences
+ * between two offsets', at most 2^STORE_SEQ_SHIFT - 1 of them. */
+#define STORE_SEQ_SHIFT 20
+#define STORE_OFFSET_SEQ(offset) (((int64_t)(offset) + 1) << STORE_SEQ_SHIFT)
+
+/* Dead sequences a marker lists at most (marker v2). */
+#define STORE_MARKER_DEAD_MAX 100
+
 /* A progress marker as a lane wrote it: the highest forward sequence of a
  * committed run, the row that sequence was given to, and the partition's
- * fwd_origin at the time. */
+ * fwd_origin at the time. Version 2 (sequences derived from offsets) also
+ * lists the dead sequences: offset sequences at or below seq whose forward
+ * failed and that were not sent since, and unsure_from when there were
+ * more than it can list (every sequence from there on may be unsent). */
 typedef struct {
 	int64_t seq; /* 0: no marker */
+	int version; /* 1: 0.4.0's (no dead list), 2 */
 	char origin[64];
 	char biz_id[256];
 	char message_key[256];
+	int64_t dead[STORE_MARKER_DEAD_MAX];
+	size_t ndead;
+	int64_t unsure_from; /* -1: none */
 } store_marker;
 
 /* A partition's new owner read its progress marker m: mark every pending

@@ -1,0 +1,52 @@
+/* marker.h: the progress markers of forward.mode = exactly_once.
+ *
+ * A lane writes one marker per Kafka transaction into the progress topic,
+ * in the same transaction as the forwards: the highest forward sequence of
+ * the run, that row's ids, the partition's fwd_origin. A partition's next
+ * owner reads the last committed one and marks every pending row up to it
+ * sent (store_recover_forwards). Version 2 markers (sequences derived from
+ * control offsets, store.h) also carry the dead sequences: offset
+ * sequences whose forward failed and that were not sent since under a new
+ * sequence. After the database lost its last transactions, a row applied
+ * again gets its offset sequence back; the marker then tells whether it
+ * was forwarded before the loss (at or below seq, not dead).
+ *
+ * Pure logic, no I/O: unit-tested in tests/unit/test_marker.c. */
+#ifndef TXHUB_MARKER_H
+#define TXHUB_MARKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* The dead sequences a lane keeps, as its markers carry them. */
+typedef struct {
+	int64_t seq[STORE_MARKER_DEAD_MAX];
+	size_t n;
+	int64_t unsure_from; /* -1: none; else more failed than listed, from here on */
+} marker_dead;
+
+/* Start from what a marker of this database's lineage said (m NULL, or a
+ * version 1 marker: nothing is dead). */
+void marker_dead_init(marker_dead *d, const store_marker *m);
+
+/* The forward of f failed: its sequence is dead when it is f's offset
+ * sequence (a row that failed under a later sequence is listed already,
+ * or was decided outside the control topic and is never applied again). */
+void marker_dead_fail(marker_dead *d, const store_forward *f);
+
+/* What d becomes once items[0..n) are sent: the offset sequences of
+ * revived rows among them (sent under a later sequence) leave it. */
+void marker_dead_sent(marker_dead *d, const store_forward *items, size_t n);
+
+/* A version 2 marker's value for a run whose last row is last (its
+ * sequence the marker's), malloc'd; NULL when out of memory. */
+char *marker_encode(const store_forward *last, const char *origin, int64_t epoch,
+                    int32_t partition, const marker_dead *d);
+
+/* Read a marker's value (version 1 or 2) into m; returns 0, or -1 when it
+ * is not one. */
+int marker_parse(const char *payload, size_t len, store_marker *m);
+
+#endif
