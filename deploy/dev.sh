@@ -55,7 +55,7 @@ summarise() {
   log=$(ls -t "$b"/meson-logs/testlog*.txt 2>/dev/null | head -1)   # testlog-<setup>.txt too
   [ -n "$log" ] || return 0
   grep -h "Synthesis: Tested" "$log" || true
-  grep -hE "^(restart|chaos): " "$log" || true
+  grep -hE "^(restart|chaos|failover): " "$log" || true
   grep -hE "^[0-9]+ (passed|failed)" "$log" | sed 's/^/pytest: /' || true
   grep -hE "^(install_test|browser): [0-9]" "$log" || true
   { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' || true

@@ -78,6 +78,51 @@ static void fail_over(h_env *e, const char *path)
 	cr_assert(PQstatus(e->db) == CONNECTION_OK);
 }
 
+/* The same with the whole cluster's data directory, as a physical standby
+ * holds it (same system identifier): stopped, copied, started; later
+ * stopped, the copy put back, started. Every test of the cluster sees it:
+ * the suite runs one test at a time. */
+static void pg_ctl(const char *what)
+{
+	const char *ctl = getenv("TXHUB_TEST_PGCTL");
+	cr_assert_not_null(ctl, "TXHUB_TEST_PGCTL is not set (tests/with-services.sh sets it)");
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "%s %s >/dev/null", ctl, what);
+	cr_assert_eq(system(cmd), 0, "pg_ctl %s", what);
+}
+
+static void copy_datadir(const char *from, const char *to)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", to, from, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void snapshot_datadir(h_env *e, const char *path)
+{
+	const char *data = getenv("TXHUB_TEST_PGDATA");
+	cr_assert_not_null(data);
+	PQfinish(e->db);
+	e->db = NULL;
+	pg_ctl("stop");
+	copy_datadir(data, path);
+	pg_ctl("start");
+	e->db = PQconnectdb(e->conninfo);
+	cr_assert(PQstatus(e->db) == CONNECTION_OK);
+}
+
+static void fail_over_datadir(h_env *e, const char *path)
+{
+	const char *data = getenv("TXHUB_TEST_PGDATA");
+	PQfinish(e->db);
+	e->db = NULL;
+	pg_ctl("stop");
+	copy_datadir(path, data);
+	pg_ctl("start");
+	e->db = PQconnectdb(e->conninfo);
+	cr_assert(PQstatus(e->db) == CONNECTION_OK);
+}
+
 static void prepare(h_env *e, const char *fwd, int i)
 {
 	char buf[512], mk[32];
@@ -159,7 +204,7 @@ static void check_outcome(h_env *e, const char *fwd, int exactly_once, size_t *d
  * or while it is stopped), then the decisions of the 100 prepares. The
  * database then lacks 200 messages; every one must come back and be
  * forwarded, and the loss be reported once. */
-static void lose_the_tail(const char *name, const char *mode, int stopped)
+static void lose_the_tail(const char *name, const char *mode, int stopped, int datadir)
 {
 	h_env e;
 	h_setup(&e, name);
@@ -167,7 +212,10 @@ static void lose_the_tail(const char *name, const char *mode, int stopped)
 	int eos = strcmp(mode, "exactly_once") == 0;
 	char fwd[128], snap[256], log[256], modeset[64];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	snprintf(snap, sizeof snap, "/tmp/txhub-%s.dump", e.name);
+	if (datadir)
+		snprintf(snap, sizeof snap, "%s.copy", getenv("TXHUB_TEST_PGDATA"));
+	else
+		snprintf(snap, sizeof snap, "/tmp/txhub-%s.dump", e.name);
 	snprintf(modeset, sizeof modeset, "forward.mode=%s", mode);
 	const char *settings[] = {"intake.batch_max=50", modeset, NULL};
 	pid_t hub = h_hub_start(&e, settings);
@@ -177,7 +225,7 @@ static void lose_the_tail(const char *name, const char *mode, int stopped)
 	both(&e, fwd, 0, 100);
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND "
 	                     "send_status = 'sent'", "80", 30000));
-	snapshot(&e, snap);
+	(datadir ? snapshot_datadir : snapshot)(&e, snap);
 	both(&e, fwd, 100, 200);
 	for (int i = 200; i < N; i++)
 		prepare(&e, fwd, i);
@@ -188,7 +236,7 @@ static void lose_the_tail(const char *name, const char *mode, int stopped)
 	if (stopped)
 		cr_assert_eq(h_hub_stop(hub), 0);
 
-	fail_over(&e, snap);
+	(datadir ? fail_over_datadir : fail_over)(&e, snap);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 100,
 	             "the copy holds the first 100 messages");
 	for (int i = 200; i < N; i++)
@@ -210,20 +258,27 @@ static void lose_the_tail(const char *name, const char *mode, int stopped)
 		cr_assert_eq(dups, 0, "%zu message(s) forwarded twice to read_committed", dups);
 	cr_assert_eq(waitpid(hub, NULL, WNOHANG), 0, "the hub died");
 	cr_assert_eq(h_hub_stop(hub), 0);
-	printf("failover: %s hub, %s: %zu duplicate(s) of the 100 messages forwarded before the "
-	       "loss\n", stopped ? "stopped" : "running", mode, dups);
-	unlink(snap);
+	printf("failover: %s hub, %s, %s: %zu duplicate(s) of the 100 messages forwarded before "
+	       "the loss\n", stopped ? "stopped" : "running", mode,
+	       datadir ? "data directory" : "database copy", dups);
+	if (datadir) {
+		char cmd[600];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", snap);
+		cr_expect_eq(system(cmd), 0);
+	} else {
+		unlink(snap);
+	}
 	h_teardown(&e);
 }
 
 Test(failover, at_least_once_database_loses_its_tail_under_a_running_hub, .timeout = 240)
 {
-	lose_the_tail("fover", "at_least_once", 0);
+	lose_the_tail("fover", "at_least_once", 0, 0);
 }
 
 Test(failover, at_least_once_database_loses_its_tail_while_the_hub_is_stopped, .timeout = 240)
 {
-	lose_the_tail("fovstop", "at_least_once", 1);
+	lose_the_tail("fovstop", "at_least_once", 1, 0);
 }
 
 /* (exactly_once needs a broker with transactions: Apache Kafka) */
@@ -231,14 +286,28 @@ Test(failover, exactly_once_database_loses_its_tail_under_a_running_hub, .timeou
 {
 	if (!h_real_kafka())
 		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
-	lose_the_tail("feos", "exactly_once", 0);
+	lose_the_tail("feos", "exactly_once", 0, 0);
 }
 
 Test(failover, exactly_once_database_loses_its_tail_while_the_hub_is_stopped, .timeout = 240)
 {
 	if (!h_real_kafka())
 		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
-	lose_the_tail("feostop", "exactly_once", 1);
+	lose_the_tail("feostop", "exactly_once", 1, 0);
+}
+
+/* The data directory of the cluster put back as it was seconds earlier,
+ * under a running hub: a physical standby's view of a failover. */
+Test(failover, at_least_once_data_directory_put_back, .timeout = 240)
+{
+	lose_the_tail("fdir", "at_least_once", 0, 1);
+}
+
+Test(failover, exactly_once_data_directory_put_back, .timeout = 240)
+{
+	if (!h_real_kafka())
+		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	lose_the_tail("feosdir", "exactly_once", 0, 1);
 }
 
 /* A forward that failed before the loss (too large for its topic) is not
