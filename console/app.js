@@ -29,10 +29,23 @@
     return String(v);
   }
 
-  function cell(tr, content) {
+  // A cell as the server's pages write them (console_view.c, view_cell):
+  // cut to its column by the style sheet, one line ('line') or three
+  // ('prose'), and whole in its title.
+  function cell(tr, content, fit, cls) {
     const td = document.createElement('td');
-    if (content instanceof Node) td.appendChild(content);
-    else td.textContent = show(content);
+    td.className = (fit || 'line') + (cls ? ' ' + cls : '');
+    td.title = content instanceof Node ? content.textContent : show(content);
+    if (content instanceof Node) {
+      td.appendChild(content);
+    } else if (fit === 'prose') {
+      const clamp = document.createElement('div');
+      clamp.className = 'clamp';
+      clamp.textContent = show(content);
+      td.appendChild(clamp);
+    } else {
+      td.textContent = show(content);
+    }
     tr.appendChild(td);
     return td;
   }
@@ -76,12 +89,12 @@
     fillBody(table, doc.parked_rows, (tr, r) => {
       cell(tr, r.biz_id);
       cell(tr, messageLink(r.biz_id, r.message_key));
-      cell(tr, r.status).className = 'status';
+      cell(tr, r.status, 'line', 'status');
       cell(tr, r.send_status);
       cell(tr, show(r.check_attempts) + ' / ' + show(r.send_attempts));
       const a = age(r.updated_age_s);
       cell(tr, a === null ? '-' : a + ' ago');
-      cell(tr, r.last_error).className = 'error-text';
+      cell(tr, r.last_error, 'prose', 'error-text');
     });
   }
 

@@ -96,15 +96,37 @@ sbuf *view_out(console_req *q);
 void view_text(console_req *q, const char *s);
 /* A JSON string member as text ("-" for null or absent). */
 void view_jtext(console_req *q, const cJSON *o, const char *name);
+/* How a cell of a table of rows (class "rows") shows a value that may be
+ * longer than its column: the style sheet shares out the page's width
+ * among the columns (widths from the head's classes) and cuts the rest. */
+typedef enum {
+	VIEW_LINE,  /* one line, cut with an ellipsis; whole in the cell's title */
+	VIEW_PROSE, /* a reason or an error: up to three lines, then cut; whole in the title */
+	VIEW_WHOLE, /* all of it, wrapped anywhere (on the page about one message) */
+} view_fit;
+/* <td class="line|prose|whole[ cls]" title="title">, for a cell whose
+ * content the caller writes (title NULL: none; VIEW_WHOLE has none). */
+void view_td(console_req *q, view_fit kind, const char *cls, const char *title);
+/* A whole cell of text (NULL shows "-"), or of a JSON member as
+ * view_jtext() writes it. */
+void view_cell(console_req *q, view_fit kind, const char *cls, const char *text);
+void view_jcell(console_req *q, view_fit kind, const cJSON *o, const char *name);
+/* The cell "src_topic / src_partition / src_offset" of a row: a long
+ * topic is cut, the partition and offset stay in sight. */
+void view_src_cell(console_req *q, view_fit kind, const cJSON *o);
 /* A link to the message page of (biz_id, message_key), showing the key. */
 void view_message_link(console_req *q, const char *biz_id, const char *message_key);
 /* An age in seconds as "4m 12s" ("-" when negative). */
 void view_age(console_req *q, double seconds);
 /* The hidden CSRF field of the session's forms. */
 void view_csrf(console_req *q);
-/* A payload or record value: text in <pre>, or (view_hex, or bytes that
- * are not text) a hex dump; value as ops_payload_text() gave it. */
-void view_bytes(console_req *q, const char *value, const char *encoding, int view_hex,
+/* How view_bytes() shows a value. */
+enum { VIEW_BYTES_TEXT, VIEW_BYTES_HEX, VIEW_BYTES_PREVIEW };
+/* A payload or record value, at most max_bytes of it: text in <pre>, or
+ * (VIEW_BYTES_HEX, or bytes that are not text) a hex dump, or for
+ * VIEW_BYTES_PREVIEW (a narrow column) bytes that are not text as hex
+ * pairs that wrap; value as ops_payload_text() gave it. */
+void view_bytes(console_req *q, const char *value, const char *encoding, int how,
                 size_t max_bytes);
 /* The selection value of one message in an action form: "<n>:<biz_id><message_key>",
  * n the bytes of biz_id. */

@@ -225,20 +225,19 @@ static void partitions_table(console_req *q, const cJSON *doc)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<h2>Partitions of the control topic</h2><table class=\"rows\" id=\"partitions\">"
-	             "<thead><tr><th>topic</th><th>partition</th><th>owner</th><th>group</th>"
-	             "<th>epoch</th><th>next offset</th><th>lag</th><th>heartbeat</th></tr></thead>"
+	             "<thead><tr><th>topic</th><th class=\"c-num\">partition</th>"
+	             "<th class=\"c-owner\">owner</th><th class=\"c-group\">group</th>"
+	             "<th class=\"c-num\">epoch</th><th class=\"c-num\">next offset</th>"
+	             "<th class=\"c-num\">lag</th><th class=\"c-age\">heartbeat</th></tr></thead>"
 	             "<tbody>");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItem(doc, "partitions")) {
 		static const char *const cols[] = {"topic", "partition", "owner", "group", "epoch",
 		                                   "next_offset", "lag"};
 		sbuf_puts(b, "<tr>");
-		for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-			sbuf_puts(b, "<td>");
-			view_jtext(q, p, cols[i]);
-			sbuf_puts(b, "</td>");
-		}
-		sbuf_puts(b, "<td>");
+		for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+			view_jcell(q, VIEW_LINE, p, cols[i]);
+		sbuf_puts(b, "<td class=\"line\">");
 		const cJSON *hb = cJSON_GetObjectItem(p, "heartbeat_age_s");
 		if (cJSON_IsNumber(hb)) {
 			view_age(q, hb->valuedouble);

@@ -201,8 +201,8 @@ static void message_payload(console_req *q, const cJSON *m, int hex)
 	sbuf_free(&url);
 	sbuf_puts(b, "</span></h2><div id=\"payload\">");
 	view_bytes(q, cJSON_GetStringValue(cJSON_GetObjectItem(m, "payload")),
-	           cJSON_GetStringValue(cJSON_GetObjectItem(m, "payload_encoding")), hex,
-	           OPS_VALUE_MAX);
+	           cJSON_GetStringValue(cJSON_GetObjectItem(m, "payload_encoding")),
+	           hex ? VIEW_BYTES_HEX : VIEW_BYTES_TEXT, OPS_VALUE_MAX);
 	sbuf_puts(b, "</div>\n");
 }
 
@@ -210,22 +210,22 @@ static void message_history(console_req *q, const cJSON *hist)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<h2>History, oldest first</h2><table class=\"rows\" id=\"history\"><thead><tr>"
-	             "<th>at</th><th>event</th><th>actor</th><th>detail</th></tr></thead><tbody>");
+	             "<th class=\"c-at\">at</th><th class=\"c-event\">event</th>"
+	             "<th class=\"c-actor\">actor</th><th>detail</th></tr></thead><tbody>");
 	const cJSON *ev;
 	cJSON_ArrayForEach(ev, hist) {
 		int derived = cJSON_IsTrue(cJSON_GetObjectItem(ev, "derived"));
-		sbuf_puts(b, derived ? "<tr class=\"derived\"><td>" : "<tr><td>");
-		view_jtext(q, ev, "at");
-		sbuf_puts(b, "</td><td class=\"event\">");
-		view_jtext(q, ev, "event");
-		sbuf_puts(b, "</td><td class=\"actor\">");
+		sbuf_puts(b, derived ? "<tr class=\"derived\">" : "<tr>");
+		view_jcell(q, VIEW_WHOLE, ev, "at");
+		view_cell(q, VIEW_WHOLE, "event",
+		          cJSON_GetStringValue(cJSON_GetObjectItem(ev, "event")));
 		if (derived)
-			sbuf_puts(b, "(from the row)");
+			view_cell(q, VIEW_WHOLE, "actor", "(from the row)");
 		else
-			view_jtext(q, ev, "actor");
-		sbuf_puts(b, "</td><td>");
-		view_jtext(q, ev, "detail");
-		sbuf_puts(b, "</td></tr>\n");
+			view_cell(q, VIEW_WHOLE, "actor",
+			          cJSON_GetStringValue(cJSON_GetObjectItem(ev, "actor")));
+		view_jcell(q, VIEW_WHOLE, ev, "detail");
+		sbuf_puts(b, "</tr>\n");
 	}
 	sbuf_puts(b, "</tbody></table>\n");
 }
@@ -324,30 +324,27 @@ static void older_link(console_req *q, const char *path, const cJSON *rows, long
 static void rejected_list(console_req *q, const cJSON *rows, long long limit)
 {
 	sbuf *b = view_out(q);
-	sbuf_puts(b, "<table class=\"rows\" id=\"rejected\"><thead><tr><th>id</th><th>at</th>"
-	             "<th>topic / partition / offset</th><th>reason</th><th>key</th><th>value</th>"
+	sbuf_puts(b, "<table class=\"rows\" id=\"rejected\"><thead><tr><th class=\"c-id\">id</th>"
+	             "<th class=\"c-at\">at</th><th class=\"c-src\">topic / partition / offset</th>"
+	             "<th class=\"c-reason\">reason</th><th class=\"c-bytes\">key</th><th>value</th>"
 	             "</tr></thead><tbody>");
 	const cJSON *r;
 	cJSON_ArrayForEach(r, rows) {
-		sbuf_printf(b, "<tr><td><a href=\"/rejected?id=%.0f\">%.0f</a></td><td>",
-		            cJSON_GetNumberValue(cJSON_GetObjectItem(r, "id")),
-		            cJSON_GetNumberValue(cJSON_GetObjectItem(r, "id")));
-		view_jtext(q, r, "created_at");
-		sbuf_puts(b, "</td><td>");
-		view_jtext(q, r, "src_topic");
-		sbuf_puts(b, " / ");
-		view_jtext(q, r, "src_partition");
-		sbuf_puts(b, " / ");
-		view_jtext(q, r, "src_offset");
-		sbuf_puts(b, "</td><td class=\"error-text\">");
-		view_jtext(q, r, "reason");
-		sbuf_puts(b, "</td><td class=\"value\">");
+		double id = cJSON_GetNumberValue(cJSON_GetObjectItem(r, "id"));
+		sbuf_printf(b, "<tr><td class=\"line\"><a href=\"/rejected?id=%.0f\" title=\"record "
+		            "%.0f, whole\">%.0f</a></td>", id, id, id);
+		view_jcell(q, VIEW_LINE, r, "created_at");
+		view_src_cell(q, VIEW_LINE, r);
+		view_cell(q, VIEW_PROSE, "error-text",
+		          cJSON_GetStringValue(cJSON_GetObjectItem(r, "reason")));
+		sbuf_puts(b, "<td class=\"value\">");
 		view_bytes(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "key")),
-		           cJSON_GetStringValue(cJSON_GetObjectItem(r, "key_encoding")), 0, 64);
+		           cJSON_GetStringValue(cJSON_GetObjectItem(r, "key_encoding")),
+		           VIEW_BYTES_PREVIEW, 64);
 		sbuf_puts(b, "</td><td class=\"value\">");
 		view_bytes(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "value")),
-		           cJSON_GetStringValue(cJSON_GetObjectItem(r, "value_encoding")), 0,
-		           CONSOLE_VALUE_PREVIEW);
+		           cJSON_GetStringValue(cJSON_GetObjectItem(r, "value_encoding")),
+		           VIEW_BYTES_PREVIEW, CONSOLE_VALUE_PREVIEW);
 		sbuf_puts(b, "</td></tr>\n");
 	}
 	sbuf_puts(b, "</tbody></table>\n");
@@ -357,6 +354,7 @@ static void rejected_list(console_req *q, const cJSON *rows, long long limit)
 static void rejected_one(console_req *q, const cJSON *r, int hex)
 {
 	sbuf *b = view_out(q);
+	int how = hex ? VIEW_BYTES_HEX : VIEW_BYTES_TEXT;
 	static const char *const names[] = {"id", "created_at", "src_topic", "src_partition",
 	                                    "src_offset", "reason", "key_bytes", "value_bytes"};
 	sbuf_puts(b, "<table class=\"fields\" id=\"fields\">");
@@ -364,13 +362,13 @@ static void rejected_one(console_req *q, const cJSON *r, int hex)
 		field_row(q, r, names[i], names[i]);
 	sbuf_puts(b, "</table><h2>Key</h2>");
 	view_bytes(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "key")),
-	           cJSON_GetStringValue(cJSON_GetObjectItem(r, "key_encoding")), hex, OPS_VALUE_MAX);
+	           cJSON_GetStringValue(cJSON_GetObjectItem(r, "key_encoding")), how, OPS_VALUE_MAX);
 	sbuf_printf(b, "<h2>Value <span class=\"toggle\">%s<a href=\"/rejected?id=%.0f%s\">%s</a>"
 	            "</span></h2><div id=\"value\">", hex ? "<b>hex</b> | " : "<b>text</b> | ",
 	            cJSON_GetNumberValue(cJSON_GetObjectItem(r, "id")), hex ? "" : "&amp;view=hex",
 	            hex ? "text" : "hex");
 	view_bytes(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "value")),
-	           cJSON_GetStringValue(cJSON_GetObjectItem(r, "value_encoding")), hex, OPS_VALUE_MAX);
+	           cJSON_GetStringValue(cJSON_GetObjectItem(r, "value_encoding")), how, OPS_VALUE_MAX);
 	sbuf_puts(b, "</div>\n");
 }
 
@@ -409,39 +407,36 @@ void page_rejected(console_req *q)
 
 /* ---- conflicts ---- */
 
+/* The conflicts, a row each: cut to their columns on the Conflicts page
+ * (with_message: its biz_id and message_key too, the key linked to the
+ * message's page), whole on the message's own page. */
 static void conflict_rows(console_req *q, const cJSON *rows, int with_message)
 {
+	view_fit line = with_message ? VIEW_LINE : VIEW_WHOLE;
 	sbuf *b = view_out(q);
-	sbuf_puts(b, "<table class=\"rows\" id=\"conflicts\"><thead><tr><th>id</th><th>at</th>");
+	sbuf_puts(b, "<table class=\"rows\" id=\"conflicts\"><thead><tr><th class=\"c-id\">id</th>"
+	             "<th class=\"c-at\">at</th>");
 	if (with_message)
-		sbuf_puts(b, "<th>biz_id</th><th>message_key</th>");
-	sbuf_puts(b, "<th>arrived</th><th>met</th><th>detail</th><th>topic / partition / offset</th>"
-	             "</tr></thead><tbody>");
+		sbuf_puts(b, "<th class=\"c-biz\">biz_id</th><th class=\"c-key\">message_key</th>");
+	sbuf_puts(b, "<th class=\"c-word\">arrived</th><th class=\"c-word\">met</th><th>detail</th>"
+	             "<th class=\"c-src\">topic / partition / offset</th></tr></thead><tbody>");
 	const cJSON *r;
 	cJSON_ArrayForEach(r, rows) {
-		sbuf_puts(b, "<tr><td>");
-		view_jtext(q, r, "id");
-		sbuf_puts(b, "</td><td>");
-		view_jtext(q, r, "created_at");
+		sbuf_puts(b, "<tr>");
+		view_jcell(q, line, r, "id");
+		view_jcell(q, line, r, "created_at");
 		if (with_message) {
-			sbuf_puts(b, "</td><td>");
-			view_jtext(q, r, "biz_id");
-			sbuf_puts(b, "</td><td>");
-			view_message_link(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "biz_id")),
-			                  cJSON_GetStringValue(cJSON_GetObjectItem(r, "message_key")));
+			const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(r, "message_key"));
+			view_jcell(q, line, r, "biz_id");
+			view_td(q, line, NULL, key);
+			view_message_link(q, cJSON_GetStringValue(cJSON_GetObjectItem(r, "biz_id")), key);
+			sbuf_puts(b, "</td>");
 		}
-		static const char *const rest[] = {"arrived", "met_status", "detail"};
-		for (int i = 0; i < 3; i++) {
-			sbuf_puts(b, "</td><td>");
-			view_jtext(q, r, rest[i]);
-		}
-		sbuf_puts(b, "</td><td>");
-		view_jtext(q, r, "src_topic");
-		sbuf_puts(b, " / ");
-		view_jtext(q, r, "src_partition");
-		sbuf_puts(b, " / ");
-		view_jtext(q, r, "src_offset");
-		sbuf_puts(b, "</td></tr>\n");
+		view_jcell(q, line, r, "arrived");
+		view_jcell(q, line, r, "met_status");
+		view_jcell(q, with_message ? VIEW_PROSE : VIEW_WHOLE, r, "detail");
+		view_src_cell(q, line, r);
+		sbuf_puts(b, "</tr>\n");
 	}
 	sbuf_puts(b, "</tbody></table>\n");
 }

@@ -16,17 +16,75 @@ sbuf *view_out(console_req *q) { return &q->reply->body; }
 
 void view_text(console_req *q, const char *s) { html_text(view_out(q), s); }
 
-void view_jtext(console_req *q, const cJSON *o, const char *name)
+/* A JSON member as the text a page shows: a string as it is, a number
+ * whole (in num), yes or no, and "-" for null or absent. */
+static const char *jstr(const cJSON *o, const char *name, char *num, size_t numsz)
 {
 	const cJSON *v = cJSON_GetObjectItem(o, name);
 	if (cJSON_IsString(v))
-		view_text(q, v->valuestring);
-	else if (cJSON_IsNumber(v))
-		sbuf_printf(view_out(q), "%.0f", v->valuedouble);
-	else if (cJSON_IsBool(v))
-		sbuf_puts(view_out(q), cJSON_IsTrue(v) ? "yes" : "no");
-	else
-		sbuf_puts(view_out(q), "-");
+		return v->valuestring;
+	if (cJSON_IsNumber(v)) {
+		snprintf(num, numsz, "%.0f", v->valuedouble);
+		return num;
+	}
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v) ? "yes" : "no";
+	return "-";
+}
+
+void view_jtext(console_req *q, const cJSON *o, const char *name)
+{
+	char num[64];
+	view_text(q, jstr(o, name, num, sizeof num));
+}
+
+void view_td(console_req *q, view_fit kind, const char *cls, const char *title)
+{
+	static const char *const kinds[] = {"line", "prose", "whole"};
+	sbuf *b = view_out(q);
+	sbuf_printf(b, "<td class=\"%s%s%s\"", kinds[kind], cls ? " " : "", cls ? cls : "");
+	if (title && kind != VIEW_WHOLE) {
+		sbuf_puts(b, " title=\"");
+		html_text(b, title);
+		sbuf_puts(b, "\"");
+	}
+	sbuf_puts(b, ">");
+}
+
+void view_cell(console_req *q, view_fit kind, const char *cls, const char *text)
+{
+	if (!text)
+		text = "-";
+	view_td(q, kind, cls, text);
+	sbuf_puts(view_out(q), kind == VIEW_PROSE ? "<div class=\"clamp\">" : "");
+	view_text(q, text);
+	sbuf_puts(view_out(q), kind == VIEW_PROSE ? "</div></td>" : "</td>");
+}
+
+void view_jcell(console_req *q, view_fit kind, const cJSON *o, const char *name)
+{
+	char num[64];
+	view_cell(q, kind, NULL, jstr(o, name, num, sizeof num));
+}
+
+void view_src_cell(console_req *q, view_fit kind, const cJSON *o)
+{
+	char num[3][64];
+	const char *part[3] = {jstr(o, "src_topic", num[0], sizeof num[0]),
+	                       jstr(o, "src_partition", num[1], sizeof num[1]),
+	                       jstr(o, "src_offset", num[2], sizeof num[2])};
+	sbuf whole = {0};
+	sbuf_printf(&whole, "%s / %s / %s", part[0], part[1], part[2]);
+	sbuf *b = view_out(q);
+	view_td(q, kind, NULL, whole.oom ? NULL : sbuf_str(&whole));
+	sbuf_free(&whole);
+	sbuf_puts(b, "<div class=\"src\"><span>");
+	view_text(q, part[0]);
+	sbuf_puts(b, "</span><span> / ");
+	view_text(q, part[1]);
+	sbuf_puts(b, " / ");
+	view_text(q, part[2]);
+	sbuf_puts(b, "</span></div></td>");
 }
 
 void view_csrf(console_req *q)
@@ -150,7 +208,7 @@ static unsigned char *value_bytes(const char *value, const char *encoding, size_
 	return p;
 }
 
-void view_bytes(console_req *q, const char *value, const char *encoding, int view_hex,
+void view_bytes(console_req *q, const char *value, const char *encoding, int how,
                 size_t max_bytes)
 {
 	sbuf *b = view_out(q);
@@ -159,7 +217,7 @@ void view_bytes(console_req *q, const char *value, const char *encoding, int vie
 		return;
 	}
 	int text = encoding && strcmp(encoding, "utf8") == 0;
-	if (text && !view_hex) {
+	if (text && how != VIEW_BYTES_HEX) {
 		size_t n = strlen(value);
 		sbuf_puts(b, "<pre class=\"text\">");
 		html_text_n(b, value, n < max_bytes ? n : max_bytes);
@@ -174,8 +232,13 @@ void view_bytes(console_req *q, const char *value, const char *encoding, int vie
 		sbuf_puts(b, "<span class=\"none\">(cannot be shown)</span>");
 		return;
 	}
-	sbuf_puts(b, "<pre class=\"hex\">");
-	html_hexdump(b, raw, len, max_bytes);
+	if (how == VIEW_BYTES_PREVIEW) {
+		sbuf_puts(b, "<pre class=\"hex pairs\">");
+		html_hex_pairs(b, raw, len, max_bytes);
+	} else {
+		sbuf_puts(b, "<pre class=\"hex\">");
+		html_hexdump(b, raw, len, max_bytes);
+	}
 	sbuf_puts(b, "</pre>");
 	free(raw);
 }
@@ -212,12 +275,14 @@ void view_row_head(console_req *q, int why, int checkbox)
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<thead><tr>");
 	if (checkbox)
-		sbuf_puts(b, "<th><input type=\"checkbox\" id=\"select-all\" aria-label=\"select all\">"
-		             "</th>");
+		sbuf_puts(b, "<th class=\"c-sel\"><input type=\"checkbox\" id=\"select-all\" "
+		             "aria-label=\"select all\"></th>");
 	if (why)
-		sbuf_puts(b, "<th>why</th>");
-	sbuf_puts(b, "<th>biz_id</th><th>message_key</th><th>status</th><th>send</th>"
-	             "<th>checks / sends</th><th>updated</th><th>last error</th></tr></thead>\n");
+		sbuf_puts(b, "<th class=\"c-why\">why</th>");
+	sbuf_puts(b, "<th class=\"c-biz\">biz_id</th><th class=\"c-key\">message_key</th>"
+	             "<th class=\"c-status\">status</th><th class=\"c-send\">send</th>"
+	             "<th class=\"c-tries\">checks / sends</th><th class=\"c-age\">updated</th>"
+	             "<th>last error</th></tr></thead>\n");
 }
 
 void view_row_cells(console_req *q, const cJSON *row, const char *why, int checkbox)
@@ -233,26 +298,23 @@ void view_row_cells(console_req *q, const cJSON *row, const char *why, int check
 		view_selection(q, biz, key);
 		sbuf_puts(b, "\" aria-label=\"select\"></td>");
 	}
-	if (why) {
-		sbuf_puts(b, "<td class=\"why\">");
-		view_text(q, why);
-		sbuf_puts(b, "</td>");
-	}
-	sbuf_puts(b, "<td>");
-	view_text(q, biz);
-	sbuf_puts(b, "</td><td>");
+	if (why)
+		view_cell(q, VIEW_LINE, "why", why);
+	view_cell(q, VIEW_LINE, NULL, biz);
+	view_td(q, VIEW_LINE, NULL, key);
 	view_message_link(q, biz, key);
-	sbuf_puts(b, "</td><td class=\"status\">");
-	view_jtext(q, row, "status");
-	sbuf_puts(b, "</td><td>");
-	view_jtext(q, row, "send_status");
-	sbuf_puts(b, "</td><td>");
-	view_jtext(q, row, "check_attempts");
-	sbuf_puts(b, " / ");
-	view_jtext(q, row, "send_attempts");
-	sbuf_puts(b, "</td><td>");
+	sbuf_puts(b, "</td>");
+	view_cell(q, VIEW_LINE, "status",
+	          cJSON_GetStringValue(cJSON_GetObjectItem(row, "status")));
+	view_jcell(q, VIEW_LINE, row, "send_status");
+	char tries[64], num[2][32];
+	snprintf(tries, sizeof tries, "%s / %s", jstr(row, "check_attempts", num[0], sizeof num[0]),
+	         jstr(row, "send_attempts", num[1], sizeof num[1]));
+	view_cell(q, VIEW_LINE, NULL, tries);
+	sbuf_puts(b, "<td class=\"line\">");
 	view_age(q, cJSON_GetNumberValue(cJSON_GetObjectItem(row, "updated_age_s")));
-	sbuf_puts(b, " ago</td><td class=\"error-text\">");
-	view_jtext(q, row, "last_error");
-	sbuf_puts(b, "</td></tr>\n");
+	sbuf_puts(b, " ago</td>");
+	view_cell(q, VIEW_PROSE, "error-text",
+	          cJSON_GetStringValue(cJSON_GetObjectItem(row, "last_error")));
+	sbuf_puts(b, "</tr>\n");
 }

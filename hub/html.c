@@ -118,6 +118,21 @@ void html_url_param(sbuf *b, const char *s)
 	}
 }
 
+/* The line that says a value was cut. */
+static void more_bytes(sbuf *b, size_t shown, size_t len)
+{
+	if (shown < len)
+		sbuf_printf(b, "... %zu more byte(s)\n", len - shown);
+}
+
+void html_hex_pairs(sbuf *b, const unsigned char *p, size_t len, size_t max_bytes)
+{
+	size_t shown = len < max_bytes ? len : max_bytes;
+	for (size_t i = 0; i < shown; i++)
+		sbuf_printf(b, i + 1 < shown ? "%02x " : "%02x\n", p[i]);
+	more_bytes(b, shown, len);
+}
+
 void html_hexdump(sbuf *b, const unsigned char *p, size_t len, size_t max_bytes)
 {
 	size_t shown = len < max_bytes ? len : max_bytes;
@@ -138,6 +153,5 @@ void html_hexdump(sbuf *b, const unsigned char *p, size_t len, size_t max_bytes)
 		}
 		sbuf_puts(b, "|\n");
 	}
-	if (shown < len)
-		sbuf_printf(b, "... %zu more byte(s)\n", len - shown);
+	more_bytes(b, shown, len);
 }

@@ -38,4 +38,9 @@ void html_url_param(sbuf *b, const char *s);
  * were. */
 void html_hexdump(sbuf *b, const unsigned char *p, size_t len, size_t max_bytes);
 
+/* The bytes as hex pairs, one space between them ("7b 0a ff"), that a
+ * browser may wrap at any space: a preview for a narrow column. At most
+ * max_bytes; a line says how many more there were. */
+void html_hex_pairs(sbuf *b, const unsigned char *p, size_t len, size_t max_bytes);
+
 #endif

@@ -9,8 +9,10 @@
 // against `txhub status --json` (and its refresh without a reload), the
 // hostile key on Stuck and Overview, a resolve that gets forwarded, a
 // redrive of a failed send that gets sent, a message's history, a
-// rejected record, the conflicts, a cross-site POST from a page of
-// another origin, the logout. Tests run in order and share the browser.
+// rejected record, the conflicts, every page at 1280x800 with long values
+// in every column (rows the set-up writes to PostgreSQL), a cross-site POST
+// from a page of another origin, the logout. Tests run in order and share
+// the browser.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -35,6 +37,46 @@ const FW = `fw.${NAME}`;
 const TOKEN = 'browser-test-token-0123456789';
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const REASON = 'paid in the shop database, ticket OPS-412';
+const WIDTH = 1280;
+const HEIGHT = 800;
+
+// Long values, at the limits where there are limits (biz_id 64 bytes,
+// message_key 255, a Kafka topic 249 characters): text without a space or
+// a hyphen (nothing a browser may break a line at) and prose.
+function unbroken(prefix, n) {
+  let s = prefix;
+  while (s.length < n) s += 'Ab0Cd1Ef2Gh3Ij4Kl5Mn6Op7Qr8St9Uv';
+  return s.slice(0, n);
+}
+function prose(prefix, n) {
+  let s = prefix;
+  while (s.length < n) s += ' the check-back endpoint answered 503 Service Unavailable again';
+  return s.slice(0, n);
+}
+const LONG = {
+  biz: unbroken('tenant', 64),
+  key: unbroken('orderkey', 255),
+  key2: unbroken('binarykey', 255),
+  topic: unbroken('fwtopic.', 249),
+  ctlTopic: unbroken('ctltopic.', 249),
+  fwKey: unbroken('fwkey', 600),
+  header: unbroken('x-header-', 200),
+  headerValue: unbroken('hv', 1500),
+  url: `http://checkback.example/${unbroken('path', 2000)}`,
+  lastError: `${prose('check-back failed:', 700)} ${unbroken('body', 500)}`,
+  sendError: `delivery to ${unbroken('fwtopic.', 249)} failed: ${unbroken('err', 600)}`,
+  payload: `{"blob":"${unbroken('p', 5000)}"}`,
+  detail: `${prose('answered 500:', 600)} ${unbroken('trace', 600)}`,
+  actor: unbroken('operator.', 200),
+  reason: `${prose('invalid envelope:', 600)} ${unbroken('field', 600)}`,
+  reason2: unbroken('rejected', 1200),
+  value: unbroken('v', 4000),
+  owner: unbroken('host', 120),
+  group: unbroken('group.', 249),
+  conflict: `${prose('a rollback met a committed row:', 500)} ${unbroken('c', 700)}`,
+  resolve: `${prose('checked the shop database:', 500)} ${unbroken('OPS', 450)}`,
+};
+const LONG_MESSAGE = `/message?${new URLSearchParams({ biz: LONG.biz, key: LONG.key })}`;
 
 const procs = [];
 const dialogs = [];
@@ -151,6 +193,46 @@ async function setUpData() {
     + 'forward_topic, forward_key, send_attempts, last_error, src_partition, src_offset) VALUES '
     + `('shop', 'order-2', 'committed', 'failed', '{"order_id":2}', '${FW}', 'order-2', 15, `
     + `'delivery to ${FW} failed: Broker: Topic authorization failed', ${part}, 0)`);
+  insertLongRows();
+}
+
+const lit = (v) => `'${String(v).replace(/'/g, "''")}'`;
+
+// Rows with long values in every column the console shows, in partition 99
+// of the control topic, which no hub owns: the hub leaves them alone.
+// Offsets and epochs at 2^53 - 1, the largest a JSON number holds exactly.
+function insertLongRows() {
+  const L = LONG;
+  const headers = JSON.stringify({ [L.header]: L.headerValue });
+  sql('INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, '
+    + 'forward_topic, forward_key, forward_headers, checkback_url, check_attempts, '
+    + 'send_attempts, last_error, src_partition, src_offset, created_at, updated_at) VALUES '
+    + `(${lit(L.biz)}, ${lit(L.key)}, 'check_failed', NULL, convert_to(${lit(L.payload)}, 'UTF8'), `
+    + `${lit(L.topic)}, ${lit(L.fwKey)}, ${lit(headers)}::jsonb, ${lit(L.url)}, 2147483647, 0, `
+    + `${lit(L.lastError)}, 99, 9007199254740991, now() - interval '400 days', `
+    + "now() - interval '399 days'), "
+    + `(${lit(L.biz)}, ${lit(L.key2)}, 'committed', 'failed', `
+    + "decode(repeat('ff00fe01c3', 400), 'hex'), "
+    + `${lit(L.topic)}, ${lit(L.fwKey)}, NULL, NULL, 0, 2147483647, ${lit(L.sendError)}, 99, 1, `
+    + "now() - interval '2 days', now() - interval '1 day')");
+  sql('INSERT INTO txhub.history (biz_id, message_key, event, detail, actor) VALUES '
+    + `(${lit(L.biz)}, ${lit(L.key)}, 'checkback', ${lit(L.detail)}, 'txhub'), `
+    + `(${lit(L.biz)}, ${lit(L.key)}, 'forward_failed', ${lit(L.detail)}, ${lit(L.actor)})`);
+  sql('INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, '
+    + 'src_topic, src_partition, src_offset) VALUES '
+    + `(${lit(L.biz)}, ${lit(L.key)}, 'rollback', 'committed', ${lit(L.conflict)}, `
+    + `${lit(L.ctlTopic)}, 2147483647, 9007199254740991)`);
+  sql('INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, record_key, '
+    + 'record_value, reason) VALUES '
+    + `(${lit(L.ctlTopic)}, 2147483647, 9007199254740991, convert_to(${lit(L.key)}, 'UTF8'), `
+    + `convert_to(${lit(L.value)}, 'UTF8'), ${lit(L.reason)}), `
+    + `(${lit(L.ctlTopic)}, 2147483647, 9007199254740990, `
+    + "decode(repeat('ff00fe01c3', 60), 'hex'), decode(repeat('00ff7f80c3', 400), 'hex'), "
+    + `${lit(L.reason2)})`);
+  // a partition row of a control topic with a long name, owner and group
+  sql('INSERT INTO txhub.partitions (topic, partition, epoch, owner, next_offset, group_id, '
+    + `heartbeat_at) VALUES (${lit(L.ctlTopic)}, 2147483647, 9007199254740991, `
+    + `${lit(L.owner)}, 9007199254740990, ${lit(L.group)}, now())`);
 }
 
 async function startConsole() {
@@ -193,7 +275,7 @@ async function startBrowser() {
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 860 },
+    viewport: { width: WIDTH, height: HEIGHT },
   });
   page = browser.pages()[0] || await browser.newPage();
   page.on('dialog', async (d) => {
@@ -259,7 +341,8 @@ test('log in; the Overview counts match txhub status --json and refresh', { time
       const want = p.split('.').reduce((o, k) => o[k], status);
       assert.equal(text, String(want), p);
     }
-    assert.equal(await page.textContent('[data-field="messages.check_failed"]'), '2');
+    // hostile, order-1 and the long row of the set-up
+    assert.equal(await page.textContent('[data-field="messages.check_failed"]'), '3');
 
     // refreshed without a reload: a mark on the window survives, the time moves
     const before = await page.textContent('#read-at');
@@ -349,7 +432,7 @@ test('the hostile message: payload and headers as text, then as hex', { timeout:
 test('find a rejected record', { timeout: 30000 }, async () => {
   await page.click('nav a[href="/rejected"]');
   await page.waitForURL(`${consoleUrl}/rejected`);
-  const row = page.locator('#rejected tbody tr').first();
+  const row = page.locator('#rejected tbody tr').filter({ hasText: 'invalid JSON' });
   assert.match(await row.textContent(), /invalid JSON/);
   assert.equal(await row.locator('td.value').nth(1).textContent(),
     'not json <script>alert(5)</script>');
@@ -364,12 +447,128 @@ test('find a rejected record', { timeout: 30000 }, async () => {
 test('the conflicts, newest first', { timeout: 30000 }, async () => {
   await page.click('nav a[href="/conflicts"]');
   await page.waitForURL(`${consoleUrl}/conflicts`);
-  const cells = await page.$$eval('#conflicts tbody tr:first-child td',
-    (tds) => tds.map((td) => td.textContent));
+  // the long row of the set-up is newer: it comes first
+  const rows = await page.$$eval('#conflicts tbody tr',
+    (trs) => trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
+  assert.equal(rows[0][2], LONG.biz);
+  const cells = rows[1];
   assert.equal(cells[3], 'order-3');
   assert.equal(cells[4], 'rollback');
   assert.equal(cells[5], 'committed');
   await shot('conflicts');
+});
+
+// ---- every page fits the screen (issue 19, item 10) ----
+
+// The page's width: wider than the window means scrolling sideways.
+async function pageWidth() {
+  return page.evaluate(() => document.documentElement.scrollWidth);
+}
+
+// Some element of the page carries v whole in its title (a value cut on
+// the page can be read whole by pointing at it).
+async function hasTitle(v) {
+  return page.evaluate((want) => Array.from(document.querySelectorAll('[title]'))
+    .some((e) => e.title === want), v);
+}
+
+test('every page fits 1280 px with long values in every column', { timeout: 120000 },
+  async () => {
+    await page.setViewportSize({ width: WIDTH, height: HEIGHT });
+    const q = (o) => new URLSearchParams(o).toString();
+    const ids = sql('SELECT string_agg(id::text, \' \' ORDER BY id) FROM txhub.rejected '
+      + `WHERE src_topic = ${lit(LONG.ctlTopic)}`).split(' ');
+    const paths = ['/overview', '/stuck', `/stuck?${q({ biz: LONG.biz })}`,
+      `/search?${q({ biz: LONG.biz })}`, `/search?${q({ key: LONG.key })}`,
+      LONG_MESSAGE, `${LONG_MESSAGE}&view=hex`, `/message?${q({ biz: LONG.biz, key: LONG.key2 })}`,
+      `/message?${q({ biz: LONG.biz, key: unbroken('nosuchkey', 255) })}`,
+      `/stuck?${q({ age: unbroken('age', 300) })}`,
+      '/rejected', `/rejected?id=${ids[0]}`, `/rejected?id=${ids[0]}&view=hex`,
+      `/rejected?id=${ids[1]}`, '/conflicts', `/conflicts?${q({ biz: LONG.biz, key: LONG.key })}`];
+    const widths = {};
+    for (const p of paths) {
+      await page.goto(consoleUrl + p);
+      widths[p.slice(0, 60)] = await pageWidth();
+    }
+    await page.goto(`${consoleUrl}/rejected`);
+    await page.screenshot({ path: path.join(SHOTS, 'rejected-1280x800.png') });
+
+    // the Overview again after app.js rebuilt its tables
+    await page.goto(`${consoleUrl}/overview`);
+    const readAt = await page.textContent('#read-at');
+    await page.waitForFunction((t) => document.getElementById('read-at').textContent !== t,
+      readAt, { timeout: 15000 });
+    widths['/overview, refreshed'] = await pageWidth();
+    await shot('overview-long');
+
+    // resolve the long row with a long reason: the flash, then its history
+    await page.goto(`${consoleUrl}/stuck`);
+    await rowBox(LONG.key).check();
+    await page.fill('#reason', LONG.resolve);
+    await Promise.all([page.waitForURL(`${consoleUrl}/stuck`), page.click('button.commit')]);
+    assert.match(await page.textContent('#flash'), /1 done, 0 not/);
+    widths['/stuck, the flash of a resolve'] = await pageWidth();
+    await shot('stuck-long');
+    await page.goto(consoleUrl + LONG_MESSAGE);
+    widths['/message, after the resolve'] = await pageWidth();
+    await shot('message-long');
+
+    const wide = Object.entries(widths).filter(([, w]) => w > WIDTH);
+    assert.deepEqual(wide, [], `pages wider than ${WIDTH} px: ${JSON.stringify(widths)}`);
+  });
+
+test('long values are cut with a way to read them whole', { timeout: 60000 }, async () => {
+  // the Overview as app.js rebuilt it
+  await page.goto(`${consoleUrl}/overview`);
+  const readAt = await page.textContent('#read-at');
+  await page.waitForFunction((t) => document.getElementById('read-at').textContent !== t,
+    readAt, { timeout: 15000 });
+  for (const v of [LONG.biz, LONG.key2, LONG.sendError, LONG.ctlTopic, LONG.owner, LONG.group]) {
+    assert.ok(await hasTitle(v), `refreshed Overview: ${v.slice(0, 30)}... whole in a title`);
+  }
+
+  await page.goto(`${consoleUrl}/stuck`);
+  for (const v of [LONG.biz, LONG.key2, LONG.sendError]) {
+    assert.ok(await hasTitle(v), `Stuck: ${v.slice(0, 30)}... whole in a title`);
+  }
+  // the key's link opens the message, where every field is whole as text
+  await Promise.all([page.waitForURL(/\/message\?/),
+    page.locator('#stuck a.key', { hasText: LONG.key2 }).click()]);
+  assert.equal(await page.textContent('[data-field="message_key"]'), LONG.key2);
+  assert.equal(await page.textContent('[data-field="last_error"]'), LONG.sendError);
+  assert.equal(await page.textContent('[data-field="forward_topic"]'), LONG.topic);
+
+  await page.goto(consoleUrl + LONG_MESSAGE);
+  const detail = await page.$$eval('#history tbody tr',
+    (trs) => trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
+  assert.ok(detail.some((r) => r[3] === `commit (was check_failed): ${LONG.resolve}`),
+    'the resolve, whole as text');
+  assert.ok(detail.some((r) => r[2] === LONG.actor && r[3] === LONG.detail),
+    'the long actor and detail, whole as text');
+  assert.ok((await page.textContent('#fields')).includes(`${LONG.header}: ${LONG.headerValue}`),
+    'the forward header whole');
+
+  // Rejected: the reason has room, is whole in a title, and the record's
+  // own page (the id's link) shows everything
+  await page.goto(`${consoleUrl}/rejected`);
+  const src = `${LONG.ctlTopic} / 2147483647 / 9007199254740991`;
+  for (const v of [LONG.reason, LONG.reason2, src]) {
+    assert.ok(await hasTitle(v), `Rejected: ${v.slice(0, 30)}... whole in a title`);
+  }
+  const row = page.locator('#rejected tbody tr').filter({ hasText: 'invalid envelope' });
+  const reasonWidth = await row.locator('td').nth(3)
+    .evaluate((td) => td.getBoundingClientRect().width);
+  assert.ok(reasonWidth >= 240, `the reason column is ${reasonWidth} px wide`);
+  await Promise.all([page.waitForURL(/\/rejected\?id=/), row.locator('a').first().click()]);
+  assert.equal(await page.textContent('[data-field="reason"]'), LONG.reason);
+  assert.equal(await page.textContent('[data-field="src_topic"]'), LONG.ctlTopic);
+  assert.equal(await page.textContent('#value pre'), LONG.value);
+
+  await page.goto(`${consoleUrl}/conflicts`);
+  for (const v of [LONG.conflict, src, LONG.biz, LONG.key]) {
+    assert.ok(await hasTitle(v), `Conflicts: ${v.slice(0, 30)}... whole in a title`);
+  }
+  await shot('conflicts-long');
 });
 
 test('a cross-site POST is refused', { timeout: 30000 }, async () => {
@@ -395,6 +594,7 @@ test('log out', { timeout: 30000 }, async () => {
     page.click('header form.user button')]);
   await page.goto(`${consoleUrl}/stuck`);
   assert.match(page.url(), /\/login\?next=%2Fstuck$/);
+  assert.ok(await pageWidth() <= WIDTH, 'the login page fits the window');
   assert.deepEqual(dialogs, [], 'no dialog fired in the whole run');
   assert.deepEqual(cspReports, [], 'our pages broke no Content-Security-Policy rule');
 });

@@ -89,6 +89,21 @@ Test(html, hexdump_escapes_and_cuts)
 	sbuf_free(&b);
 }
 
+Test(html, hex_pairs_wrap_and_cut)
+{
+	sbuf b = {0};
+	const unsigned char data[] = {0x3c, 0x00, 0xff};
+	html_hex_pairs(&b, data, 3, 1024);
+	cr_assert_str_eq(sbuf_str(&b), "3c 00 ff\n");
+	sbuf_reset(&b);
+	html_hex_pairs(&b, data, 3, 2);
+	cr_assert_str_eq(sbuf_str(&b), "3c 00\n... 1 more byte(s)\n");
+	sbuf_reset(&b);
+	html_hex_pairs(&b, data, 0, 2);
+	cr_assert_str_eq(sbuf_str(&b), "");
+	sbuf_free(&b);
+}
+
 /* ---- forms ---- */
 
 Test(form, parses_and_decodes)
