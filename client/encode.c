@@ -134,6 +134,26 @@ static void put_string_field(txhubi_buf *b, const char *name, const char *value)
 	txhubi_buf_json_string(b, value, strlen(value));
 }
 
+/* A JSON payload as its compact text. The hub forwards a JSON string
+ * payload as the string's bytes (CONTRACT §2), so a JSON value that is a
+ * string goes as a JSON string whose content is its compact text: the
+ * consumer gets "hello" with its quotes, not hello. */
+static void put_json_payload(txhubi_buf *b, const char *json, size_t len)
+{
+	char *text = malloc(len + 1);
+	if (!text) {
+		b->oom = 1;
+		return;
+	}
+	size_t n = txhubi_json_minify(json, len, text);
+	txhubi_buf_puts(b, ",\"payload\":");
+	if (n && text[0] == '"')
+		txhubi_buf_json_string(b, text, n);
+	else
+		txhubi_buf_put(b, text, n);
+	free(text);
+}
+
 static void put_payload(txhubi_buf *b, const txhub_message *m)
 {
 	if (m->payload_kind == TXHUB_PAYLOAD_BYTES) {
@@ -144,14 +164,7 @@ static void put_payload(txhubi_buf *b, const txhub_message *m)
 		txhubi_buf_puts(b, ",\"payload\":");
 		txhubi_buf_json_string(b, m->payload, m->payload_len);
 	} else if (m->payload_kind == TXHUB_PAYLOAD_JSON) {
-		txhubi_buf_puts(b, ",\"payload\":");
-		/* make room, then minify in place at the end of the buffer */
-		size_t at = b->len;
-		txhubi_buf_put(b, m->payload, m->payload_len);
-		if (!b->oom) {
-			b->len = at + txhubi_json_minify(m->payload, m->payload_len, b->data + at);
-			b->data[b->len] = '\0';
-		}
+		put_json_payload(b, m->payload, m->payload_len);
 	}
 }
 

@@ -15,7 +15,9 @@
  *   - a byte payload as standard base64 with padding;
  *   - a JSON payload as the caller's JSON text with the white space outside
  *     strings removed, everything else byte for byte (numbers keep their
- *     digits: the hub forwards them so).
+ *     digits: the hub forwards them so); when that value is a string, its
+ *     compact text goes as a JSON string (by the rule above), since the hub
+ *     forwards a string payload as its bytes: "hello" as "\"hello\"".
  * Pure: no I/O, any thread. */
 #ifndef TXHUB_PUBLIC_ENVELOPE_H
 #define TXHUB_PUBLIC_ENVELOPE_H
@@ -54,7 +56,9 @@ typedef enum {
 	/* UTF-8 text: sent as a JSON string, forwarded as the text's bytes */
 	TXHUB_PAYLOAD_STRING = 2,
 	/* one JSON value as text (RFC 8259, no \u0000, no lone surrogate):
-	 * sent and forwarded as its compact text */
+	 * the consumer receives its compact text (white space outside strings
+	 * removed), which parses back to the same value; a JSON string too,
+	 * quotes and escapes included ("hello" arrives as "hello", not hello) */
 	TXHUB_PAYLOAD_JSON = 3,
 } txhub_payload_kind;
 

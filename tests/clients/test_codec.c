@@ -2,6 +2,7 @@
  * (tests/vectors): the envelope encoder's exact bytes, the inputs it must
  * refuse, check-back signatures, request parsing and verification. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,47 @@ Test(encode, every_invalid_input_is_refused_with_a_reason)
 		v_input_free(&in);
 	}
 	cJSON_Delete(doc);
+}
+
+/* TXHUB_PAYLOAD_JSON: the consumer gets the value's compact JSON text,
+ * which parses back to the value. By CONTRACT §2 the hub forwards a JSON
+ * string payload as its bytes and any other payload as its compact text. */
+Test(encode, json_payload_reaches_the_consumer_as_its_compact_text)
+{
+	static const char *cases[][2] = {
+		{"\"hello\"", "\"hello\""},
+		{" \"\" ", "\"\""},
+		{"\"q\\\" b\\\\ s\\/ \\n\\u00e9 \xc3\xa9 \\ud83d\\ude00\"\n",
+		 "\"q\\\" b\\\\ s\\/ \\n\\u00e9 \xc3\xa9 \\ud83d\\ude00\""},
+		{" -12.50e-1 ", "-12.50e-1"},
+		{"true", "true"}, {"false", "false"}, {" null", "null"},
+		{"[ 1 , \"a \\\" b\" , {} ]", "[1,\"a \\\" b\",{}]"},
+		{"{ \"k\" : { \"s\" : \" x \" } }", "{\"k\":{\"s\":\" x \"}}"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		const char *text = cases[i][0], *compact = cases[i][1];
+		txhub_message m = {.biz_id = "b", .message_key = "k", .payload_kind = TXHUB_PAYLOAD_JSON,
+		                   .payload = text, .payload_len = strlen(text), .forward_topic = "t"};
+		char *out = NULL, err[256] = "";
+		size_t len;
+		cr_assert_eq(txhub_envelope_encode(TXHUB_PREPARE, &m, 0, &out, &len, err, sizeof err),
+		             TXHUB_OK, "%s: %s", text, err);
+		cJSON *env = cJSON_Parse(out);
+		const cJSON *pl = cJSON_GetObjectItemCaseSensitive(env, "payload");
+		if (cJSON_IsString(pl)) { /* forwarded as the string's bytes */
+			cr_assert_str_eq(pl->valuestring, compact, "%s: %s", text, out);
+		} else { /* forwarded as the envelope's text of it, which is compact */
+			char want[256];
+			snprintf(want, sizeof want, "\"payload\":%s,\"forward\"", compact);
+			cr_assert(strstr(out, want), "%s: %s", text, out);
+		}
+		cJSON *a = cJSON_Parse(compact), *b = cJSON_Parse(text);
+		cr_assert(a && cJSON_Compare(a, b, 1), "case %zu parses to another value", i);
+		cJSON_Delete(a);
+		cJSON_Delete(b);
+		cJSON_Delete(env);
+		free(out);
+	}
 }
 
 Test(encode, default_limit_is_one_mebibyte)

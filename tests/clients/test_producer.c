@@ -88,6 +88,14 @@ Test(producer, every_envelope_is_accepted_and_ends_in_its_state, .timeout = 180)
 	OK(txhub_producer_one_shot(p, &one, ERR));
 	m.message_key = "c-4"; /* prepared, never decided (no check-back URL) */
 	OK(txhub_producer_prepare(p, &m, ERR));
+	/* JSON strings: the consumer gets their compact JSON text, quotes and all */
+	const char *jsons[] = {"\"hello\"", " \"q\\\" \\u00e9 \xc3\xa9\" "};
+	for (int i = 0; i < 2; i++) {
+		txhub_message j = {.biz_id = "shop", .message_key = i ? "c-6" : "c-5",
+		                   .payload_kind = TXHUB_PAYLOAD_JSON, .payload = jsons[i],
+		                   .payload_len = strlen(jsons[i]), .forward_topic = fwd};
+		OK(txhub_producer_one_shot(p, &j, ERR));
+	}
 	/* the asynchronous form: 20 prepares and their commits */
 	tally t = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	char keys[20][16];
@@ -106,7 +114,7 @@ Test(producer, every_envelope_is_accepted_and_ends_in_its_state, .timeout = 180)
 	txhub_producer_destroy(p, 5000);
 
 	pid_t hub = h_hub_start(&e, NULL);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages", "24", WAIT_MS));
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages", "26", WAIT_MS));
 	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "c-1"), "committed/sent", WAIT_MS));
 	cr_assert(h_wait(&e, row("status", "c-2"), "rolled_back", WAIT_MS));
 	cr_assert(h_wait(&e, row("status || '/' || coalesce(send_status, '-')", "c-3"), "committed/sent", WAIT_MS));
@@ -115,12 +123,13 @@ Test(producer, every_envelope_is_accepted_and_ends_in_its_state, .timeout = 180)
 	                     "AND status = 'committed'", "10", WAIT_MS));
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key LIKE 'a-%' "
 	                     "AND status = 'rolled_back'", "10", WAIT_MS));
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "12", WAIT_MS));
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "14", WAIT_MS));
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected"), 0);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.conflicts"), 0);
 	h_record *recs;
 	size_t n = h_read_topic(&e, fwd, 1500, &recs);
-	cr_assert_eq(n, 12);
+	cr_assert_eq(n, 14);
+	int strings = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (strstr(recs[i].headers, "txhub-message-key=c-1\n")) {
 			cr_assert_str_eq((char *)recs[i].value, "{\"order_id\":1,\"total\":12.50}");
@@ -133,12 +142,19 @@ Test(producer, every_envelope_is_accepted_and_ends_in_its_state, .timeout = 180)
 			cr_assert_eq(recs[i].value_len, 4);
 			cr_assert(memcmp(recs[i].value, bin, 4) == 0);
 			cr_assert(recs[i].key_null);
+		} else if (strstr(recs[i].headers, "txhub-message-key=c-5\n")) {
+			cr_assert_str_eq((char *)recs[i].value, "\"hello\"");
+			strings++;
+		} else if (strstr(recs[i].headers, "txhub-message-key=c-6\n")) {
+			cr_assert_str_eq((char *)recs[i].value, "\"q\\\" \\u00e9 \xc3\xa9\"");
+			strings++;
 		}
 	}
+	cr_assert_eq(strings, 2);
 	/* and every envelope was keyed by its message_key: read them back */
 	h_records_free(recs, n);
 	n = h_read_topic(&e, e.topic, 1500, &recs);
-	cr_assert_eq(n, 46);
+	cr_assert_eq(n, 48);
 	for (size_t i = 0; i < n; i++)
 		cr_assert(strstr((char *)recs[i].value, recs[i].key), "record keyed %s: %s", recs[i].key,
 		          (char *)recs[i].value);

@@ -36,6 +36,12 @@ static void hub_accepts(const txhub_message *m)
 	check(strcmp(env.biz_id, m->biz_id) == 0 && strcmp(env.message_key, m->message_key) == 0);
 	if (m->payload_kind == TXHUB_PAYLOAD_STRING)
 		check(env.payload_len == m->payload_len && memcmp(env.payload, m->payload, m->payload_len) == 0);
+	if (m->payload_kind == TXHUB_PAYLOAD_JSON) { /* a JSON string too: its text, quotes and all */
+		char *compact = malloc(m->payload_len + 1);
+		size_t n = txhubi_json_minify(m->payload, m->payload_len, compact);
+		check(env.payload_len == n && memcmp(env.payload, compact, n) == 0);
+		free(compact);
+	}
 	envelope_free(&env);
 	free(out);
 }

@@ -93,6 +93,46 @@ Test(vectors, every_envelope_parses_to_its_fields)
 	cJSON_Delete(doc);
 }
 
+/* A vector given as JSON text (input.payload_json): what the hub forwards
+ * from the encoded envelope is JSON text that parses back to the caller's
+ * value, whatever the value (a string too: CONTRACT §2 forwards a JSON
+ * string payload as its bytes, so the client must send its JSON text). */
+static int json_round_trip(const cJSON *vec)
+{
+	const char *name = field(vec, "name");
+	const char *text = field(cJSON_GetObjectItemCaseSensitive(vec, "input"), "payload_json");
+	if (!text)
+		return 0;
+	size_t len;
+	unsigned char *raw = v_unbase64(field(vec, "encoded_base64"), &len);
+	envelope env;
+	char err[256];
+	cr_assert_eq(envelope_parse(raw, len, 1048576, &env, err, sizeof err), 0, "%s: %s", name, err);
+	cJSON *want = cJSON_Parse(text);
+	char *fwd = strndup((const char *)env.payload, env.payload_len);
+	cJSON *got = cJSON_ParseWithOpts(fwd, NULL, 1); /* one value, nothing after it */
+	cr_assert_not_null(got, "%s: the consumer gets %.*s, not JSON", name, (int)env.payload_len, fwd);
+	cr_assert(cJSON_Compare(got, want, 1), "%s: the consumer gets %.*s, not the value of %s", name,
+	          (int)env.payload_len, fwd, text);
+	cJSON_Delete(want);
+	cJSON_Delete(got);
+	free(fwd);
+	envelope_free(&env);
+	free(raw);
+	return 1;
+}
+
+Test(vectors, every_json_payload_reaches_the_consumer_as_its_value)
+{
+	cJSON *doc = v_load("envelopes.json");
+	const cJSON *vec;
+	int n = 0;
+	cJSON_ArrayForEach(vec, cJSON_GetObjectItemCaseSensitive(doc, "envelopes"))
+		n += json_round_trip(vec);
+	cr_assert_geq(n, 10);
+	cJSON_Delete(doc);
+}
+
 Test(vectors, every_negative_envelope_is_rejected)
 {
 	cJSON *doc = v_load("envelopes.json");

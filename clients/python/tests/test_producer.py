@@ -4,6 +4,7 @@ killed between prepare and commit is resolved by a check-back answered
 through txhub.checkback."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +33,9 @@ def test_every_envelope_is_accepted_and_ends_in_its_state(env: Env) -> None:
         p.rollback("shop", "p-2")
         p.one_shot(Message("shop", "p-3", payload=b"\x00\x01\x02\xff", forward_topic=fwd))
         p.prepare(Message("shop", "p-4", payload="never decided", forward_topic=fwd))
+        # JSON strings: the consumer gets their compact JSON text, quotes and all
+        p.one_shot(Message("shop", "p-5", payload_json='"hello"', forward_topic=fwd))
+        p.one_shot(Message("shop", "p-6", payload_json=' "q\\" \\u00e9 é" ', forward_topic=fwd))
         results: list = []
         lock = threading.Lock()
 
@@ -45,25 +49,28 @@ def test_every_envelope_is_accepted_and_ends_in_its_state(env: Env) -> None:
         p.flush()
         assert results == [None] * 40
     hub = env.hub()
-    assert env.wait("SELECT count(*) FROM txhub.messages", 24) == 24
+    assert env.wait("SELECT count(*) FROM txhub.messages", 26) == 26
     assert env.wait("SELECT status || '/' || coalesce(send_status, '-') FROM txhub.messages "
                     "WHERE message_key = 'p-1'", "committed/sent") == "committed/sent"
     assert env.wait("SELECT status FROM txhub.messages WHERE message_key = 'p-2'", "rolled_back") == "rolled_back"
     assert env.wait("SELECT send_status FROM txhub.messages WHERE message_key = 'p-3'", "sent") == "sent"
     assert row(env, "status", "p-4") == "prepared"
-    assert env.wait("SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", 12) == 12
+    assert env.wait("SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", 14) == 14
     assert env.query("SELECT count(*) FROM txhub.messages WHERE message_key LIKE 'a-%%' "
                      "AND status = 'rolled_back'") == 10
     assert env.query("SELECT count(*) FROM txhub.rejected") == 0
     recs = {dict(m.headers())["txhub-message-key"].decode(): m for m in env.read_topic(fwd)}
-    assert len(recs) == 12
+    assert len(recs) == 14
     assert recs["p-1"].value() == b'{"order_id":1,"total":12.50}'
     assert recs["p-1"].key() == b"p-1"
     assert dict(recs["p-1"].headers())["trace"] == b't-"1"'
     assert recs["p-3"].value() == b"\x00\x01\x02\xff" and recs["p-3"].key() is None
+    assert recs["p-5"].value() == b'"hello"'
+    assert recs["p-6"].value() == '"q\\" \\u00e9 é"'.encode()
+    assert json.loads(recs["p-6"].value()) == 'q" é é'
     # every envelope was keyed by its message_key
     ctl = env.read_topic(env.topic)
-    assert len(ctl) == 46
+    assert len(ctl) == 48
     assert all(m.key().decode() in m.value().decode() for m in ctl)
     assert env.stop(hub) == 0
 

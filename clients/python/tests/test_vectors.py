@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT, load_vectors
 from txhub import checkback
-from txhub.envelope import Message, encode
+from txhub.envelope import Message, encode, minify
 from txhub.errors import InvalidInput, TxhubError
 
 ENVELOPES = load_vectors("envelopes.json")
@@ -49,6 +49,24 @@ def test_every_vector_encodes_to_its_exact_bytes(vec: dict) -> None:
     got = encode(vec["type"], message(vec["input"]))
     assert got == base64.b64decode(vec["encoded_base64"])
     assert got.decode("utf-8") == vec["encoded"]
+
+
+JSON_VECTORS = [v for v in ENVELOPES["envelopes"] if "payload_json" in v["input"]]
+
+
+@pytest.mark.parametrize("vec", JSON_VECTORS, ids=lambda v: v["name"])
+def test_every_json_vector_forwards_its_compact_text(vec: dict) -> None:
+    """What the vector says the consumer gets is the compact text of the
+    caller's JSON, and parses back to the same value (a string too)."""
+    text = vec["input"]["payload_json"]
+    got = base64.b64decode(vec["hub"]["forwarded_base64"]).decode("utf-8")
+    assert got == minify(text)
+    assert json.loads(got) == json.loads(text)
+
+
+def test_there_are_json_vectors_of_every_kind() -> None:
+    kinds = {type(json.loads(v["input"]["payload_json"])).__name__ for v in JSON_VECTORS}
+    assert kinds >= {"dict", "list", "str", "float", "bool", "NoneType"}
 
 
 @pytest.mark.parametrize("vec", ENVELOPES["invalid_inputs"], ids=lambda v: v["name"])

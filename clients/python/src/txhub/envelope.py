@@ -13,7 +13,10 @@ The encoding is deterministic and byte-identical to the C library's
   characters below U+0020 as ``\\u00xx`` (lowercase hex); nothing else;
 - a bytes payload as standard base64 with padding;
 - a JSON payload (``payload_json``) as the caller's JSON text with the white
-  space outside strings removed, everything else as written.
+  space outside strings removed, everything else as written; when that
+  value is a string, its compact text goes as a JSON string (quoted as
+  above), since the hub forwards a string payload as its bytes:
+  ``"hello"`` as ``"\\"hello\\""``.
 """
 from __future__ import annotations
 
@@ -45,8 +48,10 @@ class Message:
 
     Give at most one of ``payload`` (``bytes``: sent as ``payload_base64``
     and forwarded as they are; ``str``: sent as a JSON string, forwarded as
-    its UTF-8 bytes) and ``payload_json`` (one JSON value as text, sent and
-    forwarded as its compact text). A commit or rollback needs only the ids.
+    its UTF-8 bytes) and ``payload_json`` (one JSON value as text: the
+    consumer receives its compact text, which parses back to the same
+    value, a JSON string with its quotes). A commit or rollback needs only
+    the ids.
     """
 
     biz_id: str
@@ -262,7 +267,11 @@ def _payload_part(m: Message) -> str:
     if isinstance(m.payload, str):
         return ',"payload":' + quote(m.payload)
     if m.payload_json is not None:
-        return ',"payload":' + minify(m.payload_json)
+        # The hub forwards a JSON string payload as the string's bytes, so a
+        # JSON value that is a string goes as a JSON string whose content is
+        # its compact text: the consumer gets "hello" with its quotes.
+        text = minify(m.payload_json)
+        return ',"payload":' + (quote(text) if text.startswith('"') else text)
     return ""
 
 
