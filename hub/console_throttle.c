@@ -17,7 +17,7 @@ typedef struct {
 	unsigned failures;                 /* tries counted until then */
 	int logged;                        /* a line about it was logged at logged_ms */
 	int64_t logged_ms;
-	int64_t first_ms;                  /* the oldest refusal not logged yet */
+	int64_t first_ms, last_ms;         /* the refusals not logged yet: the oldest, newest */
 	unsigned wrong, throttled;         /* refusals not logged yet */
 	char name[CONSOLE_NAME_MAX + 1];   /* of the last wrong token, or "" */
 } tslot;
@@ -128,8 +128,9 @@ static void format_line(const console_throttle *t, tslot *s, int64_t now_ms, cha
 {
 	unsigned n = pending(s);
 	char span[48] = "", name[CONSOLE_NAME_MAX + 16] = "", state[64] = "";
+	long long ms = (long long)(s->last_ms - s->first_ms);
 	if (n > 1)
-		snprintf(span, sizeof span, " over %.1f s", (double)(now_ms - s->first_ms) / 1000.0);
+		snprintf(span, sizeof span, " over %lld.%lld s", ms / 1000, ms % 1000 / 100);
 	if (s->name[0])
 		snprintf(name, sizeof name, "; the last as %s", s->name);
 	int64_t w = wait_s(t, s, now_ms);
@@ -151,6 +152,7 @@ static void refused(const console_throttle *t, tslot *s, int wrong, int64_t now_
 {
 	if (pending(s) == 0)
 		s->first_ms = now_ms;
+	s->last_ms = now_ms;
 	if (wrong)
 		s->wrong++;
 	else

@@ -34,7 +34,7 @@
 #define CONSOLE_THROTTLE_SLOTS 1024
 #define CONSOLE_THROTTLE_LOG_MS 60000
 /* Room for one log line. */
-#define CONSOLE_THROTTLE_LINE 256
+#define CONSOLE_THROTTLE_LINE 384
 
 typedef struct console_throttle console_throttle;
 
