@@ -103,6 +103,11 @@ const config_option config_options[] = {
 	    "console starts only on a loopback address with console.open = true"),
 	STR("console.open", NULL, "false", console_open,
 	    "true: with no console.token, serve the console without a token (loopback only)"),
+	INT("console.login_failures", NULL, "5", 1, 1000, console_login_failures,
+	    "wrong tokens one client address (an IPv6 /64) may try within console.login_window_ms; "
+	    "the last of them starts a wait of as long, in which its logins are answered 429"),
+	INT("console.login_window_ms", NULL, "60000", 100, DAY_MS, console_login_window_ms,
+	    "the window of console.login_failures, and the wait after them"),
 	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
 

@@ -52,6 +52,8 @@ typedef struct txhub_config {
 	char *console_listen;
 	char *console_token;
 	char *console_open; /* "true" or "false" (validated) */
+	int64_t console_login_failures;  /* wrong tokens per address and window */
+	int64_t console_login_window_ms;
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt;

@@ -384,6 +384,13 @@ static int serve(console *c, bound_route *bound)
 	return 0;
 }
 
+/* A line about refused logins (console_throttle_sweep()). */
+static void log_refusals(void *ud, const char *line)
+{
+	(void)ud;
+	log_warn("%s", line);
+}
+
 int console_main(const txhub_config *cfg)
 {
 	char err[512];
@@ -394,7 +401,9 @@ int console_main(const txhub_config *cfg)
 	}
 	bound_route bound[NROUTES];
 	int status = 1;
-	if (!(c.sessions = console_sessions_new()) || !(c.db = console_db_new(cfg))) {
+	if (!(c.sessions = console_sessions_new()) || !(c.db = console_db_new(cfg)) ||
+	    !(c.throttle = console_throttle_new((unsigned)cfg->console_login_failures,
+	                                        cfg->console_login_window_ms))) {
 		log_error("console: out of memory");
 		goto out;
 	}
@@ -403,11 +412,15 @@ int console_main(const txhub_config *cfg)
 	while (!signals_stop_requested()) {
 		struct timespec ts = {0, 100 * 1000000L};
 		nanosleep(&ts, NULL);
+		console_throttle_sweep(c.throttle, clock_ms(), 0, log_refusals, NULL);
 	}
 	log_info("console: stopping");
 	status = 0;
 out:
 	http_stop(c.http);
+	if (c.throttle) /* the refusals counted since their last line */
+		console_throttle_sweep(c.throttle, clock_ms(), 1, log_refusals, NULL);
+	console_throttle_free(c.throttle);
 	console_db_free(c.db);
 	console_sessions_free(c.sessions);
 	return status;

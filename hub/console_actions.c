@@ -20,12 +20,40 @@
 
 /* ---- login and logout ---- */
 
+/* The token of a login as name (checked) from this request's address,
+ * through the throttle (console_throttle.h): 1 when it is the console's,
+ * else 0 after answering 429 (the address must wait: its token is not
+ * looked at) or 401. The one place console.token is compared. */
+static int login_token_ok(console_req *q, const char *name, const char *token, const char *next)
+{
+	char line[CONSOLE_THROTTLE_LINE], retry[32], msg[160];
+	const char *peer = http_peer(q->req);
+	int64_t wait = console_throttle_begin(q->c->throttle, peer, clock_ms(), line);
+	if (line[0])
+		log_warn("%s", line);
+	if (wait > 0) {
+		snprintf(retry, sizeof retry, "%lld", (long long)wait);
+		snprintf(msg, sizeof msg, "Too many wrong tokens from your address: try again in %lld s.",
+		         (long long)wait);
+		http_reply_header(q->reply, "Retry-After", retry);
+		page_login_form(q, 429, msg, next);
+		return 0;
+	}
+	int ok = console_token_equal(token, q->c->cfg->console_token);
+	console_throttle_end(q->c->throttle, peer, ok, name, clock_ms(), line);
+	if (line[0])
+		log_warn("%s", line);
+	if (!ok)
+		page_login_form(q, 401, "That token is not the console's token.", next);
+	return ok;
+}
+
 void action_login(console_req *q)
 {
 	const char *name = form_get(&q->form, "name"), *token = form_get(&q->form, "token");
 	const char *next_in = form_get(&q->form, "next");
 	const char *next = console_local_path(next_in);
-	char err[256], shown[80], id[CONSOLE_SECRET_HEX + 1], cookie[256];
+	char err[256], id[CONSOLE_SECRET_HEX + 1], cookie[256];
 	if (next_in && *next_in && !next) {
 		console_text(q, 400, "field next: not a page of this console");
 		return;
@@ -34,12 +62,8 @@ void action_login(console_req *q)
 		page_login_form(q, 400, err, next);
 		return;
 	}
-	if (!q->c->open_mode && !console_token_equal(token, q->c->cfg->console_token)) {
-		log_warn("console: refused a login as %s from %s: wrong token",
-		         log_escape(name, strlen(name), shown, sizeof shown), http_peer(q->req));
-		page_login_form(q, 401, "That token is not the console's token.", next);
+	if (!q->c->open_mode && !login_token_ok(q, name, token, next))
 		return;
-	}
 	if (console_session_create(q->c->sessions, name, clock_ms(), id) != 0) {
 		console_text(q, 503, "no random bytes to be had for a session");
 		return;

@@ -6,8 +6,9 @@
  *   console.open = true, and a token shorter than CONSOLE_TOKEN_MIN.
  * - Login: a name (console_name_check(): the actor "console:<name>" in
  *   txhub.history) and the token, compared in constant time
- *   (console_token_equal()). One token is shared, so the name is what the
- *   operator says they are: an audit trail, not an identity.
+ *   (console_token_equal()), after console_throttle.h's allowance of
+ *   wrong tokens per client address. One token is shared, so the name is
+ *   what the operator says they are: an audit trail, not an identity.
  * - Session: a random id in an HttpOnly, SameSite=Strict cookie, kept in a
  *   console_sessions table in memory (a restart logs everyone out); it
  *   ends after CONSOLE_IDLE_MS without a request, CONSOLE_LIFETIME_MS after

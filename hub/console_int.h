@@ -6,7 +6,7 @@
  * Threads: a request is handled on its connection's thread from start to
  * end; a console_req belongs to that thread. The console struct is read
  * by every thread and written only before the server starts and after it
- * stopped; its sessions and db have locks of their own. */
+ * stopped; its sessions, throttle and db have locks of their own. */
 #ifndef TXHUB_CONSOLE_INT_H
 #define TXHUB_CONSOLE_INT_H
 
@@ -16,6 +16,7 @@
 #include "config.h"
 #include "console_auth.h"
 #include "console_db.h"
+#include "console_throttle.h"
 #include "form.h"
 #include "http.h"
 #include "ops.h"
@@ -33,6 +34,7 @@ struct console {
 	const txhub_config *cfg;
 	int open_mode;              /* no token: a name alone logs in (loopback only) */
 	console_sessions *sessions;
+	console_throttle *throttle; /* wrong tokens per client address */
 	console_db *db;
 	http_server *http;
 };

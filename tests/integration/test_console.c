@@ -39,6 +39,7 @@ typedef struct {
 	char host[64];       /* 127.0.0.1:PORT */
 	char cookie[160];    /* "txhub_session=..." after con_login() */
 	char csrf[80];
+	const char *from;    /* the address requests are sent from; NULL: the kernel's choice */
 } con;
 
 typedef struct {
@@ -85,6 +86,8 @@ static void req(con *c, const char *method, const char *path, const char *body,
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->headers);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	if (c->from)
+		curl_easy_setopt(h, CURLOPT_INTERFACE, c->from);
 	if (body) {
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -382,7 +385,10 @@ Test(console, wrong_token_and_bad_logins_are_refused)
 	req(&c, "POST", "/login", body, foreign, 0, &r);
 	cr_expect_eq(r.status, 403, "a login posted from another origin");
 	char log[256];
-	cr_expect_geq(h_log_lines(h_hub_log(log, sizeof log, &c.e), "wrong token"), 4);
+	/* the first refusal at once, the others counted for a line a minute later */
+	h_hub_log(log, sizeof log, &c.e);
+	cr_expect_eq(h_log_lines(log, "refused 1 login from 127.0.0.1 (1 wrong token"), 1);
+	cr_expect_eq(h_log_lines(log, "wrong token"), 1);
 	cr_expect_eq(h_log_lines(log, TOKEN), 0, "the token is never logged");
 	snprintf(body, sizeof body, "name=alice&token=" TOKEN "&nonce=%s&next=%%2Fstuck", nonce);
 	req(&c, "POST", "/login", body, hs, 0, &r);
@@ -391,6 +397,84 @@ Test(console, wrong_token_and_bad_logins_are_refused)
 	cr_expect(strstr(sbuf_str(&r.headers), "HttpOnly; SameSite=Strict"));
 	resp_free(&r);
 	con_stop(&c);
+}
+
+/* The refused logins the log counts for address from, in how many lines. */
+static long refusals_logged(const char *log, const char *from, long *lines)
+{
+	char want[64], text[1024];
+	snprintf(want, sizeof want, " from %s ", from);
+	long n = 0, count;
+	*lines = 0;
+	FILE *f = fopen(log, "r");
+	cr_assert_not_null(f, "%s", log);
+	while (fgets(text, sizeof text, f)) {
+		const char *p = strstr(text, "console: refused ");
+		if (!p || !strstr(text, want))
+			continue;
+		(*lines)++;
+		cr_assert_eq(sscanf(p, "console: refused %ld login", &count), 1, "%s", text);
+		n += count;
+	}
+	fclose(f);
+	return n;
+}
+
+Test(console, wrong_tokens_are_throttled_per_address)
+{
+	con c;
+	static const char *const settings[] = {"console.token=" TOKEN, "console.login_failures=5",
+	                                       "console.login_window_ms=4000", NULL};
+	con_start(&c, "cnthrottle", settings);
+	resp r = {0};
+	get(&c, "/login", &r);
+	char nonce[80], cookie[200], wrong[512], right[512];
+	scrape(&r, "name=\"nonce\" value=\"", nonce, sizeof nonce);
+	snprintf(cookie, sizeof cookie, "Cookie: txhub_login=%s", nonce);
+	snprintf(wrong, sizeof wrong, "name=mallory&token=wrong-token-0123456789&nonce=%s", nonce);
+	snprintf(right, sizeof right, "name=alice&token=" TOKEN "&nonce=%s", nonce);
+	const char *hs[] = {cookie, NULL};
+	long n401 = 0, n429 = 0, other = 0;
+	for (int i = 0; i < 100; i++) {
+		req(&c, "POST", "/login", wrong, hs, 0, &r);
+		n401 += r.status == 401;
+		n429 += r.status == 429;
+		other += r.status != 401 && r.status != 429;
+		if (r.status == 429) {
+			long after = atol(header(&r, "Retry-After"));
+			cr_expect(after >= 1 && after <= 4, "Retry-After: %s", header(&r, "Retry-After"));
+			cr_expect(strstr(sbuf_str(&r.body), "Too many wrong tokens"), "%s",
+			          sbuf_str(&r.body));
+		}
+	}
+	cr_expect_eq(n401, 5, "five tries: %ld answered 401", n401);
+	cr_expect_eq(n429, 95, "then 429: %ld", n429);
+	cr_expect_eq(other, 0);
+	req(&c, "POST", "/login", right, hs, 0, &r);
+	cr_expect_eq(r.status, 429, "the right token waits too, from the throttled address");
+	long after = atol(header(&r, "Retry-After"));
+	cr_assert(after >= 1 && after <= 4, "Retry-After: %s", header(&r, "Retry-After"));
+
+	con other_addr = c;
+	other_addr.from = "127.0.0.2";
+	con_login(&other_addr, "bob", TOKEN); /* asserts that its first try logs in */
+
+	h_pause_ms(after * 1000 + 100);
+	req(&c, "POST", "/login", right, hs, 0, &r);
+	cr_expect_eq(r.status, 303, "after the wait the right token logs in: %ld %s", r.status,
+	             sbuf_str(&r.body));
+	resp_free(&r);
+
+	cr_expect_eq(h_hub_stop(c.pid), 0);
+	char log[256];
+	h_hub_log(log, sizeof log, &c.e);
+	long lines = 0;
+	cr_expect_eq(refusals_logged(log, "127.0.0.1", &lines), 101, "every refusal is counted");
+	cr_expect(lines >= 1 && lines <= 2, "in %ld lines, not one per refusal", lines);
+	cr_expect_eq(refusals_logged(log, "127.0.0.2", &lines), 0);
+	cr_expect_eq(h_log_lines(log, "wrong token"), 2);
+	cr_expect_eq(h_log_lines(log, TOKEN), 0, "the token is never logged");
+	h_teardown(&c.e);
 }
 
 Test(console, logout_ends_the_session)
