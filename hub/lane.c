@@ -55,6 +55,9 @@ struct lane {
 	int stopping, ended, fenced;
 	int64_t stop_by;    /* stopping: give up what is left after this */
 	char why[512];      /* why it ended */
+	int taken;          /* take_partition succeeded */
+	char take_err[512]; /* until then: why its last attempt failed ... */
+	char take_topic[300]; /* ... and the Kafka topic that was about ("": none) */
 	forward_stats stats;
 
 	/* the thread's */
@@ -377,9 +380,23 @@ static void end_with(lane *l, int fenced, const char *why)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* A failed attempt at taking the partition: err, about topic (NULL:
+ * none), for lane_taken(). Returns whether err differs from the last one. */
+static int take_failed(lane *l, const char *err, const char *topic)
+{
+	pthread_mutex_lock(&l->mu);
+	int changed = strcmp(l->take_err, err) != 0;
+	snprintf(l->take_err, sizeof l->take_err, "%s", err);
+	snprintf(l->take_topic, sizeof l->take_topic, "%s", topic ? topic : "");
+	pthread_mutex_unlock(&l->mu);
+	return changed;
+}
+
 /* Take the partition: fence the previous owner, read its marker, and mark
- * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away;
- * returns 0, or -1 when stopping, fenced or failed for good. */
+ * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away
+ * or refuse (each distinct error logged as a warning once, repeats at
+ * debug: forward.c alerts when it goes on); returns 0, or -1 when
+ * stopping, fenced or failed for good. */
 static int take_partition(lane *l)
 {
 	char err[512];
@@ -390,12 +407,14 @@ static int take_partition(lane *l)
 		int mismatch = 0;
 		store_rc rc = STORE_RETRY;
 		rd_kafka_error_t *e = NULL;
+		const char *about = NULL; /* the topic a failure was about */
 		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
 			ensured = 1;
 		if (!ensured) {
-			/* (err says why) */
+			about = l->progress; /* (err says why) */
 		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			snprintf(err, sizeof err, "init_transactions: %s", rd_kafka_error_string(e));
+			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
+			         rd_kafka_error_string(e));
 			int fatal = rd_kafka_error_is_fatal(e), fenced = fenced_error(rd_kafka_error_code(e));
 			rd_kafka_error_destroy(e);
 			if (fatal || fenced) {
@@ -405,12 +424,18 @@ static int take_partition(lane *l)
 			}
 		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
 			/* (err says why) */
-		} else if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
-		           read_marker(l, &marker, err, sizeof err) == 0) {
+		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
+			/* (err says why) */
+		} else if (read_marker(l, &marker, err, sizeof err) != 0) {
+			about = l->progress;
+		} else {
 			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,
 			                            err, sizeof err);
 		}
 		if (rc == STORE_OK) {
+			pthread_mutex_lock(&l->mu);
+			l->taken = 1;
+			pthread_mutex_unlock(&l->mu);
 			/* from the first pending row on: after the marking, none is
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
@@ -440,8 +465,10 @@ static int take_partition(lane *l)
 		if (is_stopping(l, 0))
 			return -1;
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("lane %d: taking the partition: %s; retrying in %lld ms", l->own.partition,
-		         err, (long long)d);
+		int changed = take_failed(l, err, about);
+		log_msg(changed ? LOG_WARN : LOG_DEBUG,
+		        "lane %d: taking the partition: %s; retrying in %lld ms%s", l->own.partition, err,
+		        (long long)d, changed ? " (the same error again is logged at debug)" : "");
 		pause_ms(l, d);
 	}
 }
@@ -1003,6 +1030,16 @@ void lane_stop(lane *l, int grace_ms)
 	l->stopping = 1;
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
+}
+
+int lane_taken(lane *l, char *why, size_t whysz, char *topic, size_t topicsz)
+{
+	pthread_mutex_lock(&l->mu);
+	int taken = l->taken;
+	snprintf(why, whysz, "%s", l->ended && !taken && l->why[0] ? l->why : l->take_err);
+	snprintf(topic, topicsz, "%s", l->take_topic);
+	pthread_mutex_unlock(&l->mu);
+	return taken;
 }
 
 int lane_ended(lane *l, int *fenced, char *why, size_t whysz)

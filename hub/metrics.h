@@ -82,8 +82,8 @@ void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);
 void metrics_kafka_error(void);
-/* kind: check_failed, send_failed, prepare_missing, database_failing;
- * anything else counts as "other". */
+/* kind: check_failed, send_failed, prepare_missing, database_failing,
+ * kafka_fatal, lane_stuck; anything else counts as "other". */
 void metrics_alert(const char *kind);
 
 /* Gauges. */
@@ -102,6 +102,8 @@ typedef struct {
 } metrics_sample;
 void metrics_set_sample(const metrics_sample *s);
 void metrics_set_ready(int ready);
+/* exactly_once: partitions stuck untaken (lane_watch.h). */
+void metrics_set_lanes_stuck(size_t n);
 
 /* The whole exposition, appended to out. */
 void metrics_write(sbuf *out);

@@ -283,23 +283,8 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	h_env e;
 	h_setup(&e, "sendfail");
 	/* a broker of our own whose topic "denied" refuses access */
-	const char *bin = getenv("TXHUB_BIN");
-	int pfd[2];
-	cr_assert_eq(pipe(pfd), 0);
-	pid_t broker = fork();
-	if (broker == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
-		dup2(pfd[1], 1);
-		close(pfd[0]);
-		execl(bin, bin, "devbroker", "--deny-topic", "denied", (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	char line[256] = {0};
-	FILE *f = fdopen(pfd[0], "r");
-	cr_assert_not_null(fgets(line, sizeof line, f), "devbroker printed nothing");
-	line[strcspn(line, "\n")] = '\0';
-	snprintf(e.brokers, sizeof e.brokers, "%s", line);
+	const char *deny[] = {"--deny-topic", "denied", NULL};
+	pid_t broker = h_devbroker_start(&e, deny, NULL);
 
 	webhook w = {.n = 0};
 	pthread_mutex_init(&w.mu, NULL);
@@ -347,7 +332,5 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	cr_assert(strstr(w.bodies[0], "\"topic\":\"denied\""), "%s", w.bodies[0]);
 	cr_assert(strstr(w.bodies[0], "\"attempts\":3"), "%s", w.bodies[0]);
 	h_teardown(&e);
-	kill(broker, SIGTERM);
-	waitpid(broker, NULL, 0);
-	fclose(f);
+	h_devbroker_stop(broker, NULL);
 }
