@@ -290,12 +290,62 @@ static int parse_marker(const char *payload, size_t len, store_marker *m)
 	return rc;
 }
 
+/* Read the marker partition from offset from to its end into *found (the
+ * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
+static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
+                        char *err, size_t errsz)
+{
+	memset(found, 0, sizeof *found);
+	if (rd_kafka_consume_start(t, l->marker_part, from) != 0) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(rd_kafka_last_error()));
+		return -1;
+	}
+	int rc = -1;
+	int64_t until = clock_ms() + 30000;
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
+		if (!m) {
+			if (clock_ms() > until) {
+				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
+				break;
+			}
+			continue;
+		}
+		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+		if (m->err && !eof) {
+			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+			         rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			break;
+		}
+		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
+		    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+			store_marker mk = {0};
+			if (m->payload && parse_marker(m->payload, m->len, &mk) == 0)
+				*found = mk; /* the later one wins */
+			else
+				log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
+				         "marker txhub can read; ignored", l->own.partition, l->progress,
+				         l->marker_part, (long long)m->offset);
+		}
+		rd_kafka_message_destroy(m);
+		if (eof) {
+			rc = 0;
+			break;
+		}
+	}
+	rd_kafka_consume_stop(t, l->marker_part);
+	return rc;
+}
+
 /* The last committed marker of the partition, from its progress partition
- * read with read_committed (seq 0: none). Returns 0, or -1 with err. */
+ * read with read_committed (seq 0: none). Returns 0, or -1 with err. The
+ * reader has no consumer group (librdkafka's partition consumer): the
+ * hub's principal needs no ACL for one. */
 static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 {
-	static const char *defaults[] = {"group.id", "txhub-progress-reader",
-	                                 "enable.auto.commit", "false",
+	static const char *defaults[] = {"enable.auto.commit", "false",
 	                                 "isolation.level", "read_committed",
 	                                 "enable.partition.eof", "true", NULL};
 	memset(out, 0, sizeof *out);
@@ -305,8 +355,11 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 		return -1;
 	int64_t lo = 0, hi = 0;
 	int rc = -1;
+	rd_kafka_topic_t *t = NULL;
 	rd_kafka_resp_err_t e =
 		rd_kafka_query_watermark_offsets(c, l->progress, l->marker_part, &lo, &hi, 10000);
+	if (!e && !(t = rd_kafka_topic_new(c, l->progress, NULL)))
+		e = rd_kafka_last_error();
 	if (e) {
 		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
 		         rd_kafka_err2str(e));
@@ -317,50 +370,17 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 	 * only when other lanes share the partition or after many aborts */
 	for (int64_t back = 64; rc != 0; back *= 8) {
 		int64_t from = hi - back > lo ? hi - back : lo;
-		store_marker found = {0};
-		rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(1);
-		rd_kafka_topic_partition_list_add(tl, l->progress, l->marker_part)->offset = from;
-		rd_kafka_assign(c, tl);
-		rd_kafka_topic_partition_list_destroy(tl);
-		int64_t until = clock_ms() + 30000;
-		for (;;) {
-			rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 200);
-			if (!m) {
-				if (clock_ms() > until) {
-					snprintf(err, errsz, "reading %s [%d]: timed out", l->progress,
-					         l->marker_part);
-					goto done;
-				}
-				continue;
-			}
-			int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
-			if (m->err && !eof) {
-				snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
-				         rd_kafka_message_errstr(m));
-				rd_kafka_message_destroy(m);
-				goto done;
-			}
-			if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-			    memcmp(m->key, l->marker_key, m->key_len) == 0) {
-				store_marker mk = {0};
-				if (m->payload && parse_marker(m->payload, m->len, &mk) == 0)
-					found = mk; /* the later one wins */
-				else
-					log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
-					         "marker txhub can read; ignored", l->own.partition, l->progress,
-					         l->marker_part, (long long)m->offset);
-			}
-			rd_kafka_message_destroy(m);
-			if (eof)
-				break;
-		}
+		store_marker found;
+		if (scan_markers(l, t, from, &found, err, errsz) != 0)
+			goto done;
 		if (found.seq > 0 || from == lo) {
 			*out = found;
 			rc = 0;
 		}
 	}
 done:
-	rd_kafka_consumer_close(c);
+	if (t)
+		rd_kafka_topic_destroy(t);
 	rd_kafka_destroy(c);
 	return rc;
 }

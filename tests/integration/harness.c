@@ -453,8 +453,10 @@ pid_t h_devbroker_start(h_env *e, const char *const *args, FILE **commands)
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		dup2(out[1], 1);
 		close(out[0]);
+		close(out[1]);
 		if (commands) {
 			dup2(in[0], 0);
+			close(in[0]);
 			close(in[1]);
 		}
 		execv(bin, (char *const *)argv);

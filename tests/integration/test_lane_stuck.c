@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "httpd.h"
@@ -178,4 +180,141 @@ Test(lane_stuck, progress_topic_denied_by_devbroker, .timeout = 240)
 	stop_hub(&s);
 	h_teardown(&s.e);
 	h_devbroker_stop(broker, commands);
+}
+
+/* ---- Apache Kafka with SASL/SCRAM and ACLs ---- */
+
+static char kafka_dir[256]; /* the test's own broker, stopped by stop_kafka() */
+
+/* Run deploy/kafka.sh with args (NULL-terminated); its standard output's
+ * first line into out. Returns the exit status. */
+static int kafka_sh(const char *const *args, char *out, size_t outsz)
+{
+	char script[512];
+	snprintf(script, sizeof script, "%s/deploy/kafka.sh", TXHUB_SOURCE_ROOT);
+	const char *argv[48] = {script};
+	int n = 1, fd[2];
+	for (; *args && n < 47; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	cr_assert_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]); /* (the broker it starts must not hold the pipe open) */
+		execv(script, (char *const *)argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	char line[512];
+	if (out && outsz)
+		out[0] = '\0';
+	for (int first = 1; fgets(line, sizeof line, f); first = 0)
+		if (first && out)
+			snprintf(out, outsz, "%.*s", (int)strcspn(line, "\n"), line);
+	fclose(f);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void stop_kafka(void)
+{
+	if (!kafka_dir[0])
+		return;
+	const char *stop[] = {"stop", kafka_dir, NULL};
+	kafka_sh(stop, NULL, 0);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", kafka_dir);
+	cr_expect_eq(system(cmd), 0);
+	kafka_dir[0] = '\0';
+}
+
+/* The first line of DIR/sasl/<user>.password. */
+static void password_of(const char *user, char *out, size_t outsz)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/sasl/%s.password", kafka_dir, user);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(out, (int)outsz, f));
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* kafka-acls.sh --add for User:txhub: the operations (comma-separated) on
+ * the resource (e.g. "--topic", "t"; "--transactional-id" with a prefix
+ * pattern when prefixed). */
+static void grant(const char *ops, const char *kind, const char *name, int prefixed)
+{
+	const char *args[32] = {"acls", kafka_dir, "--add", "--allow-principal", "User:txhub"};
+	int n = 5;
+	char buf[200];
+	snprintf(buf, sizeof buf, "%s", ops);
+	for (char *op = strtok(buf, ","); op && n < 24; op = strtok(NULL, ",")) {
+		args[n++] = "--operation";
+		args[n++] = op;
+	}
+	args[n++] = kind;
+	args[n++] = name;
+	if (prefixed) {
+		args[n++] = "--resource-pattern-type";
+		args[n++] = "prefixed";
+	}
+	args[n] = NULL;
+	cr_assert_eq(kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s failed", ops, kind, name);
+}
+
+/* The README's ACLs for forward.mode = exactly_once (Operations, "Kafka
+ * ACLs"), but the progress topic's. */
+static void grant_all_but_progress(stuck *s)
+{
+	char txn[200];
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s->e.name, s->e.topic);
+	grant("Read,Describe", "--topic", s->e.topic, 0);
+	grant("Read", "--group", s->e.name, 0);
+	grant("Write,Describe", "--topic", s->fwd, 0);
+	grant("Write,Describe", "--transactional-id", txn, 1);
+}
+
+Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = stop_kafka)
+{
+	if (!h_real_kafka())
+		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR): deploy/kafka.sh start --sasl");
+	snprintf(kafka_dir, sizeof kafka_dir, "/tmp/txhub-kafka-sasl.XXXXXX");
+	cr_assert_not_null(mkdtemp(kafka_dir));
+	char brokers[256], admin_pw[128], hub_pw[128];
+	const char *start[] = {"start", kafka_dir, "--sasl", "--user", "txhub", NULL};
+	cr_assert_eq(kafka_sh(start, brokers, sizeof brokers), 0, "deploy/kafka.sh start --sasl");
+	password_of("admin", admin_pw, sizeof admin_pw);
+	password_of("txhub", hub_pw, sizeof hub_pw);
+
+	stuck s;
+	h_setup(&s.e, "acl");
+	snprintf(s.e.brokers, sizeof s.e.brokers, "%s", brokers);
+	const char *admin[] = {"security.protocol", "SASL_PLAINTEXT", "sasl.mechanisms",
+	                       "SCRAM-SHA-512", "sasl.username", "admin", "sasl.password", admin_pw,
+	                       NULL};
+	memcpy(s.e.kafka, admin, sizeof admin);
+	/* the topics, by the administrator: the hub may not create them */
+	char es[512], fwd[160];
+	h_control_topic(&s.e);
+	snprintf(fwd, sizeof fwd, "%s.out", s.e.topic);
+	cr_assert_eq(h_create_topic(&s.e, fwd, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	snprintf(s.fwd, sizeof s.fwd, "%s", fwd);
+	grant_all_but_progress(&s);
+	char pw[200];
+	snprintf(pw, sizeof pw, "kafka.sasl.password=%s", hub_pw);
+	const char *kafka[] = {"kafka.security.protocol=SASL_PLAINTEXT",
+	                       "kafka.sasl.mechanisms=SCRAM-SHA-512", "kafka.sasl.username=txhub", pw,
+	                       NULL};
+	start_hub(&s, kafka);
+	check_stuck(&s, "Topic authorization failed", 4);
+	grant("Read,Write,Create,Describe", "--topic", s.progress, 0);
+	check_clear(&s, 4);
+	stop_hub(&s);
+	h_teardown(&s.e);
 }
