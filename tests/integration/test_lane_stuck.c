@@ -14,6 +14,7 @@
  * granted everything the README lists but the progress topic. The second
  * runs in CI's pass against Apache Kafka (TXHUB_TEST_KAFKA_DIR set), and is
  * skipped elsewhere. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -93,21 +94,30 @@ static void start_hub(stuck *s, const char *const *kafka)
 /* /readyz 503 naming the progress topic and reason, on one line; the
  * gauge and the alert counter at the control topic's partition count;
  * one lane_stuck alert per partition, however long it lasts. */
+/* Wait for /readyz to answer 503 with a reason holding each of needles
+ * (NULL-terminated), on one line. */
+static void wait_not_ready(stuck *s, const char *const *needles)
+{
+	char *b = NULL;
+	int found = 0;
+	for (int waited = 0; !found && waited < 60000; waited += 200) {
+		free(b);
+		found = h_http_get(s->port, "/readyz", &b) == 503; /* (first: not joined yet) */
+		for (const char *const *n = needles; found && *n; n++)
+			found = strstr(b, *n) != NULL;
+		if (!found)
+			h_pause_ms(200);
+	}
+	cr_assert(found, "/readyz: %s", b);
+	cr_assert(strchr(b, '\n') == b + strlen(b) - 1, "more than one line: %s", b);
+	free(b);
+}
+
 static void check_stuck(stuck *s, const char *reason, int partitions)
 {
 	char *b = NULL, log[256];
-	long status = 0;
-	for (int waited = 0; waited < 60000; waited += 200) { /* (first: not joined yet) */
-		free(b);
-		if ((status = h_http_get(s->port, "/readyz", &b)) == 503 && strstr(b, "exactly_once: "))
-			break;
-		h_pause_ms(200);
-	}
-	cr_assert_eq(status, 503, "/readyz: %s", b);
-	cr_assert(strstr(b, "exactly_once: ") && strstr(b, s->progress) && strstr(b, reason),
-	          "/readyz: %s", b);
-	cr_assert(strchr(b, '\n') == b + strlen(b) - 1, "more than one line: %s", b);
-	free(b);
+	const char *needles[] = {"exactly_once: ", s->progress, reason, NULL};
+	wait_not_ready(s, needles);
 	cr_assert(h_wait(&s->e, "SELECT send_status FROM txhub.messages WHERE message_key = 'k-1'",
 	                 "pending", 10000));
 	/* every partition's episode raised its alert ... */
@@ -268,16 +278,31 @@ static void grant(const char *ops, const char *kind, const char *name, int prefi
 	cr_assert_eq(kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s failed", ops, kind, name);
 }
 
-/* The README's ACLs for forward.mode = exactly_once (Operations, "Kafka
- * ACLs"), but the progress topic's. */
-static void grant_all_but_progress(stuck *s)
+
+/* `txhub status` as the hub's principal (the README: Describe on the
+ * control topic is all it needs): the lag of every partition. */
+static void check_status_lag(stuck *s, const char *const *kafka)
 {
-	char txn[200];
-	snprintf(txn, sizeof txn, "txhub-%s-%s-", s->e.name, s->e.topic);
-	grant("Read,Describe", "--topic", s->e.topic, 0);
-	grant("Read", "--group", s->e.name, 0);
-	grant("Write,Describe", "--topic", s->fwd, 0);
-	grant("Write,Describe", "--transactional-id", txn, 1);
+	const char *args[16];
+	size_t n = 0;
+	for (; *kafka && n < 12; kafka++) {
+		args[n++] = "-X";
+		args[n++] = *kafka;
+	}
+	args[n++] = "status";
+	args[n++] = "--json";
+	args[n] = NULL;
+	static char out[65536];
+	char err[4096];
+	cr_assert_eq(h_txhub_io(&s->e, args, out, sizeof out, err, sizeof err), 0, "%s", err);
+	cJSON *doc = cJSON_Parse(out);
+	cr_assert_not_null(doc, "%s", out);
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItem(doc, "lag_note")), "%s", out);
+	const cJSON *parts = cJSON_GetObjectItem(doc, "partitions"), *p;
+	cr_assert_eq(cJSON_GetArraySize(parts), 4, "%s", out);
+	cJSON_ArrayForEach(p, parts)
+		cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(p, "lag")), "%s", out);
+	cJSON_Delete(doc);
 }
 
 Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = stop_kafka)
@@ -304,8 +329,11 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	h_control_topic(&s.e);
 	snprintf(fwd, sizeof fwd, "%s.out", s.e.topic);
 	cr_assert_eq(h_create_topic(&s.e, fwd, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
-	snprintf(s.fwd, sizeof s.fwd, "%s", fwd);
-	grant_all_but_progress(&s);
+	/* the README's ACLs for forward.mode = exactly_once (Operations,
+	 * "Kafka ACLs"), but the progress topic's and the transactional ids' */
+	grant("Read,Describe", "--topic", s.e.topic, 0);
+	grant("Read", "--group", s.e.name, 0);
+	grant("Write,Describe", "--topic", fwd, 0);
 	char pw[200];
 	snprintf(pw, sizeof pw, "kafka.sasl.password=%s", hub_pw);
 	const char *kafka[] = {"kafka.security.protocol=SASL_PLAINTEXT",
@@ -313,7 +341,17 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	                       NULL};
 	start_hub(&s, kafka);
 	check_stuck(&s, "Topic authorization failed", 4);
+	check_status_lag(&s, kafka);
+	/* the progress topic granted, the lanes fail at init_transactions:
+	 * the same episode (no more alerts), another reason */
 	grant("Read,Write,Create,Describe", "--topic", s.progress, 0);
+	char txn[200];
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, s.e.topic);
+	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
+	                            NULL};
+	wait_not_ready(&s, txn_denied);
+	cr_assert_eq(alerts(&s.w), 4);
+	grant("Write,Describe", "--transactional-id", txn, 1);
 	check_clear(&s, 4);
 	stop_hub(&s);
 	h_teardown(&s.e);
