@@ -16,7 +16,6 @@
  * skipped elsewhere. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,38 +25,11 @@
 #include "harness.h"
 #include "httpd.h"
 
-/* ---- the alert webhook ---- */
-
-typedef struct {
-	pthread_mutex_t mu;
-	char bodies[16][2048];
-	int n;
-} webhook;
-
-static void on_alert(void *opaque, const h_http_request *r, h_http_answer *a)
-{
-	webhook *w = opaque;
-	pthread_mutex_lock(&w->mu);
-	if (w->n < 16 && r->body)
-		snprintf(w->bodies[w->n++], sizeof w->bodies[0], "%s", r->body);
-	pthread_mutex_unlock(&w->mu);
-	a->status = 200;
-}
-
-static int alerts(webhook *w)
-{
-	pthread_mutex_lock(&w->mu);
-	int n = w->n;
-	pthread_mutex_unlock(&w->mu);
-	return n;
-}
-
 /* ---- a hub in exactly_once mode whose lanes cannot take their partitions ---- */
 
 typedef struct {
 	h_env e;
-	webhook w;
-	h_httpd *srv;
+	h_webhook *w;
 	int port;
 	char progress[160], fwd[160];
 	pid_t hub;
@@ -69,14 +41,12 @@ static void start_hub(stuck *s, const char *const *kafka)
 {
 	snprintf(s->progress, sizeof s->progress, "%s.progress", s->e.topic);
 	snprintf(s->fwd, sizeof s->fwd, "%s.out", s->e.topic);
-	memset(&s->w, 0, sizeof s->w);
-	pthread_mutex_init(&s->w.mu, NULL);
-	s->srv = h_httpd_start(on_alert, &s->w);
-	cr_assert_not_null(s->srv);
+	s->w = h_webhook_start();
+	cr_assert_not_null(s->w);
 	s->port = h_free_port();
 	char listen[64], hook[128];
 	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", s->port);
-	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_httpd_port(s->srv));
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(s->w));
 	const char *settings[32] = {"forward.mode=exactly_once", "alert.lane_stuck_ms=1000", listen,
 	                            hook, "checkback.first_after_ms=600000", NULL};
 	size_t n = 5;
@@ -121,17 +91,17 @@ static void check_stuck(stuck *s, const char *reason, int partitions)
 	cr_assert(h_wait(&s->e, "SELECT send_status FROM txhub.messages WHERE message_key = 'k-1'",
 	                 "pending", 10000));
 	/* every partition's episode raised its alert ... */
-	for (int waited = 0; alerts(&s->w) < partitions && waited < 30000; waited += 200)
+	for (int waited = 0; h_webhook_count(s->w) < partitions && waited < 30000; waited += 200)
 		h_pause_ms(200);
 	/* ... and no other: the lanes retry every few seconds */
 	h_pause_ms(6000);
-	cr_assert_eq(alerts(&s->w), partitions, "%d alerts", alerts(&s->w));
+	cr_assert_eq(h_webhook_count(s->w), partitions, "%d alerts", h_webhook_count(s->w));
 	for (int i = 0; i < partitions; i++) {
-		char topic[200];
+		char topic[200], body[2048];
 		snprintf(topic, sizeof topic, "\"topic\":\"%s\"", s->progress);
-		cr_assert(strstr(s->w.bodies[i], "\"kind\":\"lane_stuck\"") &&
-		          strstr(s->w.bodies[i], topic) && strstr(s->w.bodies[i], reason) &&
-		          strstr(s->w.bodies[i], "not taken for"), "%s", s->w.bodies[i]);
+		h_webhook_body(s->w, i, body, sizeof body);
+		cr_assert(strstr(body, "\"kind\":\"lane_stuck\"") && strstr(body, topic) &&
+		          strstr(body, reason) && strstr(body, "not taken for"), "%s", body);
 	}
 	cr_assert_eq(h_http_get(s->port, "/metrics", &b), 200);
 	cr_assert_eq(h_series(b, "txhub_forward_lanes_stuck"), partitions, "%s", b);
@@ -160,7 +130,7 @@ static void check_clear(stuck *s, int partitions)
 	cr_assert_eq(n, 1);
 	cr_assert_str_eq(r[0].key, "k-1");
 	h_records_free(r, n);
-	cr_assert_eq(alerts(&s->w), partitions);
+	cr_assert_eq(h_webhook_count(s->w), partitions);
 	cr_assert_eq(h_log_lines(h_hub_log(log, sizeof log, &s->e), "the lane_stuck alert is over"),
 	             partitions);
 }
@@ -168,8 +138,7 @@ static void check_clear(stuck *s, int partitions)
 static void stop_hub(stuck *s)
 {
 	cr_assert_eq(h_hub_stop(s->hub), 0);
-	h_httpd_stop(s->srv);
-	pthread_mutex_destroy(&s->w.mu);
+	h_webhook_stop(s->w);
 }
 
 Test(lane_stuck, progress_topic_denied_by_devbroker, .timeout = 240)
@@ -350,7 +319,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
 	                            NULL};
 	wait_not_ready(&s, txn_denied);
-	cr_assert_eq(alerts(&s.w), 4);
+	cr_assert_eq(h_webhook_count(s.w), 4);
 	grant("Write,Describe", "--transactional-id", txn, 1);
 	check_clear(&s, 4);
 	stop_hub(&s);
