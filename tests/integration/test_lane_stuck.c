@@ -56,14 +56,11 @@ static void start_hub(stuck *s, const char *const *kafka)
 	s->hub = h_hub_start(&s->e, settings);
 	char buf[512];
 	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k-1\","
-	                          "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\",\"key\":\"k-1\"}}", s->fwd);
+	         "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\",\"key\":\"k-1\"}}", s->fwd);
 	h_send_str(&s->e, -1, "k-1", buf);
 	h_flush();
 }
 
-/* /readyz 503 naming the progress topic and reason, on one line; the
- * gauge and the alert counter at the control topic's partition count;
- * one lane_stuck alert per partition, however long it lasts. */
 /* Wait for /readyz to answer 503 with a reason holding each of needles
  * (NULL-terminated), on one line. */
 static void wait_not_ready(stuck *s, const char *const *needles)
@@ -83,6 +80,9 @@ static void wait_not_ready(stuck *s, const char *const *needles)
 	free(b);
 }
 
+/* /readyz 503 naming the progress topic and reason, on one line; the
+ * gauge and the alert counter at the control topic's partition count;
+ * one lane_stuck alert per partition, however long it lasts. */
 static void check_stuck(stuck *s, const char *reason, int partitions)
 {
 	char *b = NULL, log[256];
