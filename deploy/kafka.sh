@@ -9,6 +9,22 @@
 #                               bootstrap servers (host:port) on stdout; when
 #                               DIR holds a broker stopped earlier, start it
 #                               again with its data and ports (a restart)
+#   deploy/kafka.sh start DIR --sasl [--user NAME[:PASSWORD]]...
+#                               the same with authentication and ACLs: the
+#                               client listener is SASL_PLAINTEXT with
+#                               SCRAM-SHA-512, the authorizer KRaft's
+#                               StandardAuthorizer (no ACL: denied), the super
+#                               user `admin` (the broker itself and the tests'
+#                               administrator) and each NAME are created at
+#                               format time (a random password unless given).
+#                               For each user, admin too, DIR/sasl/ holds
+#                               NAME.password, NAME.properties (for the Java
+#                               tools' --command-config) and NAME.conf
+#                               (txhub's kafka.* keys)
+#   deploy/kafka.sh acls DIR ARG...
+#                               kafka-acls.sh as admin against the broker in
+#                               DIR (e.g. --add --allow-principal User:txhub
+#                               --operation Read --topic txhub.control)
 #   deploy/kafka.sh stop DIR    stop it (SIGTERM, then SIGKILL after 30 s)
 #   deploy/kafka.sh fetch       only fetch the jars
 #
@@ -48,31 +64,118 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# A password for a test user: 24 random hex digits.
+password() {
+  od -An -N12 -tx1 /dev/urandom | tr -d ' \n'
+}
+
+# DIR/sasl/NAME.{password,properties,conf} for user NAME with password PW.
+user_files() {
+  local dir=$1 name=$2 pw=$3
+  umask 077
+  printf '%s\n' "$pw" >"$dir/sasl/$name.password"
+  cat >"$dir/sasl/$name.properties" <<PROPS
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$name" password="$pw";
+PROPS
+  cat >"$dir/sasl/$name.conf" <<PROPS
+kafka.security.protocol = SASL_PLAINTEXT
+kafka.sasl.mechanisms = SCRAM-SHA-512
+kafka.sasl.username = $name
+kafka.sasl.password = $pw
+PROPS
+  umask 022
+}
+
+# --sasl: the users' files in DIR/sasl; the listeners and authorizer for
+# server.properties into the caller's $listeners, the format's --add-scram
+# options into its array scram. The controller listener authenticates the
+# broker with PLAIN (SCRAM's credentials live in the metadata the
+# controller serves).
+sasl_setup() {
+  local dir=$1 port=$2 cport=$3
+  shift 3
+  mkdir -p "$dir/sasl"
+  local admin_pw controller_pw spec name pw
+  admin_pw=$(password)
+  controller_pw=$(password)
+  user_files "$dir" admin "$admin_pw"
+  scram=(--add-scram "SCRAM-SHA-512=[name=admin,password=$admin_pw]")
+  for spec in "$@"; do
+    name=${spec%%:*}
+    pw=${spec#*:}
+    [ "$pw" = "$spec" ] && pw=$(password)
+    case $name in
+      ''|admin|controller|*[!A-Za-z0-9._-]*)
+        echo "kafka.sh: --user $name: a name of letters, digits, . _ - (not admin)" >&2; return 2 ;;
+    esac
+    user_files "$dir" "$name" "$pw"
+    scram+=(--add-scram "SCRAM-SHA-512=[name=$name,password=$pw]")
+  done
+  listeners=$(cat <<PROPS
+listeners=SASL_PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port
+inter.broker.listener.name=SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_pw";
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="$controller_pw" user_controller="$controller_pw";
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin;User:controller
+allow.everyone.if.no.acl.found=false
+PROPS
+)
+}
+
 start() {
   local dir=$1
+  shift
+  local sasl=0 users=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --sasl) sasl=1 ;;
+      --user) [ $# -ge 2 ] || { echo "kafka.sh: --user needs NAME[:PASSWORD]" >&2; return 2; }
+              users+=("$2"); shift ;;
+      *) echo "kafka.sh: start: unknown argument $1" >&2; return 2 ;;
+    esac
+    shift
+  done
+  if [ ${#users[@]} -gt 0 ] && [ $sasl = 0 ]; then
+    echo "kafka.sh: --user needs --sasl" >&2
+    return 2
+  fi
   fetch
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   local java=(java -Xms256m -Xmx768m -Dkafka.logs.dir="$dir"
               -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$cache/*")
   if [ -f "$dir/data/meta.properties" ]; then
-    # a restart: same storage, same ports
+    # a restart: same storage, same ports, same users
     : >"$dir/server.log"
     run_broker "$dir"
     return
   fi
-  local port cport
+  local port cport listeners scram=()
   port=$(free_port)
   cport=$(free_port)
+  if [ $sasl = 1 ]; then
+    sasl_setup "$dir" "$port" "$cport" "${users[@]}" || return
+  else
+    listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+  fi
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+$listeners
 log.dirs=$dir/data
 num.partitions=4
 auto.create.topics.enable=true
@@ -93,7 +196,8 @@ log4j.logger.org.apache.kafka=INFO
 PROPS
   local id
   id=$("${java[@]}" kafka.tools.StorageTool random-uuid)
-  "${java[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1
+  "${java[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "${scram[@]}" \
+    >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; return 1; }
   echo "127.0.0.1:$port" >"$dir/bootstrap"
   run_broker "$dir"
 }
@@ -129,9 +233,21 @@ stop() {
   rm -f "$dir/pid"
 }
 
+# kafka-acls.sh as admin against the broker in DIR (started with --sasl).
+acls() {
+  local dir=$1
+  shift
+  [ -f "$dir/sasl/admin.properties" ] || { echo "kafka.sh: $dir has no broker started with --sasl" >&2; return 2; }
+  fetch
+  java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" -Dkafka.logs.dir="$dir" \
+    -cp "$cache/*" kafka.admin.AclCommand --bootstrap-server "$(cat "$dir/bootstrap")" \
+    --command-config "$dir/sasl/admin.properties" "$@"
+}
+
 case "${1:-}" in
-  start) start "${2:?usage: deploy/kafka.sh start DIR}" ;;
+  start) start "${2:?usage: deploy/kafka.sh start DIR [--sasl [--user NAME[:PASSWORD]]...]}" "${@:3}" ;;
+  acls) acls "${2:?usage: deploy/kafka.sh acls DIR ARG...}" "${@:3}" ;;
   stop) stop "${2:?usage: deploy/kafka.sh stop DIR}" ;;
   fetch) fetch ;;
-  *) echo "usage: deploy/kafka.sh start DIR | stop DIR | fetch" >&2; exit 2 ;;
+  *) echo "usage: deploy/kafka.sh start DIR [--sasl [--user NAME[:PASSWORD]]...] | acls DIR ARG... | stop DIR | fetch" >&2; exit 2 ;;
 esac

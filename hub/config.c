@@ -75,6 +75,10 @@ const config_option config_options[] = {
 	    "prepare_missing once and counts as parked"),
 	LINT("alert.database_failing_ms", NULL, "60000", 1000, DAY_MS, alert_database_failing_ms,
 	    "PostgreSQL refusing the hub's writes this long raises the alert database_failing"),
+	LINT("alert.lane_stuck_ms", NULL, "60000", 1000, DAY_MS, alert_lane_stuck_ms,
+	    "exactly_once: a partition whose lane has not taken it for this long (Kafka refusing "
+	    "the progress topic or the transactional id, ...) raises the alert lane_stuck and "
+	    "fails /readyz"),
 	LSTR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
 	    "debug, info, warn or error"),
 	LSTR("log.format", NULL, "text", log_format,

@@ -41,6 +41,7 @@ typedef struct txhub_config {
 	char *alert_webhook;
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;
+	int64_t alert_lane_stuck_ms;
 	char *log_level;
 	char *log_format;
 	char *http_listen;

@@ -5,6 +5,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,62 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 	return 0;
 }
 
+/* --commands: standard input's lines, taken as they come. */
+typedef struct {
+	char buf[1024];
+	size_t len;
+	int eof;
+} command_input;
+
+/* Do one command line: "deny TOPIC" (the topic answers
+ * TOPIC_AUTHORIZATION_FAILED) or "allow TOPIC" (it answers again). */
+static void command(rd_kafka_mock_cluster_t *mc, char *line)
+{
+	char *topic = strchr(line, ' ');
+	if (topic)
+		*topic++ = '\0';
+	int deny = strcmp(line, "deny") == 0, allow = strcmp(line, "allow") == 0;
+	if ((!deny && !allow) || !topic || !envelope_valid_topic(topic, strlen(topic))) {
+		char shown[256];
+		log_warn("devbroker: unknown command \"%s\" (deny TOPIC, allow TOPIC)",
+		         log_escape(line, strlen(line), shown, sizeof shown));
+		return;
+	}
+	rd_kafka_mock_topic_set_error(mc, topic, deny ? RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED
+	                                              : RD_KAFKA_RESP_ERR_NO_ERROR);
+	log_info("devbroker: %s %s", deny ? "denying" : "allowing", topic);
+}
+
+/* Wait up to 100 ms for standard input and do the whole lines read. */
+static void serve_commands(rd_kafka_mock_cluster_t *mc, command_input *in)
+{
+	struct pollfd p = {.fd = 0, .events = POLLIN};
+	if (in->eof || poll(&p, 1, 100) <= 0)
+		return;
+	ssize_t n = read(0, in->buf + in->len, sizeof in->buf - 1 - in->len);
+	if (n <= 0) {
+		in->eof = 1;
+		return;
+	}
+	in->len += (size_t)n;
+	in->buf[in->len] = '\0';
+	char *line = in->buf, *nl;
+	while ((nl = strchr(line, '\n'))) {
+		*nl = '\0';
+		if (nl > line && nl[-1] == '\r')
+			nl[-1] = '\0';
+		command(mc, line);
+		line = nl + 1;
+	}
+	in->len -= (size_t)(line - in->buf);
+	memmove(in->buf, line, in->len);
+	if (in->len == sizeof in->buf - 1)
+		in->len = 0; /* a line too long: dropped */
+}
+
 int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 {
-	int brokers = 1;
+	int brokers = 1, commands = 0;
 	const char *topics[64];
 	int parts[64], ntopics = 0;
 	const char *denied[64];
@@ -70,10 +124,12 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 				return 2;
 			}
 			denied[ndenied++] = argv[++i];
+		} else if (strcmp(argv[i], "--commands") == 0) {
+			commands = 1;
 		} else {
 			fprintf(stderr, "txhub devbroker: unknown argument \"%s\"\n"
 			                "usage: txhub devbroker [--brokers N] [--topic NAME[:PARTITIONS]]... "
-			                "[--deny-topic NAME]...\n",
+			                "[--deny-topic NAME]... [--commands]\n",
 			        argv[i]);
 			return 2;
 		}
@@ -111,8 +167,13 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 	fflush(stdout);
 	log_info("devbroker: %d broker(s) at %s, %d topic(s) created; topics are also created "
 	         "on first use", brokers, rd_kafka_mock_cluster_bootstraps(mc), ntopics);
-	while (!signals_stop_requested())
-		usleep(100000);
+	command_input in = {.len = 0, .eof = !commands};
+	while (!signals_stop_requested()) {
+		if (in.eof)
+			usleep(100000);
+		else
+			serve_commands(mc, &in);
+	}
 	log_info("devbroker: stopping");
 	rd_kafka_mock_cluster_destroy(mc);
 	rd_kafka_destroy(rk);

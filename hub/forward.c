@@ -19,6 +19,7 @@
 #include "fault.h"
 #include "kafka.h"
 #include "lane.h"
+#include "lane_watch.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -44,6 +45,8 @@ typedef struct {
 /* A partition whose lane ended on its own (failed for good, or fenced by
  * Kafka) gets a new lane no sooner than this. */
 #define LANE_RESTART_MS 5000
+/* The lanes are looked at this often for partitions they have not taken. */
+#define LANE_WATCH_MS 200
 
 typedef struct {
 	int32_t partition;
@@ -63,6 +66,8 @@ struct forward {
 	forward_stats retired; /* counters of the lanes freed */
 	uint64_t lanes_gen;    /* the owned set's version the lanes were last tended to ... */
 	int lanes_settled;     /* ... leaving a running lane at its epoch for each partition */
+	lane_watch watch;      /* partitions not taken by their lane */
+	int64_t next_watch;
 
 	/* the run loop's */
 	rd_kafka_t *rk;
@@ -462,6 +467,20 @@ static void retire(forward *fw, size_t i)
 	fw->lanes[i] = fw->lanes[--fw->nlanes];
 }
 
+/* Look at whether each owned partition's lane has taken it (under mu). */
+static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
+{
+	fw->next_watch = now + LANE_WATCH_MS;
+	for (size_t i = 0; i < own->n; i++) {
+		char why[512] = "", topic[300] = "";
+		lane *l = lane_of(fw, own->parts[i].partition);
+		int taken = l && lane_taken(l, why, sizeof why, topic, sizeof topic);
+		lane_watch_see(&fw->watch, own->parts[i].partition, taken, l ? why : NULL, topic, now);
+	}
+	lane_watch_end(&fw->watch, fw->al, fw->cfg->control_topic, fw->cfg->alert_lane_stuck_ms,
+	               now);
+}
+
 /* exactly_once: a lane for each partition owned now, at its epoch; the
  * lanes of partitions no longer owned (or owned at a newer epoch) are
  * stopped, and freed once their thread ended. This runs at every turn of
@@ -478,9 +497,18 @@ static void tend_lanes(forward *fw, const owned_set *own)
 		lane *l = fw->lanes[i];
 		int fenced = 0;
 		if (lane_ended(l, &fenced, why, sizeof why)) {
+			char twhy[512], topic[300];
+			int taken = lane_taken(l, twhy, sizeof twhy, topic, sizeof topic);
 			if (fenced) {
 				log_warn("forward: the lane of partition %d was fenced (%s): another "
 				         "replica forwards it now", lane_partition(l), why);
+			} else if (!taken) {
+				/* the partition's lane_stuck episode goes on (and alerts
+				 * once), not an alert per lane */
+				log_error("forward: the lane of partition %d failed before taking it (%s); a "
+				          "new one starts in %d ms", lane_partition(l), why, LANE_RESTART_MS);
+				lane_watch_see(&fw->watch, lane_partition(l), 0, twhy, topic, now);
+				fw->stats.replaced++;
 			} else {
 				log_error("forward: the lane of partition %d failed for good (%s); a new "
 				          "one starts in %d ms", lane_partition(l), why, LANE_RESTART_MS);
@@ -524,6 +552,8 @@ static void tend_lanes(forward *fw, const owned_set *own)
 		fw->lanes_gen = own->gen;
 		fw->lanes_settled = !short_of && !cooling_down(fw, -1, now);
 	}
+	if (now >= fw->next_watch)
+		watch_lanes(fw, own, now);
 	for (size_t i = 0; i < fw->nretiring;) {
 		if (lane_ended(fw->retiring[i], NULL, NULL, 0)) {
 			add_stats(&fw->retired, lane_stats(fw->retiring[i]));
@@ -739,6 +769,14 @@ int64_t forward_failing(forward *fw, char *why, size_t whysz)
 	return since;
 }
 
+size_t forward_stuck(forward *fw, char *why, size_t whysz)
+{
+	pthread_mutex_lock(&fw->mu);
+	size_t n = lane_watch_stuck(&fw->watch, why, whysz);
+	pthread_mutex_unlock(&fw->mu);
+	return n;
+}
+
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms)
 {
 	int64_t until = clock_ms() + timeout_ms;
@@ -810,6 +848,7 @@ void forward_destroy(forward *fw)
 	free(fw->lanes);
 	free(fw->retiring);
 	free(fw->cooldown);
+	lane_watch_free(&fw->watch);
 	list_free(&fw->done);
 	list_free(&fw->queue);
 	owned_free(&fw->own);

@@ -59,6 +59,11 @@ size_t forward_in_flight(forward *fw);
  * not; why into why. Any thread. */
 int64_t forward_failing(forward *fw, char *why, size_t whysz);
 
+/* exactly_once: owned partitions their lane has not taken for
+ * alert.lane_stuck_ms or more (lane_watch.h), 0 when none; a one-line
+ * reason into why. Any thread. */
+size_t forward_stuck(forward *fw, char *why, size_t whysz);
+
 /* Serve and record every report of what is in flight, waiting up to
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms);

@@ -746,8 +746,9 @@ static int retention(hub *h, int64_t now)
 }
 
 /* Why this replica is not ready, for /readyz ("" when it is): a
- * PostgreSQL write failing for a second or more, or a clash over
- * partitions. */
+ * PostgreSQL write failing for a second or more, a clash over partitions,
+ * or (exactly_once) a partition its lane has not taken for
+ * alert.lane_stuck_ms. */
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
 {
 	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
@@ -767,6 +768,8 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 		         (long long)((now - since) / 1000), why);
 		return buf;
 	}
+	if (!h->problem[0] && forward_stuck(h->fw, buf, bufsz) > 0)
+		return buf;
 	return h->problem;
 }
 

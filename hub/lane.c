@@ -56,6 +56,9 @@ struct lane {
 	int stopping, ended, fenced;
 	int64_t stop_by;    /* stopping: give up what is left after this */
 	char why[512];      /* why it ended */
+	int taken;          /* take_partition succeeded */
+	char take_err[512]; /* until then: why its last attempt failed ... */
+	char take_topic[300]; /* ... and the Kafka topic that was about ("": none) */
 	forward_stats stats;
 
 	/* the thread's */
@@ -261,12 +264,62 @@ done:
 	return rc;
 }
 
+/* Read the marker partition from offset from to its end into *found (the
+ * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
+static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
+                        char *err, size_t errsz)
+{
+	memset(found, 0, sizeof *found);
+	if (rd_kafka_consume_start(t, l->marker_part, from) != 0) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(rd_kafka_last_error()));
+		return -1;
+	}
+	int rc = -1;
+	int64_t until = clock_ms() + 30000;
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
+		if (!m) {
+			if (clock_ms() > until) {
+				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
+				break;
+			}
+			continue;
+		}
+		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+		if (m->err && !eof) {
+			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+			         rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			break;
+		}
+		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
+		    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+			store_marker mk = {0};
+			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
+				*found = mk; /* the later one wins */
+			else
+				log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
+				         "marker txhub can read; ignored", l->own.partition, l->progress,
+				         l->marker_part, (long long)m->offset);
+		}
+		rd_kafka_message_destroy(m);
+		if (eof) {
+			rc = 0;
+			break;
+		}
+	}
+	rd_kafka_consume_stop(t, l->marker_part);
+	return rc;
+}
+
 /* The last committed marker of the partition, from its progress partition
- * read with read_committed (seq 0: none). Returns 0, or -1 with err. */
+ * read with read_committed (seq 0: none). Returns 0, or -1 with err. The
+ * reader has no consumer group (librdkafka's partition consumer): the
+ * hub's principal needs no ACL for one. */
 static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 {
-	static const char *defaults[] = {"group.id", "txhub-progress-reader",
-	                                 "enable.auto.commit", "false",
+	static const char *defaults[] = {"enable.auto.commit", "false",
 	                                 "isolation.level", "read_committed",
 	                                 "enable.partition.eof", "true", NULL};
 	memset(out, 0, sizeof *out);
@@ -276,8 +329,11 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 		return -1;
 	int64_t lo = 0, hi = 0;
 	int rc = -1;
+	rd_kafka_topic_t *t = NULL;
 	rd_kafka_resp_err_t e =
 		rd_kafka_query_watermark_offsets(c, l->progress, l->marker_part, &lo, &hi, 10000);
+	if (!e && !(t = rd_kafka_topic_new(c, l->progress, NULL)))
+		e = rd_kafka_last_error();
 	if (e) {
 		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
 		         rd_kafka_err2str(e));
@@ -288,50 +344,17 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 	 * only when other lanes share the partition or after many aborts */
 	for (int64_t back = 64; rc != 0; back *= 8) {
 		int64_t from = hi - back > lo ? hi - back : lo;
-		store_marker found = {0};
-		rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(1);
-		rd_kafka_topic_partition_list_add(tl, l->progress, l->marker_part)->offset = from;
-		rd_kafka_assign(c, tl);
-		rd_kafka_topic_partition_list_destroy(tl);
-		int64_t until = clock_ms() + 30000;
-		for (;;) {
-			rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 200);
-			if (!m) {
-				if (clock_ms() > until) {
-					snprintf(err, errsz, "reading %s [%d]: timed out", l->progress,
-					         l->marker_part);
-					goto done;
-				}
-				continue;
-			}
-			int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
-			if (m->err && !eof) {
-				snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
-				         rd_kafka_message_errstr(m));
-				rd_kafka_message_destroy(m);
-				goto done;
-			}
-			if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-			    memcmp(m->key, l->marker_key, m->key_len) == 0) {
-				store_marker mk = {0};
-				if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
-					found = mk; /* the later one wins */
-				else
-					log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
-					         "marker txhub can read; ignored", l->own.partition, l->progress,
-					         l->marker_part, (long long)m->offset);
-			}
-			rd_kafka_message_destroy(m);
-			if (eof)
-				break;
-		}
+		store_marker found;
+		if (scan_markers(l, t, from, &found, err, errsz) != 0)
+			goto done;
 		if (found.seq > 0 || from == lo) {
 			*out = found;
 			rc = 0;
 		}
 	}
 done:
-	rd_kafka_consumer_close(c);
+	if (t)
+		rd_kafka_topic_destroy(t);
 	rd_kafka_destroy(c);
 	return rc;
 }
@@ -351,9 +374,23 @@ static void end_with(lane *l, int fenced, const char *why)
 	pthread_mutex_unlock(&l->mu);
 }
 
+/* A failed attempt at taking the partition: err, about topic (NULL:
+ * none), for lane_taken(). Returns whether err differs from the last one. */
+static int take_failed(lane *l, const char *err, const char *topic)
+{
+	pthread_mutex_lock(&l->mu);
+	int changed = strcmp(l->take_err, err) != 0;
+	snprintf(l->take_err, sizeof l->take_err, "%s", err);
+	snprintf(l->take_topic, sizeof l->take_topic, "%s", topic ? topic : "");
+	pthread_mutex_unlock(&l->mu);
+	return changed;
+}
+
 /* Take the partition: fence the previous owner, read its marker, and mark
- * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away;
- * returns 0, or -1 when stopping, fenced or failed for good. */
+ * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away
+ * or refuse (each distinct error logged as a warning once, repeats at
+ * debug: forward.c alerts when it goes on); returns 0, or -1 when
+ * stopping, fenced or failed for good. */
 static int take_partition(lane *l)
 {
 	char err[512];
@@ -364,12 +401,14 @@ static int take_partition(lane *l)
 		int mismatch = 0;
 		store_rc rc = STORE_RETRY;
 		rd_kafka_error_t *e = NULL;
+		const char *about = NULL; /* the topic a failure was about */
 		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
 			ensured = 1;
 		if (!ensured) {
-			/* (err says why) */
+			about = l->progress; /* (err says why) */
 		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			snprintf(err, sizeof err, "init_transactions: %s", rd_kafka_error_string(e));
+			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
+			         rd_kafka_error_string(e));
 			int fatal = rd_kafka_error_is_fatal(e), fenced = fenced_error(rd_kafka_error_code(e));
 			rd_kafka_error_destroy(e);
 			if (fatal || fenced) {
@@ -379,12 +418,18 @@ static int take_partition(lane *l)
 			}
 		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
 			/* (err says why) */
-		} else if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
-		           read_marker(l, &marker, err, sizeof err) == 0) {
+		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
+			/* (err says why) */
+		} else if (read_marker(l, &marker, err, sizeof err) != 0) {
+			about = l->progress;
+		} else {
 			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,
 			                            err, sizeof err);
 		}
 		if (rc == STORE_OK) {
+			pthread_mutex_lock(&l->mu);
+			l->taken = 1;
+			pthread_mutex_unlock(&l->mu);
 			/* from the first pending row on: after the marking, none is
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
@@ -415,8 +460,10 @@ static int take_partition(lane *l)
 		if (is_stopping(l, 0))
 			return -1;
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("lane %d: taking the partition: %s; retrying in %lld ms", l->own.partition,
-		         err, (long long)d);
+		int changed = take_failed(l, err, about);
+		log_msg(changed ? LOG_WARN : LOG_DEBUG,
+		        "lane %d: taking the partition: %s; retrying in %lld ms%s", l->own.partition, err,
+		        (long long)d, changed ? " (the same error again is logged at debug)" : "");
 		pause_ms(l, d);
 	}
 }
@@ -975,6 +1022,16 @@ void lane_stop(lane *l, int grace_ms)
 	l->stopping = 1;
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
+}
+
+int lane_taken(lane *l, char *why, size_t whysz, char *topic, size_t topicsz)
+{
+	pthread_mutex_lock(&l->mu);
+	int taken = l->taken;
+	snprintf(why, whysz, "%s", l->ended && !taken && l->why[0] ? l->why : l->take_err);
+	snprintf(topic, topicsz, "%s", l->take_topic);
+	pthread_mutex_unlock(&l->mu);
+	return taken;
 }
 
 int lane_ended(lane *l, int *fenced, char *why, size_t whysz)

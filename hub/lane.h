@@ -62,6 +62,14 @@ size_t lane_pending(lane *l);
  * forwarding what is due until `grace_ms` from now at most. */
 void lane_stop(lane *l, int grace_ms);
 
+/* Whether the lane has taken its partition (fenced the previous owner,
+ * read its marker, marked what it sent). While it has not: why its last
+ * attempt failed into why ("" before the first failure; why it ended once
+ * it has), and the Kafka topic that failure was about into topic (the
+ * progress topic; "" when it was about none, e.g. the transactional id or
+ * PostgreSQL). */
+int lane_taken(lane *l, char *why, size_t whysz, char *topic, size_t topicsz);
+
 /* Whether the lane's thread has ended (stopped, fenced, or failed for
  * good); why it ended into why. */
 int lane_ended(lane *l, int *fenced, char *why, size_t whysz);

@@ -25,8 +25,8 @@ static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
 static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
-                                    "database_failing", "kafka_fatal", "database_rewound",
-                                    "other"};
+                                    "database_failing", "kafka_fatal", "lane_stuck",
+                                    "database_rewound", "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */
@@ -52,7 +52,7 @@ static struct registry {
 	counter database_errors, kafka_errors;
 	counter rewinds, rewound_offsets, after_rewind[2];
 	counter alerts[NALERTS];
-	_Atomic int64_t owned, ready;
+	_Atomic int64_t owned, ready, lanes_stuck;
 	_Atomic int64_t by_status[5], parked, sampled;
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
 	pthread_mutex_t lag_mu; /* the lag table: set every few seconds */
@@ -179,6 +179,7 @@ void metrics_set_sample(const metrics_sample *s)
 }
 
 void metrics_set_ready(int ready) { atomic_store(&m.ready, ready ? 1 : 0); }
+void metrics_set_lanes_stuck(size_t n) { atomic_store(&m.lanes_stuck, (int64_t)n); }
 
 /* ---- exposition ---- */
 
@@ -280,6 +281,10 @@ static void write_gauges(sbuf *o)
 	sbuf_printf(o, "txhub_owned_partitions %lld\n", (long long)atomic_load(&m.owned));
 	head(o, "txhub_ready", "gauge", "1 when /readyz answers 200.");
 	sbuf_printf(o, "txhub_ready %lld\n", (long long)atomic_load(&m.ready));
+	head(o, "txhub_forward_lanes_stuck", "gauge",
+	     "exactly_once: owned partitions their lane has not taken for alert.lane_stuck_ms or "
+	     "more.");
+	sbuf_printf(o, "txhub_forward_lanes_stuck %lld\n", (long long)atomic_load(&m.lanes_stuck));
 	head(o, "txhub_consumer_lag", "gauge",
 	     "Records of an owned control-topic partition not read yet.");
 	pthread_mutex_lock(&m.lag_mu);

@@ -91,8 +91,8 @@ void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
  * marker, or forwarded again because it cannot rule that out. */
 void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again);
 /* kind: check_failed, send_failed, prepare_missing, database_failing,
- * kafka_fatal, database_rewound;
- * anything else counts as "other". */
+ * kafka_fatal, lane_stuck, database_rewound; anything else counts as
+ * "other". */
 void metrics_alert(const char *kind);
 
 /* Gauges. */
@@ -111,6 +111,8 @@ typedef struct {
 } metrics_sample;
 void metrics_set_sample(const metrics_sample *s);
 void metrics_set_ready(int ready);
+/* exactly_once: partitions stuck untaken (lane_watch.h). */
+void metrics_set_lanes_stuck(size_t n);
 
 /* The whole exposition, appended to out. */
 void metrics_write(sbuf *out);

@@ -269,6 +269,10 @@ static void add_unowned(rd_kafka_t *rk, const char *topic, ops_status *st, int t
 		         "(%s)", OPS_LAG_BUDGET_MS, rd_kafka_err2str(e));
 		return;
 	}
+	if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		/* e.g. an ACL that does not let this principal describe it */
+		snprintf(st->lag_note, sizeof st->lag_note, "%s: %s", topic,
+		         rd_kafka_err2str(md->topics[0].err));
 	if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		const rd_kafka_metadata_topic_t *mt = &md->topics[0];
 		size_t want = st->npartitions + (size_t)mt->partition_cnt;

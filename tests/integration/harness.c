@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
@@ -13,6 +14,18 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A client configuration for e's brokers, with e->kafka's properties. */
+static rd_kafka_conf_t *client_conf(const h_env *e, char *es, size_t esz)
+{
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	cr_assert_eq(rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, esz),
+	             RD_KAFKA_CONF_OK, "%s", es);
+	for (size_t i = 0; e->kafka[i] && e->kafka[i + 1]; i += 2)
+		cr_assert_eq(rd_kafka_conf_set(c, e->kafka[i], e->kafka[i + 1], es, esz),
+		             RD_KAFKA_CONF_OK, "%s: %s", e->kafka[i], es);
+	return c;
+}
 
 static rd_kafka_t *producer;
 static char producer_brokers[256];
@@ -28,8 +41,7 @@ static rd_kafka_t *producer_for(h_env *e)
 		rd_kafka_destroy(producer);
 	}
 	char es[512];
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_t *c = client_conf(e, es, sizeof es);
 	rd_kafka_conf_set(c, "linger.ms", "1", es, sizeof es);
 	producer = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
 	cr_assert_not_null(producer, "%s", es);
@@ -329,8 +341,7 @@ static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *i
                          h_record **out)
 {
 	char es[512];
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_t *c = client_conf(e, es, sizeof es);
 	rd_kafka_conf_set(c, "group.id", "harness-reader", es, sizeof es);
 	rd_kafka_conf_set(c, "enable.auto.commit", "false", es, sizeof es);
 	if (isolation)
@@ -424,6 +435,112 @@ size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_reco
 	return read_topic(e, topic, idle_ms, "read_uncommitted", out);
 }
 
+pid_t h_devbroker_start(h_env *e, const char *const *args, FILE **commands)
+{
+	const char *bin = env_or_die("TXHUB_BIN");
+	const char *argv[40] = {bin, "devbroker"};
+	int n = 2, out[2], in[2] = {-1, -1};
+	for (; args && *args && n < 37; args++)
+		argv[n++] = *args;
+	if (commands)
+		argv[n++] = "--commands";
+	argv[n] = NULL;
+	cr_assert_eq(pipe(out), 0);
+	cr_assert(!commands || pipe(in) == 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+		dup2(out[1], 1);
+		close(out[0]);
+		close(out[1]);
+		if (commands) {
+			dup2(in[0], 0);
+			close(in[0]);
+			close(in[1]);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	if (commands) {
+		close(in[0]);
+		*commands = fdopen(in[1], "w");
+		cr_assert_not_null(*commands);
+	}
+	char line[256] = "";
+	FILE *f = fdopen(out[0], "r");
+	cr_assert_not_null(fgets(line, sizeof line, f), "devbroker printed nothing");
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	snprintf(e->brokers, sizeof e->brokers, "%s", line);
+	return pid;
+}
+
+void h_devbroker_stop(pid_t pid, FILE *commands)
+{
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	if (commands)
+		fclose(commands);
+}
+
+typedef struct {
+	char *data;
+	size_t len;
+} http_body;
+
+static size_t on_http_data(char *p, size_t size, size_t n, void *opaque)
+{
+	http_body *b = opaque;
+	b->data = realloc(b->data, b->len + size * n + 1);
+	cr_assert_not_null(b->data);
+	memcpy(b->data + b->len, p, size * n);
+	b->len += size * n;
+	b->data[b->len] = '\0';
+	return size * n;
+}
+
+long h_http_get(int port, const char *path, char **out)
+{
+	char url[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+	http_body b = {calloc(1, 1), 0};
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_http_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	long code = 0;
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	*out = b.data;
+	return code;
+}
+
+int h_http_wait(int port, const char *path, long want, int timeout_ms, char **last)
+{
+	for (int waited = 0;; waited += 200) {
+		free(*last);
+		*last = NULL;
+		if (h_http_get(port, path, last) == want)
+			return 1;
+		if (waited >= timeout_ms)
+			return 0;
+		sleep_ms(200);
+	}
+}
+
+double h_series(const char *text, const char *name)
+{
+	size_t l = strlen(name);
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, name, l) == 0 && p[l] == ' ')
+			return atof(p + l + 1);
+	return -1;
+}
+
 int h_real_kafka(void)
 {
 	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
@@ -432,8 +549,7 @@ int h_real_kafka(void)
 int h_create_topic(const h_env *e, const char *topic, int partitions,
                    const char *key, const char *value, char *es, size_t esz)
 {
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, esz);
+	rd_kafka_conf_t *c = client_conf(e, es, esz);
 	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, esz);
 	cr_assert_not_null(rk, "%s", es);
 	rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, es, esz);

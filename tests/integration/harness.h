@@ -7,6 +7,7 @@
 
 #include <libpq-fe.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -14,6 +15,10 @@ typedef struct {
 	char conninfo[512]; /* the test's own database */
 	char topic[96];     /* its control topic */
 	char brokers[256];
+	/* more librdkafka properties for the harness's own clients (key,
+	 * value, ..., NULL), e.g. the credentials of a broker with SASL; the
+	 * hub gets its kafka.* settings from the test */
+	const char *kafka[16];
 	PGconn *db;
 } h_env;
 
@@ -82,6 +87,23 @@ size_t h_read_topic(h_env *e, const char *topic, int idle_ms, h_record **out);
 size_t h_read_topic_committed(h_env *e, const char *topic, int idle_ms, h_record **out);
 /* ... and with read_uncommitted: aborted transactions' records too. */
 size_t h_read_topic_uncommitted(h_env *e, const char *topic, int idle_ms, h_record **out);
+
+/* Start `txhub devbroker` with args (NULL-terminated, e.g. "--deny-topic",
+ * "t") and point e->brokers at it. With commands non-NULL, --commands is
+ * added and *commands is its standard input ("deny TOPIC\n", "allow
+ * TOPIC\n"; fflush after writing). Stop it with h_devbroker_stop(). */
+pid_t h_devbroker_start(h_env *e, const char *const *args, FILE **commands);
+void h_devbroker_stop(pid_t pid, FILE *commands);
+
+/* GET http://127.0.0.1:port/path (5 s time-out); returns the HTTP status
+ * (0: no answer) and the body in *out (the caller frees it). */
+long h_http_get(int port, const char *path, char **out);
+/* GET until the status is want or timeout_ms pass; returns 1 on want. The
+ * last body is in *last (freed first when set; the caller frees it). */
+int h_http_wait(int port, const char *path, long want, int timeout_ms, char **last);
+/* The value of the series written exactly as `name` (with its labels) in a
+ * Prometheus exposition, or -1 when absent. */
+double h_series(const char *text, const char *name);
 
 /* Whether the tests run against Apache Kafka (TXHUB_TEST_KAFKA_DIR, from
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */

@@ -483,3 +483,61 @@ int h_free_port(void)
 		close(fd);
 	return port;
 }
+
+struct h_webhook {
+	h_httpd *srv;
+	pthread_mutex_t mu;
+	char bodies[H_WEBHOOK_MAX][2048];
+	int n;
+};
+
+static void on_webhook(void *opaque, const h_http_request *r, h_http_answer *a)
+{
+	h_webhook *w = opaque;
+	pthread_mutex_lock(&w->mu);
+	if (w->n < H_WEBHOOK_MAX && r->body)
+		snprintf(w->bodies[w->n++], sizeof w->bodies[0], "%s", r->body);
+	pthread_mutex_unlock(&w->mu);
+	a->status = 200;
+}
+
+h_webhook *h_webhook_start(void)
+{
+	h_webhook *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	pthread_mutex_init(&w->mu, NULL);
+	if (!(w->srv = h_httpd_start(on_webhook, w))) {
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+int h_webhook_port(const h_webhook *w) { return h_httpd_port(w->srv); }
+
+int h_webhook_count(h_webhook *w)
+{
+	pthread_mutex_lock(&w->mu);
+	int n = w->n;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
+const char *h_webhook_body(h_webhook *w, int i, char *out, size_t outsz)
+{
+	pthread_mutex_lock(&w->mu);
+	snprintf(out, outsz, "%s", i >= 0 && i < w->n ? w->bodies[i] : "");
+	pthread_mutex_unlock(&w->mu);
+	return out;
+}
+
+void h_webhook_stop(h_webhook *w)
+{
+	if (!w)
+		return;
+	h_httpd_stop(w->srv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}

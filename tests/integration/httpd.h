@@ -60,4 +60,16 @@ int h_http_header(const h_http_request *r, const char *name, char *out, size_t o
 /* A port with nothing listening on it (for "connection refused"). */
 int h_free_port(void);
 
+/* An alert webhook for the tests: a server that answers 200 and keeps the
+ * first H_WEBHOOK_MAX bodies POSTed to it. */
+#define H_WEBHOOK_MAX 16
+typedef struct h_webhook h_webhook;
+h_webhook *h_webhook_start(void);
+int h_webhook_port(const h_webhook *w);
+/* Bodies received so far. */
+int h_webhook_count(h_webhook *w);
+/* Body i (0 <= i < h_webhook_count()) into out; returns out. */
+const char *h_webhook_body(h_webhook *w, int i, char *out, size_t outsz);
+void h_webhook_stop(h_webhook *w);
+
 #endif

@@ -6,7 +6,6 @@
  *
  * The suite runs one test at a time: one of them stops PostgreSQL. */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,67 +18,6 @@
 
 #include "harness.h"
 #include "httpd.h"
-
-/* ---- HTTP and the exposition ---- */
-
-typedef struct {
-	char *data;
-	size_t len;
-} body;
-
-static size_t on_data(char *p, size_t size, size_t n, void *opaque)
-{
-	body *b = opaque;
-	b->data = realloc(b->data, b->len + size * n + 1);
-	memcpy(b->data + b->len, p, size * n);
-	b->len += size * n;
-	b->data[b->len] = '\0';
-	return size * n;
-}
-
-/* GET http://127.0.0.1:port/path; returns the status (0: no answer) and
- * the body in *out (caller frees). */
-static long get(int port, const char *path, char **out)
-{
-	char url[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-	body b = {calloc(1, 1), 0};
-	CURL *c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	long code = 0;
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	*out = b.data;
-	return code;
-}
-
-/* The value of the series written exactly as `series` (name and labels),
- * or -1 when absent. */
-static double series(const char *text, const char *name)
-{
-	size_t l = strlen(name);
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, name, l) == 0 && p[l] == ' ')
-			return atof(p + l + 1);
-	return -1;
-}
-
-static int wait_status(int port, const char *path, long want, int timeout_ms, char **last)
-{
-	for (int waited = 0;; waited += 200) {
-		free(*last);
-		*last = NULL;
-		if (get(port, path, last) == want)
-			return 1;
-		if (waited >= timeout_ms)
-			return 0;
-		h_pause_ms(200);
-	}
-}
 
 /* ---- a producer's check-back endpoint ---- */
 
@@ -149,7 +87,7 @@ Test(monitor, metrics_count_what_was_sent, .timeout = 180)
 	cr_assert(h_wait(&e, "SELECT status FROM txhub.messages WHERE message_key = 'cb-u-2'",
 	                 "check_failed", 60000));
 	char *m = NULL;
-	cr_assert_eq(get(port, "/metrics", &m), 200);
+	cr_assert_eq(h_http_get(port, "/metrics", &m), 200);
 	struct {
 		const char *name;
 		double want;
@@ -178,11 +116,11 @@ Test(monitor, metrics_count_what_was_sent, .timeout = 180)
 		{"txhub_parked", 1},
 	};
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-		cr_expect_eq(series(m, want[i].name), want[i].want, "%s is %g, not %g", want[i].name,
-		             series(m, want[i].name), want[i].want);
-	cr_assert_gt(series(m, "process_resident_memory_bytes"), 1e6);
-	cr_assert_geq(series(m, "process_cpu_seconds_total"), 0);
-	cr_assert_geq(series(m, "txhub_batch_records_count"), 1);
+		cr_expect_eq(h_series(m, want[i].name), want[i].want, "%s is %g, not %g", want[i].name,
+		             h_series(m, want[i].name), want[i].want);
+	cr_assert_gt(h_series(m, "process_resident_memory_bytes"), 1e6);
+	cr_assert_geq(h_series(m, "process_cpu_seconds_total"), 0);
+	cr_assert_geq(h_series(m, "txhub_batch_records_count"), 1);
 	cr_assert(strstr(m, "txhub_consumer_lag{partition=\"0\"} "), "no lag for partition 0");
 	/* promtool (Debian's prometheus, which deploy/dev.sh installs) checks
 	 * the exposition */
@@ -209,9 +147,9 @@ Test(monitor, metrics_count_what_was_sent, .timeout = 180)
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key LIKE 'c-%'"),
 	             0, "ordinary steps got history rows");
 	char *b = NULL;
-	cr_assert_eq(get(port, "/healthz", &b), 200);
+	cr_assert_eq(h_http_get(port, "/healthz", &b), 200);
 	free(b);
-	cr_assert_eq(get(port, "/nothing", &b), 404);
+	cr_assert_eq(h_http_get(port, "/nothing", &b), 404);
 	free(b);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_httpd_stop(srv);
@@ -232,23 +170,23 @@ Test(monitor, readyz_follows_postgresql, .timeout = 180)
 	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
 	const char *settings[] = {listen, NULL};
 	pid_t hub = h_hub_start(&e, settings);
-	cr_assert(wait_status(port, "/readyz", 200, 60000, &b), "not ready: %s", b);
+	cr_assert(h_http_wait(port, "/readyz", 200, 60000, &b), "not ready: %s", b);
 	PQfinish(e.db); /* our own connection would not survive the stop */
 	e.db = NULL;
 	snprintf(cmd, sizeof cmd, "%s stop >/dev/null", ctl);
 	cr_assert_eq(system(cmd), 0);
-	int down = wait_status(port, "/readyz", 503, 20000, &b);
+	int down = h_http_wait(port, "/readyz", 503, 20000, &b);
 	char reason[512];
 	snprintf(reason, sizeof reason, "%s", b ? b : "");
 	free(b);
 	b = NULL;
-	long health = get(port, "/healthz", &b);
+	long health = h_http_get(port, "/healthz", &b);
 	snprintf(cmd, sizeof cmd, "%s start >/dev/null", ctl);
 	cr_assert_eq(system(cmd), 0);
 	cr_assert(down, "/readyz did not turn 503 with PostgreSQL stopped");
 	cr_assert(strstr(reason, "PostgreSQL"), "reason: %s", reason);
 	cr_assert_eq(health, 200, "/healthz failed while only PostgreSQL was away");
-	cr_assert(wait_status(port, "/readyz", 200, 60000, &b), "not ready again: %s", b);
+	cr_assert(h_http_wait(port, "/readyz", 200, 60000, &b), "not ready again: %s", b);
 	free(b);
 	e.db = PQconnectdb(e.conninfo);
 	cr_assert_eq(h_hub_stop(hub), 0);
@@ -447,9 +385,9 @@ Test(monitor, deploy_files_name_only_exported_series, .timeout = 120)
 	for (int waited = 0; !complete && waited < 30000; waited += 500) {
 		free(m);
 		m = NULL;
-		cr_assert_eq(get(port, "/metrics", &m), 200);
+		cr_assert_eq(h_http_get(port, "/metrics", &m), 200);
 		complete = strstr(m, "\ntxhub_parked ") && strstr(m, "\ntxhub_consumer_lag{") &&
-		           series(m, "txhub_checkbacks_total{outcome=\"committed\"}") == 1;
+		           h_series(m, "txhub_checkbacks_total{outcome=\"committed\"}") == 1;
 		if (!complete)
 			h_pause_ms(500);
 	}

@@ -2,12 +2,10 @@
  * against a real PostgreSQL and broker: forwarding, rollbacks, duplicates,
  * early decisions, one-shot commits, failed forwards, restarts. */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,22 +13,6 @@
 #include "httpd.h"
 
 /* An alert webhook: keeps the body of every POST. */
-typedef struct {
-	pthread_mutex_t mu;
-	char bodies[8][1024];
-	int n;
-} webhook;
-
-static void on_alert(void *opaque, const h_http_request *r, h_http_answer *a)
-{
-	webhook *w = opaque;
-	pthread_mutex_lock(&w->mu);
-	if (w->n < 8 && r->body)
-		snprintf(w->bodies[w->n++], sizeof w->bodies[0], "%s", r->body);
-	pthread_mutex_unlock(&w->mu);
-	a->status = 200;
-}
-
 #define WAIT_MS 30000
 
 static char sqlbuf[1024];
@@ -283,30 +265,13 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	h_env e;
 	h_setup(&e, "sendfail");
 	/* a broker of our own whose topic "denied" refuses access */
-	const char *bin = getenv("TXHUB_BIN");
-	int pfd[2];
-	cr_assert_eq(pipe(pfd), 0);
-	pid_t broker = fork();
-	if (broker == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
-		dup2(pfd[1], 1);
-		close(pfd[0]);
-		execl(bin, bin, "devbroker", "--deny-topic", "denied", (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	char line[256] = {0};
-	FILE *f = fdopen(pfd[0], "r");
-	cr_assert_not_null(fgets(line, sizeof line, f), "devbroker printed nothing");
-	line[strcspn(line, "\n")] = '\0';
-	snprintf(e.brokers, sizeof e.brokers, "%s", line);
+	const char *deny[] = {"--deny-topic", "denied", NULL};
+	pid_t broker = h_devbroker_start(&e, deny, NULL);
 
-	webhook w = {.n = 0};
-	pthread_mutex_init(&w.mu, NULL);
-	h_httpd *srv = h_httpd_start(on_alert, &w);
-	cr_assert_not_null(srv);
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
 	char hook[128];
-	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_httpd_port(srv));
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
 	const char *settings[] = {"kafka.message.timeout.ms=1000", "forward.backoff_ms=100",
 	                          "forward.backoff_max_ms=200", "forward.max_attempts=3", hook, NULL};
 	pid_t hub = h_hub_start(&e, settings);
@@ -331,23 +296,18 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	/* the failure of one topic does not hold up another */
 	cr_assert(h_wait(&e, status_of("ok-1"), "committed/sent", WAIT_MS));
 	/* the webhook heard of it once */
-	for (int i = 0; i < 100; i++) {
-		pthread_mutex_lock(&w.mu);
-		int got = w.n;
-		pthread_mutex_unlock(&w.mu);
-		if (got > 0)
-			break;
+	for (int i = 0; i < 100 && h_webhook_count(w) == 0; i++)
 		usleep(100000);
-	}
 	cr_assert_eq(h_hub_stop(hub), 0); /* stopping delivers what is queued */
-	h_httpd_stop(srv);
-	cr_assert_eq(w.n, 1, "%d alerts", w.n);
-	cr_assert(strstr(w.bodies[0], "\"kind\":\"send_failed\""), "%s", w.bodies[0]);
-	cr_assert(strstr(w.bodies[0], "\"message_key\":\"f-1\""), "%s", w.bodies[0]);
-	cr_assert(strstr(w.bodies[0], "\"topic\":\"denied\""), "%s", w.bodies[0]);
-	cr_assert(strstr(w.bodies[0], "\"attempts\":3"), "%s", w.bodies[0]);
+	int got = h_webhook_count(w);
+	char body[2048];
+	h_webhook_body(w, 0, body, sizeof body);
+	h_webhook_stop(w);
+	cr_assert_eq(got, 1, "%d alerts", got);
+	cr_assert(strstr(body, "\"kind\":\"send_failed\""), "%s", body);
+	cr_assert(strstr(body, "\"message_key\":\"f-1\""), "%s", body);
+	cr_assert(strstr(body, "\"topic\":\"denied\""), "%s", body);
+	cr_assert(strstr(body, "\"attempts\":3"), "%s", body);
 	h_teardown(&e);
-	kill(broker, SIGTERM);
-	waitpid(broker, NULL, 0);
-	fclose(f);
+	h_devbroker_stop(broker, NULL);
 }

@@ -1,0 +1,327 @@
+/* test_lane_stuck.c: forward.mode = exactly_once when the broker refuses a
+ * lane what it needs to take its partition (issue 19, item 11). Each lane
+ * then retries for good and nothing is forwarded; after
+ * alert.lane_stuck_ms the hub must say so: the alert lane_stuck once per
+ * partition naming the topic and the broker's reason,
+ * txhub_forward_lanes_stuck, and /readyz 503 with a one-line reason. When
+ * the broker lets it, the lane takes its partition, the forward goes out
+ * and all is clear again.
+ *
+ * Two brokers refuse: devbroker told to deny the progress topic (its
+ * metadata answers TOPIC_AUTHORIZATION_FAILED, as a broker does for a topic
+ * an ACL hides), and Apache Kafka with SASL/SCRAM and KRaft's
+ * StandardAuthorizer (deploy/kafka.sh start DIR --sasl), the hub's principal
+ * granted everything the README lists but the progress topic. The second
+ * runs in CI's pass against Apache Kafka (TXHUB_TEST_KAFKA_DIR set), and is
+ * skipped elsewhere. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "httpd.h"
+
+/* ---- a hub in exactly_once mode whose lanes cannot take their partitions ---- */
+
+typedef struct {
+	h_env e;
+	h_webhook *w;
+	int port;
+	char progress[160], fwd[160];
+	pid_t hub;
+} stuck;
+
+/* Start the hub (kafka: its own kafka.* settings, NULL-terminated) and send
+ * one committed message to forward. */
+static void start_hub(stuck *s, const char *const *kafka)
+{
+	snprintf(s->progress, sizeof s->progress, "%s.progress", s->e.topic);
+	snprintf(s->fwd, sizeof s->fwd, "%s.out", s->e.topic);
+	s->w = h_webhook_start();
+	cr_assert_not_null(s->w);
+	s->port = h_free_port();
+	char listen[64], hook[128];
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", s->port);
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(s->w));
+	const char *settings[32] = {"forward.mode=exactly_once", "alert.lane_stuck_ms=1000", listen,
+	                            hook, "checkback.first_after_ms=600000", NULL};
+	size_t n = 5;
+	for (; kafka && *kafka && n < 31; kafka++)
+		settings[n++] = *kafka;
+	settings[n] = NULL;
+	s->hub = h_hub_start(&s->e, settings);
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"k-1\","
+	         "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\",\"key\":\"k-1\"}}", s->fwd);
+	h_send_str(&s->e, -1, "k-1", buf);
+	h_flush();
+}
+
+/* Wait for /readyz to answer 503 with a reason holding each of needles
+ * (NULL-terminated), on one line. */
+static void wait_not_ready(stuck *s, const char *const *needles)
+{
+	char *b = NULL;
+	int found = 0;
+	for (int waited = 0; !found && waited < 60000; waited += 200) {
+		free(b);
+		found = h_http_get(s->port, "/readyz", &b) == 503; /* (first: not joined yet) */
+		for (const char *const *n = needles; found && *n; n++)
+			found = strstr(b, *n) != NULL;
+		if (!found)
+			h_pause_ms(200);
+	}
+	cr_assert(found, "/readyz: %s", b);
+	cr_assert(strchr(b, '\n') == b + strlen(b) - 1, "more than one line: %s", b);
+	free(b);
+}
+
+/* /readyz 503 naming the progress topic and reason, on one line; the
+ * gauge and the alert counter at the control topic's partition count;
+ * one lane_stuck alert per partition, however long it lasts. */
+static void check_stuck(stuck *s, const char *reason, int partitions)
+{
+	char *b = NULL, log[256];
+	const char *needles[] = {"exactly_once: ", s->progress, reason, NULL};
+	wait_not_ready(s, needles);
+	cr_assert(h_wait(&s->e, "SELECT send_status FROM txhub.messages WHERE message_key = 'k-1'",
+	                 "pending", 10000));
+	/* every partition's episode raised its alert ... */
+	for (int waited = 0; h_webhook_count(s->w) < partitions && waited < 30000; waited += 200)
+		h_pause_ms(200);
+	/* ... and no other: the lanes retry every few seconds */
+	h_pause_ms(6000);
+	cr_assert_eq(h_webhook_count(s->w), partitions, "%d alerts", h_webhook_count(s->w));
+	for (int i = 0; i < partitions; i++) {
+		char topic[200], body[2048];
+		snprintf(topic, sizeof topic, "\"topic\":\"%s\"", s->progress);
+		h_webhook_body(s->w, i, body, sizeof body);
+		cr_assert(strstr(body, "\"kind\":\"lane_stuck\"") && strstr(body, topic) &&
+		          strstr(body, reason) && strstr(body, "not taken for"), "%s", body);
+	}
+	cr_assert_eq(h_http_get(s->port, "/metrics", &b), 200);
+	cr_assert_eq(h_series(b, "txhub_forward_lanes_stuck"), partitions, "%s", b);
+	cr_assert_eq(h_series(b, "txhub_alerts_total{kind=\"lane_stuck\"}"), partitions);
+	cr_assert_eq(h_series(b, "txhub_ready"), 0);
+	free(b);
+	cr_assert_eq(h_log_lines(h_hub_log(log, sizeof log, &s->e), "ALERT lane_stuck"), partitions);
+}
+
+/* The lanes take their partitions: the forward goes out, /readyz is 200,
+ * the gauge 0, and no alert more. */
+static void check_clear(stuck *s, int partitions)
+{
+	char *b = NULL, log[256];
+	cr_assert(h_wait(&s->e, "SELECT send_status FROM txhub.messages WHERE message_key = 'k-1'",
+	                 "sent", 60000));
+	cr_assert(h_http_wait(s->port, "/readyz", 200, 30000, &b), "/readyz: %s", b);
+	cr_assert_str_eq(b, "ready\n");
+	free(b);
+	b = NULL;
+	cr_assert_eq(h_http_get(s->port, "/metrics", &b), 200);
+	cr_assert_eq(h_series(b, "txhub_forward_lanes_stuck"), 0, "%s", b);
+	free(b);
+	h_record *r;
+	size_t n = h_read_topic_committed(&s->e, s->fwd, 3000, &r);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(r[0].key, "k-1");
+	h_records_free(r, n);
+	cr_assert_eq(h_webhook_count(s->w), partitions);
+	cr_assert_eq(h_log_lines(h_hub_log(log, sizeof log, &s->e), "the lane_stuck alert is over"),
+	             partitions);
+}
+
+static void stop_hub(stuck *s)
+{
+	cr_assert_eq(h_hub_stop(s->hub), 0);
+	h_webhook_stop(s->w);
+}
+
+Test(lane_stuck, progress_topic_denied_by_devbroker, .timeout = 240)
+{
+	stuck s;
+	h_setup(&s.e, "stuck");
+	char progress[160];
+	snprintf(progress, sizeof progress, "%s.progress", s.e.topic);
+	const char *deny[] = {"--deny-topic", progress, NULL};
+	FILE *commands;
+	pid_t broker = h_devbroker_start(&s.e, deny, &commands);
+	start_hub(&s, NULL);
+	/* devbroker makes the control topic with 4 partitions */
+	check_stuck(&s, "Topic authorization failed", 4);
+	fprintf(commands, "allow %s\n", progress);
+	fflush(commands);
+	check_clear(&s, 4);
+	stop_hub(&s);
+	h_teardown(&s.e);
+	h_devbroker_stop(broker, commands);
+}
+
+/* ---- Apache Kafka with SASL/SCRAM and ACLs ---- */
+
+static char kafka_dir[256]; /* the test's own broker, stopped by stop_kafka() */
+
+/* Run deploy/kafka.sh with args (NULL-terminated); its standard output's
+ * first line into out. Returns the exit status. */
+static int kafka_sh(const char *const *args, char *out, size_t outsz)
+{
+	char script[512];
+	snprintf(script, sizeof script, "%s/deploy/kafka.sh", TXHUB_SOURCE_ROOT);
+	const char *argv[48] = {script};
+	int n = 1, fd[2];
+	for (; *args && n < 47; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	cr_assert_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]); /* (the broker it starts must not hold the pipe open) */
+		execv(script, (char *const *)argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	char line[512];
+	if (out && outsz)
+		out[0] = '\0';
+	for (int first = 1; fgets(line, sizeof line, f); first = 0)
+		if (first && out)
+			snprintf(out, outsz, "%.*s", (int)strcspn(line, "\n"), line);
+	fclose(f);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void stop_kafka(void)
+{
+	if (!kafka_dir[0])
+		return;
+	const char *stop[] = {"stop", kafka_dir, NULL};
+	kafka_sh(stop, NULL, 0);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", kafka_dir);
+	cr_expect_eq(system(cmd), 0);
+	kafka_dir[0] = '\0';
+}
+
+/* The first line of DIR/sasl/<user>.password. */
+static void password_of(const char *user, char *out, size_t outsz)
+{
+	char path[400];
+	snprintf(path, sizeof path, "%s/sasl/%s.password", kafka_dir, user);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(out, (int)outsz, f));
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* kafka-acls.sh --add for User:txhub: the operations (comma-separated) on
+ * the resource (e.g. "--topic", "t"; "--transactional-id" with a prefix
+ * pattern when prefixed). */
+static void grant(const char *ops, const char *kind, const char *name, int prefixed)
+{
+	const char *args[32] = {"acls", kafka_dir, "--add", "--allow-principal", "User:txhub"};
+	int n = 5;
+	char buf[200];
+	snprintf(buf, sizeof buf, "%s", ops);
+	for (char *op = strtok(buf, ","); op && n < 24; op = strtok(NULL, ",")) {
+		args[n++] = "--operation";
+		args[n++] = op;
+	}
+	args[n++] = kind;
+	args[n++] = name;
+	if (prefixed) {
+		args[n++] = "--resource-pattern-type";
+		args[n++] = "prefixed";
+	}
+	args[n] = NULL;
+	cr_assert_eq(kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s failed", ops, kind, name);
+}
+
+
+/* `txhub status` as the hub's principal (the README: Describe on the
+ * control topic is all it needs): the lag of every partition. */
+static void check_status_lag(stuck *s, const char *const *kafka)
+{
+	const char *args[16];
+	size_t n = 0;
+	for (; *kafka && n < 12; kafka++) {
+		args[n++] = "-X";
+		args[n++] = *kafka;
+	}
+	args[n++] = "status";
+	args[n++] = "--json";
+	args[n] = NULL;
+	static char out[65536];
+	char err[4096];
+	cr_assert_eq(h_txhub_io(&s->e, args, out, sizeof out, err, sizeof err), 0, "%s", err);
+	cJSON *doc = cJSON_Parse(out);
+	cr_assert_not_null(doc, "%s", out);
+	cr_assert(cJSON_IsNull(cJSON_GetObjectItem(doc, "lag_note")), "%s", out);
+	const cJSON *parts = cJSON_GetObjectItem(doc, "partitions"), *p;
+	cr_assert_eq(cJSON_GetArraySize(parts), 4, "%s", out);
+	cJSON_ArrayForEach(p, parts)
+		cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(p, "lag")), "%s", out);
+	cJSON_Delete(doc);
+}
+
+Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = stop_kafka)
+{
+	if (!h_real_kafka())
+		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR): deploy/kafka.sh start --sasl");
+	snprintf(kafka_dir, sizeof kafka_dir, "/tmp/txhub-kafka-sasl.XXXXXX");
+	cr_assert_not_null(mkdtemp(kafka_dir));
+	char brokers[256], admin_pw[128], hub_pw[128];
+	const char *start[] = {"start", kafka_dir, "--sasl", "--user", "txhub", NULL};
+	cr_assert_eq(kafka_sh(start, brokers, sizeof brokers), 0, "deploy/kafka.sh start --sasl");
+	password_of("admin", admin_pw, sizeof admin_pw);
+	password_of("txhub", hub_pw, sizeof hub_pw);
+
+	stuck s;
+	h_setup(&s.e, "acl");
+	snprintf(s.e.brokers, sizeof s.e.brokers, "%s", brokers);
+	const char *admin[] = {"security.protocol", "SASL_PLAINTEXT", "sasl.mechanisms",
+	                       "SCRAM-SHA-512", "sasl.username", "admin", "sasl.password", admin_pw,
+	                       NULL};
+	memcpy(s.e.kafka, admin, sizeof admin);
+	/* the topics, by the administrator: the hub may not create them */
+	char es[512], fwd[160];
+	h_control_topic(&s.e);
+	snprintf(fwd, sizeof fwd, "%s.out", s.e.topic);
+	cr_assert_eq(h_create_topic(&s.e, fwd, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	/* the README's ACLs for forward.mode = exactly_once (Operations,
+	 * "Kafka ACLs"), but the progress topic's and the transactional ids' */
+	grant("Read,Describe", "--topic", s.e.topic, 0);
+	grant("Read", "--group", s.e.name, 0);
+	grant("Write,Describe", "--topic", fwd, 0);
+	char pw[200];
+	snprintf(pw, sizeof pw, "kafka.sasl.password=%s", hub_pw);
+	const char *kafka[] = {"kafka.security.protocol=SASL_PLAINTEXT",
+	                       "kafka.sasl.mechanisms=SCRAM-SHA-512", "kafka.sasl.username=txhub", pw,
+	                       NULL};
+	start_hub(&s, kafka);
+	check_stuck(&s, "Topic authorization failed", 4);
+	check_status_lag(&s, kafka);
+	/* the progress topic granted, the lanes fail at init_transactions:
+	 * the same episode (no more alerts), another reason */
+	grant("Read,Write,Create,Describe", "--topic", s.progress, 0);
+	char txn[200];
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, s.e.topic);
+	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
+	                            NULL};
+	wait_not_ready(&s, txn_denied);
+	cr_assert_eq(h_webhook_count(s.w), 4);
+	grant("Write,Describe", "--transactional-id", txn, 1);
+	check_clear(&s, 4);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
