@@ -44,6 +44,9 @@ typedef struct txhub_config {
 	char *log_level;
 	char *log_format;
 	char *http_listen;
+	int64_t http_max_connections;
+	int64_t http_max_per_address;
+	int64_t http_request_timeout_ms;
 	int64_t intake_batch_max;
 	int64_t intake_batch_bytes;
 	int64_t intake_poll_ms;
@@ -52,6 +55,9 @@ typedef struct txhub_config {
 	char *console_listen;
 	char *console_token;
 	char *console_open; /* "true" or "false" (validated) */
+	int64_t console_max_connections;
+	int64_t console_max_per_address;
+	int64_t console_request_timeout_ms;
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt;
