@@ -4,8 +4,9 @@
  * messages and records (404), wrong methods (405), oversized bodies
  * (413), cross-site POSTs (403), the security headers, the hostile key
  * escaped on every page, resolve and redrive with the console user in
- * the history, the Host check, a PostgreSQL restart; and the read
- * operations ops.c gained for it (rejected, conflicts, list filters).
+ * the history, the Host check, a PostgreSQL restart, idle, slow and
+ * ambiguous clients over raw sockets; and the read operations ops.c
+ * gained for it (rejected, conflicts, list filters).
  * The same pages in Chromium: tests/browser/. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>

@@ -2,7 +2,8 @@
  * /metrics counts what was sent and passes promtool; /healthz and /readyz,
  * the latter 503 while PostgreSQL is stopped; log.format = json; SIGHUP
  * with a good and a bad configuration file; the alert rules and the
- * dashboard in deploy/ name only what /metrics exports.
+ * dashboard in deploy/ name only what /metrics exports; http.listen
+ * against idle, slow and malformed clients over raw sockets (rawhttp.h).
  *
  * The suite runs one test at a time: one of them stops PostgreSQL. */
 #include <criterion/criterion.h>
@@ -577,6 +578,34 @@ Test(monitor, ambiguous_lengths_are_refused, .timeout = 120)
 	pid_t hub = ready_hub(&e, "lengths", &port, log, sizeof log);
 	h_raw_expect_length_refusals(port, "GET", "/healthz", "");
 	h_raw_expect_length_refusals(port, "POST", "/metrics", "");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* An HTTP/1.1 request without Host is answered 400 and closed
+ * (libmicrohttpd's strict mode); the library's own lines about such
+ * requests are 10 a minute at most, the rest counted in the listener's
+ * once-a-minute line. */
+Test(monitor, library_lines_are_bounded, .timeout = 120)
+{
+	h_env e;
+	int port;
+	char log[256], line[1024];
+	pid_t hub = ready_hub(&e, "liblines", &port, log, sizeof log);
+	static const char no_host[] = "GET /healthz HTTP/1.1\r\n\r\n";
+	for (int i = 0; i < 30; i++) {
+		h_raw_reply r;
+		cr_assert_eq(h_raw_request("127.0.0.2", port, no_host, sizeof no_host - 1, 2000, &r), 0);
+		cr_expect(h_raw_status(&r) == 400 && r.closed, "request %d: %.100s", i, r.data);
+	}
+	h_pause_ms(500);
+	long library = h_log_lines(log, "warn  http: ");
+	cr_expect(library >= 1 && library <= 10, "%ld lines of libmicrohttpd's", library);
+	long left = 0;
+	cr_expect_eq(h_log_first(log, "messages of libmicrohttpd not logged", line, sizeof line), 1);
+	const char *at = strstr(line, "open at once, ");
+	cr_expect(at && sscanf(at, "open at once, %ld messages", &left) == 1 && left > 0,
+	          "no count: %s", line);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
