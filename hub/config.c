@@ -85,6 +85,15 @@ const config_option config_options[] = {
 	    "text, or json: one JSON object per line"),
 	STR("http.listen", NULL, "", http_listen,
 	    "host:port for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: none"),
+	INT("http.max_connections", NULL, "256", 1, 100000, http_max_connections,
+	    "connections open at once on http.listen; more wait in the listen queue"),
+	INT("http.max_connections_per_address", NULL, "16", 1, 100000, http_max_per_address,
+	    "connections open at once on http.listen from one client address; more are closed "
+	    "at once"),
+	INT("http.request_timeout_ms", NULL, "5000", 100, 3600000, http_request_timeout_ms,
+	    "a client of http.listen must send a request in full (head and body) within this, "
+	    "counted from its connection's opening or the previous answer; else the connection "
+	    "is closed"),
 	INT("intake.batch_max", NULL, "2000", 1, 100000, intake_batch_max,
 	    "most control records applied in one PostgreSQL transaction"),
 	INT("intake.batch_bytes", NULL, "16777216", 1024, 1024 * 1024 * 1024, intake_batch_bytes,
@@ -112,6 +121,16 @@ const config_option config_options[] = {
 	    "the last of them starts a wait of as long, in which its logins are answered 429"),
 	INT("console.login_window_ms", NULL, "60000", 100, DAY_MS, console_login_window_ms,
 	    "the window of console.login_failures, and the wait after them"),
+	INT("console.max_connections", NULL, "64", 1, 10000, console_max_connections,
+	    "connections open at once on console.listen (a thread each); more wait in the "
+	    "listen queue"),
+	INT("console.max_connections_per_address", NULL, "16", 1, 10000, console_max_per_address,
+	    "connections open at once on console.listen from one client address (behind a "
+	    "proxy: the proxy's); more are closed at once"),
+	INT("console.request_timeout_ms", NULL, "10000", 100, 3600000, console_request_timeout_ms,
+	    "a client of console.listen must send a request in full (head and body) within "
+	    "this, counted from its connection's opening or the previous answer; else the "
+	    "connection is closed"),
 	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -388,6 +407,16 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "http.listen: %s", sub);
 		return -1;
 	}
+	if (cfg->http_max_per_address > cfg->http_max_connections) {
+		snprintf(err, errsz, "http.max_connections_per_address: must be <= "
+		                     "http.max_connections");
+		return -1;
+	}
+	if (cfg->console_max_per_address > cfg->console_max_connections) {
+		snprintf(err, errsz, "console.max_connections_per_address: must be <= "
+		                     "console.max_connections");
+		return -1;
+	}
 	if (http_listen_valid(cfg->console_listen, sub, sizeof sub) != 0) {
 		snprintf(err, errsz, "console.listen: %s", sub);
 		return -1;
@@ -525,11 +554,15 @@ void config_write_example(FILE *out)
 
 void config_write_help(FILE *out)
 {
+	int width = 0; /* the longest key's */
+	for (const config_option *o = config_options; o->key; o++)
+		if ((int)strlen(o->key) > width)
+			width = (int)strlen(o->key);
 	for (const config_option *o = config_options; o->key; o++) {
 		char def[64];
 		snprintf(def, sizeof def, "%s", *o->def ? o->def : "(empty)");
-		fprintf(out, "  %-26s %-16s %s%s%s\n", o->key, def, o->doc, o->env ? "; env " : "",
-		        o->env ? o->env : "");
+		fprintf(out, "  %-*s %-16s %s%s%s\n", width, o->key, def, o->doc,
+		        o->env ? "; env " : "", o->env ? o->env : "");
 	}
 }
 

@@ -45,6 +45,9 @@ typedef struct txhub_config {
 	char *log_level;
 	char *log_format;
 	char *http_listen;
+	int64_t http_max_connections;
+	int64_t http_max_per_address;
+	int64_t http_request_timeout_ms;
 	int64_t intake_batch_max;
 	int64_t intake_batch_bytes;
 	int64_t intake_poll_ms;
@@ -55,6 +58,9 @@ typedef struct txhub_config {
 	char *console_open; /* "true" or "false" (validated) */
 	int64_t console_login_failures;  /* wrong tokens per address and window */
 	int64_t console_login_window_ms;
+	int64_t console_max_connections;
+	int64_t console_max_per_address;
+	int64_t console_request_timeout_ms;
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt;

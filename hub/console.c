@@ -40,7 +40,6 @@ static const char SECURITY_HEADERS[] =
 /* Largest request body: an action on CONSOLE_SELECT_MAX messages with
  * the longest ids fits in a third of it. */
 #define CONSOLE_BODY_MAX (96 * 1024)
-#define CONSOLE_CONNECTIONS 32
 
 enum {
 	R_PUBLIC = 1, /* no session needed */
@@ -372,8 +371,13 @@ static int serve(console *c, bound_route *bound)
 		bound[i].rt = &routes[i];
 		hr[i] = (http_route){routes[i].method, routes[i].path, dispatch, &bound[i]};
 	}
-	http_options o = {.thread_per_connection = 1, .max_connections = CONSOLE_CONNECTIONS,
-	                  .body_max = CONSOLE_BODY_MAX, .headers = SECURITY_HEADERS};
+	const txhub_config *cfg = c->cfg;
+	http_options o = {.thread_per_connection = 1,
+	                  .max_connections = (unsigned)cfg->console_max_connections,
+	                  .max_per_address = (unsigned)cfg->console_max_per_address,
+	                  .request_timeout_ms = (unsigned)cfg->console_request_timeout_ms,
+	                  .keys = "console", .body_max = CONSOLE_BODY_MAX,
+	                  .headers = SECURITY_HEADERS};
 	char err[512];
 	if (!(c->http = http_start(c->cfg->console_listen, hr, NROUTES, &o, err, sizeof err))) {
 		log_error("console: console.listen: %s", err);

@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "html.h"
+#include "http_guard.h"
 #include "log.h"
 
 struct http_request {
@@ -36,6 +38,7 @@ struct http_server {
 	size_t nroutes;
 	size_t body_max;
 	char *headers; /* http_options.headers, or NULL */
+	http_guard *guard;
 };
 
 const char *http_header(const http_request *r, const char *name)
@@ -275,16 +278,17 @@ static void peer_of(struct MHD_Connection *c, char *out, size_t outsz)
 		          (socklen_t)outsz);
 }
 
-/* Answer with a fixed status and text. */
+/* Answer with a fixed status and text, and a header when name is not NULL
+ * and value not empty. */
 static enum MHD_Result send_text(const http_server *s, struct MHD_Connection *c, int status,
-                                 const char *text, const char *allow)
+                                 const char *text, const char *name, const char *value)
 {
 	http_reply reply;
 	memset(&reply, 0, sizeof reply);
 	reply.status = status;
 	sbuf_puts(&reply.body, text);
-	if (allow && *allow)
-		http_reply_header(&reply, "Allow", allow);
+	if (name && value && *value)
+		http_reply_header(&reply, name, value);
 	enum MHD_Result rc = send_reply(s, c, &reply);
 	sbuf_free(&reply.body);
 	return rc;
@@ -303,6 +307,43 @@ static int announced_too_large(const http_server *s, struct MHD_Connection *c)
 	return errno != 0 || n > s->body_max;
 }
 
+/* The headers of a request that tell its body's length. */
+typedef struct {
+	int content_length, transfer_encoding, spaced_name;
+} framing;
+
+static enum MHD_Result framing_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+	(void)kind;
+	(void)value;
+	(void)value_size;
+	framing *f = cls;
+	f->content_length += strcasecmp(key, "Content-Length") == 0;
+	f->transfer_encoding += strcasecmp(key, "Transfer-Encoding") == 0;
+	f->spaced_name += strcspn(key, " \t") < key_size;
+	return MHD_YES;
+}
+
+/* Why the length of the request's body could be read two ways, or NULL.
+ * A proxy in front that read it the other way would pass a second request
+ * inside the body (RFC 9112 6.3). libmicrohttpd 0.9.75 takes the first
+ * Content-Length, lets Transfer-Encoding win over it, and keeps a name
+ * with a space before its colon as a header of another name; its strict
+ * mode does not refuse these, so the headers it parsed are counted. */
+static const char *ambiguous_length(struct MHD_Connection *c)
+{
+	framing f = {0};
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, framing_one, &f);
+	if (f.spaced_name)
+		return "a space or tab before a header's colon";
+	if (f.content_length > 1)
+		return "more than one Content-Length header";
+	if (f.content_length && f.transfer_encoding)
+		return "both Content-Length and Transfer-Encoding";
+	return NULL;
+}
+
 /* The first call, headers only: the request's state into *state. */
 static enum MHD_Result begin_request(http_server *s, struct MHD_Connection *c, const char *url,
                                      const char *method, void **state)
@@ -315,9 +356,16 @@ static enum MHD_Result begin_request(http_server *s, struct MHD_Connection *c, c
 	r->path = url;
 	peer_of(c, r->peer, sizeof r->peer);
 	*state = r;
+	const char *ambiguous = ambiguous_length(c);
+	if (ambiguous) {
+		char text[128];
+		snprintf(text, sizeof text, "bad request: %s\n", ambiguous);
+		r->answered = 1;
+		return send_text(s, c, 400, text, "Connection", "close");
+	}
 	if (announced_too_large(s, c)) {
 		r->answered = 1;
-		return send_text(s, c, 413, "request body too large\n", NULL);
+		return send_text(s, c, 413, "request body too large\n", NULL, NULL);
 	}
 	return MHD_YES;
 }
@@ -357,16 +405,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return begin_request(s, c, url, method, state);
 	if (*upload_size > 0 || r->answered)
 		return take_chunk(s, r, upload, upload_size);
+	http_guard_request_in(s->guard, c);
 	int known;
 	const http_route *rt = route_for(s, method, url, &known);
 	if (r->too_large || r->body.oom)
-		return send_text(s, c, 413, "request body too large\n", NULL);
+		return send_text(s, c, 413, "request body too large\n", NULL, NULL);
 	if (!rt && !known)
-		return send_text(s, c, 404, "not found\n", NULL);
+		return send_text(s, c, 404, "not found\n", NULL, NULL);
 	if (!rt) {
 		char allow[128];
 		allowed_methods(s, url, allow, sizeof allow);
-		return send_text(s, c, 405, "method not allowed\n", allow);
+		return send_text(s, c, 405, "method not allowed\n", "Allow", allow);
 	}
 	http_reply reply;
 	memset(&reply, 0, sizeof reply);
@@ -380,9 +429,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode code)
 {
-	(void)cls;
-	(void)c;
 	(void)code;
+	http_server *s = cls;
+	http_guard_request_done(s->guard, c);
 	http_request *r = *state;
 	if (r) {
 		sbuf_free(&r->body);
@@ -393,11 +442,62 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	(void)cls;
+	http_server *s = cls;
+	if (http_guard_library_message(s->guard, fmt))
+		return;
 	char line[512];
 	vsnprintf(line, sizeof line, fmt, ap);
 	log_one_line(line);
 	log_warn("http: %s", line);
+}
+
+/* libmicrohttpd on addr, with opts' limits (s->guard started). */
+static struct MHD_Daemon *start_daemon(http_server *s, const struct addrinfo *ai,
+                                       const http_options *opts)
+{
+	/* epoll for one thread serving every connection, poll for a thread
+	 * per connection: never select(), which cannot watch a socket numbered
+	 * past FD_SETSIZE (1024) */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	flags |= opts->thread_per_connection ? MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL
+	                                     : MHD_USE_EPOLL;
+	if (ai->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	unsigned limit = opts->max_connections ? opts->max_connections : 64u;
+	/* the logger first: libmicrohttpd reports options after it with it.
+	 * Strict (1): an HTTP/1.1 request without Host, or with a space in its
+	 * target, is answered 400 (0.9.75 has no stricter level) */
+	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+	                        mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+	                        MHD_OPTION_CONNECTION_LIMIT, limit,
+	                        MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_per_address,
+	                        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+	                        MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+	                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+}
+
+/* The server's state from opts: its routes, headers and guard. */
+static http_server *server_new(const http_route *routes, size_t n, const http_options *opts,
+                               char *err, size_t errsz)
+{
+	http_server *s = calloc(1, sizeof *s);
+	if (!s || !(s->routes = calloc(n ? n : 1, sizeof *s->routes)) ||
+	    (opts->headers && !(s->headers = strdup(opts->headers)))) {
+		snprintf(err, errsz, "out of memory");
+		http_stop(s);
+		return NULL;
+	}
+	memcpy(s->routes, routes, n * sizeof *routes);
+	s->nroutes = n;
+	s->body_max = opts->body_max ? opts->body_max : HTTP_BODY_MAX;
+	http_guard_limits lim = {opts->keys ? opts->keys : "http",
+	                         opts->max_connections ? opts->max_connections : 64u,
+	                         opts->max_per_address, opts->request_timeout_ms};
+	if (!(s->guard = http_guard_start(&lim, err, errsz))) {
+		http_stop(s);
+		return NULL;
+	}
+	return s;
 }
 
 http_server *http_start(const char *listen, const http_route *routes, size_t n,
@@ -418,35 +518,11 @@ http_server *http_start(const char *listen, const http_route *routes, size_t n,
 		snprintf(err, errsz, "%s: %s", listen, gai_strerror(gai));
 		return NULL;
 	}
-	http_server *s = calloc(1, sizeof *s);
-	if (!s || !(s->routes = calloc(n ? n : 1, sizeof *s->routes))) {
-		snprintf(err, errsz, "out of memory");
-		freeaddrinfo(ai);
-		free(s);
-		return NULL;
-	}
-	memcpy(s->routes, routes, n * sizeof *routes);
-	s->nroutes = n;
-	s->body_max = opts->body_max ? opts->body_max : HTTP_BODY_MAX;
-	if (opts->headers && !(s->headers = strdup(opts->headers))) {
-		snprintf(err, errsz, "out of memory");
-		freeaddrinfo(ai);
-		http_stop(s);
-		return NULL;
-	}
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
-	if (opts->thread_per_connection)
-		flags |= MHD_USE_THREAD_PER_CONNECTION;
-	if (ai->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
-	unsigned limit = opts->max_connections ? opts->max_connections : 64u;
-	/* the logger first: libmicrohttpd reports options after it with it */
-	s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-	                          mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                          MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-	                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+	http_server *s = server_new(routes, n, opts, err, errsz);
+	if (s)
+		s->mhd = start_daemon(s, ai, opts);
 	freeaddrinfo(ai);
-	if (!s->mhd) {
+	if (s && !s->mhd) {
 		snprintf(err, errsz, "cannot listen on %s (in use, or not an address of this host)",
 		         listen);
 		http_stop(s);
@@ -460,7 +536,8 @@ void http_stop(http_server *s)
 	if (!s)
 		return;
 	if (s->mhd)
-		MHD_stop_daemon(s->mhd);
+		MHD_stop_daemon(s->mhd); /* closes every connection: the guard's list empties */
+	http_guard_stop(s->guard);
 	free(s->routes);
 	free(s->headers);
 	free(s);

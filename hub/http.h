@@ -67,6 +67,14 @@ typedef struct http_server http_server;
 typedef struct {
 	int thread_per_connection; /* a thread per connection, for handlers that block */
 	unsigned max_connections;  /* open at once; 0: 64 */
+	unsigned max_per_address;  /* open at once from one client address; 0: no limit */
+	/* a request's head and body must be in within this, counted from the
+	 * connection's opening or the previous answer on it; 0: no deadline
+	 * (only the idle time-out of 10 s that each byte resets) */
+	unsigned request_timeout_ms;
+	/* the prefix of the listener's keys, for the log ("http": http.listen,
+	 * http.max_connections, ...); NULL: "http" */
+	const char *keys;
 	size_t body_max;           /* largest request body; 0: HTTP_BODY_MAX */
 	/* "Name: value\n" lines added to every reply, the server's own 404, 405
 	 * and 413 included (security headers); copied; NULL: none */
@@ -84,7 +92,13 @@ int http_listen_split(const char *listen, char *host, size_t hostsz, char *port,
 /* Listen on `listen` (resolved now) and serve routes[0..n) (copied; the
  * opaque pointers must outlive the server). Unknown paths get 404, a known
  * path with another method 405 (with an Allow header), a body larger than
- * body_max 413 (before it is read, when its Content-Length says so).
+ * body_max 413 (before it is read, when its Content-Length says so). A
+ * head whose body's length could be read two ways (two Content-Length
+ * headers, Content-Length with Transfer-Encoding, a space before a
+ * header's colon) gets 400 and the connection is closed; so does an
+ * HTTP/1.1 request without Host. Connections past the limits are closed
+ * at once, a request late for its deadline by closing its connection;
+ * both are counted and logged once a minute at most (http_guard.h).
  * opts may be NULL. Returns NULL with a reason in err. */
 http_server *http_start(const char *listen, const http_route *routes, size_t n,
                         const http_options *opts, char *err, size_t errsz);

@@ -113,8 +113,12 @@ monitor *monitor_start(const txhub_config *cfg, char *err, size_t errsz)
 		{"GET", "/healthz", on_healthz, m},
 		{"GET", "/readyz", on_readyz, m},
 	};
+	http_options o = {.max_connections = (unsigned)cfg->http_max_connections,
+	                  .max_per_address = (unsigned)cfg->http_max_per_address,
+	                  .request_timeout_ms = (unsigned)cfg->http_request_timeout_ms,
+	                  .keys = "http"};
 	char sub[512];
-	if (!(m->http = http_start(cfg->http_listen, routes, 3, NULL, sub, sizeof sub))) {
+	if (!(m->http = http_start(cfg->http_listen, routes, 3, &o, sub, sizeof sub))) {
 		snprintf(err, errsz, "http.listen: %s", sub);
 		monitor_stop(m);
 		return NULL;

@@ -168,13 +168,20 @@ const char *h_hub_log(char *out, size_t outsz, h_env *e)
 
 long h_log_lines(const char *path, const char *needle)
 {
+	return h_log_first(path, needle, NULL, 0);
+}
+
+long h_log_first(const char *path, const char *needle, char *first, size_t firstsz)
+{
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f, "cannot read %s", path);
 	char line[8192];
 	long n = 0;
+	if (first && firstsz)
+		first[0] = '\0';
 	while (fgets(line, sizeof line, f))
-		if (strstr(line, needle))
-			n++;
+		if (strstr(line, needle) && n++ == 0 && first)
+			snprintf(first, firstsz, "%s", line);
 	fclose(f);
 	return n;
 }

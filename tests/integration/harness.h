@@ -38,6 +38,8 @@ pid_t h_command_start(h_env *e, const char *const *args, const char *const *sett
 const char *h_hub_log(char *out, size_t outsz, h_env *e);
 /* Lines of the file at path that hold needle. */
 long h_log_lines(const char *path, const char *needle);
+/* The same, and the first of them into first ("" when none). */
+long h_log_first(const char *path, const char *needle, char *first, size_t firstsz);
 
 /* SIGTERM and wait: returns the exit status (or 128+signal). */
 int h_hub_stop(pid_t pid);

@@ -4,8 +4,9 @@
  * messages and records (404), wrong methods (405), oversized bodies
  * (413), cross-site POSTs (403), the security headers, the hostile key
  * escaped on every page, resolve and redrive with the console user in
- * the history, the Host check, a PostgreSQL restart; and the read
- * operations ops.c gained for it (rejected, conflicts, list filters).
+ * the history, the Host check, a PostgreSQL restart, idle, slow and
+ * ambiguous clients over raw sockets; and the read operations ops.c
+ * gained for it (rejected, conflicts, list filters).
  * The same pages in Chromium: tests/browser/. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -19,6 +20,7 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "rawhttp.h"
 #include "ops.h"
 #include "sbuf.h"
 
@@ -631,6 +633,67 @@ Test(console, bodies_without_a_length_are_bounded)
 	get(&c, "/login", &r);
 	cr_expect_eq(r.status, 200, "and the console goes on serving");
 	resp_free(&r);
+	con_stop(&c);
+}
+
+/* One address holds 300 idle and 200 trickling connections (opening again
+ * every one the console closes); the login page still answers another
+ * address within 2 s, for 5 s. What was refused is logged as one line
+ * with a count, not a line per connection. At the defaults. */
+Test(console, a_page_is_served_while_one_address_floods)
+{
+	con c;
+	con_start(&c, "cnflood", WITH_TOKEN);
+	char log[256], line[1024], page[256];
+	h_hub_log(log, sizeof log, &c.e);
+	int n = snprintf(page, sizeof page,
+	                 "GET /login HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", c.host);
+	h_flood *f = h_flood_start("127.0.0.1", c.port, 300, 200, 500, 20000);
+	cr_assert_not_null(f, "the open-file limit cannot hold 500 connections");
+	for (int round = 0; round < 5; round++) {
+		h_raw_reply r;
+		cr_assert_eq(h_raw_request("127.0.0.2", c.port, page, (size_t)n, 4000, &r), 0);
+		cr_expect_eq(h_raw_status(&r), 200, "round %d: %.100s", round, r.len ? r.data : "nothing");
+		cr_expect(r.first_ms >= 0 && r.first_ms <= 2000, "round %d: %ld ms", round, r.first_ms);
+		h_pause_ms(1000);
+	}
+	h_flood_stats st;
+	h_flood_stop(f, &st);
+	cr_expect_gt(st.opened, 1000, "the flood opened only %ld connections", st.opened);
+	long lines = h_log_first(log, "connections refused at console.max_connections_per_address (16)",
+	                         line, sizeof line);
+	long refused = 0;
+	cr_expect_eq(lines, 1, "%ld lines on refused connections in %s", lines, log);
+	cr_expect(sscanf(strstr(line, "console.listen: ") ? strstr(line, "console.listen: ") : "",
+	                 "console.listen: %ld connections", &refused) == 1 && refused > 0,
+	          "no count: %s", line);
+	cr_expect_eq(h_log_lines(log, "connection limit"), 0, "libmicrohttpd's line per connection");
+	con_stop(&c);
+}
+
+/* A request must be in within console.request_timeout_ms (10 s by
+ * default), however steadily its bytes come. */
+Test(console, a_request_has_a_deadline)
+{
+	con c;
+	con_start(&c, "cndeadline", WITH_TOKEN);
+	char head[128];
+	snprintf(head, sizeof head, "GET /login HTTP/1.1\r\nHost: %s\r\nX-Slow: ", c.host);
+	long cut = h_raw_trickle("127.0.0.2", c.port, head, 200, 14000);
+	cr_expect(cut >= 9000 && cut <= 11500, "a trickled head was cut after %ld ms (-1: never)",
+	          cut);
+	con_stop(&c);
+}
+
+/* A request whose body's length could be read two ways is answered 400
+ * and its connection closed: GET and the login's POST. */
+Test(console, ambiguous_lengths_are_refused)
+{
+	con c;
+	con_start(&c, "cnlengths", WITH_TOKEN);
+	h_raw_expect_length_refusals(c.port, "GET", "/login", "");
+	h_raw_expect_length_refusals(c.port, "POST", "/login",
+	                             "Content-Type: application/x-www-form-urlencoded\r\n");
 	con_stop(&c);
 }
 

@@ -2,7 +2,8 @@
  * /metrics counts what was sent and passes promtool; /healthz and /readyz,
  * the latter 503 while PostgreSQL is stopped; log.format = json; SIGHUP
  * with a good and a bad configuration file; the alert rules and the
- * dashboard in deploy/ name only what /metrics exports.
+ * dashboard in deploy/ name only what /metrics exports; http.listen
+ * against idle, slow and malformed clients over raw sockets (rawhttp.h).
  *
  * The suite runs one test at a time: one of them stops PostgreSQL. */
 #include <criterion/criterion.h>
@@ -18,6 +19,7 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "rawhttp.h"
 
 /* ---- a producer's check-back endpoint ---- */
 
@@ -430,5 +432,138 @@ Test(monitor, deploy_files_name_only_exported_series, .timeout = 120)
 		unlink(copy);
 	}
 	unlink(metrics);
+	h_teardown(&e);
+}
+
+/* ---- idle, slow and ambiguous clients (http.listen) ---- */
+
+/* GET path from 127.0.0.2, another client address than the flood's. */
+static void probe(int port, const char *path, h_raw_reply *r)
+{
+	char req[256];
+	int n = snprintf(req, sizeof req,
+	                 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path,
+	                 port);
+	cr_assert_eq(h_raw_request("127.0.0.2", port, req, (size_t)n, 3000, r), 0);
+}
+
+/* A hub with http.listen on a port of its own, ready (/readyz 200); its
+ * log's path into log. */
+static pid_t ready_hub(h_env *e, const char *name, int *port, char *log, size_t logsz)
+{
+	static char listen[64];
+	char *b = NULL;
+	h_setup(e, name);
+	h_control_topic(e);
+	*port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", *port);
+	const char *settings[] = {listen, NULL};
+	pid_t hub = h_hub_start(e, settings);
+	h_hub_log(log, logsz, e);
+	cr_assert(h_http_wait(*port, "/readyz", 200, 60000, &b), "not ready: %s", b);
+	free(b);
+	return hub;
+}
+
+/* One address holds 300 idle and 200 trickling connections (opening again
+ * every one the hub closes); /healthz and /readyz still answer another
+ * address within 1 s, for 5 s. What was refused is logged as one line
+ * with a count, not a line per connection. At the defaults. */
+Test(monitor, probes_answer_while_one_address_floods, .timeout = 120)
+{
+	h_env e;
+	int port;
+	char log[256], line[1024];
+	pid_t hub = ready_hub(&e, "flood", &port, log, sizeof log);
+	h_flood *f = h_flood_start("127.0.0.1", port, 300, 200, 500, 20000);
+	cr_assert_not_null(f, "the open-file limit cannot hold 500 connections");
+	for (int round = 0; round < 5; round++) {
+		const char *paths[] = {"/healthz", "/readyz"};
+		for (int i = 0; i < 2; i++) {
+			h_raw_reply r;
+			probe(port, paths[i], &r);
+			cr_expect_eq(h_raw_status(&r), 200, "round %d: %s answered %.100s", round, paths[i],
+			             r.len ? r.data : "nothing");
+			cr_expect(r.first_ms >= 0 && r.first_ms <= 1000, "round %d: %s took %ld ms", round,
+			          paths[i], r.first_ms);
+		}
+		h_pause_ms(1000);
+	}
+	h_flood_stats st;
+	h_flood_stop(f, &st);
+	cr_expect_gt(st.opened, 1000, "the flood opened only %ld connections", st.opened);
+	long lines = h_log_first(log, "connections refused at http.max_connections_per_address (16)",
+	                         line, sizeof line);
+	long refused = 0;
+	cr_expect_eq(lines, 1, "%ld lines on refused connections in %s", lines, log);
+	cr_expect(sscanf(strstr(line, "http.listen: ") ? strstr(line, "http.listen: ") : "",
+	                 "http.listen: %ld connections", &refused) == 1 && refused > 0,
+	          "no count: %s", line);
+	cr_expect_eq(h_log_lines(log, "connection limit"), 0, "libmicrohttpd's line per connection");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* A request must be in within http.request_timeout_ms (5 s by default),
+ * however steadily its bytes come: a head sent a byte every 200 ms is cut,
+ * and so is a connection that sends nothing. */
+Test(monitor, a_request_has_a_deadline, .timeout = 120)
+{
+	h_env e;
+	int port;
+	char log[256], head[128];
+	pid_t hub = ready_hub(&e, "deadline", &port, log, sizeof log);
+	snprintf(head, sizeof head, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: ", port);
+	long cut = h_raw_trickle("127.0.0.2", port, head, 200, 9000);
+	cr_expect(cut >= 4000 && cut <= 6500, "a trickled head was cut after %ld ms (-1: never)", cut);
+	h_raw_reply r;
+	cr_assert_eq(h_raw_request("127.0.0.2", port, "", 0, 9000, &r), 0);
+	cr_expect(r.closed && r.closed_ms >= 4000 && r.closed_ms <= 6500,
+	          "an idle connection was closed after %ld ms (-1: never)", r.closed_ms);
+	probe(port, "/healthz", &r);
+	cr_expect_eq(h_raw_status(&r), 200, "%s", r.data);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* A request whose body's length could be read two ways is answered 400
+ * and its connection closed, GET and POST alike. */
+Test(monitor, ambiguous_lengths_are_refused, .timeout = 120)
+{
+	h_env e;
+	int port;
+	char log[256];
+	pid_t hub = ready_hub(&e, "lengths", &port, log, sizeof log);
+	h_raw_expect_length_refusals(port, "GET", "/healthz", "");
+	h_raw_expect_length_refusals(port, "POST", "/metrics", "");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* An HTTP/1.1 request without Host is answered 400 and closed
+ * (libmicrohttpd's strict mode); the library's own lines about such
+ * requests are 10 a minute at most, the rest counted in the listener's
+ * once-a-minute line. */
+Test(monitor, library_lines_are_bounded, .timeout = 120)
+{
+	h_env e;
+	int port;
+	char log[256], line[1024];
+	pid_t hub = ready_hub(&e, "liblines", &port, log, sizeof log);
+	static const char no_host[] = "GET /healthz HTTP/1.1\r\n\r\n";
+	for (int i = 0; i < 30; i++) {
+		h_raw_reply r;
+		cr_assert_eq(h_raw_request("127.0.0.2", port, no_host, sizeof no_host - 1, 2000, &r), 0);
+		cr_expect(h_raw_status(&r) == 400 && r.closed, "request %d: %.100s", i, r.data);
+	}
+	h_pause_ms(500);
+	long library = h_log_lines(log, "warn  http: ");
+	cr_expect(library >= 1 && library <= 10, "%ld lines of libmicrohttpd's", library);
+	long left = 0;
+	cr_expect_eq(h_log_first(log, "messages of libmicrohttpd not logged", line, sizeof line), 1);
+	const char *at = strstr(line, "open at once, ");
+	cr_expect(at && sscanf(at, "open at once, %ld messages", &left) == 1 && left > 0,
+	          "no count: %s", line);
+	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }

@@ -609,6 +609,33 @@ Test(config, validate_backoff_max_below_backoff)
 	cr_assert(strstr(err, "forward.backoff_max_ms"), "message: %s", err);
 }
 
+/* The listeners' limits: their ranges, and a per-address limit above the
+ * total refused, naming the key (the defaults are asserted by what the
+ * listeners do: tests/integration, monitor and console-http). */
+Test(config, listener_limits)
+{
+	static const char *const bad[][2] = {
+		{"http.max_connections", "0"},       {"http.max_connections_per_address", "0"},
+		{"http.request_timeout_ms", "99"},   {"console.max_connections", "10001"},
+		{"console.max_connections_per_address", "0"}, {"console.request_timeout_ms", "0"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, bad[i][0], bad[i][1], err, sizeof err), -1, "%s", bad[i][0]);
+		cr_assert(strstr(err, bad[i][0]), "message: %s", err);
+	}
+	static const char *const pairs[][2] = {
+		{"http.max_connections", "http.max_connections_per_address"},
+		{"console.max_connections", "console.max_connections_per_address"},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		cr_assert_eq(config_set(&cfg, pairs[i][0], "8", err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+		cr_assert(strstr(err, pairs[i][1]), "message: %s", err);
+		cr_assert_eq(config_set(&cfg, pairs[i][1], "8", err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "equal is fine: %s", err);
+	}
+}
+
 Test(config, validate_names_and_topics)
 {
 	cr_assert_eq(config_set(&cfg, "control_topic", "bad topic", err, sizeof err), 0);
