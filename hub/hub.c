@@ -234,13 +234,13 @@ static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		parts[i] = rw[i].partition;
-	/* what was read past the database's offsets is read again anyway */
-	intake_batch_drop(&h->batch, parts, n);
-	h->single = 0;
-	unrelease(h, parts, n);
 	if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next, NULL, err,
 	                          sizeof err) != STORE_OK)
 		goto done;
+	/* what was read past the database's offsets is read again from them */
+	intake_batch_drop(&h->batch, parts, n);
+	h->single = 0;
+	unrelease(h, parts, n);
 	for (size_t i = 0; i < n; i++) {
 		from[i] = next[i] >= 0 ? next[i] : 0;
 		if (next[i] < 0)

@@ -21,16 +21,30 @@ void marker_dead_init(marker_dead *d, const store_marker *m)
 	d->n = m->ndead < STORE_MARKER_DEAD_MAX ? m->ndead : STORE_MARKER_DEAD_MAX;
 	memcpy(d->seq, m->dead, d->n * sizeof *d->seq);
 	d->unsure_from = m->unsure_from;
+	d->oob = m->oob;
+}
+
+/* Index of s in d, or -1. */
+static long dead_find(const marker_dead *d, int64_t s)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->seq[i] == s)
+			return (long)i;
+	return -1;
 }
 
 void marker_dead_fail(marker_dead *d, const store_forward *f)
 {
-	int64_t s = f->fwd_seq;
-	if (s != STORE_OFFSET_SEQ(f->src_offset))
+	int64_t s = f->fwd_seq, orig = STORE_OFFSET_SEQ(f->src_offset);
+	if (s != orig) {
+		/* a retry of a listed row fails again: still listed; else a row
+		 * decided outside the control topic */
+		if (dead_find(d, orig) < 0 && s > d->oob)
+			d->oob = s;
 		return;
-	for (size_t i = 0; i < d->n; i++)
-		if (d->seq[i] == s)
-			return;
+	}
+	if (dead_find(d, s) >= 0)
+		return;
 	if (d->n < STORE_MARKER_DEAD_MAX)
 		d->seq[d->n++] = s;
 	else if (d->unsure_from < 0 || s < d->unsure_from)
@@ -39,16 +53,15 @@ void marker_dead_fail(marker_dead *d, const store_forward *f)
 
 void marker_dead_sent(marker_dead *d, const store_forward *items, size_t n)
 {
-	for (size_t k = 0; k < n && d->n > 0; k++) {
+	for (size_t k = 0; k < n; k++) {
 		int64_t orig = STORE_OFFSET_SEQ(items[k].src_offset);
 		if (orig == items[k].fwd_seq)
 			continue;
-		for (size_t i = 0; i < d->n; i++) {
-			if (d->seq[i] == orig) {
-				d->seq[i] = d->seq[--d->n];
-				break;
-			}
-		}
+		long i = dead_find(d, orig);
+		if (i >= 0) /* a failed row sent at last */
+			d->seq[i] = d->seq[--d->n];
+		else if (items[k].fwd_seq > d->oob) /* decided outside the control topic */
+			d->oob = items[k].fwd_seq;
 	}
 }
 
@@ -77,8 +90,9 @@ char *marker_encode(const store_forward *last, const char *origin, int64_t epoch
 		ok = cJSON_AddItemToArray(dead, seq_value(d->seq[i]));
 	if (ok && cJSON_AddItemToObject(j, "dead", dead)) {
 		dead = NULL;
-		if (d->unsure_from < 0 || cJSON_AddItemToObject(j, "unsure_from",
-		                                                seq_value(d->unsure_from)))
+		if ((d->unsure_from < 0 ||
+		     cJSON_AddItemToObject(j, "unsure_from", seq_value(d->unsure_from))) &&
+		    (d->oob <= 0 || cJSON_AddItemToObject(j, "oob", seq_value(d->oob))))
 			value = cJSON_PrintUnformatted(j);
 	}
 	cJSON_Delete(dead);
@@ -112,8 +126,11 @@ static int parse_dead(const cJSON *j, store_marker *m)
 {
 	const cJSON *dead = cJSON_GetObjectItemCaseSensitive(j, "dead");
 	const cJSON *unsure = cJSON_GetObjectItemCaseSensitive(j, "unsure_from");
+	const cJSON *oob = cJSON_GetObjectItemCaseSensitive(j, "oob");
 	const cJSON *e;
 	m->unsure_from = -1;
+	if (oob && seq_of(oob, &m->oob) != 0)
+		return -1;
 	if (!cJSON_IsArray(dead) || cJSON_GetArraySize(dead) > STORE_MARKER_DEAD_MAX)
 		return -1;
 	cJSON_ArrayForEach(e, dead)

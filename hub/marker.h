@@ -25,6 +25,8 @@ typedef struct {
 	int64_t seq[STORE_MARKER_DEAD_MAX];
 	size_t n;
 	int64_t unsure_from; /* -1: none; else more failed than listed, from here on */
+	int64_t oob;         /* highest sequence of a row decided outside the control topic
+	                      * that was sent or failed (0: none) */
 } marker_dead;
 
 /* Start from what a marker of this database's lineage said (m NULL, or a
@@ -32,12 +34,15 @@ typedef struct {
 void marker_dead_init(marker_dead *d, const store_marker *m);
 
 /* The forward of f failed: its sequence is dead when it is f's offset
- * sequence (a row that failed under a later sequence is listed already,
- * or was decided outside the control topic and is never applied again). */
+ * sequence; under another sequence, a row whose offset sequence is listed
+ * (a retry) stays listed, any other (decided outside the control topic)
+ * raises oob. */
 void marker_dead_fail(marker_dead *d, const store_forward *f);
 
 /* What d becomes once items[0..n) are sent: the offset sequences of
- * revived rows among them (sent under a later sequence) leave it. */
+ * revived rows among them (listed, sent under a later sequence) leave it;
+ * a row sent under a sequence that is not its offset's and not listed
+ * (decided outside the control topic) raises oob. */
 void marker_dead_sent(marker_dead *d, const store_forward *items, size_t n);
 
 /* A version 2 marker's value for a run whose last row is last (its

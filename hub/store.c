@@ -491,8 +491,10 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 	static const char *sql_take =
 		"INSERT INTO txhub.partitions AS tp (topic, partition, epoch, owner, group_id, "
 		"heartbeat_at) "
-		"SELECT $1, p, 1, $2, $4, now() FROM unnest($3::int[]) AS p ORDER BY p "
-		"ON CONFLICT (topic, partition) DO UPDATE SET epoch = tp.epoch + 1, "
+		"SELECT $1, o.p, o.m + 1, $2, $4, now() FROM unnest($3::int[], $5::bigint[]) AS o(p, m) "
+		"ORDER BY o.p "
+		"ON CONFLICT (topic, partition) DO UPDATE SET "
+		"epoch = greatest(tp.epoch, EXCLUDED.epoch - 1) + 1, "
 		"owner = EXCLUDED.owner, group_id = EXCLUDED.group_id, taken_at = now(), "
 		"updated_at = now(), heartbeat_at = now(), released_at = NULL, contested_by = NULL, "
 		"contested_at = NULL "
@@ -514,8 +516,25 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 	if (prev)
 		match_partition_rows(r, parts, n, prev);
 	PQclear(r);
-	const char *p[4] = {st->topic, owner, sbuf_str(&pb), group};
-	r = exec_params(st, sql_take, 4, p, 0);
+	r = NULL;
+	/* never an epoch this store held before: a database that lost the
+	 * take (its row back at an older epoch, or gone) must not give it out
+	 * again, or this replica's old lanes and writes would pass for new */
+	sbuf mb = {0};
+	sbuf_arr_begin(&mb);
+	for (size_t i = 0; i < n; i++) {
+		const rewind_mark *k = rewind_find(&st->known, parts[i]);
+		sbuf_arr_int(&mb, k ? k->epoch : 0);
+	}
+	sbuf_arr_end(&mb);
+	const char *p[5] = {st->topic, owner, sbuf_str(&pb), group, sbuf_str(&mb)};
+	r = mb.oom ? NULL : exec_params(st, sql_take, 5, p, 0);
+	sbuf_free(&mb);
+	if (!r) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 		goto done;
@@ -529,10 +548,6 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 				continue;
 			own[i].epoch = atoll(PQgetvalue(r, row, 1));
 			next_offset[i] = atoll(PQgetvalue(r, row, 2));
-			if (rewind_taken(&st->known, parts[i], own[i].epoch, next_offset[i],
-			                 PQgetvalue(r, row, 3)) != 0)
-				log_warn("store: out of memory: partition %d is not watched for a "
-				         "database that loses its last transactions", parts[i]);
 		}
 		if (own[i].epoch <= 0) {
 			snprintf(err, errsz, "taking partition %d returned no epoch", parts[i]);
@@ -541,6 +556,14 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		}
 	}
 	rc = exec_simple(st, "COMMIT", err, errsz);
+	/* remembered once it is so: a take that did not commit changes nothing */
+	for (size_t i = 0; rc == STORE_OK && i < n; i++)
+		for (int row = 0; row < PQntuples(r); row++)
+			if (atoi(PQgetvalue(r, row, 0)) == parts[i] &&
+			    rewind_taken(&st->known, parts[i], own[i].epoch, next_offset[i],
+			                 PQgetvalue(r, row, 3)) != 0)
+				log_warn("store: out of memory: partition %d is not watched for a "
+				         "database that loses its last transactions", parts[i]);
 done:
 	if (rc != STORE_OK)
 		rollback(st);
@@ -1659,16 +1682,21 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	 * sequence is above those given before. The counter may be past that
 	 * range (a progress marker of before a database loss raised it past
 	 * what it said was forwarded, while the lost offsets are read again):
-	 * the partition's rows then wait until the offsets catch up. */
+	 * the partition's rows then wait until the offsets catch up. Nothing is
+	 * sequenced for a partition before its lane recovered at its epoch
+	 * (fwd_recovered_epoch): a sequence given out before the lane read the
+	 * marker could be one that the marker vouches for. */
 	static const char *sql =
-		"WITH l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.updated_at "
-		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
-		"AND m.src_partition = ANY($1::int[]) AND m.next_send_at <= now() "
-		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
-		"b AS (SELECT tp.partition, greatest(tp.next_fwd_seq, "
+		"WITH b AS (SELECT tp.partition, greatest(tp.next_fwd_seq, "
 		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
 		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim "
-		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[])), "
+		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[]) "
+		"AND tp.fwd_recovered_epoch = tp.epoch), "
+		"l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.updated_at "
+		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
+		"AND m.next_send_at <= now() "
+		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
 		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, b.lim, b.base - 1 + "
 		"row_number() OVER (PARTITION BY l.src_partition "
 		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
@@ -1720,19 +1748,35 @@ done:
  * the pending rows it says were forwarded sent, and note what it says in
  * the partition's row, for the rows that reading the control topic again
  * brings back (assign_seqs). The counter moves past its sequence: a
- * sequence the lost history gave out may not be given to another row. */
-static store_rc recover_v2(store *st, const char *part, const store_marker *m, int64_t *marked,
-                           char *err, size_t errsz)
+ * sequence the lost history gave out may not be given to another row.
+ *
+ * When the database never gave out the marker's sequence (its counter is
+ * not past it), it lost transactions, and the history the marker speaks
+ * of may have decided rows outside the control topic, which this one does
+ * not know: only rows with offset sequences are taken for sent then, and
+ * of the rows read again none from the database's own offset on if that
+ * history sent or failed such a row there (the marker's oob: noted as
+ * fwd_unsure_from). $1 partition, $2 seq, $3 dead, $4 unsure_from, $5
+ * topic, $6 oob, $7 the lane's epoch, $8 STORE_SEQ_SHIFT. */
+static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
+                           const store_marker *m, int64_t *marked, char *err, size_t errsz)
 {
+#define BEHIND "(SELECT tp.next_fwd_seq <= $2::bigint FROM txhub.partitions tp " \
+               "WHERE tp.topic = $5 AND tp.partition = $1::int)"
 	static const char *sql_mark =
 		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
-		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2 "
-		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4)";
+		"WHERE src_partition = $1::int AND send_status = 'pending' AND fwd_seq <= $2::bigint "
+		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
+		"AND (NOT " BEHIND " OR fwd_seq = (src_offset + 1) << $6::int)";
 	static const char *sql_note =
-		"UPDATE txhub.partitions SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
-		"fwd_unsure_from = $4::bigint, next_fwd_seq = greatest(next_fwd_seq, $2::bigint + 1) "
-		"WHERE topic = $5 AND partition = $1::int";
-	char seq[32], unsure[32];
+		"UPDATE txhub.partitions tp SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
+		"fwd_unsure_from = CASE WHEN tp.next_fwd_seq <= $2::bigint AND $6::bigint IS NOT NULL "
+		"AND $6::bigint >= coalesce(tp.next_offset, 0) << $8::int "
+		"THEN least($4::bigint, coalesce(tp.next_offset, 0) << $8::int) ELSE $4::bigint END, "
+		"next_fwd_seq = greatest(tp.next_fwd_seq, $2::bigint + 1), fwd_recovered_epoch = $7 "
+		"WHERE tp.topic = $5 AND tp.partition = $1::int";
+#undef BEHIND
+	char seq[32], unsure[32], oob[32], epoch[32], shift[8];
 	sbuf db = {0};
 	sbuf_arr_begin(&db);
 	for (size_t i = 0; i < m->ndead; i++)
@@ -1740,19 +1784,23 @@ static store_rc recover_v2(store *st, const char *part, const store_marker *m, i
 	sbuf_arr_end(&db);
 	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
 	snprintf(unsure, sizeof unsure, "%lld", (long long)m->unsure_from);
-	const char *p[5] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
-	                    st->topic};
+	snprintf(oob, sizeof oob, "%lld", (long long)m->oob);
+	snprintf(epoch, sizeof epoch, "%lld", (long long)own_epoch);
+	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
+	const char *p[8] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
+	                    st->topic, m->oob > 0 ? oob : NULL, epoch, shift};
 	store_rc rc = db.oom ? STORE_RETRY : STORE_OK;
 	if (rc != STORE_OK)
 		snprintf(err, errsz, "out of memory");
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql_mark, 4, p, 0) : NULL;
+	const char *pm[6] = {p[0], p[1], p[2], p[3], p[4], shift}; /* sql_mark's */
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql_mark, 6, pm, 0) : NULL;
 	if (r && PQresultStatus(r) != PGRES_COMMAND_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else if (r)
 		*marked = atoll(PQcmdTuples(r));
 	PQclear(r);
 	if (rc == STORE_OK)
-		rc = exec_command(st, sql_note, 5, p, err, errsz);
+		rc = exec_command(st, sql_note, 8, p, err, errsz);
 	sbuf_free(&db);
 	return rc;
 }
@@ -1803,7 +1851,7 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	if (m->seq > 0 && strcmp(origin_out, m->origin) != 0) {
 		*mismatch = 1;
 	} else if (m->seq > 0 && m->version >= 2) {
-		if ((rc = recover_v2(st, part, m, marked, err, errsz)) != STORE_OK)
+		if ((rc = recover_v2(st, part, own->epoch, m, marked, err, errsz)) != STORE_OK)
 			goto fail;
 	} else if (m->seq > 0) {
 		const char *p[4] = {part, seq, m->biz_id, m->message_key};
@@ -1825,6 +1873,17 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 			PQclear(r);
 			r = NULL;
 		}
+	}
+	if (m->seq == 0 || *mismatch || m->version < 2) {
+		/* (recover_v2 notes it with the marker) */
+		static const char *sql_recovered =
+			"UPDATE txhub.partitions SET fwd_recovered_epoch = $3 "
+			"WHERE topic = $1 AND partition = $2::int";
+		char ep[32];
+		snprintf(ep, sizeof ep, "%lld", (long long)own->epoch);
+		const char *pr[3] = {st->topic, part, ep};
+		if ((rc = exec_command(st, sql_recovered, 3, pr, err, errsz)) != STORE_OK)
+			goto fail;
 	}
 	rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc == STORE_OK)

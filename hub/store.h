@@ -222,7 +222,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 /* Give the due pending rows of the owned partitions that have no forward
  * sequence (decided by a check-back or an operator, or whose forward
  * failed) the next ones of their partitions, at most limit, and return
- * them in out (in sequence order per partition). */
+ * them in out (in sequence order per partition). Only partitions whose
+ * lane recovered at their current epoch (store_recover_forwards) take
+ * part. */
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
                                  store_forward_list *out, char *err, size_t errsz);
 
@@ -242,7 +244,11 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
  * fwd_origin at the time. Version 2 (sequences derived from offsets) also
  * lists the dead sequences: offset sequences at or below seq whose forward
  * failed and that were not sent since, and unsure_from when there were
- * more than it can list (every sequence from there on may be unsent). */
+ * more than it can list (every sequence from there on may be unsent), and
+ * oob: the highest sequence of a row decided by a check-back or an
+ * operator that was sent or failed (such a decision is lost with the
+ * database: a lost history in which one was made cannot vouch for what
+ * came after it). */
 typedef struct {
 	int64_t seq; /* 0: no marker */
 	int version; /* 1: 0.4.0's (no dead list), 2 */
@@ -252,6 +258,8 @@ typedef struct {
 	int64_t dead[STORE_MARKER_DEAD_MAX];
 	size_t ndead;
 	int64_t unsure_from; /* -1: none */
+	int64_t oob;         /* the highest sequence of a row decided outside the control
+	                      * topic that was sent or failed (0: none) */
 } store_marker;
 
 /* A partition's new owner read its progress marker m: mark every pending

@@ -9,9 +9,14 @@
 -- progress marker and notes here what it says was forwarded: every
 -- sequence up to fwd_sent_upto, except those in fwd_dead (their forward
 -- failed and they were not sent since) and from fwd_unsure_from on (more
--- failures than the marker can list). A message applied again with such a
+-- failures than the marker can list, or decisions made outside the control
+-- topic in what the database lost). A message applied again with such a
 -- sequence is stored as sent instead of being forwarded a second time.
+-- fwd_recovered_epoch is the epoch whose lane did that: until it equals
+-- epoch, no sequence is given out for the partition (a sequence given out
+-- before could be one the marker vouches for).
 
 ALTER TABLE txhub.partitions ADD COLUMN fwd_sent_upto bigint;
 ALTER TABLE txhub.partitions ADD COLUMN fwd_dead bigint[];
 ALTER TABLE txhub.partitions ADD COLUMN fwd_unsure_from bigint;
+ALTER TABLE txhub.partitions ADD COLUMN fwd_recovered_epoch bigint;

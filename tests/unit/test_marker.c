@@ -116,10 +116,15 @@ Test(marker, dead_sequences_leave_when_their_row_is_sent_again)
 	marker_dead_fail(&d, &a);
 	marker_dead_fail(&d, &b);
 	/* a row decided by a check-back fails under a sequence between
-	 * offsets: never applied again, never listed */
-	store_forward oob = row("c", 6, STORE_OFFSET_SEQ(6) + 3);
+	 * offsets: not listed, but the history now holds such a decision */
+	store_forward oob = row("c", 3, STORE_OFFSET_SEQ(6) + 3);
 	marker_dead_fail(&d, &oob);
 	cr_assert_eq(d.n, 2);
+	cr_assert_eq(d.oob, STORE_OFFSET_SEQ(6) + 3);
+	/* a retry of a listed row failing again: no such decision */
+	store_forward retry = row("b", 6, STORE_OFFSET_SEQ(7) + 1);
+	marker_dead_fail(&d, &retry);
+	cr_assert_eq(d.oob, STORE_OFFSET_SEQ(6) + 3);
 	/* sent under its own offset sequence again (a re-read): nothing revived */
 	store_forward same = row("x", 8, STORE_OFFSET_SEQ(8));
 	marker_dead_sent(&d, &same, 1);
@@ -129,6 +134,19 @@ Test(marker, dead_sequences_leave_when_their_row_is_sent_again)
 	marker_dead_sent(&d, &revived, 1);
 	cr_assert_eq(d.n, 1);
 	cr_assert_eq(d.seq[0], STORE_OFFSET_SEQ(6));
+	cr_assert_eq(d.oob, STORE_OFFSET_SEQ(6) + 3, "a revival is no outside decision");
+	/* a check-back's commit sent: oob rises; the marker carries it */
+	store_forward cb = row("e", 9, STORE_OFFSET_SEQ(12) + 2);
+	marker_dead_sent(&d, &cb, 1);
+	cr_assert_eq(d.oob, STORE_OFFSET_SEQ(12) + 2);
+	char *v = marker_encode(&cb, "o", 1, 0, &d);
+	store_marker m;
+	parse_ok(v, &m);
+	free(v);
+	cr_assert_eq(m.oob, STORE_OFFSET_SEQ(12) + 2);
+	marker_dead n2;
+	marker_dead_init(&n2, &m);
+	cr_assert_eq(n2.oob, m.oob);
 }
 
 Test(marker, more_dead_than_listed_makes_the_rest_unsure)
