@@ -82,15 +82,22 @@ void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);
 void metrics_kafka_error(void);
-/* kind: check_failed, send_failed, prepare_missing, database_failing;
+/* kind: check_failed, send_failed, prepare_missing, database_failing,
+ * kafka_fatal, control_records_lost, control_partition_truncated;
  * anything else counts as "other". */
 void metrics_alert(const char *kind);
+
+/* txhub_control_records_lost_total{partition}: offsets of a control-topic
+ * partition the broker deleted before they were read, which this hub
+ * skipped. */
+void metrics_control_records_lost(int32_t partition, uint64_t offsets);
 
 /* Gauges. */
 void metrics_set_owned_partitions(size_t n);
 /* The consumer's lag per owned partition (high watermark minus the next
  * offset to read); partitions not listed are dropped from the exposition.
- * Called from one thread (the run loop). */
+ * Each one listed also gets its txhub_control_records_lost_total series
+ * (0 until a loss), which stays. Called from one thread (the run loop). */
 void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n);
 /* Sampled from PostgreSQL: messages by status (prepared, committed,
  * rolled_back, check_failed, awaiting_prepare), parked rows, and the age
