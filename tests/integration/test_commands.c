@@ -115,6 +115,7 @@ Test(commands, bad_usage_and_configuration_exit_2_naming_the_culprit)
 		{{"devbroker", "--topic", "a b", NULL}, "--topic"},
 		{{"devbroker", "--bogus", NULL}, "--bogus"},
 		{{"run", "-X", "kafka.bad key=1", NULL}, "kafka.bad key"},
+		{{"run", "-X", "kafka.auto.offset.reset=earliest", NULL}, "kafka.auto.offset.reset"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char err[4096];

@@ -401,6 +401,77 @@ Test(gaps, records_deleted_while_stopped_cooperative, .timeout = 300)
 	                              "kafka.partition.assignment.strategy=cooperative-sticky");
 }
 
+static void exec_sql(h_env *e, const char *sql)
+{
+	PGresult *r = PQexec(e->db, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
+	          "%s: %s", sql, PQerrorMessage(e->db));
+	PQclear(r);
+}
+
+/* While the hub runs: PostgreSQL refuses its writes of messages (a fault
+ * of the database, injected with a trigger), so it holds its batch and
+ * stops reading; meanwhile the broker deletes the records it had not read.
+ * When PostgreSQL takes writes again, the batch in hand is applied, the
+ * records after it are reported lost, and the hub reads on after them. */
+Test(gaps, records_deleted_while_reading_paused, .timeout = 300)
+{
+	fixture f;
+	fixture_start(&f, "gappause", NULL);
+	h_env *e = &f.e;
+	char log[256];
+	const char *settings[] = {f.listen, f.hook, "intake.batch_max=10", NULL};
+	exec_sql(e, "CREATE TABLE public.fault (on_ boolean NOT NULL); "
+	            "INSERT INTO public.fault VALUES (false); "
+	            "CREATE FUNCTION public.fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+	            "IF (SELECT on_ FROM public.fault) THEN RAISE EXCEPTION 'injected fault' "
+	            "USING ERRCODE = '58000'; END IF; RETURN NEW; END $$; "
+	            "CREATE TRIGGER fault BEFORE INSERT OR UPDATE ON txhub.messages "
+	            "FOR EACH ROW EXECUTE FUNCTION public.fault()");
+	pid_t hub = h_hub_start(e, settings);
+	h_hub_log(log, sizeof log, e);
+	send_tx(e, 0, "before", 5, f.fwd);
+	cr_assert(sent(e, "before", 5, 60000));
+	int64_t want = next_offset(e, 0);
+	cr_assert_eq(want, 10);
+
+	exec_sql(e, "UPDATE public.fault SET on_ = true");
+	send_tx(e, 0, "lost", 50, f.fwd);
+	for (int waited = 0; h_log_lines(log, "reading paused") == 0 && waited < 30000; waited += 100)
+		h_pause_ms(100);
+	cr_assert_geq(h_log_lines(log, "reading paused"), 1, "the hub did not stop reading");
+	int64_t low = delete_before(e, 0, want + 100);
+	exec_sql(e, "UPDATE public.fault SET on_ = false");
+	send_tx(e, 0, "after", 20, f.fwd);
+	for (int p = 1; p < 4; p++)
+		send_tx(e, p, p == 1 ? "other1" : p == 2 ? "other2" : "other3", 2, f.fwd);
+
+	cr_assert(sent(e, "after", 20, 60000), "what came after the gap was not forwarded");
+	cr_assert(sent(e, "other%", 6, 60000), "the other partitions did not go on");
+	cr_assert_eq(wait_alerts(&f, "control_records_lost", 1, 10000), 1);
+	/* the gap starts after the records the hub held in hand: a prepare
+	 * and a commit of each committed message, a prepare alone of a
+	 * prepared one */
+	int64_t held = h_count(e, "SELECT coalesce(sum(CASE WHEN status = 'committed' THEN 2 ELSE 1 "
+	                          "END), 0) FROM txhub.messages WHERE message_key LIKE 'lost-%'");
+	cr_assert_gt(held, 0);
+	cJSON *a = NULL;
+	alerts_of(&f.w, "control_records_lost", &a);
+	cr_assert_eq(num(a, "partition"), 0);
+	cr_assert_eq(num(a, "from_offset"), want + held, "%s", cJSON_PrintUnformatted(a));
+	cr_assert_eq(num(a, "to_offset"), low, "%s", cJSON_PrintUnformatted(a));
+	cJSON_Delete(a);
+	cr_assert_eq(metric(f.port, "txhub_control_records_lost_total{partition=\"0\"}"),
+	             (double)(low - want - held));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_eq(h_log_lines(log, "error ALERT control_records_lost"), 1);
+	cJSON *doc;
+	const cJSON *p0 = status_partition(e, 0, &doc);
+	cr_assert_eq(num(p0, "lost_offsets"), low - want - held);
+	cJSON_Delete(doc);
+	fixture_stop(&f);
+}
+
 /* A hub whose partition stands beyond the broker's end of it (the topic
  * deleted and made again, or records lost by the broker: here PostgreSQL's
  * next_offset moved past the end while no hub ran) says so and reads the

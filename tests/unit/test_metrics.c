@@ -104,6 +104,40 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	free(t);
 }
 
+/* txhub_control_records_lost_total: a series at 0 for every partition
+ * whose lag was set (so that an alert rule sees it rise), which stays when
+ * the partition goes; losses add up per partition. */
+Test(metrics, control_records_lost_per_partition)
+{
+	metrics_reset();
+	int32_t parts[] = {3, 1};
+	int64_t lag[] = {0, 0};
+	metrics_set_lag(parts, lag, 2);
+	metrics_control_records_lost(3, 100);
+	metrics_control_records_lost(3, 50);
+	metrics_control_records_lost(9, 7); /* never in a lag table */
+	metrics_set_lag(parts + 1, lag + 1, 1); /* partition 3 went away */
+	metrics_alert("control_records_lost");
+	metrics_alert("control_partition_truncated");
+	char *t = exposition();
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"1\"}"), 0);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"3\"}"), 150);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"9\"}"), 7);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_records_lost\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_partition_truncated\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"other\"}"), 0);
+	/* in partition order */
+	char *p1 = strstr(t, "txhub_control_records_lost_total{partition=\"1\"}");
+	char *p3 = strstr(t, "txhub_control_records_lost_total{partition=\"3\"}");
+	char *p9 = strstr(t, "txhub_control_records_lost_total{partition=\"9\"}");
+	cr_assert(p1 && p1 < p3 && p3 < p9);
+	free(t);
+	metrics_reset();
+	t = exposition();
+	cr_assert_null(strstr(t, "txhub_control_records_lost_total{"));
+	free(t);
+}
+
 Test(metrics, every_series_has_help_and_type)
 {
 	metrics_reset();
