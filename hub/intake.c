@@ -89,6 +89,7 @@ size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
 /* Own a partition taken in PostgreSQL. */
 static void take_owned(intake *in, const store_owned *o)
 {
+	metrics_control_records_lost(o->partition, 0); /* the series, at 0 */
 	if (owned_take(in->owned, o) != 0)
 		/* not worked on, so nothing is lost: its records are dropped
 		 * unread and the next owner reads them */
@@ -429,7 +430,7 @@ static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
 static int decide_later(slot *s)
 {
 	s->attempts++;
-	s->due_ms = clock_ms() + backoff_delay(s->attempts, 1000, 30000, backoff_random());
+	s->due_ms = clock_ms() + backoff_delay(s->attempts, 1000, 10000, backoff_random());
 	return -1;
 }
 

@@ -61,8 +61,7 @@ static struct registry {
 	int64_t lag[MAX_LAG];
 	size_t nlag;
 	/* txhub_control_records_lost_total, sorted by partition: every
-	 * partition whose lag was ever set, and every one with a loss
-	 * (guarded by lag_mu too) */
+	 * partition ever counted, at 0 too (guarded by lag_mu too) */
 	int32_t lost_partition[MAX_LOST];
 	uint64_t lost[MAX_LOST];
 	size_t nlost;
@@ -180,8 +179,6 @@ void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n)
 	m.nlag = n < MAX_LAG ? n : MAX_LAG;
 	memcpy(m.lag_partition, partitions, m.nlag * sizeof *partitions);
 	memcpy(m.lag, lag, m.nlag * sizeof *lag);
-	for (size_t i = 0; i < m.nlag; i++)
-		lost_of(partitions[i]);
 	pthread_mutex_unlock(&m.lag_mu);
 }
 

@@ -89,15 +89,15 @@ void metrics_alert(const char *kind);
 
 /* txhub_control_records_lost_total{partition}: offsets of a control-topic
  * partition the broker deleted before they were read, which this hub
- * skipped. */
+ * skipped. Counting 0 makes the series (intake does for each partition it
+ * takes, so that an alert rule sees it rise); a series stays. */
 void metrics_control_records_lost(int32_t partition, uint64_t offsets);
 
 /* Gauges. */
 void metrics_set_owned_partitions(size_t n);
 /* The consumer's lag per owned partition (high watermark minus the next
  * offset to read); partitions not listed are dropped from the exposition.
- * Each one listed also gets its txhub_control_records_lost_total series
- * (0 until a loss), which stays. Called from one thread (the run loop). */
+ * Called from one thread (the run loop). */
 void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n);
 /* Sampled from PostgreSQL: messages by status (prepared, committed,
  * rolled_back, check_failed, awaiting_prepare), parked rows, and the age

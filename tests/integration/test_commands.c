@@ -65,8 +65,8 @@ Test(commands, migrate_from_several_replicas_at_once_applies_each_once, .timeout
 		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "migrate %d failed", i);
 	}
 	/* every migration exactly once: versions 1..n, no repeats */
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 5);
-	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 5);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 6);
+	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 6);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 0);
 	h_teardown(&e);
 }
