@@ -35,7 +35,7 @@ struct intake {
 	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
 	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
-	slot *slots;        /* the partitions Kafka assigns here, sorted */
+	slot *slots;        /* the partitions Kafka assigns here, in no order */
 	size_t nslots;
 	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
 };
@@ -373,12 +373,11 @@ const int32_t *intake_fenced(const intake *in, size_t *n)
 static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
 {
 	for (int i = 0; i < l->cnt; i++) {
-		char at[32];
+		char at[32] = "the beginning";
 		slot_start(in, l->elems[i].partition, l->elems[i].offset);
-		log_info("intake: partition %d starts again at %s", l->elems[i].partition,
-		         l->elems[i].offset == RD_KAFKA_OFFSET_BEGINNING
-		             ? "the beginning"
-		             : (snprintf(at, sizeof at, "offset %lld", (long long)l->elems[i].offset), at));
+		if (l->elems[i].offset != RD_KAFKA_OFFSET_BEGINNING)
+			snprintf(at, sizeof at, "offset %lld", (long long)l->elems[i].offset);
+		log_info("intake: partition %d starts again at %s", l->elems[i].partition, at);
 	}
 	if (strcmp(rd_kafka_rebalance_protocol(in->rk), "COOPERATIVE") == 0) {
 		change_assignment(in->rk, l, 1, 0);
@@ -423,7 +422,10 @@ static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
 	s->due_ms = 0;
 	s->attempts = 0;
 	s->decided = 0;
-	log_info("intake: partition %d stopped at offset %lld: %s", p, (long long)wanted, why);
+	if (wanted >= 0)
+		log_info("intake: partition %d stopped at offset %lld: %s", p, (long long)wanted, why);
+	else
+		log_info("intake: partition %d stopped: %s", p, why);
 }
 
 /* Put the decision about s off for a while. Returns -1. */
