@@ -201,6 +201,30 @@ static void status_partitions_text(const ops_status *st)
 	table_free(&t);
 }
 
+/* The last gap of each partition that had one (txhub.gaps). */
+static void status_gaps_text(const ops_status *st)
+{
+	const char *head = "\ngaps       ";
+	for (size_t i = 0; i < st->npartitions; i++) {
+		const ops_partition *p = &st->partitions[i];
+		char when[48];
+		if (!p->gap_kind[0])
+			continue;
+		ago(p->gap_age_s, when, sizeof when);
+		printf("%spartition %d of %s: ", head, p->partition, p->topic);
+		if (strcmp(p->gap_kind, "lost") == 0)
+			printf("offsets %lld to %lld (%lld) deleted by the broker before a hub read "
+			       "them, %s (%lld lost in all)\n", (long long)p->gap_from,
+			       (long long)p->gap_to - 1, (long long)(p->gap_to - p->gap_from), when,
+			       (long long)p->lost_offsets);
+		else
+			printf("ended at offset %lld, before offset %lld where the hub stood; read "
+			       "again from its start, %s\n", (long long)p->gap_from, (long long)p->gap_to,
+			       when);
+		head = "           ";
+	}
+}
+
 ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *a, char *err,
                        size_t errsz)
 {
@@ -223,6 +247,7 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 	} else {
 		status_counts_text(&st, cfg->alert_awaiting_prepare_ms);
 		status_partitions_text(&st);
+		status_gaps_text(&st);
 	}
 	ops_status_free(&st);
 	return rc;

@@ -247,16 +247,59 @@ static void utc_now(char *out, size_t outsz)
 	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
-                 int attempts, const char *topic, const char *last_error)
+/* What one alert says (alert_raise's arguments; offsets: NULL, or the
+ * partition and offsets of alert_raise_offsets). */
+typedef struct {
+	const char *kind, *biz_id, *message_key, *topic, *last_error;
+	int attempts;
+	const alert_offsets *offsets;
+} alert_what;
+
+static void log_alert(const alert_what *w)
 {
-	char what[64], ee[600];
-	metrics_alert(kind);
-	snprintf(what, sizeof what, "ALERT %s", kind);
-	log_about about = {biz_id, message_key, -1};
-	log_msg_about(LOG_ERROR, what, &about, "attempts=%d%s%s last_error=%s", attempts,
-	              topic ? " topic=" : "", topic ? topic : "",
-	              last_error ? log_printable(last_error, ee, sizeof ee) : "-");
+	char what[64], ee[600], range[96] = "";
+	snprintf(what, sizeof what, "ALERT %s", w->kind);
+	log_about about = {w->biz_id, w->message_key, w->offsets ? w->offsets->partition : -1};
+	if (w->offsets)
+		snprintf(range, sizeof range, " from_offset=%lld to_offset=%lld",
+		         (long long)w->offsets->from, (long long)w->offsets->to);
+	log_msg_about(LOG_ERROR, what, &about, "attempts=%d%s%s%s last_error=%s", w->attempts,
+	              w->topic ? " topic=" : "", w->topic ? w->topic : "", range,
+	              w->last_error ? log_printable(w->last_error, ee, sizeof ee) : "-");
+}
+
+/* The webhook's JSON body, or NULL when out of memory. The strings are
+ * valid UTF-8: envelope fields were checked at intake, topics are Kafka
+ * names, and last_error is our own text with outside bytes escaped. */
+static char *alert_json(const alert_what *w)
+{
+	char at[32];
+	utc_now(at, sizeof at);
+	cJSON *o = cJSON_CreateObject();
+	char *json = NULL;
+	const alert_offsets *r = w->offsets;
+	if (o && cJSON_AddStringToObject(o, "kind", w->kind) &&
+	    (w->biz_id ? cJSON_AddStringToObject(o, "biz_id", w->biz_id)
+	               : cJSON_AddNullToObject(o, "biz_id")) &&
+	    (w->message_key ? cJSON_AddStringToObject(o, "message_key", w->message_key)
+	                    : cJSON_AddNullToObject(o, "message_key")) &&
+	    cJSON_AddNumberToObject(o, "attempts", w->attempts) &&
+	    (!w->topic || cJSON_AddStringToObject(o, "topic", w->topic)) &&
+	    (!r || (cJSON_AddNumberToObject(o, "partition", r->partition) &&
+	            cJSON_AddNumberToObject(o, "from_offset", (double)r->from) &&
+	            cJSON_AddNumberToObject(o, "to_offset", (double)r->to))) &&
+	    (w->last_error ? cJSON_AddStringToObject(o, "last_error", w->last_error)
+	                   : cJSON_AddNullToObject(o, "last_error")) &&
+	    cJSON_AddStringToObject(o, "at", at))
+		json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return json;
+}
+
+static void raise_alert(alert *al, const alert_what *w)
+{
+	metrics_alert(w->kind);
+	log_alert(w);
 	if (!al)
 		return;
 	pthread_mutex_lock(&al->mu);
@@ -265,25 +308,7 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
 	pthread_mutex_unlock(&al->mu);
 	if (!webhook)
 		return;
-
-	char at[32];
-	utc_now(at, sizeof at);
-	cJSON *o = cJSON_CreateObject();
-	char *json = NULL;
-	/* the strings are valid UTF-8: envelope fields were checked at intake,
-	 * and last_error is our own text with outside bytes escaped */
-	if (o && cJSON_AddStringToObject(o, "kind", kind) &&
-	    (biz_id ? cJSON_AddStringToObject(o, "biz_id", biz_id)
-	            : cJSON_AddNullToObject(o, "biz_id")) &&
-	    (message_key ? cJSON_AddStringToObject(o, "message_key", message_key)
-	                 : cJSON_AddNullToObject(o, "message_key")) &&
-	    cJSON_AddNumberToObject(o, "attempts", attempts) &&
-	    (!topic || cJSON_AddStringToObject(o, "topic", topic)) &&
-	    (last_error ? cJSON_AddStringToObject(o, "last_error", last_error)
-	                : cJSON_AddNullToObject(o, "last_error")) &&
-	    cJSON_AddStringToObject(o, "at", at))
-		json = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	char *json = alert_json(w);
 	item *it = json ? calloc(1, sizeof *it) : NULL;
 	if (!it) {
 		free(json);
@@ -308,6 +333,20 @@ void alert_raise(alert *al, const char *kind, const char *biz_id, const char *me
 	append(al, it);
 	pthread_cond_signal(&al->cv);
 	pthread_mutex_unlock(&al->mu);
+}
+
+void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
+                 int attempts, const char *topic, const char *last_error)
+{
+	alert_what w = {kind, biz_id, message_key, topic, last_error, attempts, NULL};
+	raise_alert(al, &w);
+}
+
+void alert_raise_offsets(alert *al, const char *kind, const char *topic,
+                         const alert_offsets *offsets, const char *text)
+{
+	alert_what w = {kind, NULL, NULL, topic, text, 0, offsets};
+	raise_alert(al, &w);
 }
 
 void alert_stop(alert *al, int wait_ms)

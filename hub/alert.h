@@ -4,6 +4,10 @@
  * also POSTed there as one JSON object, for example
  *   {"kind":"check_failed","biz_id":"shop","message_key":"o-1","attempts":15,
  *    "last_error":"HTTP 503","at":"2026-11-22T10:00:00Z"}
+ * or, about control-topic offsets (alert_raise_offsets),
+ *   {"kind":"control_records_lost","biz_id":null,"message_key":null,"attempts":0,
+ *    "topic":"txhub.control","partition":0,"from_offset":100,"to_offset":200,
+ *    "last_error":"offsets 100 to 199 (100) of ...","at":"2026-11-22T10:00:00Z"}
  * from a thread of its own, retried with backoff a few times, so a slow or
  * dead webhook never holds up the hub. Safe to call from any thread. */
 #ifndef TXHUB_ALERT_H
@@ -28,6 +32,18 @@ alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
  * is full the webhook copy is dropped and that is logged. */
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error);
+
+/* Raise one alert about offsets of a control-topic partition (kind:
+ * "control_records_lost", "control_partition_truncated"): the webhook's
+ * JSON names the topic, the partition and the offsets [from_offset,
+ * to_offset), with text as last_error (biz_id and message_key null,
+ * attempts 0). */
+typedef struct {
+	int32_t partition;
+	int64_t from, to;
+} alert_offsets;
+void alert_raise_offsets(alert *al, const char *kind, const char *topic,
+                         const alert_offsets *offsets, const char *text);
 
 /* A reload changed the configuration: take up alert.webhook (emptied: what
  * is queued is dropped as it falls due; set: later alerts go there). */

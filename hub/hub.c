@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "fault.h"
 #include "forward.h"
+#include "gap_report.h"
 #include "intake.h"
 #include "janitor.h"
 #include "log.h"
@@ -628,6 +629,25 @@ static void on_revoking(void *opaque, const int32_t *parts, size_t n)
 	unrelease(h, parts, n); /* no longer ours: no lease release for them either */
 }
 
+/* Offsets of an owned partition are not on the broker (gap.h): record
+ * and tell (gap_report.h) before intake reads on; -1 while PostgreSQL is
+ * away or the partition's epoch moved on (then it is fenced soon). */
+static int on_gap(void *opaque, const gap *g)
+{
+	hub *h = opaque;
+	char err[512];
+	const store_owned *o = owned_find(&h->owned, g->partition);
+	if (!o || store_ready(h) != 0)
+		return -1;
+	gap_report_rc rc = gap_report(h->st, h->al, h->cfg->control_topic, h->owner, o->epoch, g,
+	                              err, sizeof err);
+	if (rc == GAP_FAILED)
+		fault_fail(&h->f_scan, err);
+	if (rc == GAP_REPORTED) /* (its next_offset is this replica's own doing) */
+		store_note_offset(h->st, g->partition, g->resume, g->kind != GAP_LOST);
+	return rc == GAP_REPORTED ? 0 : -1;
+}
+
 /* Returns 0, or -1 when the store failed (recorded in f_scan). */
 static int release_assigned(hub *h)
 {
@@ -907,7 +927,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");
 	snprintf(h.owner, sizeof h.owner, "%s/%ld", host, (long)getpid());
-	intake_hooks hooks = {on_take, on_assigned, on_revoking, &h};
+	intake_hooks hooks = {on_take, on_assigned, on_revoking, on_gap, &h};
 	if (!(h.in = intake_new(cfg, hooks, &h.owned, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;

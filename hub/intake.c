@@ -6,9 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
+#include "clock.h"
+#include "gap.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
+
+/* An assigned partition: where it was last started, and whether the
+ * broker stopped it with an offset out of range. */
+typedef struct {
+	int32_t partition;
+	int64_t start;    /* the offset it was (re)started at; RD_KAFKA_OFFSET_INVALID: the group's */
+	int stalled;      /* stopped: librdkafka fetches it no more until it is assigned again */
+	int64_t wanted;   /* ... the offset it could not read */
+	int64_t due_ms;   /* ... when to decide (again) where to read it from */
+	int attempts;     /* ... decisions put off so far */
+	int decided;      /* ... resume is where to start it at due_ms */
+	int64_t resume;
+} slot;
 
 struct intake {
 	rd_kafka_t *rk;
@@ -19,6 +35,8 @@ struct intake {
 	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
 	size_t nfenced;
 	int paused;         /* consumption of owned partitions paused */
+	slot *slots;        /* the partitions Kafka assigns here, in no order */
+	size_t nslots;
 	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
 };
 
@@ -71,6 +89,7 @@ size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
 /* Own a partition taken in PostgreSQL. */
 static void take_owned(intake *in, const store_owned *o)
 {
+	metrics_control_records_lost(o->partition, 0); /* the series, at 0 */
 	if (owned_take(in->owned, o) != 0)
 		/* not worked on, so nothing is lost: its records are dropped
 		 * unread and the next owner reads them */
@@ -105,6 +124,43 @@ static void fenced_remove(intake *in, int32_t p)
 		if (in->fenced[i] != p)
 			in->fenced[k++] = in->fenced[i];
 	in->nfenced = k;
+}
+
+static slot *slot_find(intake *in, int32_t p)
+{
+	for (size_t i = 0; i < in->nslots; i++)
+		if (in->slots[i].partition == p)
+			return &in->slots[i];
+	return NULL;
+}
+
+/* Partition p (re)started at offset: no longer stalled. */
+static void slot_start(intake *in, int32_t p, int64_t offset)
+{
+	slot *s = slot_find(in, p);
+	if (!s) {
+		slot *n = realloc(in->slots, (in->nslots + 1) * sizeof *n);
+		if (!n) {
+			/* only an eager restart of another partition asks for it: it
+			 * then starts this one at the group's committed offset */
+			log_error("intake: out of memory tracking partition %d", p);
+			return;
+		}
+		in->slots = n;
+		s = &in->slots[in->nslots++];
+	}
+	memset(s, 0, sizeof *s);
+	s->partition = p;
+	s->start = offset;
+}
+
+static void slot_drop(intake *in, int32_t p)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < in->nslots; i++)
+		if (in->slots[i].partition != p)
+			in->slots[k++] = in->slots[i];
+	in->nslots = k;
 }
 
 static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
@@ -143,6 +199,49 @@ static void change_assignment(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *p
 	}
 }
 
+/* Give every element of l without an offset (< 0: PostgreSQL has none) the
+ * group's committed offset, or RD_KAFKA_OFFSET_BEGINNING when the group has
+ * none either: a new group on a new database reads from the start, which
+ * is no loss. When the broker does not answer, it stays
+ * RD_KAFKA_OFFSET_INVALID: librdkafka asks for it again, and reports a
+ * partition without one as an offset out of range (serve_stalled). */
+static void group_offsets(intake *in, rd_kafka_topic_partition_list_t *l)
+{
+	rd_kafka_topic_partition_list_t *ask = rd_kafka_topic_partition_list_new(l->cnt);
+	for (int i = 0; i < l->cnt; i++)
+		if (l->elems[i].offset < 0 && l->elems[i].offset != INTAKE_FROM_BEGINNING) {
+			l->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
+			rd_kafka_topic_partition_list_add(ask, l->elems[i].topic, l->elems[i].partition);
+		}
+	rd_kafka_resp_err_t e = ask->cnt ? rd_kafka_committed(in->rk, ask, 5000) : 0;
+	if (e)
+		log_warn("intake: asking for the group's committed offsets: %s (librdkafka asks again)",
+		         rd_kafka_err2str(e));
+	for (int i = 0; !e && i < ask->cnt; i++) {
+		rd_kafka_topic_partition_t *a = &ask->elems[i];
+		if (a->err)
+			continue;
+		rd_kafka_topic_partition_list_find(l, a->topic, a->partition)->offset =
+			a->offset >= 0 ? a->offset : RD_KAFKA_OFFSET_BEGINNING;
+	}
+	rd_kafka_topic_partition_list_destroy(ask);
+}
+
+/* Where a partition is read from, for the log: next (PostgreSQL's, or -1)
+ * and the offset given to the consumer. */
+static const char *start_text(int64_t next, int64_t offset, char *buf, size_t bufsz)
+{
+	if (next >= 0)
+		snprintf(buf, bufsz, "offset %lld (txhub.partitions)", (long long)next);
+	else if (offset >= 0)
+		snprintf(buf, bufsz, "offset %lld (the group's committed offset)", (long long)offset);
+	else if (offset == RD_KAFKA_OFFSET_BEGINNING)
+		snprintf(buf, bufsz, "the beginning (no offset in txhub.partitions or the group yet)");
+	else
+		snprintf(buf, bufsz, "the group's committed offset");
+	return buf;
+}
+
 /* New partitions: take them in PostgreSQL first (bumping their epochs),
  * then start each one at the offset PostgreSQL holds for it. */
 static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts,
@@ -162,19 +261,19 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 		log_warn("intake: stopping before %zu assigned partition(s) could be taken", n);
 		goto done;
 	}
+	/* records before next_offset are in PostgreSQL already; without one,
+	 * the group's committed offset, else the beginning */
+	for (size_t i = 0; i < n; i++)
+		parts->elems[i].offset = next[i];
+	group_offsets(in, parts);
 	for (size_t i = 0; i < n; i++) {
-		/* records before next_offset are in PostgreSQL already; without
-		 * one, Kafka's committed offset (or auto.offset.reset) decides */
-		if (next[i] >= 0)
-			parts->elems[i].offset = next[i];
+		char from[128];
 		take_owned(in, &own[i]);
 		fenced_remove(in, ps[i]);
-		if (next[i] >= 0)
-			log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
-			         "(txhub.partitions)", ps[i], (long long)own[i].epoch, (long long)next[i]);
-		else
-			log_info("intake: partition %d taken at epoch %lld, reading from the group's "
-			         "committed offset", ps[i], (long long)own[i].epoch);
+		slot_start(in, ps[i], parts->elems[i].offset);
+		log_info("intake: partition %d taken at epoch %lld, reading from %s", ps[i],
+		         (long long)own[i].epoch,
+		         start_text(next[i], parts->elems[i].offset, from, sizeof from));
 	}
 	change_assignment(rk, parts, coop, 1);
 	/* librdkafka keeps a partition's pause across unassign and assign: a
@@ -215,6 +314,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	for (int i = 0; i < parts->cnt; i++) {
 		owned_drop(in->owned, parts->elems[i].partition);
 		fenced_remove(in, parts->elems[i].partition);
+		slot_drop(in, parts->elems[i].partition);
 	}
 	free(ps);
 	change_assignment(rk, parts, coop, 0);
@@ -263,23 +363,142 @@ const int32_t *intake_fenced(const intake *in, size_t *n)
 	return in->fenced;
 }
 
-/* Where a partition taken back is read from: PostgreSQL's next offset, or
- * else the group's committed one (records read since the fence were
- * dropped unacknowledged, so the consumer's position is past them). */
-static int64_t retake_offset(intake *in, int32_t p, int64_t next)
+/* Start the partitions of l again at their offsets: librdkafka stopped
+ * them (an offset out of range, with auto.offset.reset = error), and a
+ * stopped partition cannot seek, only be assigned again. Cooperatively
+ * just these; eagerly the whole assignment at once, every other partition
+ * at its position (the next record it hands over) or, before it handed
+ * any, where it was started. Pauses stay as they were (librdkafka keeps
+ * them across assignments). */
+static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
 {
-	if (next >= 0)
-		return next;
-	if (next == INTAKE_FROM_BEGINNING)
-		return RD_KAFKA_OFFSET_BEGINNING;
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-	rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, p);
-	int64_t off = RD_KAFKA_OFFSET_BEGINNING; /* auto.offset.reset = earliest */
-	if (rd_kafka_committed(in->rk, l, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-	    l->elems[0].offset >= 0)
-		off = l->elems[0].offset;
-	rd_kafka_topic_partition_list_destroy(l);
-	return off;
+	for (int i = 0; i < l->cnt; i++) {
+		char at[32] = "the beginning";
+		slot_start(in, l->elems[i].partition, l->elems[i].offset);
+		if (l->elems[i].offset != RD_KAFKA_OFFSET_BEGINNING)
+			snprintf(at, sizeof at, "offset %lld", (long long)l->elems[i].offset);
+		log_info("intake: partition %d starts again at %s", l->elems[i].partition, at);
+	}
+	if (strcmp(rd_kafka_rebalance_protocol(in->rk), "COOPERATIVE") == 0) {
+		change_assignment(in->rk, l, 1, 0);
+		change_assignment(in->rk, l, 1, 1);
+		return;
+	}
+	rd_kafka_topic_partition_list_t *all = NULL;
+	rd_kafka_resp_err_t e = rd_kafka_assignment(in->rk, &all);
+	if (!e)
+		e = rd_kafka_position(in->rk, all);
+	if (e) {
+		log_error("intake: reading the assignment to start partitions again: %s (retried at "
+		          "the next rebalance)", rd_kafka_err2str(e));
+		if (all)
+			rd_kafka_topic_partition_list_destroy(all);
+		return;
+	}
+	for (int i = 0; i < all->cnt; i++) {
+		rd_kafka_topic_partition_t *a = &all->elems[i];
+		const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(l, a->topic,
+		                                                                         a->partition);
+		const slot *s = slot_find(in, a->partition);
+		if (r)
+			a->offset = r->offset;
+		else if (a->offset < 0)
+			a->offset = s ? s->start : RD_KAFKA_OFFSET_INVALID;
+	}
+	change_assignment(in->rk, all, 0, 1);
+	rd_kafka_topic_partition_list_destroy(all);
+}
+
+/* librdkafka stopped partition p: the offset it wanted is not on the
+ * broker, or it had none to start at (wanted RD_KAFKA_OFFSET_INVALID).
+ * Where to read it from is decided at the next poll (serve_stalled). */
+static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
+{
+	slot *s = slot_find(in, p);
+	if (!s || s->stalled) /* not assigned here any more, or already waiting */
+		return;
+	s->stalled = 1;
+	s->wanted = wanted;
+	s->due_ms = 0;
+	s->attempts = 0;
+	s->decided = 0;
+	if (wanted >= 0)
+		log_info("intake: partition %d stopped at offset %lld: %s", p, (long long)wanted, why);
+	else
+		log_info("intake: partition %d stopped: %s", p, why);
+}
+
+/* Put the decision about s off for a while. Returns -1. */
+static int decide_later(slot *s)
+{
+	s->attempts++;
+	s->due_ms = clock_ms() + backoff_delay(s->attempts, 1000, 10000, backoff_random());
+	return -1;
+}
+
+/* Where stalled s reads from now: 0 with *to, or -1 to decide later. A
+ * gap (gap.h) goes to the gap hook first, which must have said so. */
+static int decide(intake *in, slot *s, int64_t *to)
+{
+	char text[600];
+	if (s->decided) {
+		*to = s->resume;
+		return 0;
+	}
+	if (s->wanted == RD_KAFKA_OFFSET_INVALID) {
+		log_info("intake: partition %d has no offset in txhub.partitions or the group: a first "
+		         "start, reading from the beginning", s->partition);
+		*to = RD_KAFKA_OFFSET_BEGINNING;
+		return 0;
+	}
+	if (s->wanted < 0) { /* a logical offset the broker did not look up: ask again */
+		s->decided = 1;
+		s->resume = s->wanted;
+		return decide_later(s);
+	}
+	int64_t lo = -1, hi = -1;
+	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(in->rk, in->cfg->control_topic,
+	                                                         s->partition, &lo, &hi, 5000);
+	if (e || lo < 0 || hi < lo) {
+		log_warn("intake: partition %d: asking the broker where it starts and ends: %s; "
+		         "asking again", s->partition, e ? rd_kafka_err2str(e) : "no answer");
+		return decide_later(s);
+	}
+	gap g;
+	gap_decide(s->partition, s->wanted, lo, hi, &g);
+	if (g.kind == GAP_NONE) { /* a passing disagreement: read it again in a while */
+		gap_describe(&g, in->cfg->control_topic, text, sizeof text);
+		log_warn("intake: partition %d: %s", s->partition, text);
+		s->decided = 1;
+		s->resume = g.resume;
+		return decide_later(s);
+	}
+	if (in->hooks.gap && in->hooks.gap(in->hooks.opaque, &g) != 0)
+		return decide_later(s);
+	*to = g.resume;
+	return 0;
+}
+
+/* Decide for the stalled partitions whose time has come, and start them
+ * again. Fenced ones wait to be taken back (intake_retake starts them). */
+static void serve_stalled(intake *in)
+{
+	int64_t now = clock_ms();
+	rd_kafka_topic_partition_list_t *l = NULL;
+	for (size_t i = 0; i < in->nslots; i++) {
+		slot *s = &in->slots[i];
+		int64_t to = RD_KAFKA_OFFSET_INVALID;
+		if (!s->stalled || now < s->due_ms || !owned_has(in->owned, s->partition) ||
+		    decide(in, s, &to) != 0)
+			continue;
+		if (!l)
+			l = rd_kafka_topic_partition_list_new(4);
+		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, s->partition)->offset = to;
+	}
+	if (l) {
+		restart_partitions(in, l);
+		rd_kafka_topic_partition_list_destroy(l);
+	}
 }
 
 int intake_committed(intake *in, const int32_t *parts, size_t n, int64_t *out)
@@ -305,24 +524,40 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 {
 	if (n == 0)
 		return;
+	/* PostgreSQL's next offset, or else the group's committed one
+	 * (records read since the fence were dropped unacknowledged, so the
+	 * consumer's position is past them) */
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+	rd_kafka_topic_partition_list_t *stopped = rd_kafka_topic_partition_list_new((int)n);
 	int32_t *ps = calloc(n, sizeof *ps);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, own[i].partition)->offset =
-			retake_offset(in, own[i].partition, next_offset[i]);
+			next_offset[i];
+	group_offsets(in, l);
+	for (size_t i = 0; i < n; i++) {
+		char from[128];
 		take_owned(in, &own[i]);
 		fenced_remove(in, own[i].partition);
+		slot_start(in, own[i].partition, l->elems[i].offset);
 		if (ps)
 			ps[i] = own[i].partition;
-		log_info("intake: partition %d taken back at epoch %lld, reading from offset %lld",
-		         own[i].partition, (long long)own[i].epoch, (long long)l->elems[i].offset);
+		log_info("intake: partition %d taken back at epoch %lld, reading from %s",
+		         own[i].partition, (long long)own[i].epoch,
+		         start_text(next_offset[i], l->elems[i].offset, from, sizeof from));
 	}
 	/* a partition that did not seek would be read on from where the fence
-	 * left it, past records never applied: fenced again, retried later */
+	 * left it, past records never applied: fenced again, retried later;
+	 * one librdkafka stopped (an offset out of range before the fence)
+	 * cannot seek, but starts again */
 	rd_kafka_error_t *e = rd_kafka_seek_partitions(in->rk, l, 5000);
 	for (int i = 0; i < l->cnt; i++) {
 		if (!e && !l->elems[i].err)
 			continue;
+		if (!e && l->elems[i].err == RD_KAFKA_RESP_ERR__STATE) {
+			rd_kafka_topic_partition_list_add(stopped, in->cfg->control_topic,
+			                                  l->elems[i].partition)->offset = l->elems[i].offset;
+			continue;
+		}
 		log_error("intake: seeking partition %d taken back: %s", l->elems[i].partition,
 		          e ? rd_kafka_error_string(e) : rd_kafka_err2str(l->elems[i].err));
 		owned_drop(in->owned, l->elems[i].partition);
@@ -333,14 +568,17 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	/* the group's offset goes back with it: committed past what the
 	 * database holds, it would be taken at the next start for a database
 	 * that lost transactions (hub.c, check_taken) */
-	rd_kafka_topic_partition_list_t *st = rd_kafka_topic_partition_list_new((int)n);
+	rd_kafka_topic_partition_list_t *keep = rd_kafka_topic_partition_list_new((int)n);
 	for (int i = 0; i < l->cnt; i++)
 		if (l->elems[i].offset >= 0 && owned_has(in->owned, l->elems[i].partition))
-			rd_kafka_topic_partition_list_add(st, in->cfg->control_topic,
+			rd_kafka_topic_partition_list_add(keep, in->cfg->control_topic,
 			                                  l->elems[i].partition)->offset = l->elems[i].offset;
-	if (st->cnt > 0 && rd_kafka_offsets_store(in->rk, st) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (keep->cnt > 0 && rd_kafka_offsets_store(in->rk, keep) != RD_KAFKA_RESP_ERR_NO_ERROR)
 		log_debug("intake: storing the offsets of partitions taken back failed");
-	rd_kafka_topic_partition_list_destroy(st);
+	rd_kafka_topic_partition_list_destroy(keep);
+	if (stopped->cnt > 0)
+		restart_partitions(in, stopped);
+	rd_kafka_topic_partition_list_destroy(stopped);
 	rd_kafka_topic_partition_list_destroy(l);
 	size_t k = 0;
 	for (size_t i = 0; ps && i < n; i++)
@@ -415,7 +653,10 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		"enable.auto.offset.store", "false", /* we store after the PG commit */
 		"enable.auto.commit", "true",        /* ...and librdkafka commits those */
 		"auto.commit.interval.ms", "1000",
-		"auto.offset.reset", "earliest",     /* a new group reads from the start */
+		/* never jump to another offset on its own: librdkafka reports an
+		 * offset out of range (or none to start at) and intake decides,
+		 * and says so (serve_stalled) */
+		"auto.offset.reset", "error",
 		"enable.partition.eof", "false",
 		/* partitions added to the control topic are seen at the next
 		 * refresh; librdkafka's default waits 5 minutes */
@@ -499,6 +740,7 @@ static void validate(const txhub_config *cfg, store_record *r)
 void intake_poll(intake *in, intake_batch *b)
 {
 	int timeout = (int)in->cfg->intake_poll_ms;
+	serve_stalled(in);
 	/* while paused the batch in hand may be full, but the consumer is
 	 * still polled: that keeps this replica in the group and serves
 	 * rebalances (paused partitions deliver nothing more) */
@@ -509,7 +751,11 @@ void intake_poll(intake *in, intake_batch *b)
 			break;
 		timeout = 0;
 		if (m->err) {
-			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			/* auto.offset.reset = error: librdkafka stopped the partition
+			 * rather than jump to another offset on its own */
+			if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt)
+				stall(in, m->partition, m->offset, rd_kafka_message_errstr(m));
+			else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
 				log_warn("intake: consume: %s", rd_kafka_message_errstr(m));
 			rd_kafka_message_destroy(m);
 			continue;
@@ -592,6 +838,7 @@ void intake_close(intake *in)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
 	free(in->fenced);
+	free(in->slots);
 	free(in);
 }
 

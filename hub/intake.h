@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "gap.h"
 #include "owned.h"
 #include "store.h"
 
@@ -30,19 +31,26 @@ void intake_batch_free(intake_batch *b);
 /* Called from inside intake_poll() on a rebalance.
  *
  * take: before new partitions are read, take them in PostgreSQL: fill
- * own[i] (the new epoch) and next_offset[i] (where to start; -1: Kafka's
- * committed offset) for parts[i]. Returns 0, or -1 when a stop came first
+ * own[i] (the new epoch) and next_offset[i] (where to start; -1: the
+ * group's committed offset, or the beginning without one) for parts[i]. Returns 0, or -1 when a stop came first
  * (the partitions are then not read at all).
  * assigned: after they were assigned, with their epochs (the owned set
  * holds them by then).
  * revoking: before partitions move away (they are still in the owned set);
  * the callee must finish (store and acknowledge, or drop unacknowledged)
- * the batch in hand for them. */
+ * the batch in hand for them.
+ * gap: called from inside intake_poll(), for an owned partition, when the
+ * offset it was to read is not on the broker (gap.h: deleted before it
+ * was read, or beyond the partition's end). The callee records and reports
+ * it, and returns 0: the partition is then read from g->resume; or -1 to
+ * be asked again later (PostgreSQL away): it waits until then. May be
+ * NULL (read on from g->resume). */
 typedef struct {
 	int (*take)(void *opaque, const int32_t *parts, size_t n, store_owned *own,
 	            int64_t *next_offset);
 	void (*assigned)(void *opaque, const store_owned *own, size_t n);
 	void (*revoking)(void *opaque, const int32_t *partitions, size_t n);
+	int (*gap)(void *opaque, const gap *g);
 	void *opaque;
 } intake_hooks;
 

@@ -62,7 +62,9 @@ int64_t kafka_consumer_receive_bytes(const txhub_config *cfg);
 /* Refuse kafka.* settings too small for envelope.max_bytes: an explicit
  * kafka.message.max.bytes below kafka_forward_max_bytes() (every large
  * envelope would be stored and then never forwarded) or
- * kafka.receive.message.max.bytes below kafka_receive_min_bytes(). conf is
+ * kafka.receive.message.max.bytes below kafka_receive_min_bytes(); and a
+ * kafka.auto.offset.reset other than error (the consumer would skip
+ * records without a word; intake decides instead). conf is
  * built from cfg without defaults (main.c's probe). Returns 0, or -1 with
  * both keys named in err. */
 int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, char *err,

@@ -24,9 +24,11 @@ static const char *outcome_names[METRICS_NOUTCOMES] = {"applied", "rejected", "c
 static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back", "undecided",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
-static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
-                                    "database_failing", "kafka_fatal", "lane_stuck",
-                                    "database_rewound", "other"};
+static const char *alert_names[] = {"check_failed",         "send_failed",
+                                    "prepare_missing",      "database_failing",
+                                    "kafka_fatal",          "lane_stuck",
+                                    "database_rewound",     "control_records_lost",
+                                    "control_partition_truncated", "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */
@@ -42,6 +44,7 @@ typedef struct {
 } latency;
 
 #define MAX_LAG 1024 /* partitions shown in txhub_consumer_lag */
+#define MAX_LOST 1024 /* ... and in txhub_control_records_lost_total */
 
 static struct registry {
 	counter envelopes[METRICS_NTYPES][METRICS_NOUTCOMES];
@@ -59,6 +62,11 @@ static struct registry {
 	int32_t lag_partition[MAX_LAG];
 	int64_t lag[MAX_LAG];
 	size_t nlag;
+	/* txhub_control_records_lost_total, sorted by partition: every
+	 * partition ever counted, at 0 too (guarded by lag_mu too) */
+	int32_t lost_partition[MAX_LOST];
+	uint64_t lost[MAX_LOST];
+	size_t nlost;
 } m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void add(counter *c, uint64_t v)
@@ -159,12 +167,41 @@ void metrics_set_owned_partitions(size_t n)
 	atomic_store_explicit(&m.owned, (int64_t)n, memory_order_relaxed);
 }
 
+/* The lost counter of partition p, made (at 0) when missing; NULL when
+ * the table is full. The caller holds lag_mu. */
+static uint64_t *lost_of(int32_t p)
+{
+	size_t i = 0;
+	while (i < m.nlost && m.lost_partition[i] < p)
+		i++;
+	if (i < m.nlost && m.lost_partition[i] == p)
+		return &m.lost[i];
+	if (m.nlost == MAX_LOST)
+		return NULL;
+	memmove(&m.lost_partition[i + 1], &m.lost_partition[i],
+	        (m.nlost - i) * sizeof m.lost_partition[0]);
+	memmove(&m.lost[i + 1], &m.lost[i], (m.nlost - i) * sizeof m.lost[0]);
+	m.nlost++;
+	m.lost_partition[i] = p;
+	m.lost[i] = 0;
+	return &m.lost[i];
+}
+
 void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n)
 {
 	pthread_mutex_lock(&m.lag_mu);
 	m.nlag = n < MAX_LAG ? n : MAX_LAG;
 	memcpy(m.lag_partition, partitions, m.nlag * sizeof *partitions);
 	memcpy(m.lag, lag, m.nlag * sizeof *lag);
+	pthread_mutex_unlock(&m.lag_mu);
+}
+
+void metrics_control_records_lost(int32_t partition, uint64_t offsets)
+{
+	pthread_mutex_lock(&m.lag_mu);
+	uint64_t *c = lost_of(partition);
+	if (c)
+		*c += offsets;
 	pthread_mutex_unlock(&m.lag_mu);
 }
 
@@ -245,6 +282,14 @@ static void write_counters(sbuf *o)
 	for (size_t i = 0; i < NALERTS; i++)
 		sbuf_printf(o, "txhub_alerts_total{kind=\"%s\"} %llu\n", alert_names[i],
 		            (unsigned long long)get(&m.alerts[i]));
+	head(o, "txhub_control_records_lost_total", "counter",
+	     "Control-topic offsets the broker deleted before a hub read them, skipped by this "
+	     "hub.");
+	pthread_mutex_lock(&m.lag_mu);
+	for (size_t i = 0; i < m.nlost; i++)
+		sbuf_printf(o, "txhub_control_records_lost_total{partition=\"%d\"} %llu\n",
+		            m.lost_partition[i], (unsigned long long)m.lost[i]);
+	pthread_mutex_unlock(&m.lag_mu);
 }
 
 static void write_histograms(sbuf *o)
@@ -346,6 +391,7 @@ void metrics_reset(void)
 {
 	pthread_mutex_lock(&m.lag_mu);
 	m.nlag = 0;
+	m.nlost = 0;
 	pthread_mutex_unlock(&m.lag_mu);
 	/* the atomics are plain memory when no other thread runs */
 	size_t off = offsetof(struct registry, lag_mu);

@@ -91,9 +91,15 @@ void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
  * marker, or forwarded again because it cannot rule that out. */
 void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again);
 /* kind: check_failed, send_failed, prepare_missing, database_failing,
- * kafka_fatal, lane_stuck, database_rewound; anything else counts as
- * "other". */
+ * kafka_fatal, lane_stuck, database_rewound, control_records_lost,
+ * control_partition_truncated; anything else counts as "other". */
 void metrics_alert(const char *kind);
+
+/* txhub_control_records_lost_total{partition}: offsets of a control-topic
+ * partition the broker deleted before they were read, which this hub
+ * skipped. Counting 0 makes the series (intake does for each partition it
+ * takes, so that an alert rule sees it rise); a series stays. */
+void metrics_control_records_lost(int32_t partition, uint64_t offsets);
 
 /* Gauges. */
 void metrics_set_owned_partitions(size_t n);

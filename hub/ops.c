@@ -148,10 +148,18 @@ static const char *SQL_STATUS =
 	"(SELECT count(*) FROM txhub.conflicts)";
 
 static const char *SQL_PARTITIONS =
-	"SELECT topic, partition, owner, coalesce(group_id, ''), epoch, coalesce(next_offset, -1), "
+	"SELECT tp.topic, tp.partition, owner, coalesce(group_id, ''), epoch, "
+	"coalesce(next_offset, -1), "
 	"coalesce(floor(extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, -1), "
-	"released_at IS NOT NULL, coalesce(contested_by, '') "
-	"FROM txhub.partitions ORDER BY topic, partition";
+	"released_at IS NOT NULL, coalesce(contested_by, ''), "
+	"(SELECT coalesce(sum(to_offset - from_offset), 0) FROM txhub.gaps g "
+	" WHERE g.topic = tp.topic AND g.partition = tp.partition AND g.kind = 'lost'), "
+	"coalesce(lg.kind, ''), coalesce(lg.from_offset, -1), coalesce(lg.to_offset, -1), "
+	"coalesce(to_char(lg.detected_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), ''), "
+	"coalesce(floor(extract(epoch FROM now() - lg.detected_at))::bigint, -1) "
+	"FROM txhub.partitions tp LEFT JOIN LATERAL (SELECT kind, from_offset, to_offset, "
+	"detected_at FROM txhub.gaps g WHERE g.topic = tp.topic AND g.partition = tp.partition "
+	"ORDER BY id DESC LIMIT 1) lg ON true ORDER BY tp.topic, tp.partition";
 
 static void read_counts(const PGresult *r, ops_status *st)
 {
@@ -196,6 +204,12 @@ static int read_partitions(const PGresult *r, ops_status *st)
 		p->heartbeat_age_ms = ops_int(r, i, 6);
 		p->released = PQgetvalue(r, i, 7)[0] == 't';
 		snprintf(p->contested_by, sizeof p->contested_by, "%s", PQgetvalue(r, i, 8));
+		p->lost_offsets = ops_int(r, i, 9);
+		snprintf(p->gap_kind, sizeof p->gap_kind, "%s", PQgetvalue(r, i, 10));
+		p->gap_from = ops_int(r, i, 11);
+		p->gap_to = ops_int(r, i, 12);
+		snprintf(p->gap_at, sizeof p->gap_at, "%s", PQgetvalue(r, i, 13));
+		p->gap_age_s = ops_int(r, i, 14);
 		p->high_watermark = -1;
 		p->lag = -1;
 	}
@@ -288,6 +302,7 @@ static void add_unowned(rd_kafka_t *rk, const char *topic, ops_status *st, int t
 				snprintf(p->topic, sizeof p->topic, "%s", topic);
 				p->partition = part;
 				p->next_offset = p->high_watermark = p->lag = p->heartbeat_age_ms = -1;
+				p->gap_from = p->gap_to = p->gap_age_s = -1;
 			}
 		}
 	}
@@ -376,6 +391,15 @@ static cJSON *partition_json(const ops_partition *p)
 	                      : cJSON_CreateNumber((double)(p->heartbeat_age_ms / 1000)));
 	cJSON_AddBoolToObject(o, "released", p->released);
 	cJSON_AddItemToObject(o, "contested_by", str_or_null(p->contested_by));
+	cJSON_AddNumberToObject(o, "lost_offsets", (double)p->lost_offsets);
+	cJSON *gap = p->gap_kind[0] ? cJSON_CreateObject() : cJSON_CreateNull();
+	if (gap && p->gap_kind[0]) {
+		cJSON_AddStringToObject(gap, "kind", p->gap_kind);
+		cJSON_AddNumberToObject(gap, "from_offset", (double)p->gap_from);
+		cJSON_AddNumberToObject(gap, "to_offset", (double)p->gap_to);
+		cJSON_AddStringToObject(gap, "at", p->gap_at);
+	}
+	cJSON_AddItemToObject(o, "last_gap", gap);
 	return o;
 }
 

@@ -83,6 +83,12 @@ typedef struct {
 	int64_t high_watermark;   /* -1: unknown (the broker was not asked or did not answer) */
 	int64_t lag;              /* high_watermark - next_offset (0 for an empty partition
 	                           * whose next_offset is unknown); -1: unknown */
+	/* txhub.gaps: offsets a hub could not read (gap.h) */
+	int64_t lost_offsets;     /* deleted before a hub read them, in all */
+	char gap_kind[16];        /* the last gap's kind ("lost", "truncated"), "" for none */
+	int64_t gap_from, gap_to; /* ... its offsets [from, to) */
+	char gap_at[32];          /* ... when a hub found it (RFC 3339, UTC) */
+	int64_t gap_age_s;        /* ... how long ago */
 } ops_partition;
 
 typedef struct {
@@ -123,7 +129,8 @@ void ops_status_free(ops_status *st);
  * oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
  * partitions (topic, partition, owner, group, epoch, next_offset, lag,
  * high_watermark, heartbeat_age_s, released, contested_by), plus
- * parked_by. NULL when out of memory; the caller deletes it. */
+ * parked_by, and per partition lost_offsets and last_gap (kind,
+ * from_offset, to_offset, at; null when none). NULL when out of memory; the caller deletes it. */
 cJSON *ops_status_json(const ops_status *st);
 
 /* ---- list and show ---- */

@@ -42,6 +42,13 @@ void rewind_advance(rewind_table *t, int32_t partition, int64_t next_offset)
 		m->next_offset = next_offset;
 }
 
+void rewind_set_offset(rewind_table *t, int32_t partition, int64_t next_offset)
+{
+	rewind_mark *m = find(t, partition);
+	if (m)
+		m->next_offset = next_offset;
+}
+
 const rewind_mark *rewind_find(const rewind_table *t, int32_t partition)
 {
 	return find(t, partition);

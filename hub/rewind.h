@@ -41,6 +41,10 @@ int rewind_taken(rewind_table *t, int32_t partition, int64_t epoch, int64_t next
 /* A batch moved the partition's next_offset on (never back). */
 void rewind_advance(rewind_table *t, int32_t partition, int64_t next_offset);
 
+/* The partition's next_offset was set to next_offset by this replica on
+ * purpose, back too (the control partition was truncated: gap.h). */
+void rewind_set_offset(rewind_table *t, int32_t partition, int64_t next_offset);
+
 /* The mark of a partition, or NULL when it was never taken here. */
 const rewind_mark *rewind_find(const rewind_table *t, int32_t partition);
 

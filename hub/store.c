@@ -207,6 +207,14 @@ store_rc store_ensure(store *st, char *err, size_t errsz)
 	return STORE_OK;
 }
 
+void store_note_offset(store *st, int32_t partition, int64_t next_offset, int exact)
+{
+	if (exact)
+		rewind_set_offset(&st->known, partition, next_offset);
+	else
+		rewind_advance(&st->known, partition, next_offset);
+}
+
 int store_reconnected(store *st)
 {
 	int r = st->reconnected;

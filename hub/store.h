@@ -151,6 +151,13 @@ typedef struct {
 store_rc store_check_history(store *st, const store_owned *own, size_t nown,
                              store_rewound **out, size_t *nout, char *err, size_t errsz);
 
+/* This replica wrote next_offset for the partition itself, outside a batch
+ * (a gap in the control partition: gap_report.h): remember it, forward
+ * (exact = 0: never back) or as it is (exact = 1: a truncated partition is
+ * read again from its start), so that it is not taken for a database that
+ * lost transactions. */
+void store_note_offset(store *st, int32_t partition, int64_t next_offset, int exact);
+
 /* 1 once after the connection was lost and made again (store_ensure):
  * the database on the other end may be another one now (a failover). */
 int store_reconnected(store *st);

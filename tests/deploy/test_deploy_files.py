@@ -286,6 +286,7 @@ class Dashboard(unittest.TestCase):
                   "txhub_oldest_prepared_age_seconds", "txhub_oldest_pending_send_age_seconds",
                   "txhub_owned_partitions", "txhub_ready", "txhub_database_errors_total",
                   "txhub_kafka_errors_total", "txhub_alerts_total",
+                  "txhub_control_records_lost_total",
                   "process_resident_memory_bytes", "process_cpu_seconds_total"):
             self.assertIn(m, used)
 

@@ -65,8 +65,8 @@ Test(commands, migrate_from_several_replicas_at_once_applies_each_once, .timeout
 		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "migrate %d failed", i);
 	}
 	/* every migration exactly once: versions 1..n, no repeats */
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 5);
-	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 5);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.schema_migrations"), 7);
+	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT version) FROM txhub.schema_migrations"), 7);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 0);
 	h_teardown(&e);
 }
@@ -115,6 +115,7 @@ Test(commands, bad_usage_and_configuration_exit_2_naming_the_culprit)
 		{{"devbroker", "--topic", "a b", NULL}, "--topic"},
 		{{"devbroker", "--bogus", NULL}, "--bogus"},
 		{{"run", "-X", "kafka.bad key=1", NULL}, "kafka.bad key"},
+		{{"run", "-X", "kafka.auto.offset.reset=earliest", NULL}, "kafka.auto.offset.reset"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char err[4096];

@@ -71,6 +71,20 @@ Test(kafka, a_receive_message_max_bytes_too_small_is_refused_naming_both_keys)
 	          "%s", err);
 }
 
+/* The consumer never jumps to another offset on its own (intake decides
+ * and says so): kafka.auto.offset.reset may only be error. */
+Test(kafka, an_auto_offset_reset_other_than_error_is_refused)
+{
+	static const char *const refused[] = {"earliest", "latest", "smallest", "beginning", "end"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		set("kafka.auto.offset.reset", refused[i]);
+		cr_assert_eq(check(), -1, "%s passed", refused[i]);
+		cr_assert(strstr(err, "kafka.auto.offset.reset") && strstr(err, refused[i]), "%s", err);
+	}
+	set("kafka.auto.offset.reset", "error");
+	cr_assert_eq(check(), 0, "%s", err);
+}
+
 Test(kafka, kafka_setting_finds_only_what_the_user_set)
 {
 	cr_assert_null(kafka_setting(&cfg, "message.max.bytes"));

@@ -104,6 +104,38 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	free(t);
 }
 
+/* txhub_control_records_lost_total: a series per partition counted, at 0
+ * too (intake counts 0 for each partition it takes, so that an alert rule
+ * sees it rise), in partition order; losses add up per partition. */
+Test(metrics, control_records_lost_per_partition)
+{
+	metrics_reset();
+	metrics_control_records_lost(3, 0);
+	metrics_control_records_lost(1, 0);
+	metrics_control_records_lost(3, 100);
+	metrics_control_records_lost(3, 50);
+	metrics_control_records_lost(9, 7);
+	metrics_alert("control_records_lost");
+	metrics_alert("control_partition_truncated");
+	char *t = exposition();
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"1\"}"), 0);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"3\"}"), 150);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"9\"}"), 7);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_records_lost\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_partition_truncated\"}"), 1);
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"other\"}"), 0);
+	/* in partition order */
+	char *p1 = strstr(t, "txhub_control_records_lost_total{partition=\"1\"}");
+	char *p3 = strstr(t, "txhub_control_records_lost_total{partition=\"3\"}");
+	char *p9 = strstr(t, "txhub_control_records_lost_total{partition=\"9\"}");
+	cr_assert(p1 && p1 < p3 && p3 < p9);
+	free(t);
+	metrics_reset();
+	t = exposition();
+	cr_assert_null(strstr(t, "txhub_control_records_lost_total{"));
+	free(t);
+}
+
 Test(metrics, every_series_has_help_and_type)
 {
 	metrics_reset();
