@@ -603,3 +603,29 @@ void h_records_free(h_record *r, size_t n)
 	}
 	free(r);
 }
+
+void h_delete_records(h_env *e, int part, int64_t before)
+{
+	char es[512];
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_conf_set(c, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, e->topic, part)->offset = before;
+	rd_kafka_DeleteRecords_t *del = rd_kafka_DeleteRecords_new(l);
+	rd_kafka_topic_partition_list_destroy(l);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteRecords(rk, &del, 1, NULL, q);
+	rd_kafka_DeleteRecords_destroy(del);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	cr_assert_not_null(ev, "no answer to DeleteRecords within 30 s");
+	cr_assert_eq(rd_kafka_event_error(ev), 0, "DeleteRecords: %s", rd_kafka_event_error_string(ev));
+	const rd_kafka_topic_partition_list_t *res =
+		rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+	cr_assert(res && res->cnt == 1 && res->elems[0].err == 0, "DeleteRecords: %s",
+	          res && res->cnt == 1 ? rd_kafka_err2str(res->elems[0].err) : "no result");
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_destroy(rk);
+}

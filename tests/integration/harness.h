@@ -124,4 +124,8 @@ int h_create_topic(const h_env *e, const char *topic, int partitions,
 void h_control_topic(h_env *e);
 void h_records_free(h_record *r, size_t n);
 
+/* Apache Kafka only: make the broker delete partition part of e's control
+ * topic before offset `before` (DeleteRecords), as retention does. */
+void h_delete_records(h_env *e, int part, int64_t before);
+
 #endif

@@ -370,3 +370,54 @@ Test(failover, exactly_once_a_failed_forward_is_not_taken_for_sent, .timeout = 2
 	unlink(snap);
 	h_teardown(&e);
 }
+
+/* The database lost more than the broker still has: the offsets it lost
+ * were deleted (retention) before they could be read again. The hub says
+ * so (control_records_lost naming the offsets, besides database_rewound)
+ * and goes on with what follows. */
+Test(failover, loss_beyond_the_brokers_retention_is_reported, .timeout = 240)
+{
+	if (!h_real_kafka())
+		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR): DeleteRecords");
+	h_env e;
+	h_setup(&e, "fret");
+	h_control_topic(&e);
+	char fwd[128], snap[256], log[256], buf[512];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	snprintf(snap, sizeof snap, "/tmp/txhub-%s.dump", e.name);
+	pid_t hub = h_hub_start(&e, NULL);
+	h_hub_log(log, sizeof log, &e);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", "4", 60000));
+	/* one-shot commits to partition 0: offsets 0..19, then 20..39 */
+	for (int i = 0; i < 40; i++) {
+		if (i == 20) {
+			cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+			                     "'sent'", "20", 30000));
+			snapshot(&e, snap);
+		}
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":"
+		                          "\"m-%05d\",\"payload\":%d,\"forward\":{\"topic\":\"%s\"}}",
+		         i, i, fwd);
+		h_send_str(&e, 0, "k", buf);
+		h_flush();
+	}
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "40",
+	                 30000));
+	h_delete_records(&e, 0, 40);
+	fail_over(&e, snap);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.gaps WHERE partition = 0 AND from_offset = 20 "
+	                     "AND to_offset = 40", "1", 30000), "the lost offsets were not reported");
+	cr_assert_eq(h_log_lines(log, "hub: PostgreSQL lost its last transactions"), 1);
+	cr_assert_eq(h_log_lines(log, "error ALERT control_records_lost"), 1);
+	/* and the hub goes on */
+	h_send_str(&e, 0, "k", "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"after\","
+	                       "\"payload\":1,\"forward\":{\"topic\":\"x.after\"}}");
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'after'",
+	                 "sent", 30000));
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key <> 'after'"),
+	             20, "the copy's 20 messages, the 20 the broker deleted are gone");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	unlink(snap);
+	h_teardown(&e);
+}
