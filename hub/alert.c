@@ -250,7 +250,7 @@ static void utc_now(char *out, size_t outsz)
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error)
 {
-	char what[64], ee[600];
+	char what[64], ee[1200];
 	metrics_alert(kind);
 	snprintf(what, sizeof what, "ALERT %s", kind);
 	log_about about = {biz_id, message_key, -1};

@@ -38,6 +38,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "monitor.h"
+#include "ops.h"
 #include "owned.h"
 #include "signals.h"
 #include "store.h"
@@ -71,7 +72,7 @@ typedef struct {
 	int64_t next_retention;
 	janitor_retention sweep;
 	fault f_conn, f_apply, f_scan;
-	char problem[512];     /* why this replica is not doing its job, or "" */
+	char problem[1024];    /* why this replica is not doing its job, or "" */
 } hub;
 
 static int64_t now_ms(void) { return clock_ms(); }
@@ -161,6 +162,7 @@ static void unrelease(hub *h, const int32_t *parts, size_t n)
  * their records from the batch in hand, unacknowledged. */
 static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
 {
+	janitor_log_fenced(h->st, h->cfg, lost, nlost);
 	intake_fence(h->in, lost, nlost);
 	checkback_assign(h->cb, &h->owned);
 	unrelease(h, lost, nlost);
@@ -332,11 +334,16 @@ static int flush_batch(hub *h)
  * records them beside the batches on a connection of its own. */
 static void hand_over_deliveries(hub *h) { forward_poll(h->fw, &h->owned); }
 
+/* The clash over partitions with a replica of another consumer group (or
+ * "": none), as the janitor or a take found it: logged when it changes,
+ * the alert group_clash raised when one begins. */
 static void set_problem(hub *h, const char *problem)
 {
 	if (strcmp(problem, h->problem) == 0)
 		return;
-	if (*problem)
+	if (*problem && !h->problem[0])
+		alert_raise(h->al, "group_clash", NULL, NULL, 0, h->cfg->control_topic, problem);
+	else if (*problem)
 		log_error("hub: %s", problem);
 	else
 		log_info("hub: the clash over partitions is over");
@@ -391,9 +398,9 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 			continue;
 		char problem[sizeof h->problem];
 		snprintf(problem, sizeof problem, "partition %d of %s was held by %s of consumer group "
-		         "\"%s\" and this replica of group \"%s\" took it: two consumer groups read "
-		         "one control topic into one database; give them the same group",
-		         parts[i], h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group);
+		         "\"%s\" and this replica of group \"%s\" took it: %s", parts[i],
+		         h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group,
+		         OPS_GROUP_CLASH_ADVICE);
 		set_problem(h, problem);
 	}
 	free(prev);

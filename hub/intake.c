@@ -225,9 +225,7 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (!owned_drop(in->owned, parts[i]))
 			continue;
-		fenced_add(in, parts[i]);
-		log_error("intake: partition %d was taken by another replica; it is left alone until "
-		          "Kafka assigns it here again or its holder is gone", parts[i]);
+		fenced_add(in, parts[i]); /* (the caller says who took it) */
 	}
 	set_paused(in, parts, n, 1);
 }

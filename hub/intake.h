@@ -70,7 +70,7 @@ void intake_close(intake *in);
 const char *intake_fatal(const intake *in);
 
 /* These partitions were taken by another replica: stop reading them and
- * drop them from the owned set. They stay in intake_fenced() while Kafka
+ * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
  * still assigns them here, until taken again (a new assignment, or
  * intake_retake()) or revoked. */
 void intake_fence(intake *in, const int32_t *parts, size_t n);

@@ -24,8 +24,9 @@ static const char *outcome_names[METRICS_NOUTCOMES] = {"applied", "rejected", "c
 static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back", "undecided",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
-static const char *alert_names[] = {"check_failed", "send_failed", "prepare_missing",
-                                    "database_failing", "kafka_fatal", "other"};
+static const char *alert_names[] = {"check_failed",  "send_failed",       "prepare_missing",
+                                    "database_failing", "kafka_fatal",     "group_clash",
+                                    "database_mismatch", "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */

@@ -150,7 +150,10 @@ static const char *SQL_STATUS =
 static const char *SQL_PARTITIONS =
 	"SELECT topic, partition, owner, coalesce(group_id, ''), epoch, coalesce(next_offset, -1), "
 	"coalesce(floor(extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, -1), "
-	"released_at IS NOT NULL, coalesce(contested_by, '') "
+	"released_at IS NOT NULL, "
+	/* a waiting replica says so every 5 s (janitor.c): older is over */
+	"CASE WHEN contested_at > now() - interval '30 seconds' "
+	"AND contested_by IS DISTINCT FROM group_id THEN contested_by ELSE '' END "
 	"FROM txhub.partitions ORDER BY topic, partition";
 
 static void read_counts(const PGresult *r, ops_status *st)
@@ -375,11 +378,28 @@ static cJSON *partition_json(const ops_partition *p)
 	return o;
 }
 
+/* A partition held by one consumer group while a replica of another waits
+ * for it, or NULL (none, or out of memory). */
+static cJSON *clash_json(const ops_partition *p)
+{
+	cJSON *o = p->contested_by[0] ? cJSON_CreateObject() : NULL;
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "topic", p->topic);
+	cJSON_AddNumberToObject(o, "partition", p->partition);
+	cJSON_AddItemToObject(o, "owner", str_or_null(p->owner));
+	cJSON_AddItemToObject(o, "group", str_or_null(p->group));
+	cJSON_AddStringToObject(o, "waiting_group", p->contested_by);
+	cJSON_AddStringToObject(o, "advice", OPS_GROUP_CLASH_ADVICE);
+	return o;
+}
+
 cJSON *ops_status_json(const ops_status *st)
 {
 	cJSON *o = cJSON_CreateObject(), *m = cJSON_CreateObject(), *s = cJSON_CreateObject(),
-	      *pb = cJSON_CreateObject(), *parts = cJSON_CreateArray();
-	if (!o || !m || !s || !pb || !parts)
+	      *pb = cJSON_CreateObject(), *parts = cJSON_CreateArray(),
+	      *clashes = cJSON_CreateArray();
+	if (!o || !m || !s || !pb || !parts || !clashes)
 		goto fail;
 	for (int i = 0; i < OPS_NSTATUS; i++)
 		cJSON_AddNumberToObject(m, ops_status_names[i], (double)st->messages[i]);
@@ -394,6 +414,9 @@ cJSON *ops_status_json(const ops_status *st)
 		if (!p)
 			goto fail;
 		cJSON_AddItemToArray(parts, p);
+		cJSON *c = clash_json(&st->partitions[i]);
+		if (c)
+			cJSON_AddItemToArray(clashes, c);
 	}
 	cJSON_AddItemToObject(o, "messages", m);
 	cJSON_AddItemToObject(o, "send", s);
@@ -406,6 +429,7 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddNumberToObject(o, "conflicts_1h", (double)st->conflicts_1h);
 	cJSON_AddNumberToObject(o, "conflicts", (double)st->conflicts);
 	cJSON_AddItemToObject(o, "partitions", parts);
+	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	return o;
 fail:
@@ -414,6 +438,7 @@ fail:
 	cJSON_Delete(s);
 	cJSON_Delete(pb);
 	cJSON_Delete(parts);
+	cJSON_Delete(clashes);
 	return NULL;
 }
 

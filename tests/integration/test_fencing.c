@@ -5,14 +5,18 @@
  *
  * The first tests drive two store connections directly, as two replicas
  * would; the last one fences a running hub. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "harness.h"
+#include "httpd.h"
 #include "store.h"
 
 typedef struct {
@@ -319,10 +323,13 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	snprintf(path, sizeof path, "/tmp/txhub-%s-1.log", e.name);
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f, "%s", path);
+	char taken[256];
+	snprintf(taken, sizeof taken, "partition 0 of %s was taken by intruder, another replica of "
+	         "this group", e.topic);
 	int fenced = 0;
 	while (fgets(line, sizeof line, f)) {
 		cr_assert_null(strstr(line, "warn  kafka: CONFWARN"), "%s", line);
-		fenced += strstr(line, "partition 0 was taken by another replica") != NULL;
+		fenced += strstr(line, taken) != NULL;
 	}
 	fclose(f);
 	cr_assert_eq(fenced, 1);
@@ -399,6 +406,185 @@ Test(fencing, a_hub_of_another_group_is_named_and_outlived, .timeout = 300)
 	                 "sent", 60000), "the real hub stayed fenced after the stray hub died");
 	cr_assert_geq(h_log_lines(real_log, "the clash over partitions is over"), 1);
 	cr_assert_eq(h_hub_stop(real), 0);
+	h_teardown(&e);
+}
+
+/* ---- the alert webhook ---- */
+
+#define ALERTS_MAX 32
+
+typedef struct {
+	pthread_mutex_t mu;
+	char bodies[ALERTS_MAX][4096];
+	int n;
+} alerts;
+
+static void on_alert(void *opaque, const h_http_request *req, h_http_answer *ans)
+{
+	alerts *a = opaque;
+	pthread_mutex_lock(&a->mu);
+	if (strcmp(req->path, "/alert") == 0 && a->n < ALERTS_MAX)
+		snprintf(a->bodies[a->n++], sizeof a->bodies[0], "%s", req->body ? req->body : "");
+	pthread_mutex_unlock(&a->mu);
+	ans->status = 200;
+}
+
+/* The first alert of this kind the webhook got within timeout_ms, parsed
+ * (the caller deletes it), or NULL. */
+static cJSON *alert_of(alerts *a, const char *kind, int timeout_ms)
+{
+	for (int waited = 0; waited <= timeout_ms; waited += 200) {
+		pthread_mutex_lock(&a->mu);
+		cJSON *found = NULL;
+		for (int i = 0; i < a->n && !found; i++) {
+			cJSON *j = cJSON_Parse(a->bodies[i]);
+			cr_assert_not_null(j, "an alert is not JSON: %s", a->bodies[i]);
+			const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+			if (cJSON_IsString(k) && strcmp(k->valuestring, kind) == 0)
+				found = j;
+			else
+				cJSON_Delete(j);
+		}
+		pthread_mutex_unlock(&a->mu);
+		if (found)
+			return found;
+		h_pause_ms(200);
+	}
+	return NULL;
+}
+
+/* How many alerts of this kind the webhook got. */
+static int alerts_of(alerts *a, const char *kind)
+{
+	char needle[96];
+	snprintf(needle, sizeof needle, "\"kind\":\"%s\"", kind);
+	int n = 0;
+	pthread_mutex_lock(&a->mu);
+	for (int i = 0; i < a->n; i++)
+		n += strstr(a->bodies[i], needle) != NULL;
+	pthread_mutex_unlock(&a->mu);
+	return n;
+}
+
+static const char *alert_text(const cJSON *a, const char *field)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, field);
+	cr_assert(cJSON_IsString(v), "alert without %s", field);
+	return v->valuestring;
+}
+
+/* `txhub status --json` for e, parsed (the caller deletes it). */
+static cJSON *status_json(h_env *e)
+{
+	static char out[1 << 16];
+	char errbuf[2048];
+	const char *args[] = {"status", "--json", NULL};
+	cr_assert_eq(h_txhub_io(e, args, out, sizeof out, errbuf, sizeof errbuf), 0, "%s", errbuf);
+	cJSON *j = cJSON_Parse(out);
+	cr_assert_not_null(j, "status --json: %s", out);
+	return j;
+}
+
+/* A hub of another consumer group takes the partitions of a running hub
+ * (the same control topic and database): the hub that loses them names the
+ * group that took them, each partition and what to do, in its log line
+ * for each partition, in the alert group_clash, and `txhub status` (text
+ * and --json) shows the clash over each partition. */
+Test(fencing, a_fenced_hub_names_the_group_that_took_its_partitions, .timeout = 300)
+{
+	h_env e;
+	h_setup(&e, "named");
+	alerts al = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(on_alert, &al);
+	char fwd[128], webhook[128], real_log[256], stray_group[128], stray_set[160], q[512];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert",
+	         h_httpd_port(srv));
+	snprintf(stray_group, sizeof stray_group, "stray_%s", e.name);
+	snprintf(stray_set, sizeof stray_set, "group=%s", stray_group);
+	const char *real_settings[] = {webhook, NULL};
+	const char *stray_settings[] = {stray_set, NULL};
+	pid_t real = h_hub_start(&e, real_settings);
+	h_hub_log(real_log, sizeof real_log, &e);
+	send_oneshot(&e, "r1", 1, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'r1'",
+	                 "sent", 60000));
+
+	pid_t stray = h_hub_start(&e, stray_settings);
+	snprintf(q, sizeof q, "SELECT count(*) FROM txhub.partitions WHERE group_id = '%s'",
+	         stray_group);
+	cr_assert(h_wait(&e, q, "4", 60000), "the stray hub did not take the partitions");
+	char host[128] = "", holder[200];
+	gethostname(host, sizeof host - 1);
+	snprintf(holder, sizeof holder, "%s/%d", host, (int)stray);
+
+	/* the log: a line per partition lost, naming who took it, its group
+	 * and what to do */
+	char needle[1200];
+	for (int p = 0; p < 4; p++) {
+		snprintf(needle, sizeof needle, "partition %d of %s was taken by %s of consumer group "
+		         "\"%s\", not of this replica's group \"%s\": two consumer groups read one "
+		         "control topic into one database: give every hub of this control topic and "
+		         "database the same `group`", p, e.topic, holder, stray_group, e.name);
+		cr_assert(log_shows(real_log, needle, 20000), "no line: %s", needle);
+	}
+
+	/* the alert, once */
+	cJSON *a = alert_of(&al, "group_clash", 30000);
+	cr_assert_not_null(a, "no group_clash alert");
+	snprintf(needle, sizeof needle, "partitions 0, 1, 2 and 3 of %s are held by %s of consumer "
+	         "group \"%s\", not by this replica's group \"%s\": two consumer groups", e.topic,
+	         holder, stray_group, e.name);
+	cr_assert(strstr(alert_text(a, "last_error"), needle), "alert: %s",
+	          alert_text(a, "last_error"));
+	cr_assert(strstr(alert_text(a, "last_error"), "the same `group`"));
+	cr_assert_str_eq(alert_text(a, "topic"), e.topic);
+	cJSON_Delete(a);
+
+	/* txhub status --json: each partition held by the stray group, the
+	 * real one waiting */
+	int clashes = 0;
+	for (int waited = 0; clashes < 4 && waited < 30000; waited += 500) {
+		cJSON *st = status_json(&e);
+		const cJSON *c, *list = cJSON_GetObjectItemCaseSensitive(st, "clashes");
+		cr_assert(cJSON_IsArray(list), "status --json has no clashes");
+		clashes = 0;
+		int seen[4] = {0};
+		cJSON_ArrayForEach(c, list) {
+			int p = cJSON_GetObjectItemCaseSensitive(c, "partition")->valueint;
+			cr_assert(p >= 0 && p < 4 && !seen[p]);
+			seen[p] = 1;
+			cr_assert_str_eq(alert_text(c, "topic"), e.topic);
+			cr_assert_str_eq(alert_text(c, "group"), stray_group);
+			cr_assert_str_eq(alert_text(c, "owner"), holder);
+			cr_assert_str_eq(alert_text(c, "waiting_group"), e.name);
+			cr_assert(strstr(alert_text(c, "advice"), "the same `group`"));
+			clashes++;
+		}
+		cJSON_Delete(st);
+		if (clashes < 4)
+			h_pause_ms(500);
+	}
+	cr_assert_eq(clashes, 4, "status --json names %d clashes", clashes);
+	/* ... and as text */
+	static char out[1 << 16];
+	char errbuf[2048];
+	const char *text[] = {"status", NULL};
+	cr_assert_eq(h_txhub_io(&e, text, out, sizeof out, errbuf, sizeof errbuf), 0, "%s", errbuf);
+	for (int p = 0; p < 4; p++) {
+		snprintf(needle, sizeof needle, "partition %d of %s is held by %s of consumer group "
+		         "\"%s\"; a replica of consumer group \"%s\" waits for it", p, e.topic, holder,
+		         stray_group, e.name);
+		cr_assert(strstr(out, needle), "status does not say: %s\n%s", needle, out);
+	}
+	cr_assert(strstr(out, "the same `group`"), "%s", out);
+
+	cr_assert_eq(h_hub_stop(stray), 0);
+	cr_assert(log_shows(real_log, "the clash over partitions is over", 20000));
+	cr_assert_eq(alerts_of(&al, "group_clash"), 1, "one clash, one alert");
+	cr_assert_eq(h_hub_stop(real), 0);
+	h_httpd_stop(srv);
 	h_teardown(&e);
 }
 
