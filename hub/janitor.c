@@ -31,15 +31,6 @@ int janitor_foreign_holder(const txhub_config *cfg, const store_partition_row *r
 	return holder_alive(row) && other_group(cfg, row->group);
 }
 
-/* "partition 3", or "partitions 0, 1 and 3", into buf. */
-static void name_partitions(char *buf, size_t bufsz, const int32_t *parts, size_t n)
-{
-	size_t used = (size_t)snprintf(buf, bufsz, "partition%s", n == 1 ? "" : "s");
-	for (size_t i = 0; i < n && used < bufsz; i++)
-		used += (size_t)snprintf(buf + used, bufsz - used, "%s%d",
-		                         i == 0 ? " " : i + 1 == n ? " and " : ", ", parts[i]);
-}
-
 /* A replica of another group says it waits for some of our partitions. */
 static void note_contested(const txhub_config *cfg, const store_partition_row *rows, size_t n,
                            janitor_findings *f)
@@ -57,7 +48,7 @@ static void note_contested(const txhub_config *cfg, const store_partition_row *r
 	if (!waiting)
 		return;
 	char named[256];
-	name_partitions(named, sizeof named, parts, np);
+	log_partitions(parts, np, named, sizeof named);
 	snprintf(f->problem, sizeof f->problem, "a replica of consumer group \"%s\" waits for %s "
 	         "of %s, which this replica of group \"%s\" holds: %s", waiting, named,
 	         cfg->control_topic, cfg->group, OPS_GROUP_CLASH_ADVICE);
@@ -74,7 +65,7 @@ static void describe_held(const txhub_config *cfg, const store_partition_row *he
 		if (strcmp(held[i].owner, held[0].owner) == 0 && strcmp(held[i].group, held[0].group) == 0)
 			parts[np++] = held[i].partition;
 	char named[256];
-	name_partitions(named, sizeof named, parts, np);
+	log_partitions(parts, np, named, sizeof named);
 	snprintf(f->problem, sizeof f->problem, "%s of %s %s held by %s of consumer group \"%s\", "
 	         "not by this replica's group \"%s\"%s: %s; this replica takes %s back when %s "
 	         "gone", named, cfg->control_topic, np == 1 ? "is" : "are", held[0].owner,

@@ -7,6 +7,8 @@
  * would; the last one fences a running hub. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -585,6 +587,204 @@ Test(fencing, a_fenced_hub_names_the_group_that_took_its_partitions, .timeout = 
 	cr_assert_eq(alerts_of(&al, "group_clash"), 1, "one clash, one alert");
 	cr_assert_eq(h_hub_stop(real), 0);
 	h_httpd_stop(srv);
+	h_teardown(&e);
+}
+
+/* ---- one consumer group, two databases ---- */
+
+static size_t keep_body(char *p, size_t size, size_t n, void *opaque)
+{
+	char *b = opaque;
+	size_t l = strlen(b), add = size * n;
+	if (l + add >= 4096)
+		add = 4095 - l;
+	memcpy(b + l, p, add);
+	b[l + add] = '\0';
+	return size * n;
+}
+
+/* GET http://127.0.0.1:port/readyz: the status (0: no answer), the body
+ * into body (4096 bytes). */
+static long readyz(int port, char *body)
+{
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", port);
+	body[0] = '\0';
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+	long code = 0;
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+/* Whether every partition of e's control topic has an offset committed to
+ * e's group whose metadata holds needle, within timeout_ms (read as any
+ * Kafka client can: OffsetFetch, without joining the group). */
+static int committed_with(h_env *e, const char *needle, int timeout_ms)
+{
+	char es[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_conf_set(conf, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_set(conf, "group.id", e->name, es, sizeof es);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	int all = 0;
+	for (int waited = 0; !all && waited <= timeout_ms; waited += 500) {
+		rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+		for (int p = 0; p < 4; p++)
+			rd_kafka_topic_partition_list_add(l, e->topic, p);
+		all = rd_kafka_committed(rk, l, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+		for (int p = 0; all && p < 4; p++) {
+			char md[512] = "";
+			snprintf(md, sizeof md, "%.*s", (int)l->elems[p].metadata_size,
+			         l->elems[p].metadata ? (const char *)l->elems[p].metadata : "");
+			all = l->elems[p].offset >= 0 && strstr(md, needle) != NULL;
+		}
+		rd_kafka_topic_partition_list_destroy(l);
+		if (!all)
+			h_pause_ms(500);
+	}
+	rd_kafka_destroy(rk);
+	return all;
+}
+
+/* prepare or commit of transaction i (key k-i) on partition i % 4. */
+static void send_tx(h_env *e, const char *type, int i, const char *fwd)
+{
+	char buf[512], mk[32];
+	snprintf(mk, sizeof mk, "k-%03d", i);
+	snprintf(buf, sizeof buf, "{\"type\":\"%s\",\"biz_id\":\"d\",\"message_key\":\"%s\","
+	                          "\"payload\":%d,\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
+	         type, mk, i, fwd, mk);
+	h_send_str(e, i % 4, mk, buf);
+}
+
+#define SPLIT_TX 40
+
+/* Two hubs of one consumer group, the second started against another
+ * database (a configuration slip; here another database of the same
+ * cluster: the same system identifier, another name). Each hub commits
+ * its offsets with its database's identity; the second finds the
+ * partitions Kafka gives it were worked against the first database and
+ * refuses them: it takes nothing in its database and reads nothing, raises
+ * database_mismatch naming both databases, and answers /readyz 503. The
+ * decisions on those partitions wait, unread, until the slip is fixed (the
+ * second hub stops): then the first hub takes them and everything is
+ * forwarded once. A hub started against the second database with
+ * pg.adopt_from naming the first (a move on purpose) takes the partitions
+ * over. */
+Test(fencing, a_replica_against_another_database_refuses_its_partitions, .timeout = 300)
+{
+	h_env e, other;
+	h_setup(&other, "otherdb");
+	h_setup(&e, "onedb");
+	char sysid[32];
+	h_query(&e, "SELECT system_identifier FROM pg_control_system()", sysid, sizeof sysid);
+	alerts al = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(on_alert, &al);
+	int port = h_free_port();
+	char fwd[128], webhook[128], listen[64], pgset[600], b_log[256], q[256], body[4096];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert",
+	         h_httpd_port(srv));
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	snprintf(pgset, sizeof pgset, "pg=%s", other.conninfo);
+	const char *a_settings[] = {"checkback.first_after_ms=600000", NULL};
+	const char *b_settings[] = {"checkback.first_after_ms=600000", pgset, webhook, listen, NULL};
+
+	/* the first hub works every partition against e's database */
+	pid_t a = h_hub_start(&e, a_settings);
+	for (int i = 0; i < SPLIT_TX; i++)
+		send_tx(&e, "prepare", i, fwd);
+	h_flush();
+	snprintf(q, sizeof q, "%d", SPLIT_TX);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared'", q,
+	                 60000));
+	char id[200];
+	snprintf(id, sizeof id, "\"db_system_identifier\":\"%s\",\"db_name\":\"%s\"", sysid, e.name);
+	cr_assert(committed_with(&e, id, 20000), "the offsets committed do not name %s", id);
+
+	/* the second, of the same group, against the other database */
+	pid_t b = h_hub_start(&e, b_settings);
+	h_hub_log(b_log, sizeof b_log, &e);
+	cJSON *alert = alert_of(&al, "database_mismatch", 60000);
+	cr_assert_not_null(alert, "no database_mismatch alert");
+	char want[600];
+	const char *text = alert_text(alert, "last_error");
+	snprintf(want, sizeof want, "last worked against database \"%s\" of the cluster with system "
+	         "identifier %s, while this hub works against database \"%s\" of the cluster with "
+	         "system identifier %s", e.name, sysid, other.name, sysid);
+	cr_assert(strstr(text, want), "alert: %s", text);
+	snprintf(want, sizeof want, "set pg.adopt_from = %s/%s on this hub", sysid, e.name);
+	cr_assert(strstr(text, want), "alert: %s", text);
+	cr_assert(strstr(text, "partitions ") && strstr(text, " refused: "), "%s", text);
+	cr_assert_str_eq(alert_text(alert, "topic"), e.topic);
+	cJSON_Delete(alert);
+	cr_assert(log_shows(b_log, "error intake: partitions ", 1000));
+	long code = readyz(port, body);
+	cr_assert_eq(code, 503, "/readyz %ld: %s", code, body);
+	snprintf(want, sizeof want, "while this hub works against database \"%s\"", other.name);
+	cr_assert(strstr(body, want), "/readyz: %s", body);
+
+	/* the decisions: those of the refused partitions are applied nowhere */
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions WHERE released_at IS NULL",
+	                 "2", 30000), "the first hub does not hold two partitions");
+	for (int i = 0; i < SPLIT_TX; i++)
+		send_tx(&e, "commit", i, fwd);
+	h_flush();
+	snprintf(q, sizeof q, "%d", SPLIT_TX / 2);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", q,
+	                 60000));
+	h_pause_ms(3000);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared'"),
+	             SPLIT_TX / 2);
+	cr_assert_eq(h_count(&other, "SELECT count(*) FROM txhub.messages"), 0,
+	             "the second hub applied records in its database");
+	cr_assert_eq(h_count(&other, "SELECT count(*) FROM txhub.partitions"), 0,
+	             "the second hub took partitions in its database");
+	cr_assert_eq(readyz(port, body), 503, "%s", body);
+
+	/* the slip fixed: the first hub takes the partitions and finishes */
+	cr_assert_eq(h_hub_stop(b), 0);
+	snprintf(q, sizeof q, "%d", SPLIT_TX);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' "
+	                     "AND send_status = 'sent'", q, 60000),
+	          "the decisions of the refused partitions were not applied after the fix");
+	cr_assert_eq(alerts_of(&al, "database_mismatch"), 1);
+	cr_assert_eq(h_hub_stop(a), 0);
+	h_record *r;
+	size_t n = h_read_topic(&e, fwd, 2000, &r);
+	int seen[SPLIT_TX] = {0};
+	for (size_t i = 0; i < n; i++) {
+		int k = atoi(r[i].key + 2);
+		cr_assert(k >= 0 && k < SPLIT_TX, "%s", r[i].key);
+		seen[k]++;
+	}
+	for (int k = 0; k < SPLIT_TX; k++)
+		cr_assert_eq(seen[k], 1, "k-%03d forwarded %d times", k, seen[k]);
+	h_records_free(r, n);
+
+	/* a move on purpose: a hub against the other database adopting e's */
+	char adopt[200];
+	snprintf(adopt, sizeof adopt, "pg.adopt_from=%s/%s", sysid, e.name);
+	const char *c_settings[] = {pgset, adopt, NULL};
+	pid_t c = h_hub_start(&e, c_settings);
+	cr_assert(h_wait(&other, "SELECT count(*) FROM txhub.partitions", "4", 60000),
+	          "the adopting hub did not take the partitions");
+	snprintf(id, sizeof id, "\"db_system_identifier\":\"%s\",\"db_name\":\"%s\"", sysid,
+	         other.name);
+	cr_assert(committed_with(&e, id, 20000), "the adopting hub did not commit its identity");
+	send_tx(&e, "commit", SPLIT_TX, fwd);
+	h_flush();
+	cr_assert(h_wait(&other, "SELECT send_status FROM txhub.messages", "sent", 60000));
+	cr_assert_eq(h_hub_stop(c), 0);
+	h_httpd_stop(srv);
+	h_teardown(&other);
 	h_teardown(&e);
 }
 
