@@ -653,14 +653,19 @@ static int committed_with(h_env *e, const char *needle, int timeout_ms)
 	return all;
 }
 
-/* prepare or commit of transaction i (key k-i) on partition i % 4. */
-static void send_tx(h_env *e, const char *type, int i, const char *fwd)
+/* The prepare (fwd: its forward topic) or, fwd NULL, the bare commit of
+ * transaction i (key k-i), on partition i % 4. */
+static void send_tx(h_env *e, int i, const char *fwd)
 {
 	char buf[512], mk[32];
 	snprintf(mk, sizeof mk, "k-%03d", i);
-	snprintf(buf, sizeof buf, "{\"type\":\"%s\",\"biz_id\":\"d\",\"message_key\":\"%s\","
-	                          "\"payload\":%d,\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
-	         type, mk, i, fwd, mk);
+	if (fwd)
+		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"d\",\"message_key\":"
+		         "\"%s\",\"payload\":%d,\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, i,
+		         fwd, mk);
+	else
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":"
+		         "\"%s\"}", mk);
 	h_send_str(e, i % 4, mk, buf);
 }
 
@@ -700,7 +705,7 @@ Test(fencing, a_replica_against_another_database_refuses_its_partitions, .timeou
 	/* the first hub works every partition against e's database */
 	pid_t a = h_hub_start(&e, a_settings);
 	for (int i = 0; i < SPLIT_TX; i++)
-		send_tx(&e, "prepare", i, fwd);
+		send_tx(&e, i, fwd);
 	h_flush();
 	snprintf(q, sizeof q, "%d", SPLIT_TX);
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared'", q,
@@ -735,7 +740,7 @@ Test(fencing, a_replica_against_another_database_refuses_its_partitions, .timeou
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions WHERE released_at IS NULL",
 	                 "2", 30000), "the first hub does not hold two partitions");
 	for (int i = 0; i < SPLIT_TX; i++)
-		send_tx(&e, "commit", i, fwd);
+		send_tx(&e, i, NULL);
 	h_flush();
 	snprintf(q, sizeof q, "%d", SPLIT_TX / 2);
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", q,
@@ -779,9 +784,10 @@ Test(fencing, a_replica_against_another_database_refuses_its_partitions, .timeou
 	snprintf(id, sizeof id, "\"db_system_identifier\":\"%s\",\"db_name\":\"%s\"", sysid,
 	         other.name);
 	cr_assert(committed_with(&e, id, 20000), "the adopting hub did not commit its identity");
-	send_tx(&e, "commit", SPLIT_TX, fwd);
+	send_oneshot(&e, "moved", 1, fwd);
 	h_flush();
-	cr_assert(h_wait(&other, "SELECT send_status FROM txhub.messages", "sent", 60000));
+	cr_assert(h_wait(&other, "SELECT send_status FROM txhub.messages WHERE message_key = "
+	                         "'moved'", "sent", 60000));
 	cr_assert_eq(h_hub_stop(c), 0);
 	h_httpd_stop(srv);
 	h_teardown(&other);
