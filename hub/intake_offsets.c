@@ -12,7 +12,6 @@
 
 /* ---- offsets committed to the group, with this hub's database ---- */
 
-/* Note offset as partition p's next to commit (never backwards). */
 void intake_done_set(intake *in, int32_t p, int64_t offset)
 {
 	rd_kafka_topic_partition_t *e =
@@ -113,9 +112,6 @@ static refusal *refused_find(intake *in, int32_t p)
 	return NULL;
 }
 
-/* Refuse p (other: what its metadata names; NULL or unknown: its
- * committed offset could not be read, why says why). Returns 1 when that
- * is news (newly refused, or for another database than before). */
 int intake_refuse(intake *in, int32_t p, const dbid *other, const char *why)
 {
 	static const dbid unknown;
@@ -148,20 +144,10 @@ void intake_unrefuse(intake *in, int32_t p)
 	in->nrefused = k;
 }
 
-/* Where a partition stands in the group. */
-typedef struct {
-	int64_t committed;    /* the group's committed offset; -1: none */
-	dbid_verdict verdict; /* what its metadata says (dbid_judge) */
-	dbid other;           /* ... the database it names */
-} standing;
-
 int intake_may_take(dbid_verdict v) { return v != DBID_OTHER; }
 
-/* Read where parts[0..n) stand (out[i] for parts[i]). Without an identity
- * of our own, nothing is read: every verdict is DBID_ABSENT. Returns 0, or
- * -1 with err when the committed offsets could not be read. */
-int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_standing *out, char *err,
-                         size_t errsz)
+int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_standing *out,
+                         char *err, size_t errsz)
 {
 	memset(out, 0, n * sizeof *out);
 	for (size_t i = 0; i < n; i++)
@@ -224,7 +210,6 @@ size_t intake_refusals(const intake *in, char *why, size_t whysz, int *mismatch)
 	return in->nrefused;
 }
 
-/* Say what was refused, when that is news. */
 void intake_log_refusals(const intake *in)
 {
 	char why[1200];
@@ -240,6 +225,8 @@ void intake_log_refusals(const intake *in)
 size_t intake_recheck(intake *in, int32_t *accept, size_t max)
 {
 	size_t n = in->nrefused, k = 0;
+	if (n == 0)
+		return 0;
 	int32_t *ps = calloc(n + 1, sizeof *ps);
 	intake_standing *st = calloc(n + 1, sizeof *st);
 	char why[256];
