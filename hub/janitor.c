@@ -131,10 +131,9 @@ void janitor_log_fenced(store *st, const txhub_config *cfg, const int32_t *lost,
 			          "that holder is gone", lost[i], cfg->control_topic, r->owner, r->group,
 			          cfg->group, OPS_GROUP_CLASH_ADVICE);
 		else
-			log_error("hub: partition %d of %s was taken by %s, another replica of this "
-			          "group; it is left alone until Kafka assigns it here again or its "
-			          "holder is gone", lost[i], cfg->control_topic,
-			          *r->owner ? r->owner : "(unknown)");
+			log_error("hub: partition %d of %s was taken by another replica of this group "
+			          "(%s); it is left alone until Kafka assigns it here again or its holder "
+			          "is gone", lost[i], cfg->control_topic, *r->owner ? r->owner : "unknown");
 	}
 	free(rows);
 }

@@ -326,8 +326,8 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f, "%s", path);
 	char taken[256];
-	snprintf(taken, sizeof taken, "partition 0 of %s was taken by intruder, another replica of "
-	         "this group", e.topic);
+	snprintf(taken, sizeof taken, "partition 0 of %s was taken by another replica of this group "
+	         "(intruder)", e.topic);
 	int fenced = 0;
 	while (fgets(line, sizeof line, f)) {
 		cr_assert_null(strstr(line, "warn  kafka: CONFWARN"), "%s", line);
