@@ -225,6 +225,24 @@ static void status_gaps_text(const ops_status *st)
 	}
 }
 
+/* Partitions held by one consumer group while a replica of another waits
+ * for them, and what to do. */
+static void status_clashes_text(const ops_status *st)
+{
+	int any = 0;
+	for (size_t i = 0; i < st->npartitions; i++) {
+		const ops_partition *p = &st->partitions[i];
+		if (!p->contested_by[0])
+			continue;
+		printf("%s partition %d of %s is held by %s of consumer group \"%s\"; a replica of "
+		       "consumer group \"%s\" waits for it\n", any ? "          " : "\nclash     ",
+		       p->partition, p->topic, p->owner, p->group, p->contested_by);
+		any = 1;
+	}
+	if (any)
+		printf("           %s\n", OPS_GROUP_CLASH_ADVICE);
+}
+
 ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *a, char *err,
                        size_t errsz)
 {
@@ -248,6 +266,7 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		status_counts_text(&st, cfg->alert_awaiting_prepare_ms);
 		status_partitions_text(&st);
 		status_gaps_text(&st);
+		status_clashes_text(&st);
 	}
 	ops_status_free(&st);
 	return rc;

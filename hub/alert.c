@@ -257,7 +257,7 @@ typedef struct {
 
 static void log_alert(const alert_what *w)
 {
-	char what[64], ee[600], range[96] = "";
+	char what[64], ee[1200], range[96] = "";
 	snprintf(what, sizeof what, "ALERT %s", w->kind);
 	log_about about = {w->biz_id, w->message_key, w->offsets ? w->offsets->partition : -1};
 	if (w->offsets)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "checkback_proto.h"
+#include "dbid.h"
 #include "envelope.h"
 #include "http.h"
 #include "log.h"
@@ -26,6 +27,12 @@ const config_option config_options[] = {
 	    "Kafka bootstrap servers"),
 	STR("pg", "TXHUB_PG", "", pg,
 	    "PostgreSQL connection string; empty: libpq defaults and the PG* variables"),
+	/* live: a refused partition is checked again every 5 s (intake.c) */
+	LSTR("pg.adopt_from", NULL, "", pg_adopt_from,
+	    "the database this hub's group worked against before a move or a restore into a new "
+	    "cluster, as the alert database_mismatch names it (<system identifier>/<database "
+	    "name>): partitions last worked against it are taken over; empty: a partition last "
+	    "worked against another database is refused"),
 	STR("control_topic", "TXHUB_CONTROL_TOPIC", "txhub.control", control_topic,
 	    "topic producers send envelopes to"),
 	STR("group", "TXHUB_GROUP", "txhub", group,
@@ -436,6 +443,12 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (!*cfg->group) {
 		snprintf(err, errsz, "group: must not be empty");
+		return -1;
+	}
+	dbid adopt;
+	if (*cfg->pg_adopt_from && dbid_parse(cfg->pg_adopt_from, &adopt) != 0) {
+		snprintf(err, errsz, "pg.adopt_from: \"%s\" is not <system identifier>/<database "
+		         "name> (e.g. 7301234567890123456/orders)", cfg->pg_adopt_from);
 		return -1;
 	}
 	if (cfg->checkback_backoff_max_ms < cfg->checkback_backoff_ms) {

@@ -20,6 +20,7 @@ typedef struct {
 typedef struct txhub_config {
 	char *brokers;
 	char *pg;
+	char *pg_adopt_from;          /* "" or "<system identifier>/<name>" (validated) */
 	char *control_topic;
 	char *group;
 	int64_t envelope_max_bytes;

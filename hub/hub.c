@@ -30,6 +30,7 @@
 #include "backoff.h"
 #include "checkback.h"
 #include "clock.h"
+#include "dbid.h"
 #include "fault.h"
 #include "forward.h"
 #include "gap_report.h"
@@ -39,6 +40,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "monitor.h"
+#include "ops.h"
 #include "owned.h"
 #include "signals.h"
 #include "rewind.h"
@@ -73,7 +75,10 @@ typedef struct {
 	int64_t next_retention;
 	janitor_retention sweep;
 	fault f_conn, f_apply, f_scan;
-	char problem[512];     /* why this replica is not doing its job, or "" */
+	char problem[1024];    /* why this replica is not doing its job, or "" */
+	char refusals[1200];   /* partitions refused (intake.h), or "" */
+	int mismatch_alerted;  /* database_mismatch raised for the refusals in hand */
+	int64_t refused_seen;  /* when partitions were last refused */
 } hub;
 
 static int64_t now_ms(void) { return clock_ms(); }
@@ -167,6 +172,7 @@ static void unrelease(hub *h, const int32_t *parts, size_t n)
  * their records from the batch in hand, unacknowledged. */
 static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
 {
+	janitor_log_fenced(h->st, h->cfg, lost, nlost);
 	intake_fence(h->in, lost, nlost);
 	checkback_assign(h->cb, &h->owned);
 	unrelease(h, lost, nlost);
@@ -484,11 +490,16 @@ static int flush_batch(hub *h)
  * records them beside the batches on a connection of its own. */
 static void hand_over_deliveries(hub *h) { forward_poll(h->fw, &h->owned); }
 
+/* The clash over partitions with a replica of another consumer group (or
+ * "": none), as the janitor or a take found it: logged when it changes,
+ * the alert group_clash raised when one begins. */
 static void set_problem(hub *h, const char *problem)
 {
 	if (strcmp(problem, h->problem) == 0)
 		return;
-	if (*problem)
+	if (*problem && !h->problem[0])
+		alert_raise(h->al, "group_clash", NULL, NULL, 0, h->cfg->control_topic, problem);
+	else if (*problem)
 		log_error("hub: %s", problem);
 	else
 		log_info("hub: the clash over partitions is over");
@@ -573,9 +584,9 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 			continue;
 		char problem[sizeof h->problem];
 		snprintf(problem, sizeof problem, "partition %d of %s was held by %s of consumer group "
-		         "\"%s\" and this replica of group \"%s\" took it: two consumer groups read "
-		         "one control topic into one database; give them the same group",
-		         parts[i], h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group);
+		         "\"%s\" and this replica of group \"%s\" took it: %s", parts[i],
+		         h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group,
+		         OPS_GROUP_CLASH_ADVICE);
 		set_problem(h, problem);
 	}
 	free(prev);
@@ -735,6 +746,10 @@ static int tend_partitions(hub *h)
 		fence_lost(h, f.lost, f.nlost);
 	if (rc == 0 && f.ngone > 0)
 		rc = retake(h, f.gone, f.ngone);
+	int32_t accept[256];
+	size_t naccept = intake_recheck(h->in, accept, 256);
+	if (rc == 0 && naccept > 0)
+		rc = retake(h, accept, naccept);
 	if (rc == 0)
 		set_problem(h, f.problem);
 	janitor_findings_clear(&f);
@@ -765,10 +780,28 @@ static int retention(hub *h, int64_t now)
 	return 0;
 }
 
+/* Partitions Kafka assigns here that intake refuses (intake.h): kept for
+ * /readyz; the alert database_mismatch raised once for as long as some
+ * are refused for another database (a rebalance in between, which
+ * refuses them again, does not count as an end). */
+static void watch_refusals(hub *h, int64_t now)
+{
+	int mismatch;
+	if (intake_refusals(h->in, h->refusals, sizeof h->refusals, &mismatch) > 0)
+		h->refused_seen = now;
+	else if (now - h->refused_seen > 2 * STORE_HEARTBEAT_MS)
+		h->mismatch_alerted = 0;
+	if (mismatch && !h->mismatch_alerted) {
+		alert_raise(h->al, "database_mismatch", NULL, NULL, 0, h->cfg->control_topic,
+		            h->refusals);
+		h->mismatch_alerted = 1;
+	}
+}
+
 /* Why this replica is not ready, for /readyz ("" when it is): a
- * PostgreSQL write failing for a second or more, a clash over partitions,
- * or (exactly_once) a partition its lane has not taken for
- * alert.lane_stuck_ms. */
+ * PostgreSQL write failing for a second or more, partitions refused, a
+ * clash over partitions, or (exactly_once) a partition its lane has not
+ * taken for alert.lane_stuck_ms. */
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
 {
 	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
@@ -788,6 +821,8 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 		         (long long)((now - since) / 1000), why);
 		return buf;
 	}
+	if (h->refusals[0])
+		return h->refusals;
 	if (!h->problem[0] && forward_stuck(h->fw, buf, bufsz) > 0)
 		return buf;
 	return h->problem;
@@ -835,6 +870,7 @@ static void reload(hub *h)
 		         "for that", fixed);
 	store_set_first_after(h->st, next->checkback_first_after_ms);
 	forward_reconfigure(h->fw, next);
+	intake_reconfigure(h->in, next);
 	checkback_reconfigure(h->cb, next);
 	alert_reconfigure(h->al, next);
 	monitor_reconfigure(h->mon, next);
@@ -927,8 +963,16 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");
 	snprintf(h.owner, sizeof h.owner, "%s/%ld", host, (long)getpid());
+	dbid self;
+	char about[200];
+	if (dbid_read(store_conn(h.st), &self, err, sizeof err) == 0)
+		log_info("hub: working against %s", dbid_describe(&self, about, sizeof about));
+	else
+		log_warn("hub: cannot read the database's identity (%s): offsets are committed "
+		         "without it, and a replica of group %s against another database goes "
+		         "unnoticed", err, cfg->group);
 	intake_hooks hooks = {on_take, on_assigned, on_revoking, on_gap, &h};
-	if (!(h.in = intake_new(cfg, hooks, &h.owned, err, sizeof err))) {
+	if (!(h.in = intake_new(cfg, hooks, &h.owned, &self, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
 	}
@@ -952,7 +996,9 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		take_signals(&h);
 		intake_poll(h.in, &h.batch);
 		flush_batch(&h);
+		intake_commit_due(h.in);
 		int64_t now = now_ms();
+		watch_refusals(&h, now);
 		char why[sizeof h.problem + 600];
 		metrics_set_owned_partitions(h.owned.n);
 		monitor_turn(h.mon, h.joined, readiness(&h, why, sizeof why));

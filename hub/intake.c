@@ -9,36 +9,10 @@
 #include "backoff.h"
 #include "clock.h"
 #include "gap.h"
+#include "intake_int.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
-
-/* An assigned partition: where it was last started, and whether the
- * broker stopped it with an offset out of range. */
-typedef struct {
-	int32_t partition;
-	int64_t start;    /* the offset it was (re)started at; RD_KAFKA_OFFSET_INVALID: the group's */
-	int stalled;      /* stopped: librdkafka fetches it no more until it is assigned again */
-	int64_t wanted;   /* ... the offset it could not read */
-	int64_t due_ms;   /* ... when to decide (again) where to read it from */
-	int attempts;     /* ... decisions put off so far */
-	int decided;      /* ... resume is where to start it at due_ms */
-	int64_t resume;
-} slot;
-
-struct intake {
-	rd_kafka_t *rk;
-	rd_kafka_queue_t *queue;
-	const txhub_config *cfg;
-	intake_hooks hooks;
-	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
-	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
-	size_t nfenced;
-	int paused;         /* consumption of owned partitions paused */
-	slot *slots;        /* the partitions Kafka assigns here, in no order */
-	size_t nslots;
-	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
-};
 
 void intake_batch_reset(intake_batch *b)
 {
@@ -242,50 +216,103 @@ static const char *start_text(int64_t next, int64_t offset, char *buf, size_t bu
 	return buf;
 }
 
-/* New partitions: take them in PostgreSQL first (bumping their epochs),
- * then start each one at the offset PostgreSQL holds for it. */
+/* Start an assigned partition taken in PostgreSQL (own, next: what the
+ * take returned; st: where it stands in the group): from PostgreSQL's next
+ * offset, else the group's committed one. One whose metadata is not this
+ * hub's database (none yet, or adopted) gets this hub's identity committed
+ * at once with its starting offset (the log's first one when nothing says
+ * where to start: what auto.offset.reset = earliest would read). */
+static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const store_owned *own,
+                            int64_t next, const intake_standing *st)
+{
+	int32_t p = e->partition;
+	int64_t start = next >= 0 ? next : st->committed, lo, hi;
+	int stamp = in->metadata && st->verdict != DBID_SAME;
+	if (start < 0 && stamp &&
+	    rd_kafka_query_watermark_offsets(in->rk, in->cfg->control_topic, p, &lo, &hi,
+	                                     COMMITTED_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR)
+		start = lo;
+	/* records before next_offset are in PostgreSQL already; without one,
+	 * the group's committed offset, else the beginning (a new group on a
+	 * new database: no loss to report) */
+	e->offset = start >= 0 ? start : RD_KAFKA_OFFSET_BEGINNING;
+	slot_start(in, p, e->offset);
+	if (stamp && start >= 0)
+		intake_done_set(in, p, start);
+	take_owned(in, own);
+	fenced_remove(in, p);
+	intake_unrefuse(in, p);
+	if (st->verdict == DBID_ADOPTED) {
+		char a[200];
+		log_warn("intake: partition %d of %s was last worked against %s, which pg.adopt_from "
+		         "names: taken over", p, in->cfg->control_topic,
+		         dbid_describe(&st->other, a, sizeof a));
+	}
+	if (next >= 0)
+		log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
+		         "(txhub.partitions)", p, (long long)own->epoch, (long long)next);
+	else
+		log_info("intake: partition %d taken at epoch %lld, reading from the group's "
+		         "committed offset", p, (long long)own->epoch);
+}
+
+/* New partitions: refuse those last worked against another database (or
+ * whose standing cannot be read); take the others in PostgreSQL first
+ * (bumping their epochs), then start each one at the offset PostgreSQL
+ * holds for it. Refused ones are assigned too, but paused and not owned:
+ * nothing of them is read. */
 static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts,
                       int coop)
 {
-	size_t n = (size_t)parts->cnt;
-	int32_t *ps = calloc(n + 1, sizeof *ps);
+	size_t n = (size_t)parts->cnt, nt = 0, nr = 0;
+	int32_t *ps = calloc(n + 1, sizeof *ps), *taken = calloc(n + 1, sizeof *taken);
+	int32_t *refused = calloc(n + 1, sizeof *refused);
+	size_t *at = calloc(n + 1, sizeof *at); /* taken[k] is parts->elems[at[k]] */
 	store_owned *own = calloc(n + 1, sizeof *own);
 	int64_t *next = calloc(n + 1, sizeof *next);
-	if (!ps || !own || !next) {
+	intake_standing *st = calloc(n + 1, sizeof *st);
+	char why[256] = "";
+	int news = 0;
+	if (!ps || !taken || !refused || !at || !own || !next || !st) {
 		log_error("intake: out of memory taking %zu partition(s); leaving them unread", n);
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
 		ps[i] = parts->elems[i].partition;
-	if (in->hooks.take(in->hooks.opaque, ps, n, own, next) != 0) {
-		log_warn("intake: stopping before %zu assigned partition(s) could be taken", n);
+	int rc = intake_read_standing(in, ps, n, st, why, sizeof why);
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0 && intake_may_take(st[i].verdict)) {
+			at[nt] = i;
+			taken[nt++] = ps[i];
+		} else {
+			refused[nr++] = ps[i];
+			news |= intake_refuse(in, ps[i], rc == 0 ? &st[i].other : NULL, why);
+		}
+	}
+	if (nt > 0 && in->hooks.take(in->hooks.opaque, taken, nt, own, next) != 0) {
+		log_warn("intake: stopping before %zu assigned partition(s) could be taken", nt);
 		goto done;
 	}
-	/* records before next_offset are in PostgreSQL already; without one,
-	 * the group's committed offset, else the beginning */
-	for (size_t i = 0; i < n; i++)
-		parts->elems[i].offset = next[i];
-	group_offsets(in, parts);
-	for (size_t i = 0; i < n; i++) {
-		char from[128];
-		take_owned(in, &own[i]);
-		fenced_remove(in, ps[i]);
-		slot_start(in, ps[i], parts->elems[i].offset);
-		log_info("intake: partition %d taken at epoch %lld, reading from %s", ps[i],
-		         (long long)own[i].epoch,
-		         start_text(next[i], parts->elems[i].offset, from, sizeof from));
-	}
+	for (size_t k = 0; k < nt; k++)
+		start_partition(in, &parts->elems[at[k]], &own[k], next[k], &st[at[k]]);
 	change_assignment(rk, parts, coop, 1);
 	/* librdkafka keeps a partition's pause across unassign and assign: a
 	 * partition fenced or paused here before must be resumed explicitly;
 	 * while PostgreSQL is away the new ones wait like the rest */
-	set_paused(in, ps, n, in->paused);
+	set_paused(in, taken, nt, in->paused);
+	set_paused(in, refused, nr, 1);
 	if (in->hooks.assigned)
-		in->hooks.assigned(in->hooks.opaque, own, n);
+		in->hooks.assigned(in->hooks.opaque, own, nt);
+	if (news)
+		intake_log_refusals(in);
 done:
 	free(ps);
+	free(taken);
+	free(refused);
+	free(at);
 	free(own);
 	free(next);
+	free(st);
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -315,6 +342,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 		owned_drop(in->owned, parts->elems[i].partition);
 		fenced_remove(in, parts->elems[i].partition);
 		slot_drop(in, parts->elems[i].partition);
+		intake_unrefuse(in, parts->elems[i].partition);
+		rd_kafka_topic_partition_list_del(in->done, in->cfg->control_topic,
+		                                  parts->elems[i].partition);
 	}
 	free(ps);
 	change_assignment(rk, parts, coop, 0);
@@ -325,9 +355,7 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (!owned_drop(in->owned, parts[i]))
 			continue;
-		fenced_add(in, parts[i]);
-		log_error("intake: partition %d was taken by another replica; it is left alone until "
-		          "Kafka assigns it here again or its holder is gone", parts[i]);
+		fenced_add(in, parts[i]); /* (the caller says who took it) */
 	}
 	set_paused(in, parts, n, 1);
 }
@@ -539,6 +567,7 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 		take_owned(in, &own[i]);
 		fenced_remove(in, own[i].partition);
 		slot_start(in, own[i].partition, l->elems[i].offset);
+		intake_unrefuse(in, own[i].partition);
 		if (ps)
 			ps[i] = own[i].partition;
 		log_info("intake: partition %d taken back at epoch %lld, reading from %s",
@@ -551,9 +580,15 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	 * cannot seek, but starts again */
 	rd_kafka_error_t *e = rd_kafka_seek_partitions(in->rk, l, 5000);
 	for (int i = 0; i < l->cnt; i++) {
+		int stalled = !e && l->elems[i].err == RD_KAFKA_RESP_ERR__STATE;
+		/* this hub's from now on, and back with the database's offset: a
+		 * group offset past it would be taken at the next start for a
+		 * database that lost transactions (hub.c, check_taken) */
+		if ((stalled || (!e && !l->elems[i].err)) && l->elems[i].offset >= 0)
+			intake_done_reset(in, l->elems[i].partition, l->elems[i].offset);
 		if (!e && !l->elems[i].err)
 			continue;
-		if (!e && l->elems[i].err == RD_KAFKA_RESP_ERR__STATE) {
+		if (stalled) {
 			rd_kafka_topic_partition_list_add(stopped, in->cfg->control_topic,
 			                                  l->elems[i].partition)->offset = l->elems[i].offset;
 			continue;
@@ -565,17 +600,6 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	}
 	if (e)
 		rd_kafka_error_destroy(e);
-	/* the group's offset goes back with it: committed past what the
-	 * database holds, it would be taken at the next start for a database
-	 * that lost transactions (hub.c, check_taken) */
-	rd_kafka_topic_partition_list_t *keep = rd_kafka_topic_partition_list_new((int)n);
-	for (int i = 0; i < l->cnt; i++)
-		if (l->elems[i].offset >= 0 && owned_has(in->owned, l->elems[i].partition))
-			rd_kafka_topic_partition_list_add(keep, in->cfg->control_topic,
-			                                  l->elems[i].partition)->offset = l->elems[i].offset;
-	if (keep->cnt > 0 && rd_kafka_offsets_store(in->rk, keep) != RD_KAFKA_RESP_ERR_NO_ERROR)
-		log_debug("intake: storing the offsets of partitions taken back failed");
-	rd_kafka_topic_partition_list_destroy(keep);
 	if (stopped->cnt > 0)
 		restart_partitions(in, stopped);
 	rd_kafka_topic_partition_list_destroy(stopped);
@@ -631,17 +655,21 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn("intake: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
-intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned, char *err,
-                   size_t errsz)
+void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
+
+intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned,
+                   const dbid *self, char *err, size_t errsz)
 {
 	intake *in = calloc(1, sizeof *in);
-	if (!in) {
+	if (!in || !(in->done = rd_kafka_topic_partition_list_new(8)) ||
+	    (dbid_known(self) && !(in->metadata = dbid_metadata(self)))) {
 		snprintf(err, errsz, "out of memory");
-		return NULL;
+		goto fail;
 	}
 	in->cfg = cfg;
 	in->hooks = hooks;
 	in->owned = owned;
+	in->self = *self;
 	/* librdkafka drops the connection on a fetch response larger than
 	 * receive.message.max.bytes and fetches it again, for ever: the
 	 * largest envelope must fit (an explicit setting too small is refused
@@ -650,9 +678,9 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	int64_t need = kafka_consumer_receive_bytes(cfg);
 	snprintf(receive, sizeof receive, "%lld", (long long)need);
 	const char *defaults[] = {
-		"enable.auto.offset.store", "false", /* we store after the PG commit */
-		"enable.auto.commit", "true",        /* ...and librdkafka commits those */
-		"auto.commit.interval.ms", "1000",
+		/* we commit after the PG commit, with our database's identity */
+		"enable.auto.offset.store", "false",
+		"enable.auto.commit", "false",
 		/* never jump to another offset on its own: librdkafka reports an
 		 * offset out of range (or none to start at) and intake decides,
 		 * and says so (serve_stalled) */
@@ -678,6 +706,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+	rd_kafka_conf_set_offset_commit_cb(conf, intake_offset_commit_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, in);
 	in->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, sub, sizeof sub);
@@ -698,8 +727,12 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	log_info("intake: subscribed to %s as group %s", cfg->control_topic, cfg->group);
 	return in;
 fail:
-	if (in->rk)
+	if (in && in->rk)
 		rd_kafka_destroy(in->rk);
+	if (in && in->done)
+		rd_kafka_topic_partition_list_destroy(in->done);
+	if (in)
+		free(in->metadata);
 	free(in);
 	return NULL;
 }
@@ -795,40 +828,6 @@ void intake_poll(intake *in, intake_batch *b)
 	}
 }
 
-void intake_ack(intake *in, const intake_batch *b)
-{
-	if (b->n == 0)
-		return;
-	/* the highest offset per partition is enough: store offset + 1 */
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
-	for (size_t i = 0; i < b->n; i++) {
-		rd_kafka_message_t *m = b->msgs[i];
-		rd_kafka_topic_partition_t *p =
-			rd_kafka_topic_partition_list_find(l, in->cfg->control_topic, m->partition);
-		if (!p)
-			p = rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, m->partition);
-		if (m->offset + 1 > p->offset)
-			p->offset = m->offset + 1;
-	}
-	rd_kafka_resp_err_t e = rd_kafka_offsets_store(in->rk, l);
-	if (e)
-		log_warn("intake: storing offsets: %s (the records are in PostgreSQL and will be "
-		         "re-read harmlessly)", rd_kafka_err2str(e));
-	rd_kafka_topic_partition_list_destroy(l);
-}
-
-void intake_commit(intake *in)
-{
-	rd_kafka_resp_err_t e = rd_kafka_commit(in->rk, NULL, 0);
-	if (e == RD_KAFKA_RESP_ERR__ASSIGNMENT_LOST)
-		/* expected after a lost assignment: the group has moved on, and
-		 * PostgreSQL holds where each partition stands */
-		log_info("intake: not committing offsets of lost partitions (their new owner reads "
-		         "on from txhub.partitions)");
-	else if (e && e != RD_KAFKA_RESP_ERR__NO_OFFSET)
-		log_warn("intake: committing offsets: %s", rd_kafka_err2str(e));
-}
-
 void intake_close(intake *in)
 {
 	if (!in)
@@ -837,8 +836,11 @@ void intake_close(intake *in)
 	if (e)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
 	rd_kafka_destroy(in->rk);
+	rd_kafka_topic_partition_list_destroy(in->done);
+	free(in->metadata);
 	free(in->fenced);
 	free(in->slots);
+	free(in->refused);
 	free(in);
 }
 

@@ -1,6 +1,17 @@
 /* intake.h: the control-topic consumer. Reads records in per-partition
- * order, validates each one into a store_record, and stores offsets only
- * when told the batch is safely in PostgreSQL.
+ * order, validates each one into a store_record, and commits offsets to
+ * the consumer group only when told the batch is safely in PostgreSQL.
+ *
+ * One database per group. Every offset it commits carries, as metadata,
+ * the identity of the database this hub works against (dbid.h). A
+ * partition Kafka assigns here whose committed offset names another
+ * database is refused: it is neither taken in PostgreSQL nor read, and
+ * stays refused (checked again by intake_recheck()) until pg.adopt_from
+ * names that database or Kafka moves the partition away. A partition
+ * without such metadata (never committed, or committed by txhub 0.4.0) is
+ * taken, and its starting offset committed at once with this hub's
+ * identity. When the committed offsets cannot be read, the partitions are
+ * refused for now, likewise checked again.
  *
  * Called from the hub's main thread only. */
 #ifndef TXHUB_INTAKE_H
@@ -11,6 +22,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "dbid.h"
 #include "gap.h"
 #include "owned.h"
 #include "store.h"
@@ -56,18 +68,29 @@ typedef struct {
 
 /* owned: the run loop's set of owned partitions, empty, which intake keeps
  * up to date from now until intake_close() (owned.h: the points at which
- * it changes); it must outlive the intake. */
-intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned, char *err,
-                   size_t errsz);
+ * it changes); it must outlive the intake. self: the database this hub
+ * works against (copied; unknown: offsets carry no identity and no
+ * partition is refused). */
+intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned,
+                   const dbid *self, char *err, size_t errsz);
+
+/* A reload: read pg.adopt_from (and the live keys) from cfg from now on;
+ * cfg must outlive the intake. */
+void intake_reconfigure(intake *in, const txhub_config *cfg);
 
 /* Add records to b until it holds cfg batch_max records or batch_bytes
  * bytes, or nothing more is ready; waits up to intake.poll_ms for the first. */
 void intake_poll(intake *in, intake_batch *b);
 
-/* Store the offsets of every record of b (after its transaction committed). */
+/* Note the offsets of every record of b as done (after its transaction
+ * committed), to be committed to the group. */
 void intake_ack(intake *in, const intake_batch *b);
 
-/* Commit stored offsets now, synchronously. */
+/* Commit what was noted, in the background, when the last commit is a
+ * second old (one request for every partition, never one per batch). */
+void intake_commit_due(intake *in);
+
+/* Commit what was noted now, synchronously. */
 void intake_commit(intake *in);
 
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
@@ -78,7 +101,7 @@ void intake_close(intake *in);
 const char *intake_fatal(const intake *in);
 
 /* These partitions were taken by another replica: stop reading them and
- * drop them from the owned set. They stay in intake_fenced() while Kafka
+ * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
  * still assigns them here, until taken again (a new assignment, or
  * intake_retake()) or revoked. */
 void intake_fence(intake *in, const int32_t *parts, size_t n);
@@ -91,11 +114,24 @@ const int32_t *intake_fenced(const intake *in, size_t *n);
 #define INTAKE_FROM_BEGINNING (-2)
 
 /* Take partitions (back) at new epochs (own, taken in PostgreSQL by the
- * caller; fenced ones, or owned ones read again): read each from
- * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING)
- * and add it to the owned set at its epoch (one whose seek fails is fenced
- * off). */
+ * caller: fenced or refused ones, or owned ones read again): read each from
+ * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING),
+ * commit that offset with this hub's identity (back too), and add it to
+ * the owned set at its epoch (one whose seek fails is fenced off). */
 void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
+
+/* The partitions Kafka assigns here that are refused (see the top): how
+ * many. When some are, why (one line: the partitions, both databases and
+ * what to do) into why: those last worked against another database first
+ * (*mismatch set to 1), else those whose committed offsets could not be
+ * read (*mismatch 0). */
+size_t intake_refusals(const intake *in, char *why, size_t whysz, int *mismatch);
+
+/* Read the committed offsets of the refused partitions again: into
+ * accept (up to max) those that may be taken now (their metadata names
+ * this database or pg.adopt_from, or none); returns how many. The caller
+ * takes them in PostgreSQL, then calls intake_retake(). */
+size_t intake_recheck(intake *in, int32_t *accept, size_t max);
 
 /* The lag of each owned partition: the high watermark last seen by the
  * consumer minus its position (both from librdkafka's cache, no broker

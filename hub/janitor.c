@@ -31,18 +31,47 @@ int janitor_foreign_holder(const txhub_config *cfg, const store_partition_row *r
 	return holder_alive(row) && other_group(cfg, row->group);
 }
 
-/* A replica of another group says it waits for one of our partitions. */
+/* A replica of another group says it waits for some of our partitions. */
 static void note_contested(const txhub_config *cfg, const store_partition_row *rows, size_t n,
                            janitor_findings *f)
 {
-	for (size_t i = 0; i < n; i++)
+	int32_t parts[32] = {0};
+	size_t np = 0;
+	const char *waiting = NULL;
+	for (size_t i = 0; i < n && np < 32; i++)
 		if (other_group(cfg, rows[i].contested_by) && rows[i].contested_age_ms >= 0 &&
-		    rows[i].contested_age_ms < STORE_HEARTBEAT_STALE_MS)
-			snprintf(f->problem, sizeof f->problem, "a replica of consumer group \"%s\" waits "
-			         "for partition %d of %s, which this replica of group \"%s\" holds: two "
-			         "consumer groups read one control topic into one database; give them "
-			         "the same group", rows[i].contested_by, rows[i].partition,
-			         cfg->control_topic, cfg->group);
+		    rows[i].contested_age_ms < STORE_HEARTBEAT_STALE_MS &&
+		    (!waiting || strcmp(waiting, rows[i].contested_by) == 0)) {
+			waiting = rows[i].contested_by;
+			parts[np++] = rows[i].partition;
+		}
+	if (!waiting)
+		return;
+	char named[256];
+	log_partitions(parts, np, named, sizeof named);
+	snprintf(f->problem, sizeof f->problem, "a replica of consumer group \"%s\" waits for %s "
+	         "of %s, which this replica of group \"%s\" holds: %s", waiting, named,
+	         cfg->control_topic, cfg->group, OPS_GROUP_CLASH_ADVICE);
+}
+
+/* held[0..n): fenced partitions whose live holders are of other groups.
+ * Names them, with the first one's holder, in f->problem. */
+static void describe_held(const txhub_config *cfg, const store_partition_row *held, size_t n,
+                          janitor_findings *f)
+{
+	int32_t parts[32] = {0};
+	size_t np = 0;
+	for (size_t i = 0; i < n && np < 32; i++)
+		if (strcmp(held[i].owner, held[0].owner) == 0 && strcmp(held[i].group, held[0].group) == 0)
+			parts[np++] = held[i].partition;
+	char named[256];
+	log_partitions(parts, np, named, sizeof named);
+	snprintf(f->problem, sizeof f->problem, "%s of %s %s held by %s of consumer group \"%s\", "
+	         "not by this replica's group \"%s\"%s: %s; this replica takes %s back when %s "
+	         "gone", named, cfg->control_topic, np == 1 ? "is" : "are", held[0].owner,
+	         held[0].group, cfg->group, np < n ? " (and more by other replicas)" : "",
+	         OPS_GROUP_CLASH_ADVICE, np == 1 ? "it" : "them", np < n ? "their holders are" :
+	         "that holder is");
 }
 
 /* Sort the fenced partitions into gone (take back) and held by another
@@ -51,11 +80,12 @@ static int look_at_fenced(store *st, const txhub_config *cfg, const int32_t *fen
                           janitor_findings *f, char *err, size_t errsz)
 {
 	store_partition_row *rows = calloc(n, sizeof *rows);
+	store_partition_row *foreign = calloc(n, sizeof *foreign);
 	store_owned *held = calloc(n, sizeof *held);
 	f->gone = calloc(n, sizeof *f->gone);
 	int rc = -1;
 	size_t nheld = 0;
-	if (!rows || !held || !f->gone) {
+	if (!rows || !foreign || !held || !f->gone) {
 		snprintf(err, errsz, "out of memory");
 		goto done;
 	}
@@ -66,20 +96,46 @@ static int look_at_fenced(store *st, const txhub_config *cfg, const int32_t *fen
 			f->gone[f->ngone++] = fenced[i];
 		} else if (other_group(cfg, rows[i].group)) {
 			held[nheld].partition = rows[i].partition;
-			held[nheld++].epoch = rows[i].epoch;
-			snprintf(f->problem, sizeof f->problem, "partition %d of %s is held by %s of "
-			         "consumer group \"%s\", not by this replica's group \"%s\": two consumer "
-			         "groups read one control topic into one database; this replica takes the "
-			         "partition back when that holder is gone", fenced[i], cfg->control_topic,
-			         rows[i].owner, rows[i].group, cfg->group);
+			held[nheld].epoch = rows[i].epoch;
+			foreign[nheld++] = rows[i];
 		}
 	}
+	if (nheld > 0)
+		describe_held(cfg, foreign, nheld, f);
 	if (store_contest_partitions(st, held, nheld, cfg->group, err, errsz) == STORE_OK)
 		rc = 0;
 done:
 	free(rows);
+	free(foreign);
 	free(held);
 	return rc;
+}
+
+void janitor_log_fenced(store *st, const txhub_config *cfg, const int32_t *lost, size_t n)
+{
+	char err[512] = "out of memory";
+	store_partition_row *rows = calloc(n ? n : 1, sizeof *rows);
+	if (rows && store_partition_rows(st, lost, n, rows, err, sizeof err) != STORE_OK) {
+		free(rows);
+		rows = NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const store_partition_row *r = rows ? &rows[i] : NULL;
+		if (!r)
+			log_error("hub: partition %d of %s was taken by another replica (which one is not "
+			          "known: %s); it is left alone until Kafka assigns it here again or its "
+			          "holder is gone", lost[i], cfg->control_topic, err);
+		else if (other_group(cfg, r->group))
+			log_error("hub: partition %d of %s was taken by %s of consumer group \"%s\", not "
+			          "of this replica's group \"%s\": %s; this replica takes it back when "
+			          "that holder is gone", lost[i], cfg->control_topic, r->owner, r->group,
+			          cfg->group, OPS_GROUP_CLASH_ADVICE);
+		else
+			log_error("hub: partition %d of %s was taken by another replica of this group "
+			          "(%s); it is left alone until Kafka assigns it here again or its holder "
+			          "is gone", lost[i], cfg->control_topic, *r->owner ? r->owner : "unknown");
+	}
+	free(rows);
 }
 
 int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *own, size_t nown,

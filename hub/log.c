@@ -201,6 +201,15 @@ const char *log_printable(const char *s, char *out, size_t outsize)
 	return escape(s, strlen(s), out, outsize, 1);
 }
 
+const char *log_partitions(const int32_t *parts, size_t n, char *out, size_t outsize)
+{
+	size_t used = (size_t)snprintf(out, outsize, "partition%s", n == 1 ? "" : "s");
+	for (size_t i = 0; i < n && used < outsize; i++)
+		used += (size_t)snprintf(out + used, outsize - used, "%s%d",
+		                         i == 0 ? " " : i + 1 == n ? " and " : ", ", parts[i]);
+	return out;
+}
+
 void log_one_line(char *s)
 {
 	size_t l = strlen(s);

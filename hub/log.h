@@ -68,4 +68,8 @@ const char *log_printable(const char *s, char *out, size_t outsize);
  * lines). */
 void log_one_line(char *s);
 
+/* "partition 3", or "partitions 0, 1 and 3", into out (cut to fit);
+ * returns out. */
+const char *log_partitions(const int32_t *parts, size_t n, char *out, size_t outsize);
+
 #endif

@@ -28,7 +28,8 @@ static const char *alert_names[] = {"check_failed",         "send_failed",
                                     "prepare_missing",      "database_failing",
                                     "kafka_fatal",          "lane_stuck",
                                     "database_rewound",     "control_records_lost",
-                                    "control_partition_truncated", "other"};
+                                    "control_partition_truncated", "group_clash",
+                                    "database_mismatch",    "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */

@@ -25,7 +25,7 @@ struct monitor {
 
 	pthread_mutex_t mu; /* guards what follows */
 	const txhub_config *cfg;
-	char problem[600];
+	char problem[1200];
 	store *st;          /* the sampler's connection, opened on first scrape */
 	int64_t sampled_ms; /* when the gauges were last read */
 };

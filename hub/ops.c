@@ -151,7 +151,10 @@ static const char *SQL_PARTITIONS =
 	"SELECT tp.topic, tp.partition, owner, coalesce(group_id, ''), epoch, "
 	"coalesce(next_offset, -1), "
 	"coalesce(floor(extract(epoch FROM now() - heartbeat_at) * 1000)::bigint, -1), "
-	"released_at IS NOT NULL, coalesce(contested_by, ''), "
+	"released_at IS NOT NULL, "
+	/* a waiting replica says so every 5 s (janitor.c): older is over */
+	"CASE WHEN tp.contested_at > now() - interval '30 seconds' "
+	"AND tp.contested_by IS DISTINCT FROM tp.group_id THEN tp.contested_by ELSE '' END, "
 	"(SELECT coalesce(sum(to_offset - from_offset), 0) FROM txhub.gaps g "
 	" WHERE g.topic = tp.topic AND g.partition = tp.partition AND g.kind = 'lost'), "
 	"coalesce(lg.kind, ''), coalesce(lg.from_offset, -1), coalesce(lg.to_offset, -1), "
@@ -403,11 +406,28 @@ static cJSON *partition_json(const ops_partition *p)
 	return o;
 }
 
+/* A partition held by one consumer group while a replica of another waits
+ * for it, or NULL (none, or out of memory). */
+static cJSON *clash_json(const ops_partition *p)
+{
+	cJSON *o = p->contested_by[0] ? cJSON_CreateObject() : NULL;
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "topic", p->topic);
+	cJSON_AddNumberToObject(o, "partition", p->partition);
+	cJSON_AddItemToObject(o, "owner", str_or_null(p->owner));
+	cJSON_AddItemToObject(o, "group", str_or_null(p->group));
+	cJSON_AddStringToObject(o, "waiting_group", p->contested_by);
+	cJSON_AddStringToObject(o, "advice", OPS_GROUP_CLASH_ADVICE);
+	return o;
+}
+
 cJSON *ops_status_json(const ops_status *st)
 {
 	cJSON *o = cJSON_CreateObject(), *m = cJSON_CreateObject(), *s = cJSON_CreateObject(),
-	      *pb = cJSON_CreateObject(), *parts = cJSON_CreateArray();
-	if (!o || !m || !s || !pb || !parts)
+	      *pb = cJSON_CreateObject(), *parts = cJSON_CreateArray(),
+	      *clashes = cJSON_CreateArray();
+	if (!o || !m || !s || !pb || !parts || !clashes)
 		goto fail;
 	for (int i = 0; i < OPS_NSTATUS; i++)
 		cJSON_AddNumberToObject(m, ops_status_names[i], (double)st->messages[i]);
@@ -422,6 +442,9 @@ cJSON *ops_status_json(const ops_status *st)
 		if (!p)
 			goto fail;
 		cJSON_AddItemToArray(parts, p);
+		cJSON *c = clash_json(&st->partitions[i]);
+		if (c)
+			cJSON_AddItemToArray(clashes, c);
 	}
 	cJSON_AddItemToObject(o, "messages", m);
 	cJSON_AddItemToObject(o, "send", s);
@@ -434,6 +457,7 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddNumberToObject(o, "conflicts_1h", (double)st->conflicts_1h);
 	cJSON_AddNumberToObject(o, "conflicts", (double)st->conflicts);
 	cJSON_AddItemToObject(o, "partitions", parts);
+	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	return o;
 fail:
@@ -442,6 +466,7 @@ fail:
 	cJSON_Delete(s);
 	cJSON_Delete(pb);
 	cJSON_Delete(parts);
+	cJSON_Delete(clashes);
 	return NULL;
 }
 

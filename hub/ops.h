@@ -67,6 +67,14 @@ ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, siz
 
 /* ---- status ---- */
 
+/* What to do when replicas of two consumer groups work one control topic
+ * and database (the end of every line, alert and status entry about such a
+ * clash). */
+#define OPS_GROUP_CLASH_ADVICE                                                      \
+	"two consumer groups read one control topic into one database: give every hub " \
+	"of this control topic and database the same `group`, or stop the hubs started " \
+	"with the wrong one"
+
 /* One control-topic partition: its row in txhub.partitions and, after
  * ops_status_lag(), the broker's end offset. */
 typedef struct {
@@ -79,7 +87,9 @@ typedef struct {
 	int64_t next_offset;      /* first offset not yet applied; -1: unknown */
 	int64_t heartbeat_age_ms; /* since the owner last refreshed it; -1: never */
 	int released;             /* the owner let go cleanly */
-	char contested_by[256];   /* group of a fenced replica waiting for it, or "" */
+	/* the group of a fenced replica of another group that waits for it
+	 * (said within the last 30 s), or "" */
+	char contested_by[256];
 	int64_t high_watermark;   /* -1: unknown (the broker was not asked or did not answer) */
 	int64_t lag;              /* high_watermark - next_offset (0 for an empty partition
 	                           * whose next_offset is unknown); -1: unknown */
@@ -129,8 +139,11 @@ void ops_status_free(ops_status *st);
  * oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
  * partitions (topic, partition, owner, group, epoch, next_offset, lag,
  * high_watermark, heartbeat_age_s, released, contested_by), plus
- * parked_by, and per partition lost_offsets and last_gap (kind,
- * from_offset, to_offset, at; null when none). NULL when out of memory; the caller deletes it. */
+ * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
+ * to_offset, at; null when none), and clashes (a partition held by one
+ * consumer group while a replica of another waits for it: topic,
+ * partition, owner, group, waiting_group, advice). NULL when out of
+ * memory; the caller deletes it. */
 cJSON *ops_status_json(const ops_status *st);
 
 /* ---- list and show ---- */

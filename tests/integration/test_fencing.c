@@ -5,14 +5,20 @@
  *
  * The first tests drive two store connections directly, as two replicas
  * would; the last one fences a running hub. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "harness.h"
+#include "httpd.h"
 #include "store.h"
 
 typedef struct {
@@ -319,10 +325,13 @@ Test(fencing, a_running_hub_stops_writing_a_partition_taken_from_it, .timeout = 
 	snprintf(path, sizeof path, "/tmp/txhub-%s-1.log", e.name);
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f, "%s", path);
+	char taken[256];
+	snprintf(taken, sizeof taken, "partition 0 of %s was taken by another replica of this group "
+	         "(intruder)", e.topic);
 	int fenced = 0;
 	while (fgets(line, sizeof line, f)) {
 		cr_assert_null(strstr(line, "warn  kafka: CONFWARN"), "%s", line);
-		fenced += strstr(line, "partition 0 was taken by another replica") != NULL;
+		fenced += strstr(line, taken) != NULL;
 	}
 	fclose(f);
 	cr_assert_eq(fenced, 1);
@@ -399,6 +408,389 @@ Test(fencing, a_hub_of_another_group_is_named_and_outlived, .timeout = 300)
 	                 "sent", 60000), "the real hub stayed fenced after the stray hub died");
 	cr_assert_geq(h_log_lines(real_log, "the clash over partitions is over"), 1);
 	cr_assert_eq(h_hub_stop(real), 0);
+	h_teardown(&e);
+}
+
+/* ---- the alert webhook ---- */
+
+#define ALERTS_MAX 32
+
+typedef struct {
+	pthread_mutex_t mu;
+	char bodies[ALERTS_MAX][4096];
+	int n;
+} alerts;
+
+static void on_alert(void *opaque, const h_http_request *req, h_http_answer *ans)
+{
+	alerts *a = opaque;
+	pthread_mutex_lock(&a->mu);
+	if (strcmp(req->path, "/alert") == 0 && a->n < ALERTS_MAX)
+		snprintf(a->bodies[a->n++], sizeof a->bodies[0], "%s", req->body ? req->body : "");
+	pthread_mutex_unlock(&a->mu);
+	ans->status = 200;
+}
+
+/* The first alert of this kind the webhook got within timeout_ms, parsed
+ * (the caller deletes it), or NULL. */
+static cJSON *alert_of(alerts *a, const char *kind, int timeout_ms)
+{
+	for (int waited = 0; waited <= timeout_ms; waited += 200) {
+		pthread_mutex_lock(&a->mu);
+		cJSON *found = NULL;
+		for (int i = 0; i < a->n && !found; i++) {
+			cJSON *j = cJSON_Parse(a->bodies[i]);
+			cr_assert_not_null(j, "an alert is not JSON: %s", a->bodies[i]);
+			const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+			if (cJSON_IsString(k) && strcmp(k->valuestring, kind) == 0)
+				found = j;
+			else
+				cJSON_Delete(j);
+		}
+		pthread_mutex_unlock(&a->mu);
+		if (found)
+			return found;
+		h_pause_ms(200);
+	}
+	return NULL;
+}
+
+/* How many alerts of this kind the webhook got. */
+static int alerts_of(alerts *a, const char *kind)
+{
+	char needle[96];
+	snprintf(needle, sizeof needle, "\"kind\":\"%s\"", kind);
+	int n = 0;
+	pthread_mutex_lock(&a->mu);
+	for (int i = 0; i < a->n; i++)
+		n += strstr(a->bodies[i], needle) != NULL;
+	pthread_mutex_unlock(&a->mu);
+	return n;
+}
+
+static const char *alert_text(const cJSON *a, const char *field)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, field);
+	cr_assert(cJSON_IsString(v), "alert without %s", field);
+	return v->valuestring;
+}
+
+/* `txhub status --json` for e, parsed (the caller deletes it). */
+static cJSON *status_json(h_env *e)
+{
+	static char out[1 << 16];
+	char errbuf[2048];
+	const char *args[] = {"status", "--json", NULL};
+	cr_assert_eq(h_txhub_io(e, args, out, sizeof out, errbuf, sizeof errbuf), 0, "%s", errbuf);
+	cJSON *j = cJSON_Parse(out);
+	cr_assert_not_null(j, "status --json: %s", out);
+	return j;
+}
+
+/* A hub of another consumer group takes the partitions of a running hub
+ * (the same control topic and database): the hub that loses them names the
+ * group that took them, each partition and what to do, in its log line
+ * for each partition, in the alert group_clash, and `txhub status` (text
+ * and --json) shows the clash over each partition. */
+Test(fencing, a_fenced_hub_names_the_group_that_took_its_partitions, .timeout = 300)
+{
+	h_env e;
+	h_setup(&e, "named");
+	alerts al = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(on_alert, &al);
+	char fwd[128], webhook[128], real_log[256], stray_group[128], stray_set[160], q[512];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert",
+	         h_httpd_port(srv));
+	snprintf(stray_group, sizeof stray_group, "stray_%s", e.name);
+	snprintf(stray_set, sizeof stray_set, "group=%s", stray_group);
+	const char *real_settings[] = {webhook, NULL};
+	const char *stray_settings[] = {stray_set, NULL};
+	pid_t real = h_hub_start(&e, real_settings);
+	h_hub_log(real_log, sizeof real_log, &e);
+	send_oneshot(&e, "r1", 1, fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'r1'",
+	                 "sent", 60000));
+
+	pid_t stray = h_hub_start(&e, stray_settings);
+	snprintf(q, sizeof q, "SELECT count(*) FROM txhub.partitions WHERE group_id = '%s'",
+	         stray_group);
+	cr_assert(h_wait(&e, q, "4", 60000), "the stray hub did not take the partitions");
+	char host[128] = "", holder[200];
+	gethostname(host, sizeof host - 1);
+	snprintf(holder, sizeof holder, "%s/%d", host, (int)stray);
+
+	/* the log: a line per partition lost, naming who took it, its group
+	 * and what to do */
+	char needle[1200];
+	for (int p = 0; p < 4; p++) {
+		snprintf(needle, sizeof needle, "partition %d of %s was taken by %s of consumer group "
+		         "\"%s\", not of this replica's group \"%s\": two consumer groups read one "
+		         "control topic into one database: give every hub of this control topic and "
+		         "database the same `group`", p, e.topic, holder, stray_group, e.name);
+		cr_assert(log_shows(real_log, needle, 20000), "no line: %s", needle);
+	}
+
+	/* the alert, once */
+	cJSON *a = alert_of(&al, "group_clash", 30000);
+	cr_assert_not_null(a, "no group_clash alert");
+	snprintf(needle, sizeof needle, "partitions 0, 1, 2 and 3 of %s are held by %s of consumer "
+	         "group \"%s\", not by this replica's group \"%s\": two consumer groups", e.topic,
+	         holder, stray_group, e.name);
+	cr_assert(strstr(alert_text(a, "last_error"), needle), "alert: %s",
+	          alert_text(a, "last_error"));
+	cr_assert(strstr(alert_text(a, "last_error"), "the same `group`"));
+	cr_assert_str_eq(alert_text(a, "topic"), e.topic);
+	cJSON_Delete(a);
+
+	/* txhub status --json: each partition held by the stray group, the
+	 * real one waiting */
+	int clashes = 0;
+	for (int waited = 0; clashes < 4 && waited < 30000; waited += 500) {
+		cJSON *st = status_json(&e);
+		const cJSON *c, *list = cJSON_GetObjectItemCaseSensitive(st, "clashes");
+		cr_assert(cJSON_IsArray(list), "status --json has no clashes");
+		clashes = 0;
+		int seen[4] = {0};
+		cJSON_ArrayForEach(c, list) {
+			int p = cJSON_GetObjectItemCaseSensitive(c, "partition")->valueint;
+			cr_assert(p >= 0 && p < 4 && !seen[p]);
+			seen[p] = 1;
+			cr_assert_str_eq(alert_text(c, "topic"), e.topic);
+			cr_assert_str_eq(alert_text(c, "group"), stray_group);
+			cr_assert_str_eq(alert_text(c, "owner"), holder);
+			cr_assert_str_eq(alert_text(c, "waiting_group"), e.name);
+			cr_assert(strstr(alert_text(c, "advice"), "the same `group`"));
+			clashes++;
+		}
+		cJSON_Delete(st);
+		if (clashes < 4)
+			h_pause_ms(500);
+	}
+	cr_assert_eq(clashes, 4, "status --json names %d clashes", clashes);
+	/* ... and as text */
+	static char out[1 << 16];
+	char errbuf[2048];
+	const char *text[] = {"status", NULL};
+	cr_assert_eq(h_txhub_io(&e, text, out, sizeof out, errbuf, sizeof errbuf), 0, "%s", errbuf);
+	for (int p = 0; p < 4; p++) {
+		snprintf(needle, sizeof needle, "partition %d of %s is held by %s of consumer group "
+		         "\"%s\"; a replica of consumer group \"%s\" waits for it", p, e.topic, holder,
+		         stray_group, e.name);
+		cr_assert(strstr(out, needle), "status does not say: %s\n%s", needle, out);
+	}
+	cr_assert(strstr(out, "the same `group`"), "%s", out);
+
+	cr_assert_eq(h_hub_stop(stray), 0);
+	cr_assert(log_shows(real_log, "the clash over partitions is over", 20000));
+	cr_assert_eq(alerts_of(&al, "group_clash"), 1, "one clash, one alert");
+	cr_assert_eq(h_hub_stop(real), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+}
+
+/* ---- one consumer group, two databases ---- */
+
+static size_t keep_body(char *p, size_t size, size_t n, void *opaque)
+{
+	char *b = opaque;
+	size_t l = strlen(b), add = size * n;
+	if (l + add >= 4096)
+		add = 4095 - l;
+	memcpy(b + l, p, add);
+	b[l + add] = '\0';
+	return size * n;
+}
+
+/* GET http://127.0.0.1:port/readyz: the status (0: no answer), the body
+ * into body (4096 bytes). */
+static long readyz(int port, char *body)
+{
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/readyz", port);
+	body[0] = '\0';
+	CURL *c = curl_easy_init();
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+	long code = 0;
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+/* Whether every partition of e's control topic has an offset committed to
+ * e's group whose metadata holds needle, within timeout_ms (read as any
+ * Kafka client can: OffsetFetch, without joining the group). */
+static int committed_with(h_env *e, const char *needle, int timeout_ms)
+{
+	char es[512];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_conf_set(conf, "bootstrap.servers", e->brokers, es, sizeof es);
+	rd_kafka_conf_set(conf, "group.id", e->name, es, sizeof es);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	int all = 0;
+	for (int waited = 0; !all && waited <= timeout_ms; waited += 500) {
+		rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+		for (int p = 0; p < 4; p++)
+			rd_kafka_topic_partition_list_add(l, e->topic, p);
+		all = rd_kafka_committed(rk, l, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+		for (int p = 0; all && p < 4; p++) {
+			char md[512] = "";
+			snprintf(md, sizeof md, "%.*s", (int)l->elems[p].metadata_size,
+			         l->elems[p].metadata ? (const char *)l->elems[p].metadata : "");
+			all = l->elems[p].offset >= 0 && strstr(md, needle) != NULL;
+		}
+		rd_kafka_topic_partition_list_destroy(l);
+		if (!all)
+			h_pause_ms(500);
+	}
+	rd_kafka_destroy(rk);
+	return all;
+}
+
+/* The prepare (fwd: its forward topic) or, fwd NULL, the bare commit of
+ * transaction i (key k-i), on partition i % 4. */
+static void send_tx(h_env *e, int i, const char *fwd)
+{
+	char buf[512], mk[32];
+	snprintf(mk, sizeof mk, "k-%03d", i);
+	if (fwd)
+		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"d\",\"message_key\":"
+		         "\"%s\",\"payload\":%d,\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, i,
+		         fwd, mk);
+	else
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":"
+		         "\"%s\"}", mk);
+	h_send_str(e, i % 4, mk, buf);
+}
+
+#define SPLIT_TX 40
+
+/* Two hubs of one consumer group, the second started against another
+ * database (a configuration slip; here another database of the same
+ * cluster: the same system identifier, another name). Each hub commits
+ * its offsets with its database's identity; the second finds the
+ * partitions Kafka gives it were worked against the first database and
+ * refuses them: it takes nothing in its database and reads nothing, raises
+ * database_mismatch naming both databases, and answers /readyz 503. The
+ * decisions on those partitions wait, unread, until the slip is fixed (the
+ * second hub stops): then the first hub takes them and everything is
+ * forwarded once. A hub started against the second database with
+ * pg.adopt_from naming the first (a move on purpose) takes the partitions
+ * over. */
+Test(fencing, a_replica_against_another_database_refuses_its_partitions, .timeout = 300)
+{
+	h_env e, other;
+	h_setup(&other, "otherdb");
+	h_setup(&e, "onedb");
+	char sysid[32];
+	h_query(&e, "SELECT system_identifier FROM pg_control_system()", sysid, sizeof sysid);
+	alerts al = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(on_alert, &al);
+	int port = h_free_port();
+	char fwd[128], webhook[128], listen[64], pgset[600], b_log[256], q[256], body[4096];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(webhook, sizeof webhook, "alert.webhook=http://127.0.0.1:%d/alert",
+	         h_httpd_port(srv));
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	snprintf(pgset, sizeof pgset, "pg=%s", other.conninfo);
+	const char *a_settings[] = {"checkback.first_after_ms=600000", NULL};
+	const char *b_settings[] = {"checkback.first_after_ms=600000", pgset, webhook, listen, NULL};
+
+	/* the first hub works every partition against e's database */
+	pid_t a = h_hub_start(&e, a_settings);
+	for (int i = 0; i < SPLIT_TX; i++)
+		send_tx(&e, i, fwd);
+	h_flush();
+	snprintf(q, sizeof q, "%d", SPLIT_TX);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared'", q,
+	                 60000));
+	char id[200];
+	snprintf(id, sizeof id, "\"db_system_identifier\":\"%s\",\"db_name\":\"%s\"", sysid, e.name);
+	cr_assert(committed_with(&e, id, 20000), "the offsets committed do not name %s", id);
+
+	/* the second, of the same group, against the other database */
+	pid_t b = h_hub_start(&e, b_settings);
+	h_hub_log(b_log, sizeof b_log, &e);
+	cJSON *alert = alert_of(&al, "database_mismatch", 60000);
+	cr_assert_not_null(alert, "no database_mismatch alert");
+	char want[600];
+	const char *text = alert_text(alert, "last_error");
+	snprintf(want, sizeof want, "last worked against database \"%s\" of the cluster with system "
+	         "identifier %s, while this hub works against database \"%s\" of the cluster with "
+	         "system identifier %s", e.name, sysid, other.name, sysid);
+	cr_assert(strstr(text, want), "alert: %s", text);
+	snprintf(want, sizeof want, "set pg.adopt_from = %s/%s on this hub", sysid, e.name);
+	cr_assert(strstr(text, want), "alert: %s", text);
+	cr_assert(strstr(text, "partitions ") && strstr(text, " refused: "), "%s", text);
+	cr_assert_str_eq(alert_text(alert, "topic"), e.topic);
+	cJSON_Delete(alert);
+	cr_assert(log_shows(b_log, "error intake: partitions ", 1000));
+	long code = readyz(port, body);
+	cr_assert_eq(code, 503, "/readyz %ld: %s", code, body);
+	snprintf(want, sizeof want, "while this hub works against database \"%s\"", other.name);
+	cr_assert(strstr(body, want), "/readyz: %s", body);
+
+	/* the decisions: those of the refused partitions are applied nowhere */
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions WHERE released_at IS NULL",
+	                 "2", 30000), "the first hub does not hold two partitions");
+	for (int i = 0; i < SPLIT_TX; i++)
+		send_tx(&e, i, NULL);
+	h_flush();
+	snprintf(q, sizeof q, "%d", SPLIT_TX / 2);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", q,
+	                 60000));
+	h_pause_ms(3000);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'prepared'"),
+	             SPLIT_TX / 2);
+	cr_assert_eq(h_count(&other, "SELECT count(*) FROM txhub.messages"), 0,
+	             "the second hub applied records in its database");
+	cr_assert_eq(h_count(&other, "SELECT count(*) FROM txhub.partitions"), 0,
+	             "the second hub took partitions in its database");
+	cr_assert_eq(readyz(port, body), 503, "%s", body);
+
+	/* the slip fixed: the first hub takes the partitions and finishes */
+	cr_assert_eq(h_hub_stop(b), 0);
+	snprintf(q, sizeof q, "%d", SPLIT_TX);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' "
+	                     "AND send_status = 'sent'", q, 60000),
+	          "the decisions of the refused partitions were not applied after the fix");
+	cr_assert_eq(alerts_of(&al, "database_mismatch"), 1);
+	cr_assert_eq(h_hub_stop(a), 0);
+	h_record *r;
+	size_t n = h_read_topic(&e, fwd, 2000, &r);
+	int seen[SPLIT_TX] = {0};
+	for (size_t i = 0; i < n; i++) {
+		int k = atoi(r[i].key + 2);
+		cr_assert(k >= 0 && k < SPLIT_TX, "%s", r[i].key);
+		seen[k]++;
+	}
+	for (int k = 0; k < SPLIT_TX; k++)
+		cr_assert_eq(seen[k], 1, "k-%03d forwarded %d times", k, seen[k]);
+	h_records_free(r, n);
+
+	/* a move on purpose: a hub against the other database adopting e's */
+	char adopt[200];
+	snprintf(adopt, sizeof adopt, "pg.adopt_from=%s/%s", sysid, e.name);
+	const char *c_settings[] = {pgset, adopt, NULL};
+	pid_t c = h_hub_start(&e, c_settings);
+	cr_assert(h_wait(&other, "SELECT count(*) FROM txhub.partitions", "4", 60000),
+	          "the adopting hub did not take the partitions");
+	snprintf(id, sizeof id, "\"db_system_identifier\":\"%s\",\"db_name\":\"%s\"", sysid,
+	         other.name);
+	cr_assert(committed_with(&e, id, 20000), "the adopting hub did not commit its identity");
+	send_oneshot(&e, "moved", 1, fwd);
+	h_flush();
+	cr_assert(h_wait(&other, "SELECT send_status FROM txhub.messages WHERE message_key = "
+	                         "'moved'", "sent", 60000));
+	cr_assert_eq(h_hub_stop(c), 0);
+	h_httpd_stop(srv);
+	h_teardown(&other);
 	h_teardown(&e);
 }
 

@@ -509,6 +509,22 @@ Test(config, validate_log_level)
 	}
 }
 
+Test(config, validate_pg_adopt_from)
+{
+	static const char *good[] = {"", "7712026944935744815/orders", "1/a/b"};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "pg.adopt_from", good[i], err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s: %s", good[i], err);
+	}
+	static const char *bad[] = {"orders", "/orders", "7712026944935744815", "77x/orders"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "pg.adopt_from", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "pg.adopt_from"), "message: %s", err);
+	}
+}
+
 Test(config, validate_default_url_must_be_http)
 {
 	static const char *bad[] = {"ftp://shop/check", "shop/check", "http://", "https://", "mailto:x"};

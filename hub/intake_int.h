@@ -1,0 +1,92 @@
+/* intake_int.h: what intake.c (the consumer: assignments, reading,
+ * fencing) and intake_offsets.c (the group's committed offsets: committing
+ * them with this hub's database, judging them on assignment, refusing
+ * partitions) share. Not for other modules. Main thread only. */
+#ifndef TXHUB_INTAKE_INT_H
+#define TXHUB_INTAKE_INT_H
+
+#include "intake.h"
+
+/* Offsets done are committed at most this often ... */
+#define COMMIT_EVERY_MS 1000
+/* ... and reading the committed ones waits this long for the coordinator. */
+#define COMMITTED_TIMEOUT_MS 5000
+
+/* A partition Kafka assigns here that is not read (intake.h). */
+typedef struct {
+	int32_t partition;
+	dbid other;    /* the database it was last worked against; unknown: ... */
+	char why[256]; /* ... why its committed offset could not be read */
+} refusal;
+
+/* An assigned partition: where it was last started, and whether the
+ * broker stopped it with an offset out of range (gap.h). */
+typedef struct {
+	int32_t partition;
+	int64_t start;    /* the offset it was (re)started at; RD_KAFKA_OFFSET_INVALID: the group's */
+	int stalled;      /* stopped: librdkafka fetches it no more until it is assigned again */
+	int64_t wanted;   /* ... the offset it could not read */
+	int64_t due_ms;   /* ... when to decide (again) where to read it from */
+	int attempts;     /* ... decisions put off so far */
+	int decided;      /* ... resume is where to start it at due_ms */
+	int64_t resume;
+} slot;
+
+struct intake {
+	rd_kafka_t *rk;
+	rd_kafka_queue_t *queue;
+	const txhub_config *cfg;
+	intake_hooks hooks;
+	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
+	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
+	size_t nfenced;
+	refusal *refused;   /* assigned by Kafka, but worked against another database */
+	size_t nrefused;
+	dbid self;          /* the database this hub works against */
+	char *metadata;     /* ... as offset metadata; NULL: unknown */
+	rd_kafka_topic_partition_list_t *done; /* next offsets to commit, not committed yet */
+	int64_t next_commit_ms;
+	char commit_err[256]; /* the last commit failure logged, or "" */
+	int paused;         /* consumption of owned partitions paused */
+	slot *slots;        /* the partitions Kafka assigns here, in no order */
+	size_t nslots;
+	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
+};
+
+/* Note offset as partition p's next to commit (never backwards). */
+void intake_done_set(intake *in, int32_t p, int64_t offset);
+/* The same, back too: a partition read again from offset (taken back). */
+void intake_done_reset(intake *in, int32_t p, int64_t offset);
+
+/* The consumer's offset_commit_cb (opaque: the intake). */
+void intake_offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t *offsets, void *opaque);
+
+/* Where a partition stands in the group. */
+typedef struct {
+	int64_t committed;    /* the group's committed offset; -1: none */
+	dbid_verdict verdict; /* what its metadata says (dbid_judge) */
+	dbid other;           /* ... the database it names */
+} intake_standing;
+
+/* Whether a partition in that standing may be taken. */
+int intake_may_take(dbid_verdict v);
+
+/* Read where parts[0..n) stand (out[i] for parts[i]). Without an identity
+ * of our own, nothing is read: every verdict is DBID_ABSENT. Returns 0, or
+ * -1 with err when the committed offsets could not be read. */
+int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_standing *out,
+                         char *err, size_t errsz);
+
+/* Refuse p (other: what its metadata names; NULL or unknown: its
+ * committed offset could not be read, why says why). Returns 1 when that
+ * is news (newly refused, or for another database than before). */
+int intake_refuse(intake *in, int32_t p, const dbid *other, const char *why);
+
+/* p is no longer refused (taken, or revoked). */
+void intake_unrefuse(intake *in, int32_t p);
+
+/* Log what is refused (after news). */
+void intake_log_refusals(const intake *in);
+
+#endif
