@@ -434,6 +434,16 @@ static int take_partition(lane *l)
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
 			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
+			/* and the failures PostgreSQL recorded that no marker listed
+			 * (a lane ended between the two) */
+			int64_t failed[STORE_MARKER_DEAD_MAX];
+			size_t nfailed = 0;
+			if (store_failed_seqs(l->st, l->own.partition, failed, STORE_MARKER_DEAD_MAX,
+			                      &nfailed, err, sizeof err) != STORE_OK)
+				log_warn("lane %d: reading the failed forwards: %s (the markers list "
+				         "only those this lane sees fail)", l->own.partition, err);
+			for (size_t i = 0; i < nfailed; i++)
+				marker_dead_add(&l->dead, failed[i]);
 			pthread_mutex_lock(&l->mu);
 			l->covered = 0;
 			if (l->want_seq < 1)

@@ -33,6 +33,16 @@ static long dead_find(const marker_dead *d, int64_t s)
 	return -1;
 }
 
+void marker_dead_add(marker_dead *d, int64_t s)
+{
+	if (dead_find(d, s) >= 0)
+		return;
+	if (d->n < STORE_MARKER_DEAD_MAX)
+		d->seq[d->n++] = s;
+	else if (d->unsure_from < 0 || s < d->unsure_from)
+		d->unsure_from = s; /* no room: unsure from there on */
+}
+
 void marker_dead_fail(marker_dead *d, const store_forward *f)
 {
 	int64_t s = f->fwd_seq, orig = STORE_OFFSET_SEQ(f->src_offset);
@@ -43,12 +53,7 @@ void marker_dead_fail(marker_dead *d, const store_forward *f)
 			d->oob = s;
 		return;
 	}
-	if (dead_find(d, s) >= 0)
-		return;
-	if (d->n < STORE_MARKER_DEAD_MAX)
-		d->seq[d->n++] = s;
-	else if (d->unsure_from < 0 || s < d->unsure_from)
-		d->unsure_from = s; /* no room: unsure from there on */
+	marker_dead_add(d, s);
 }
 
 void marker_dead_sent(marker_dead *d, const store_forward *items, size_t n)

@@ -33,6 +33,11 @@ typedef struct {
  * version 1 marker: nothing is dead). */
 void marker_dead_init(marker_dead *d, const store_marker *m);
 
+/* Add the offset sequence seq to the dead ones (found in PostgreSQL: a
+ * failure recorded that no marker listed yet, the lane having ended
+ * between the two). */
+void marker_dead_add(marker_dead *d, int64_t seq);
+
 /* The forward of f failed: its sequence is dead when it is f's offset
  * sequence; under another sequence, a row whose offset sequence is listed
  * (a retry) stays listed, any other (decided outside the control topic)

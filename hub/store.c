@@ -1904,6 +1904,31 @@ done:
 	return rc;
 }
 
+store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t max, size_t *n,
+                           char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT (src_offset + 1) << $3::int AS s FROM txhub.messages "
+		"WHERE src_partition = $1::int AND status = 'committed' AND send_attempts > 0 "
+		"AND send_status IN ('pending', 'failed') "
+		"AND fwd_seq IS DISTINCT FROM (src_offset + 1) << $3::int ORDER BY s DESC LIMIT $2";
+	char part[16], lim[16], shift[8];
+	snprintf(part, sizeof part, "%d", partition);
+	snprintf(lim, sizeof lim, "%zu", max);
+	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
+	const char *p[3] = {part, lim, shift};
+	*n = 0;
+	PGresult *r = exec_params(st, sql, 3, p, 0);
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	else
+		for (int i = 0; i < PQntuples(r) && *n < max; i++)
+			out[(*n)++] = atoll(PQgetvalue(r, i, 0));
+	PQclear(r);
+	return rc;
+}
+
 store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,
                              store_forward_list *out, char *err, size_t errsz)
 {

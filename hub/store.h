@@ -282,6 +282,14 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
                                 int64_t *marked, int *mismatch, char *origin_out, char *err,
                                 size_t errsz);
 
+/* The offset sequences (STORE_OFFSET_SEQ(src_offset)) of up to max
+ * committed rows of the partition whose forward failed at least once and
+ * that were not sent since (pending under another sequence or none, or
+ * failed for good), highest first, into out; *n how many. A lane taking
+ * the partition adds them to its dead ones (marker.h). */
+store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t max, size_t *n,
+                           char *err, size_t errsz);
+
 /* The pending rows of a partition with a forward sequence above `after`,
  * at most limit, in sequence order. */
 store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,

@@ -171,3 +171,19 @@ Test(marker, more_dead_than_listed_makes_the_rest_unsure)
 	cr_assert_eq(m.ndead, STORE_MARKER_DEAD_MAX);
 	cr_assert_eq(m.unsure_from, STORE_OFFSET_SEQ(10));
 }
+
+Test(marker, failures_found_in_postgresql_join_the_dead_ones)
+{
+	marker_dead d;
+	marker_dead_init(&d, NULL);
+	store_forward a = row("a", 5, STORE_OFFSET_SEQ(5));
+	marker_dead_fail(&d, &a);
+	marker_dead_add(&d, STORE_OFFSET_SEQ(5)); /* listed already: once */
+	marker_dead_add(&d, STORE_OFFSET_SEQ(8));
+	cr_assert_eq(d.n, 2);
+	for (int64_t o = 100; o < 100 + STORE_MARKER_DEAD_MAX; o++)
+		marker_dead_add(&d, STORE_OFFSET_SEQ(o));
+	cr_assert_eq(d.n, STORE_MARKER_DEAD_MAX);
+	cr_assert_eq(d.unsure_from, STORE_OFFSET_SEQ(100 + STORE_MARKER_DEAD_MAX - 2),
+	             "the ones past the room make the rest unsure");
+}
