@@ -248,12 +248,12 @@ static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const sto
 		         "names: taken over", p, in->cfg->control_topic,
 		         dbid_describe(&st->other, a, sizeof a));
 	}
-	if (next >= 0)
-		log_info("intake: partition %d taken at epoch %lld, reading from offset %lld "
-		         "(txhub.partitions)", p, (long long)own->epoch, (long long)next);
-	else
-		log_info("intake: partition %d taken at epoch %lld, reading from the group's "
-		         "committed offset", p, (long long)own->epoch);
+	char from[128];
+	/* (the beginning may be given as the log's first offset: see above) */
+	log_info("intake: partition %d taken at epoch %lld, reading from %s", p,
+	         (long long)own->epoch,
+	         start_text(next, st->committed >= 0 ? st->committed : RD_KAFKA_OFFSET_BEGINNING,
+	                    from, sizeof from));
 }
 
 /* New partitions: refuse those last worked against another database (or
