@@ -15,7 +15,6 @@
  * 5 MiB, so there the test pushes them out with large filler records (not
  * envelopes: they are rejected when read). */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -156,41 +155,14 @@ static int sent(h_env *e, const char *prefix, int n, int timeout_ms)
 
 /* ---- /metrics ---- */
 
-typedef struct {
-	char *data;
-	size_t len;
-} body;
-
-static size_t on_data(char *p, size_t size, size_t n, void *opaque)
-{
-	body *b = opaque;
-	b->data = realloc(b->data, b->len + size * n + 1);
-	memcpy(b->data + b->len, p, size * n);
-	b->len += size * n;
-	b->data[b->len] = '\0';
-	return size * n;
-}
-
 /* The value of the series written exactly as `name` (with its labels) in
  * the hub's /metrics, or -1 when absent. */
 static double metric(int port, const char *name)
 {
-	char url[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
-	body b = {calloc(1, 1), 0};
-	CURL *c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	cr_assert_eq(curl_easy_perform(c), CURLE_OK);
-	curl_easy_cleanup(c);
-	double v = -1;
-	size_t l = strlen(name);
-	for (const char *p = b.data; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, name, l) == 0 && p[l] == ' ')
-			v = atof(p + l + 1);
-	free(b.data);
+	char *text = NULL;
+	cr_assert_eq(h_http_get(port, "/metrics", &text), 200, "/metrics: %s", text ? text : "");
+	double v = h_series(text, name);
+	free(text);
 	return v;
 }
 
