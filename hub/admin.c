@@ -375,21 +375,26 @@ static ops_rc dispatch(const txhub_config *cfg, PGconn *conn, const admin_args *
 	return OPS_BAD_ARG;
 }
 
+store *admin_connect(const txhub_config *cfg, char *err, size_t errsz)
+{
+	store *st = store_connect(cfg, err, errsz);
+	if (st && check_schema(st, err, errsz) != 0) {
+		store_close(st);
+		st = NULL;
+	}
+	return st;
+}
+
 int admin_run(const txhub_config *cfg, const admin_args *a)
 {
 	char err[2048], actor[OPS_ACTOR_MAX + 1];
 	admin_actor(actor, sizeof actor);
-	store *st = store_connect(cfg, err, sizeof err);
+	store *st = admin_connect(cfg, err, sizeof err);
 	if (!st) {
 		fprintf(stderr, "txhub %s: %s\n", a->name, err);
 		return 1;
 	}
-	int status;
-	if (check_schema(st, err, sizeof err) != 0) {
-		status = 1;
-	} else {
-		status = exit_of(dispatch(cfg, store_conn(st), a, actor, err, sizeof err));
-	}
+	int status = exit_of(dispatch(cfg, store_conn(st), a, actor, err, sizeof err));
 	if (status != 0)
 		fprintf(stderr, "txhub %s: %s\n", a->name, err);
 	store_close(st);

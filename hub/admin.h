@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "ops.h"
+#include "store.h"
 
 typedef enum {
 	ADMIN_STATUS,
@@ -71,6 +72,12 @@ int admin_parse(const char *command, int argc, char *const *argv, admin_args *ou
  * time (no such row, not allowed in its state, database unreachable or not
  * migrated); 2 bad usage. */
 int admin_run(const txhub_config *cfg, const admin_args *a);
+
+/* Connect to cfg's database for an admin command and check that it is
+ * migrated to this binary's schema (an older one is refused with the
+ * remedy). Returns the store (store_close() it), or NULL with the reason
+ * in err. */
+store *admin_connect(const txhub_config *cfg, char *err, size_t errsz);
 
 /* The operator running the command, for the history: the effective user's
  * name (getpwuid), else $USER or $LOGNAME, else "uid N"; "root (sudo:

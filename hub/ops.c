@@ -472,8 +472,6 @@ fail:
 
 /* ---- rows as JSON (list and show) ---- */
 
-#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-
 /* The columns of a message row, in the order of row_fields[]. */
 #define ROW_COLUMNS                                                                         \
 	"biz_id, message_key, status, decision, send_status, coalesce(octet_length(payload), 0), " \

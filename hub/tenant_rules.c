@@ -451,6 +451,34 @@ int tenant_rule_compile(const tenant_def *d, tenant_rule *t, tenant_field *bad, 
 	return 0;
 }
 
+int tenant_field_check(tenant_field f, const char *const *list, size_t n, char *err,
+                       size_t errsz)
+{
+	if (n > TENANT_LIST_MAX)
+		return fail(err, errsz, "at most %d entries", TENANT_LIST_MAX);
+	tenant_def d = {.name = "x"};
+	tenant_rule t = {0};
+	int rc = -1;
+	if (!(t.topics = calloc(n + 1, sizeof *t.topics)) || !(t.biz = calloc(n + 1, sizeof *t.biz)) ||
+	    !(t.fwd = calloc(n + 1, sizeof *t.fwd)) || !(t.allow = calloc(n + 1, sizeof *t.allow))) {
+		fail(err, errsz, "out of memory");
+	} else if (f == TENANT_F_CONTROL_TOPICS) {
+		d.control_topics = list, d.ncontrol = n;
+		rc = add_control(&d, &t, err, errsz);
+	} else if (f == TENANT_F_BIZ_IDS) {
+		rc = add_matches(list, n, biz_check, t.biz, &t.nbiz, err, errsz);
+	} else if (f == TENANT_F_FORWARD_TOPICS) {
+		rc = add_matches(list, n, forward_check, t.fwd, &t.nfwd, err, errsz);
+	} else if (f == TENANT_F_CHECKBACK_ALLOW) {
+		d.checkback_allow = list, d.nallow = n;
+		rc = add_allow(&d, &t, err, errsz);
+	} else {
+		fail(err, errsz, "not a list");
+	}
+	tenant_rule_clear(&t);
+	return rc;
+}
+
 static void matches_free(tenant_match *m, size_t n)
 {
 	for (size_t i = 0; m && i < n; i++)

@@ -108,6 +108,14 @@ int tenant_rule_compile(const tenant_def *d, tenant_rule *out, tenant_field *bad
                         size_t errsz);
 void tenant_rule_clear(tenant_rule *t);
 
+/* One list alone (control topics, biz ids, forward topics or check-back
+ * allow entries), as tenant_rule_compile() checks it: for a change that
+ * gives some lists only. Rules between lists (no forwarding into one's own
+ * control topics) need the whole tenant. Returns 0, or -1 with the reason
+ * in err. */
+int tenant_field_check(tenant_field f, const char *const *list, size_t n, char *err,
+                       size_t errsz);
+
 /* Whether two tenants' rules collide (see the top of this file): 1 with
  * the field of a at fault in *field and what collides in what (a's entry,
  * then b's), else 0. */
