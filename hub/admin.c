@@ -15,6 +15,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "store.h"
+#include "tenant_rules.h"
 
 /* ---- arguments ---- */
 
@@ -31,7 +32,7 @@ static const struct {
 #define ALL 0xffu
 
 enum { O_JSON, O_STATUS, O_SEND, O_BIZ, O_SINCE, O_LIMIT, O_COMMIT, O_ROLLBACK, O_REASON,
-       O_ALL_FAILED, O_OLDER, O_DRY, O_COUNT };
+       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_COUNT };
 
 static const struct {
 	const char *name;
@@ -50,6 +51,7 @@ static const struct {
 	[O_ALL_FAILED] = {"--all-failed", 0, B(ADMIN_REDRIVE)},
 	[O_OLDER] = {"--older-than", 1, B(ADMIN_PURGE)},
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
+	[O_TENANT] = {"--tenant", 1, B(ADMIN_LIST) | B(ADMIN_STATUS)},
 };
 
 static int usage_error(char *err, size_t errsz, const char *fmt, ...)
@@ -126,6 +128,11 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 		return check_id("--biz", "biz_id", v, ENVELOPE_BIZ_ID_MAX, err, errsz);
 	case O_LIMIT:
 		return parse_limit(v, &a->limit, err, errsz);
+	case O_TENANT:
+		a->tenant = v;
+		if (tenant_name_check(v, why, sizeof why) != 0)
+			return usage_error(err, errsz, "--tenant: %s", why);
+		return 0;
 	case O_REASON:
 		a->reason = v;
 		return check_id("--reason", "reason", v, OPS_REASON_MAX, err, errsz);
@@ -283,11 +290,12 @@ void admin_actor(char *out, size_t outsz)
 void admin_write_help(FILE *out)
 {
 	fprintf(out,
-	        "  status [--json]\n"
+	        "  status [--tenant NAME] [--json]\n"
 	        "             counts by status and send status, parked rows, oldest ages,\n"
-	        "             rejected and conflicts, partitions with owner, epoch and lag\n"
+	        "             rejected and conflicts (of one tenant's rows: --tenant),\n"
+	        "             partitions with owner, epoch and lag\n"
 	        "  list [--status S]... [--send-status S] [--biz ID] [--since DURATION]\n"
-	        "       [--limit N] [--json]\n"
+	        "       [--tenant NAME] [--limit N] [--json]\n"
 	        "             messages, newest updated_at first (default limit 100)\n"
 	        "  show BIZ KEY [--json]\n"
 	        "             one message with its payload and history\n"

@@ -45,6 +45,7 @@ typedef struct {
 	int64_t since_ms;                /* with since_set */
 	int since_set;                   /* --since given (0s too: nothing is that new) */
 	int limit;                       /* default 100 */
+	const char *tenant;              /* list's, status's --tenant */
 	/* resolve */
 	ops_decision decision;
 	const char *reason;              /* NULL: none given */

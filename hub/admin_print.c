@@ -247,7 +247,8 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
                        size_t errsz)
 {
 	ops_status st;
-	ops_rc rc = ops_status_read(conn, cfg->alert_awaiting_prepare_ms, &st, err, errsz);
+	ops_rc rc = ops_status_read_tenant(conn, cfg->alert_awaiting_prepare_ms, a->tenant, &st, err,
+	                                   errsz);
 	if (rc != OPS_OK) {
 		ops_status_free(&st);
 		return rc;
@@ -263,6 +264,9 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		}
 		cJSON_Delete(doc);
 	} else {
+		if (a->tenant)
+			printf("tenant %s: its messages, rejected and conflict rows; every partition\n",
+			       a->tenant);
 		status_counts_text(&st, cfg->alert_awaiting_prepare_ms);
 		status_partitions_text(&st);
 		status_gaps_text(&st);
@@ -319,7 +323,8 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 {
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
-	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit};
+	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit,
+	                     .tenant = a->tenant};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
 	if (rc == OPS_OK && a->json && print_json(rows) != 0) {
