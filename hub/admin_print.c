@@ -134,7 +134,7 @@ static const char *ago(long long seconds, char *out, size_t outsz)
 	return out;
 }
 
-static int print_json(cJSON *doc)
+int admin_print_json(const cJSON *doc)
 {
 	char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
 	if (!text)
@@ -258,7 +258,7 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		fprintf(stderr, "txhub status: lag unknown: %s\n", st.lag_note);
 	if (a->json) {
 		cJSON *doc = ops_status_json(&st);
-		if (print_json(doc) != 0) {
+		if (admin_print_json(doc) != 0) {
 			snprintf(err, errsz, "out of memory");
 			rc = OPS_DB_ERROR;
 		}
@@ -327,7 +327,7 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 	                     .tenant = a->tenant};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
-	if (rc == OPS_OK && a->json && print_json(rows) != 0) {
+	if (rc == OPS_OK && a->json && admin_print_json(rows) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = OPS_DB_ERROR;
 	} else if (rc == OPS_OK && !a->json) {
@@ -433,7 +433,7 @@ ops_rc admin_do_show(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 {
 	cJSON *doc = NULL;
 	ops_rc rc = ops_show(conn, a->biz_id, a->message_key, &doc, err, errsz);
-	if (rc == OPS_OK && a->json && print_json(doc) != 0) {
+	if (rc == OPS_OK && a->json && admin_print_json(doc) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = OPS_DB_ERROR;
 	} else if (rc == OPS_OK && !a->json) {
@@ -475,7 +475,7 @@ ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, cha
 		return rc;
 	if (a->json) {
 		cJSON *doc = ops_change_json(a->biz_id, a->message_key, a->name, actor, &c);
-		int bad = print_json(doc);
+		int bad = admin_print_json(doc);
 		cJSON_Delete(doc);
 		if (bad) /* done all the same: say so, but succeed */
 			fprintf(stderr, "txhub %s: done, but out of memory printing it\n", a->name);
@@ -501,7 +501,7 @@ ops_rc admin_do_redrive_all(PGconn *conn, const admin_args *a, const char *actor
 			                                               : cJSON_CreateNull());
 			cJSON_AddStringToObject(doc, "actor", actor);
 		}
-		if (print_json(doc) != 0)
+		if (admin_print_json(doc) != 0)
 			fprintf(stderr, "txhub redrive: done, but out of memory printing it\n");
 		cJSON_Delete(doc);
 	} else {
@@ -519,7 +519,7 @@ void admin_print_purge(const admin_args *a, const ops_purge_counts *c)
 		cJSON *doc = ops_purge_json(c, a->dry_run);
 		if (doc)
 			cJSON_AddNumberToObject(doc, "older_than_s", (double)(a->older_than_ms / 1000));
-		if (print_json(doc) != 0)
+		if (admin_print_json(doc) != 0)
 			fprintf(stderr, "txhub purge: done, but out of memory printing it\n");
 		cJSON_Delete(doc);
 		return;

@@ -2,7 +2,6 @@
  * run, and the output, text for people or one JSON document. */
 #include "tenant_cmd.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,41 +30,33 @@ static const struct {
 
 enum { O_CONTROL, O_BIZ, O_FORWARD, O_ALLOW, O_CAP, O_ENABLE, O_DISABLE, O_JSON, O_COUNT };
 
-static const struct {
-	const char *name;
-	int value;          /* takes a value */
-	unsigned subs;      /* the sub-commands it belongs to */
-	tenant_field field; /* what it sets */
-} options[O_COUNT] = {
-	[O_CONTROL] = {"--control-topic", 1, RULES, TENANT_F_CONTROL_TOPICS},
-	[O_BIZ] = {"--biz", 1, RULES, TENANT_F_BIZ_IDS},
-	[O_FORWARD] = {"--forward-topic", 1, RULES, TENANT_F_FORWARD_TOPICS},
-	[O_ALLOW] = {"--checkback-allow", 1, RULES, TENANT_F_CHECKBACK_ALLOW},
-	[O_CAP] = {"--max-envelope-bytes", 1, RULES, TENANT_F_MAX_ENVELOPE_BYTES},
-	[O_ENABLE] = {"--enable", 0, B(TENANT_SET), TENANT_F_NAME},
-	[O_DISABLE] = {"--disable", 0, B(TENANT_SET), TENANT_F_NAME},
-	[O_JSON] = {"--json", 0, 0x7fu, TENANT_F_NAME},
+static const admin_option options[O_COUNT] = {
+	[O_CONTROL] = {"--control-topic", 1, RULES},
+	[O_BIZ] = {"--biz", 1, RULES},
+	[O_FORWARD] = {"--forward-topic", 1, RULES},
+	[O_ALLOW] = {"--checkback-allow", 1, RULES},
+	[O_CAP] = {"--max-envelope-bytes", 1, RULES},
+	[O_ENABLE] = {"--enable", 0, B(TENANT_SET)},
+	[O_DISABLE] = {"--disable", 0, B(TENANT_SET)},
+	[O_JSON] = {"--json", 0, 0x7fu},
+};
+
+/* What each option of the rules sets (O_CONTROL..O_CAP). */
+static const tenant_field option_field[O_CAP + 1] = {
+	[O_CONTROL] = TENANT_F_CONTROL_TOPICS,
+	[O_BIZ] = TENANT_F_BIZ_IDS,
+	[O_FORWARD] = TENANT_F_FORWARD_TOPICS,
+	[O_ALLOW] = TENANT_F_CHECKBACK_ALLOW,
+	[O_CAP] = TENANT_F_MAX_ENVELOPE_BYTES,
 };
 
 /* The argument that sets a field, for messages. */
 static const char *field_arg(tenant_field f)
 {
-	for (int o = 0; o < O_CAP + 1; o++)
-		if (options[o].field == f)
+	for (int o = 0; o <= O_CAP; o++)
+		if (option_field[o] == f)
 			return options[o].name;
 	return "NAME";
-}
-
-static int usage_error(char *err, size_t errsz, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int usage_error(char *err, size_t errsz, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 static int parse_cap(const char *v, tenant_args *a, char *err, size_t errsz)
@@ -79,8 +70,8 @@ static int parse_cap(const char *v, tenant_args *a, char *err, size_t errsz)
 	for (; *p >= '0' && *p <= '9' && n <= TENANT_ENVELOPE_MAX; p++)
 		n = n * 10 + (*p - '0');
 	if (p == v || *p || n < 1 || n > TENANT_ENVELOPE_MAX)
-		return usage_error(err, errsz, "--max-envelope-bytes: \"%.40s\" is not a size from 1 "
-		                   "to %d bytes, nor none", v, TENANT_ENVELOPE_MAX);
+		return admin_usage_error(err, errsz, "--max-envelope-bytes: \"%.40s\" is not a size from 1 "
+		                         "to %d bytes, nor none", v, TENANT_ENVELOPE_MAX);
 	a->max_envelope_bytes = n;
 	return 0;
 }
@@ -89,36 +80,28 @@ static int parse_cap(const char *v, tenant_args *a, char *err, size_t errsz)
 static int parse_option(int argc, char *const *argv, int *i, tenant_args *a, char *err,
                         size_t errsz)
 {
-	const char *arg = argv[*i], *eq = strchr(arg, '=');
-	size_t len = eq && arg[1] == '-' ? (size_t)(eq - arg) : strlen(arg);
-	int o;
-	for (o = 0; o < O_COUNT; o++)
-		if (strlen(options[o].name) == len && strncmp(options[o].name, arg, len) == 0)
-			break;
-	if (o == O_COUNT)
-		return usage_error(err, errsz, "unknown option \"%.*s\" (try txhub help)", (int)len, arg);
-	if (!(options[o].subs & B(a->sub)))
-		return usage_error(err, errsz, "option %s does not apply to txhub tenant %s",
-		                   options[o].name, a->word);
-	if (!options[o].value) {
-		if (eq && arg[1] == '-')
-			return usage_error(err, errsz, "%s takes no value", options[o].name);
-		if (o == O_JSON)
-			a->json = 1;
-		else if (a->enable >= 0)
-			return usage_error(err, errsz, "--enable and --disable: give one of them, once");
-		else
-			a->enable = o == O_ENABLE;
+	char what[32];
+	const char *v;
+	snprintf(what, sizeof what, "tenant %s", a->word);
+	int o = admin_option_take(options, O_COUNT, argc, argv, i, B(a->sub), what, &v, err, errsz);
+	if (o < 0)
+		return -1;
+	if (o == O_JSON) {
+		a->json = 1;
 		return 0;
 	}
-	tenant_field f = options[o].field;
+	if (o == O_ENABLE || o == O_DISABLE) {
+		if (a->enable >= 0)
+			return admin_usage_error(err, errsz, "--enable and --disable: give one of them, "
+			                         "once");
+		a->enable = o == O_ENABLE;
+		return 0;
+	}
+	tenant_field f = option_field[o];
 	if (a->given & (1u << f))
-		return usage_error(err, errsz, "%s given twice (give every value after one %s)",
-		                   options[o].name, options[o].name);
+		return admin_usage_error(err, errsz, "%s given twice (give every value after one %s)",
+		                         options[o].name, options[o].name);
 	a->given |= 1u << f;
-	const char *v = eq && arg[1] == '-' ? eq + 1 : *i + 1 < argc ? argv[++*i] : NULL;
-	if (!v)
-		return usage_error(err, errsz, "%s needs a value", options[o].name);
 	if (o == O_CAP)
 		return parse_cap(v, a, err, errsz);
 	/* NAME... : the words up to the next option are values too */
@@ -135,14 +118,14 @@ static int check_values(const tenant_args *a, char *err, size_t errsz)
 {
 	char why[512];
 	if (a->name && tenant_name_check(a->name, why, sizeof why) != 0)
-		return usage_error(err, errsz, "NAME: %s", why);
+		return admin_usage_error(err, errsz, "NAME: %s", why);
 	if (a->role && envelope_check_id("role", a->role, TENANT_ROLE_MAX, why, sizeof why) != 0)
-		return usage_error(err, errsz, "ROLE: %s", why);
+		return admin_usage_error(err, errsz, "ROLE: %s", why);
 	for (int l = 0; l < 4; l++) {
-		tenant_field f = options[l].field;
+		tenant_field f = option_field[l];
 		if ((a->given & (1u << f)) && (a->nlists[l] > 0 || f != TENANT_F_CHECKBACK_ALLOW) &&
 		    tenant_field_check(f, a->lists[l], a->nlists[l], why, sizeof why) != 0)
-			return usage_error(err, errsz, "%s: %s", options[l].name, why);
+			return admin_usage_error(err, errsz, "%s: %s", options[l].name, why);
 	}
 	return 0;
 }
@@ -154,18 +137,18 @@ static int check_sub(const tenant_args *a, int npos, char *const *pos, char *err
 	for (s = 0; s < NSUBS && subs[s].sub != a->sub; s++)
 		;
 	if (npos < subs[s].npos)
-		return usage_error(err, errsz, "txhub tenant %s needs %s", a->word,
-		                   subs[s].npos == 2 ? "NAME and ROLE" : "NAME");
+		return admin_usage_error(err, errsz, "txhub tenant %s needs %s", a->word,
+		                         subs[s].npos == 2 ? "NAME and ROLE" : "NAME");
 	if (npos > subs[s].npos)
-		return usage_error(err, errsz, "unexpected argument \"%.60s\"", pos[subs[s].npos]);
+		return admin_usage_error(err, errsz, "unexpected argument \"%.60s\"", pos[subs[s].npos]);
 	if (a->sub == TENANT_ADD) {
 		for (int l = 0; l < 3; l++)
-			if (!(a->given & (1u << options[l].field)))
-				return usage_error(err, errsz, "txhub tenant add needs %s", options[l].name);
+			if (!(a->given & (1u << option_field[l])))
+				return admin_usage_error(err, errsz, "txhub tenant add needs %s", options[l].name);
 	}
 	if (a->sub == TENANT_SET && !a->given && a->enable < 0)
-		return usage_error(err, errsz, "txhub tenant set needs something to change (an option "
-		                   "of add, --enable or --disable)");
+		return admin_usage_error(err, errsz, "txhub tenant set needs something to change (an "
+		                         "option of add, --enable or --disable)");
 	return 0;
 }
 
@@ -194,15 +177,15 @@ int tenant_cmd_parse(int argc, char *const *argv, tenant_args *a, char *err, siz
 	a->enable = -1;
 	if (argc < 1 || strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
 		a->help = argc >= 1;
-		return a->help ? 0 : usage_error(err, errsz, "txhub tenant needs add, set, remove, "
-		                                 "list, show, grant or token");
+		return a->help ? 0 : admin_usage_error(err, errsz, "txhub tenant needs add, set, remove, "
+		                                       "list, show, grant or token");
 	}
 	size_t s;
 	for (s = 0; s < NSUBS && strcmp(subs[s].word, argv[0]) != 0; s++)
 		;
 	if (s == NSUBS)
-		return usage_error(err, errsz, "unknown tenant command \"%.40s\" (add, set, remove, "
-		                   "list, show, grant, token)", argv[0]);
+		return admin_usage_error(err, errsz, "unknown tenant command \"%.40s\" (add, set, remove, "
+		                         "list, show, grant, token)", argv[0]);
 	a->sub = subs[s].sub;
 	a->word = subs[s].word;
 	char **pos = calloc((size_t)argc + 1, sizeof *pos);
@@ -210,7 +193,7 @@ int tenant_cmd_parse(int argc, char *const *argv, tenant_args *a, char *err, siz
 		a->lists[l] = calloc((size_t)argc + 1, sizeof *a->lists[l]);
 	if (!pos || !a->lists[0] || !a->lists[1] || !a->lists[2] || !a->lists[3]) {
 		free(pos);
-		return usage_error(err, errsz, "out of memory");
+		return admin_usage_error(err, errsz, "out of memory");
 	}
 	int npos = 0, rc = parse_words(argc, argv, a, pos, &npos, err, errsz);
 	if (rc == 0 && !a->help && (rc = check_sub(a, npos, pos, err, errsz)) == 0) {
@@ -251,16 +234,6 @@ void tenant_cmd_write_help(FILE *out)
 }
 
 /* ---- output ---- */
-
-static int print_json(const cJSON *doc)
-{
-	char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
-	if (!text)
-		return -1;
-	puts(text);
-	free(text);
-	return 0;
-}
 
 static void put(const char *s)
 {
@@ -411,8 +384,8 @@ static tenant_def args_def(const tenant_args *a)
 	                    a->max_envelope_bytes, 1};
 }
 
-static ops_rc dispatch(struct pg_conn *conn, const tenant_args *a, const char *actor, tenant_field *bad,
-                       cJSON **doc, char *err, size_t errsz)
+static ops_rc dispatch(struct pg_conn *conn, const tenant_args *a, const char *actor,
+                       tenant_field *bad, cJSON **doc, char *err, size_t errsz)
 {
 	tenant_def d = args_def(a);
 	tenant_change c = {d, a->given, a->enable};
@@ -435,19 +408,17 @@ static ops_rc dispatch(struct pg_conn *conn, const tenant_args *a, const char *a
 
 int tenant_cmd_run(const txhub_config *cfg, const tenant_args *a)
 {
-	char err[2048], actor[OPS_ACTOR_MAX + 1];
-	admin_actor(actor, sizeof actor);
-	store *st = admin_connect(cfg, err, sizeof err);
-	if (!st) {
-		fprintf(stderr, "txhub tenant %s: %s\n", a->word, err);
+	char err[2048], actor[OPS_ACTOR_MAX + 1], what[32];
+	snprintf(what, sizeof what, "tenant %s", a->word);
+	store *st = admin_open(cfg, what, actor, sizeof actor);
+	if (!st)
 		return 1;
-	}
 	cJSON *doc = NULL;
 	tenant_field bad = TENANT_F_NAME;
 	ops_rc rc = dispatch(store_conn(st), a, actor, &bad, &doc, err, sizeof err);
 	store_close(st);
 	int status = rc == OPS_OK ? 0 : rc == OPS_BAD_ARG ? 2 : 1;
-	if (rc == OPS_OK && a->json && print_json(doc) != 0) {
+	if (rc == OPS_OK && a->json && admin_print_json(doc) != 0) {
 		snprintf(err, sizeof err, "out of memory (the change, if any, was made)");
 		status = 1;
 	} else if (rc == OPS_OK && !a->json) {

@@ -63,10 +63,7 @@ static inline void tn_sql(h_env *e, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(q, sizeof q, fmt, ap);
 	va_end(ap);
-	PGresult *r = PQexec(e->db, q);
-	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
-	          "%s: %s", q, PQerrorMessage(e->db));
-	PQclear(r);
+	h_exec(e->db, q);
 }
 
 /* Everything txhub's commands could change, in one value. */

@@ -38,6 +38,38 @@ static void add_a(h_env *e)
 	cr_assert_eq(tn_run(e, args), 0, "add: %s", tn_err);
 }
 
+typedef struct {
+	const char *args[16];
+	const char *say; /* a part of the message */
+} refusal;
+
+/* `txhub tenant add team-b` with these rules. */
+#define ADD_B(ctl, biz, fwd)                                                                  \
+	{"tenant", "add", "team-b", "--control-topic", ctl, "--biz", biz, "--forward-topic", fwd, NULL}
+
+static void add_b(h_env *e)
+{
+	const char *args[] = ADD_B("ctl.b", "b", "o");
+	cr_assert_eq(tn_run(e, args), 0, "add: %s", tn_err);
+}
+
+/* Each case refused with exit status want and its words on standard
+ * error, and nothing changed by any of them. */
+static void expect_refused(h_env *e, const refusal *cases, size_t n, int want)
+{
+	char before[64], after[64];
+	tn_checksum(e, before, sizeof before);
+	for (size_t i = 0; i < n; i++) {
+		int rc = tn_run(e, cases[i].args);
+		cr_expect_eq(rc, want, "case %zu: exit %d, stderr %s", i, rc, tn_err);
+		cr_expect(strstr(tn_err, cases[i].say), "case %zu: \"%s\" lacks \"%s\"", i, tn_err,
+		          cases[i].say);
+		cr_expect_eq(tn_out[0], '\0', "case %zu printed %s", i, tn_out);
+	}
+	tn_checksum(e, after, sizeof after);
+	cr_assert_str_eq(before, after, "a refused or bad command changed something");
+}
+
 /* ---- add, list, show ---- */
 
 Test(tenants, add_list_show)
@@ -113,10 +145,6 @@ Test(tenants, add_list_show)
 
 /* ---- overlap ---- */
 
-typedef struct {
-	const char *args[16];
-	const char *say; /* a part of the message */
-} refusal;
 
 Test(tenants, overlapping_adds_refused_naming_the_other)
 {
@@ -128,43 +156,23 @@ Test(tenants, overlapping_adds_refused_naming_the_other)
 	cr_assert_eq(tn_run(&e, pat), 0, "%s", tn_err);
 	const refusal cases[] = {
 		/* biz ids: exact vs exact, exact vs prefix, prefix vs exact, prefix vs prefix */
-		{{"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "shop",
-		  "--forward-topic", "o", NULL}, "--biz: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "pay-eu",
-		  "--forward-topic", "o", NULL}, "--biz: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "sh*",
-		  "--forward-topic", "o", NULL}, "--biz: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "pa*",
-		  "--forward-topic", "o", NULL}, "--biz: overlaps tenant team-a"},
+		{ADD_B("ctl.b", "shop", "o"), "--biz: overlaps tenant team-a"},
+		{ADD_B("ctl.b", "pay-eu", "o"), "--biz: overlaps tenant team-a"},
+		{ADD_B("ctl.b", "sh*", "o"), "--biz: overlaps tenant team-a"},
+		{ADD_B("ctl.b", "pa*", "o"), "--biz: overlaps tenant team-a"},
 		/* control topics: name vs name, name vs pattern, pattern vs pattern */
-		{{"tenant", "add", "team-b", "--control-topic", "ctl.a", "--biz", "b",
-		  "--forward-topic", "o", NULL}, "--control-topic: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "team-p.x", "--biz", "b",
-		  "--forward-topic", "o", NULL}, "--control-topic: overlaps tenant team-p"},
-		{{"tenant", "add", "team-b", "--control-topic", "^ctl\\.", "--biz", "b",
-		  "--forward-topic", "o", NULL}, "--control-topic: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "^team-p", "--biz", "b",
-		  "--forward-topic", "o", NULL}, "--control-topic: overlaps tenant team-p"},
+		{ADD_B("ctl.a", "b", "o"), "--control-topic: overlaps tenant team-a"},
+		{ADD_B("team-p.x", "b", "o"), "--control-topic: overlaps tenant team-p"},
+		{ADD_B("^ctl\\.", "b", "o"), "--control-topic: overlaps tenant team-a"},
+		{ADD_B("^team-p", "b", "o"), "--control-topic: overlaps tenant team-p"},
 		/* forwarding into another's control topic, or another forwarding into ours */
-		{{"tenant", "add", "team-b", "--control-topic", "other.b", "--biz", "b",
-		  "--forward-topic", "ctl.*", NULL}, "--forward-topic: overlaps tenant team-a"},
-		{{"tenant", "add", "team-b", "--control-topic", "p.out", "--biz", "b",
-		  "--forward-topic", "o", NULL}, "--control-topic: overlaps tenant team-p"},
+		{ADD_B("other.b", "b", "ctl.*"), "--forward-topic: overlaps tenant team-a"},
+		{ADD_B("p.out", "b", "o"), "--control-topic: overlaps tenant team-p"},
 		/* the name */
 		{{"tenant", "add", "team-a", "--control-topic", "ctl.z", "--biz", "z",
 		  "--forward-topic", "o", NULL}, "exists already"},
 	};
-	char before[64], after[64];
-	tn_checksum(&e, before, sizeof before);
-	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		int rc = tn_run(&e, cases[i].args);
-		cr_expect_eq(rc, 1, "case %zu: exit %d, stderr %s", i, rc, tn_err);
-		cr_expect(strstr(tn_err, cases[i].say), "case %zu: \"%s\" lacks \"%s\"", i, tn_err,
-		          cases[i].say);
-		cr_expect_eq(tn_out[0], '\0', "case %zu printed %s", i, tn_out);
-	}
-	tn_checksum(&e, after, sizeof after);
-	cr_assert_str_eq(before, after, "a refused add changed something");
+	expect_refused(&e, cases, sizeof cases / sizeof *cases, 1);
 	/* apart: accepted */
 	const char *ok[] = {"tenant", "add", "team-b", "--control-topic", "^team-q\\.", "--biz",
 	                    "shops", "paz", "--forward-topic", "orders", NULL};
@@ -230,16 +238,7 @@ Test(tenants, bad_arguments_exit_2_naming_them)
 		{{"list", "--tenant", "Team A", NULL}, "--tenant"},
 		{{"status", "--tenant", "", NULL}, "--tenant"},
 	};
-	char before[64], after[64];
-	tn_checksum(&e, before, sizeof before);
-	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		int rc = tn_run(&e, cases[i].args);
-		cr_expect_eq(rc, 2, "case %zu: exit %d, stderr %s", i, rc, tn_err);
-		cr_expect(strstr(tn_err, cases[i].say), "case %zu: \"%s\" lacks \"%s\"", i, tn_err,
-		          cases[i].say);
-	}
-	tn_checksum(&e, after, sizeof after);
-	cr_assert_str_eq(before, after, "a bad command changed something");
+	expect_refused(&e, cases, sizeof cases / sizeof *cases, 2);
 	h_teardown(&e);
 }
 
@@ -259,16 +258,7 @@ Test(tenants, unknown_tenant_exit_1)
 		{{"tenant", "grant", "team-a", "no_such_role_x", NULL}, "no PostgreSQL role"},
 		{{"tenant", "grant", "team-a", "txhub", NULL}, "superuser"},
 	};
-	char before[64], after[64];
-	tn_checksum(&e, before, sizeof before);
-	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		int rc = tn_run(&e, cases[i].args);
-		cr_expect_eq(rc, 1, "case %zu: exit %d, stderr %s", i, rc, tn_err);
-		cr_expect(strstr(tn_err, cases[i].say), "case %zu: \"%s\" lacks \"%s\"", i, tn_err,
-		          cases[i].say);
-	}
-	tn_checksum(&e, after, sizeof after);
-	cr_assert_str_eq(before, after, "a refused command changed something");
+	expect_refused(&e, cases, sizeof cases / sizeof *cases, 1);
 	tn_role_drop(&e, role);
 	h_teardown(&e);
 }
@@ -280,9 +270,7 @@ Test(tenants, set_changes_what_is_given_with_history)
 	h_env e;
 	h_setup(&e, "tn_set");
 	add_a(&e);
-	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "b",
-	                   "--forward-topic", "o", NULL};
-	cr_assert_eq(tn_run(&e, b), 0, "%s", tn_err);
+	add_b(&e);
 	const char *set[] = {"tenant", "set", "team-a", "--biz", "shop", "pay*", "extra",
 	                     "--max-envelope-bytes", "1000", "--disable", "--json", NULL};
 	cr_assert_eq(tn_run(&e, set), 0, "%s", tn_err);
@@ -489,9 +477,7 @@ Test(tenants, loader_keeps_the_last_good_rules)
 	h_env e;
 	h_setup(&e, "tn_loader");
 	add_a(&e);
-	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "ctl.b", "--biz", "b",
-	                   "--forward-topic", "o", NULL};
-	cr_assert_eq(tn_run(&e, b), 0, "%s", tn_err);
+	add_b(&e);
 	tenants *t = tenants_new();
 	cr_assert_not_null(t);
 	int64_t now = 1000000;
@@ -607,36 +593,28 @@ static PGconn *fresh_database(const char *name, char *conninfo, size_t sz)
 	return c;
 }
 
-static void exec_ok(PGconn *c, const char *q)
-{
-	PGresult *r = PQexec(c, q);
-	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
-	          "%.200s: %s", q, PQerrorMessage(c));
-	PQclear(r);
-}
-
 /* A database at schema 7 (0.4.0 and issue 20), as `txhub migrate` of then
  * left it, with rows. */
 static void schema_7(PGconn *c)
 {
-	exec_ok(c, "CREATE SCHEMA txhub");
-	exec_ok(c, "CREATE TABLE txhub.schema_migrations (version integer PRIMARY KEY, name text NOT "
+	h_exec(c, "CREATE SCHEMA txhub");
+	h_exec(c, "CREATE TABLE txhub.schema_migrations (version integer PRIMARY KEY, name text NOT "
 	           "NULL, applied_at timestamptz NOT NULL DEFAULT now())");
 	for (const migration *m = migrations; m->name && m->version <= 7; m++) {
-		exec_ok(c, m->sql);
+		h_exec(c, m->sql);
 		char q[256];
 		snprintf(q, sizeof q, "INSERT INTO txhub.schema_migrations (version, name) VALUES (%d, "
 		         "'%s')", m->version, m->name);
-		exec_ok(c, q);
+		h_exec(c, q);
 	}
-	exec_ok(c, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, "
+	h_exec(c, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, "
 	           "src_partition, src_offset) SELECT 'b', 'k' || i, 'committed', 'sent', i % 4, i "
 	           "FROM generate_series(1, 2000) i");
-	exec_ok(c, "INSERT INTO txhub.history (biz_id, message_key, event) SELECT 'b', 'k' || i, "
+	h_exec(c, "INSERT INTO txhub.history (biz_id, message_key, event) SELECT 'b', 'k' || i, "
 	           "'checkback' FROM generate_series(1, 100) i");
-	exec_ok(c, "INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, reason) "
+	h_exec(c, "INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, reason) "
 	           "VALUES ('t', 0, 1, 'bad')");
-	exec_ok(c, "INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status) "
+	h_exec(c, "INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status) "
 	           "VALUES ('b', 'k1', 'rollback', 'committed')");
 }
 
