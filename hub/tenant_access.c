@@ -14,9 +14,12 @@
 
 /* The tables a tenant's role reads through row-level security. Turned on
  * by the first grant: until then a database without tenants behaves as
- * before for every role. */
-static const char *const rls_tables[] = {"messages", "rejected", "conflicts", "history",
-                                         "partitions", "gaps"};
+ * before for every role. Each ALTER locks its table for a moment; they go
+ * in the order the hubs' transactions lock tables (their partition rows
+ * first), so that the first grant waits for a hub, or a hub for it, but
+ * neither can deadlock the other. */
+static const char *const rls_tables[] = {"partitions", "gaps", "messages", "history",
+                                         "rejected", "conflicts"};
 #define NRLS (sizeof rls_tables / sizeof rls_tables[0])
 
 /* What `txhub list/show/status/resolve/redrive` need, for the role (an

@@ -328,3 +328,38 @@ Test(tenants_rls, list_and_status_by_tenant)
 	cJSON_Delete(d);
 	teardown(&f);
 }
+
+/* The first grant turns row-level security on while a hub writes: both go
+ * on (the ALTERs lock each table for a moment, in the hubs' order). */
+Test(tenants_rls, first_grant_while_the_hub_writes)
+{
+	h_env e;
+	h_setup(&e, "rls_live");
+	char ra[96];
+	tn_role_create(&e, tn_role(&e, "ra", ra, sizeof ra), NULL);
+	const char *a[] = {"tenant", "add", "team-a", "--control-topic", "ctl.a", "--biz", "shop",
+	                   "--forward-topic", "orders", NULL};
+	cr_assert_eq(tn_run(&e, a), 0, "%s", tn_err);
+	pid_t hub = h_hub_start(&e, NULL);
+	char json[256], key[32];
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof key, "o-%d", i);
+		snprintf(json, sizeof json, "{\"type\":\"commit\",\"biz_id\":\"live\",\"message_key\":"
+		         "\"%s\",\"payload\":\"p\",\"forward\":{\"topic\":\"rls.live\"}}", key);
+		h_send_str(&e, -1, key, json);
+		if (i == 100) {
+			h_flush();
+			cr_assert(h_wait(&e, "SELECT count(*) > 0 FROM txhub.messages", "t", 30000));
+			const char *grant[] = {"tenant", "grant", "team-a", ra, NULL};
+			cr_assert_eq(tn_run(&e, grant), 0, "%s", tn_err);
+		}
+	}
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "200",
+	                 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM pg_class WHERE relnamespace = "
+	                         "'txhub'::regnamespace AND relrowsecurity"), 10);
+	tn_role_drop(&e, ra);
+	h_teardown(&e);
+}
