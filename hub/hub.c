@@ -215,7 +215,8 @@ static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int6
 	               "and not forwarded again; those the markers cannot vouch for are, and count "
 	               "in txhub_forwards_after_rewind_total{outcome=\"sent_again\"}; decisions "
 	               "of check-backs and operators in the lost time are made again, and their "
-	               "messages may be forwarded twice"
+	               "messages may be forwarded twice: counted in "
+	               "txhub_forwards_after_rewind_total{outcome=\"decided_again\"}"
 	             : "Messages forwarded before the loss are forwarded again (at least once)");
 	log_error("hub: %s", why);
 	alert_raise(h->al, "database_rewound", NULL, NULL, 0, h->cfg->control_topic, why);
@@ -687,9 +688,10 @@ static int claim_retries(hub *h)
 		return 0;
 	char err[512];
 	store_forward_list l = {0};
+	size_t again = 0;
 	store_rc rc = config_exactly_once(h->cfg)
-	                  ? store_sequence_forwards(h->st, own->parts, own->n, 1000, &l, err,
-	                                            sizeof err)
+	                  ? store_sequence_forwards(h->st, own->parts, own->n, 1000, &l, &again,
+	                                            err, sizeof err)
 	                  : store_claim_forwards(h->st, own->parts, own->n, 1000, &l, err,
 	                                         sizeof err);
 	if (rc != STORE_OK) {
@@ -698,6 +700,12 @@ static int claim_retries(hub *h)
 	}
 	if (l.n > 0)
 		log_debug("hub: re-sending %zu forward(s)", l.n);
+	if (again > 0) {
+		log_warn("hub: %zu message(s) decided again by a check-back or an operator after "
+		         "PostgreSQL lost their first decision may be forwarded twice (counted in "
+		         "txhub_forwards_after_rewind_total{outcome=\"decided_again\"})", again);
+		metrics_forwards_decided_again(again);
+	}
 	send_forwards(h, &l);
 	store_forward_list_clear(&l);
 	return 0;

@@ -54,7 +54,7 @@ static struct registry {
 	latency checkback_latency, forward_latency, commit_latency;
 	counter forwards[METRICS_FW_NOUTCOMES];
 	counter database_errors, kafka_errors;
-	counter rewinds, rewound_offsets, after_rewind[2];
+	counter rewinds, rewound_offsets, after_rewind[3];
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready, lanes_stuck;
 	_Atomic int64_t by_status[5], parked, sampled;
@@ -148,6 +148,8 @@ void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again)
 	add(&m.after_rewind[0], already_sent);
 	add(&m.after_rewind[1], sent_again);
 }
+
+void metrics_forwards_decided_again(uint64_t n) { add(&m.after_rewind[2], n); }
 
 void metrics_database_rewound(uint64_t partitions, uint64_t offsets)
 {
@@ -272,11 +274,14 @@ static void write_counters(sbuf *o)
 	head(o, "txhub_forwards_after_rewind_total", "counter",
 	     "exactly_once: messages applied again after PostgreSQL lost them, by what their "
 	     "progress marker said: already_sent (not forwarded again), sent_again (possibly a "
-	     "duplicate).");
+	     "duplicate); decided_again: decided again by a check-back or an operator after the "
+	     "database lost the first decision (possibly a duplicate).");
 	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"already_sent\"} %llu\n",
 	            (unsigned long long)get(&m.after_rewind[0]));
 	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"sent_again\"} %llu\n",
 	            (unsigned long long)get(&m.after_rewind[1]));
+	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"decided_again\"} %llu\n",
+	            (unsigned long long)get(&m.after_rewind[2]));
 	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
 	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
 	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");

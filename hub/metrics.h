@@ -90,6 +90,10 @@ void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
  * applied again after such a loss, found forwarded already by the progress
  * marker, or forwarded again because it cannot rule that out. */
 void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again);
+/* ... {outcome="decided_again"}: messages decided again by a check-back or
+ * an operator whose first decision the database lost, possibly forwarded
+ * twice (store_sequence_forwards). */
+void metrics_forwards_decided_again(uint64_t n);
 /* kind: check_failed, send_failed, prepare_missing, database_failing,
  * kafka_fatal, lane_stuck, database_rewound, control_records_lost,
  * control_partition_truncated; anything else counts as "other". */

@@ -1677,7 +1677,7 @@ done:
 /* ---- exactly_once forwarding ---- */
 
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, char *err, size_t errsz)
+                                 store_forward_list *out, size_t *again, char *err, size_t errsz)
 {
 	/* Under the partitions' exclusive locks (the batch assigns sequences
 	 * under them too), one statement: lock the rows, number them per
@@ -1693,30 +1693,35 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	 * the partition's rows then wait until the offsets catch up. Nothing is
 	 * sequenced for a partition before its lane recovered at its epoch
 	 * (fwd_recovered_epoch): a sequence given out before the lane read the
-	 * marker could be one that the marker vouches for. */
+	 * marker could be one that the marker vouches for. A row prepared
+	 * below what a lost history decided outside the control topic
+	 * (fwd_lost_oob, migration 0008) may have gone out there: counted in
+	 * *again. */
 	static const char *sql =
 		"WITH b AS (SELECT tp.partition, greatest(tp.next_fwd_seq, "
 		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
-		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim "
+		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim, tp.fwd_lost_oob >> $4::int AS lost "
 		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[]) "
 		"AND tp.fwd_recovered_epoch = tp.epoch), "
-		"l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.updated_at "
+		"l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.src_offset, m.updated_at "
 		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
 		"AND m.next_send_at <= now() "
 		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
-		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, b.lim, b.base - 1 + "
+		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, b.lim, "
+		"coalesce(l.src_offset < b.lost, false) AS again, b.base - 1 + "
 		"row_number() OVER (PARTITION BY l.src_partition "
 		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
 		"FROM l JOIN b ON b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
 		"u AS (UPDATE txhub.messages AS m SET fwd_seq = k.sq FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
-		"RETURNING " FORWARD_COLUMNS "), "
+		"RETURNING k.again, " FORWARD_COLUMNS "), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
 		"FROM (SELECT src_partition, max(sq) AS top FROM k GROUP BY src_partition) x "
 		"WHERE tp.topic = $3 AND tp.partition = x.src_partition) "
 		"SELECT * FROM u";
+	*again = 0;
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
@@ -1739,10 +1744,13 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
 		rollback(st);
-	} else if (collect_forwards(r, 0, -1, out) != 0) {
+	} else if (collect_forwards(r, 1, -1, out) != 0) {
 		/* sequenced: the owner's lane recovers them from PostgreSQL */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
+	} else {
+		for (int i = 0; i < PQntuples(r); i++)
+			*again += PQgetvalue(r, i, 0)[0] != 0;
 	}
 done:
 	PQclear(r);
@@ -1764,7 +1772,10 @@ done:
  * not know: only rows with offset sequences are taken for sent then, and
  * of the rows read again none from the database's own offset on if that
  * history sent or failed such a row there (the marker's oob: noted as
- * fwd_unsure_from). $1 partition, $2 seq, $3 dead, $4 unsure_from, $5
+ * fwd_unsure_from), and that oob in fwd_lost_oob: rows prepared below it
+ * and decided outside the control topic again may go out twice
+ * (store_sequence_forwards counts them). $1 partition, $2 seq, $3 dead,
+ * $4 unsure_from, $5
  * topic, $6 oob, $7 the lane's epoch, $8 STORE_SEQ_SHIFT. */
 static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
                            const store_marker *m, int64_t *marked, char *err, size_t errsz)
@@ -1781,6 +1792,9 @@ static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
 		"fwd_unsure_from = CASE WHEN tp.next_fwd_seq <= $2::bigint AND $6::bigint IS NOT NULL "
 		"AND $6::bigint >= coalesce(tp.next_offset, 0) << $8::int "
 		"THEN least($4::bigint, coalesce(tp.next_offset, 0) << $8::int) ELSE $4::bigint END, "
+		"fwd_lost_oob = CASE WHEN tp.next_fwd_seq <= $2::bigint AND $6::bigint IS NOT NULL "
+		"AND $6::bigint >= coalesce(tp.next_offset, 0) << $8::int "
+		"THEN greatest(tp.fwd_lost_oob, $6::bigint) ELSE tp.fwd_lost_oob END, "
 		"next_fwd_seq = greatest(tp.next_fwd_seq, $2::bigint + 1), fwd_recovered_epoch = $7 "
 		"WHERE tp.topic = $5 AND tp.partition = $1::int";
 #undef BEHIND

@@ -231,9 +231,12 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
  * failed) the next ones of their partitions, at most limit, and return
  * them in out (in sequence order per partition). Only partitions whose
  * lane recovered at their current epoch (store_recover_forwards) take
- * part. */
+ * part. *again: how many of them a history of the database that was lost
+ * may have decided and forwarded already (their decision made again: a
+ * possible duplicate). */
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, char *err, size_t errsz);
+                                 store_forward_list *out, size_t *again, char *err,
+                                 size_t errsz);
 
 /* Forward sequences (exactly_once): a message committed by the control
  * record at offset O has the sequence (O + 1) << STORE_SEQ_SHIFT, the same
