@@ -15,6 +15,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "store.h"
+#include "tenant_rules.h"
 
 /* ---- arguments ---- */
 
@@ -31,13 +32,9 @@ static const struct {
 #define ALL 0xffu
 
 enum { O_JSON, O_STATUS, O_SEND, O_BIZ, O_SINCE, O_LIMIT, O_COMMIT, O_ROLLBACK, O_REASON,
-       O_ALL_FAILED, O_OLDER, O_DRY, O_COUNT };
+       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_COUNT };
 
-static const struct {
-	const char *name;
-	int value;          /* takes a value */
-	unsigned commands;  /* the commands it belongs to */
-} options[O_COUNT] = {
+static const admin_option options[O_COUNT] = {
 	[O_JSON] = {"--json", 0, ALL},
 	[O_STATUS] = {"--status", 1, B(ADMIN_LIST)},
 	[O_SEND] = {"--send-status", 1, B(ADMIN_LIST)},
@@ -50,12 +47,10 @@ static const struct {
 	[O_ALL_FAILED] = {"--all-failed", 0, B(ADMIN_REDRIVE)},
 	[O_OLDER] = {"--older-than", 1, B(ADMIN_PURGE)},
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
+	[O_TENANT] = {"--tenant", 1, B(ADMIN_LIST) | B(ADMIN_STATUS)},
 };
 
-static int usage_error(char *err, size_t errsz, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int usage_error(char *err, size_t errsz, const char *fmt, ...)
+int admin_usage_error(char *err, size_t errsz, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -79,8 +74,8 @@ static int check_id(const char *arg, const char *field, const char *v, size_t ma
 	char why[256], shown[96];
 	if (envelope_check_id(field, v, max, why, sizeof why) == 0)
 		return 0;
-	return usage_error(err, errsz, "%s \"%s\": %s", arg, log_escape(v, strlen(v), shown,
-	                   sizeof shown), why);
+	return admin_usage_error(err, errsz, "%s \"%s\": %s", arg, log_escape(v, strlen(v), shown,
+	                         sizeof shown), why);
 }
 
 static int parse_limit(const char *v, int *out, char *err, size_t errsz)
@@ -90,8 +85,8 @@ static int parse_limit(const char *v, int *out, char *err, size_t errsz)
 	for (; *p >= '0' && *p <= '9' && n <= OPS_LIST_MAX; p++)
 		n = n * 10 + (*p - '0');
 	if (p == v || *p || n < 1 || n > OPS_LIST_MAX)
-		return usage_error(err, errsz, "--limit: \"%s\" is not a number from 1 to %d", v,
-		                   OPS_LIST_MAX);
+		return admin_usage_error(err, errsz, "--limit: \"%s\" is not a number from 1 to %d", v,
+		                         OPS_LIST_MAX);
 	*out = (int)n;
 	return 0;
 }
@@ -108,17 +103,18 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 	case O_DRY: a->dry_run = 1; return 0;
 	case O_STATUS:
 		if (!ops_valid_status(v))
-			return usage_error(err, errsz, "--status: unknown status \"%s\" (one of prepared, "
-			                   "awaiting_prepare, committed, rolled_back, check_failed)", v);
+			return admin_usage_error(err, errsz, "--status: unknown status \"%s\" (one of "
+			                         "prepared, awaiting_prepare, committed, rolled_back, "
+			                         "check_failed)", v);
 		if (a->nstatuses == ADMIN_MAX_STATUSES)
-			return usage_error(err, errsz, "--status: given more than %d times",
-			                   ADMIN_MAX_STATUSES);
+			return admin_usage_error(err, errsz, "--status: given more than %d times",
+			                         ADMIN_MAX_STATUSES);
 		a->statuses[a->nstatuses++] = v;
 		return 0;
 	case O_SEND:
 		if (!ops_valid_send_status(v))
-			return usage_error(err, errsz, "--send-status: unknown send status \"%s\" (one of "
-			                   "pending, sent, failed)", v);
+			return admin_usage_error(err, errsz, "--send-status: unknown send status \"%s\" "
+			                         "(one of pending, sent, failed)", v);
 		a->send_status = v;
 		return 0;
 	case O_BIZ:
@@ -126,6 +122,11 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 		return check_id("--biz", "biz_id", v, ENVELOPE_BIZ_ID_MAX, err, errsz);
 	case O_LIMIT:
 		return parse_limit(v, &a->limit, err, errsz);
+	case O_TENANT:
+		a->tenant = v;
+		if (tenant_name_check(v, why, sizeof why) != 0)
+			return admin_usage_error(err, errsz, "--tenant: %s", why);
+		return 0;
 	case O_REASON:
 		a->reason = v;
 		return check_id("--reason", "reason", v, OPS_REASON_MAX, err, errsz);
@@ -133,43 +134,56 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 	case O_OLDER:
 		if (duration_parse(v, o == O_SINCE ? &a->since_ms : &a->older_than_ms, why,
 		                   sizeof why) != 0)
-			return usage_error(err, errsz, "%s: %s", options[o].name, why);
+			return admin_usage_error(err, errsz, "%s: %s", options[o].name, why);
 		a->since_set |= o == O_SINCE;
 		return 0;
 	}
-	return usage_error(err, errsz, "internal error: option %d", o);
+	return admin_usage_error(err, errsz, "internal error: option %d", o);
 }
 
-/* One argument that starts with "-": find it, take its value (inline after
- * '=' or the next argument), apply it. *i moves past what was used. */
-static int parse_option(int argc, char *const *argv, int *i, unsigned *seen, admin_args *a,
-                        char *err, size_t errsz)
+int admin_option_take(const admin_option *table, int n, int argc, char *const *argv, int *i,
+                      unsigned command_bit, const char *what, const char **value, char *err,
+                      size_t errsz)
 {
 	const char *arg = argv[*i], *eq = strchr(arg, '=');
 	size_t len = eq && arg[1] == '-' ? (size_t)(eq - arg) : strlen(arg);
 	int o;
-	for (o = 0; o < O_COUNT; o++)
-		if (strlen(options[o].name) == len && strncmp(options[o].name, arg, len) == 0)
+	*value = NULL;
+	for (o = 0; o < n; o++)
+		if (strlen(table[o].name) == len && strncmp(table[o].name, arg, len) == 0)
 			break;
-	if (o == O_COUNT)
-		return usage_error(err, errsz, "unknown option \"%.*s\" (try txhub help)", (int)len, arg);
-	if (!(options[o].commands & B(a->cmd)))
-		return usage_error(err, errsz, "option %s does not apply to txhub %s", options[o].name,
-		                   a->name);
-	if (o != O_STATUS && (*seen & (1u << o)))
-		return usage_error(err, errsz, "%s: given twice", options[o].name);
-	*seen |= 1u << o;
-	const char *v = NULL;
-	if (options[o].value) {
+	if (o == n)
+		return admin_usage_error(err, errsz, "unknown option \"%.*s\" (try txhub help)",
+		                         (int)len, arg);
+	if (!(table[o].applies & command_bit))
+		return admin_usage_error(err, errsz, "option %s does not apply to txhub %s",
+		                         table[o].name, what);
+	if (table[o].value) {
 		if (eq && arg[1] == '-')
-			v = eq + 1;
+			*value = eq + 1;
 		else if (*i + 1 < argc)
-			v = argv[++*i];
+			*value = argv[++*i];
 		else
-			return usage_error(err, errsz, "%s needs a value", options[o].name);
+			return admin_usage_error(err, errsz, "%s needs a value", table[o].name);
 	} else if (eq && arg[1] == '-') {
-		return usage_error(err, errsz, "%s takes no value", options[o].name);
+		return admin_usage_error(err, errsz, "%s takes no value", table[o].name);
 	}
+	return o;
+}
+
+/* One argument that starts with "-": find it, take its value, apply it.
+ * *i moves past what was used. */
+static int parse_option(int argc, char *const *argv, int *i, unsigned *seen, admin_args *a,
+                        char *err, size_t errsz)
+{
+	const char *v;
+	int o = admin_option_take(options, O_COUNT, argc, argv, i, B(a->cmd), a->name, &v, err,
+	                          errsz);
+	if (o < 0)
+		return -1;
+	if (o != O_STATUS && (*seen & (1u << o)))
+		return admin_usage_error(err, errsz, "%s: given twice", options[o].name);
+	*seen |= 1u << o;
 	return apply_option(o, v, a, err, errsz);
 }
 
@@ -178,10 +192,10 @@ static int take_ids(const admin_args *a, int npos, char *const *pos, admin_args 
                     char *err, size_t errsz)
 {
 	if (npos < 2)
-		return usage_error(err, errsz, "txhub %s needs BIZ and KEY (the message's biz_id "
-		                   "and message_key)", a->name);
+		return admin_usage_error(err, errsz, "txhub %s needs BIZ and KEY (the message's biz_id "
+		                         "and message_key)", a->name);
 	if (npos > 2)
-		return usage_error(err, errsz, "unexpected argument \"%s\"", pos[2]);
+		return admin_usage_error(err, errsz, "unexpected argument \"%s\"", pos[2]);
 	out->biz_id = pos[0];
 	out->message_key = pos[1];
 	if (check_id("BIZ", "biz_id", pos[0], ENVELOPE_BIZ_ID_MAX, err, errsz) != 0)
@@ -201,24 +215,27 @@ static int check_command(admin_args *a, unsigned seen, int npos, char *const *po
 		return take_ids(a, npos, pos, a, err, errsz);
 	case ADMIN_RESOLVE:
 		if ((seen & (1u << O_COMMIT)) && (seen & (1u << O_ROLLBACK)))
-			return usage_error(err, errsz, "--commit and --rollback: give one of them, not both");
+			return admin_usage_error(err, errsz, "--commit and --rollback: give one of them, "
+			                         "not both");
 		if (!(seen & ((1u << O_COMMIT) | (1u << O_ROLLBACK))))
-			return usage_error(err, errsz, "txhub resolve needs --commit or --rollback");
+			return admin_usage_error(err, errsz, "txhub resolve needs --commit or --rollback");
 		return take_ids(a, npos, pos, a, err, errsz);
 	case ADMIN_REDRIVE:
 		if (!a->all_failed) {
 			if (seen & (1u << O_BIZ))
-				return usage_error(err, errsz, "--biz goes with --all-failed (or give BIZ KEY)");
+				return admin_usage_error(err, errsz, "--biz goes with --all-failed (or give BIZ "
+				                         "KEY)");
 			return take_ids(a, npos, pos, a, err, errsz);
 		}
 		break;
 	case ADMIN_PURGE:
 		if (!(seen & (1u << O_OLDER)))
-			return usage_error(err, errsz, "txhub purge needs --older-than DURATION (e.g. 7d)");
+			return admin_usage_error(err, errsz, "txhub purge needs --older-than DURATION "
+			                         "(e.g. 7d)");
 		break;
 	}
 	if (npos > 0)
-		return usage_error(err, errsz, "unexpected argument \"%s\"", pos[0]);
+		return admin_usage_error(err, errsz, "unexpected argument \"%s\"", pos[0]);
 	return 0;
 }
 
@@ -230,13 +247,13 @@ int admin_parse(const char *command, int argc, char *const *argv, admin_args *ou
 	for (c = 0; c < NCOMMANDS && strcmp(commands[c].name, command) != 0; c++)
 		;
 	if (c == NCOMMANDS)
-		return usage_error(err, errsz, "unknown command \"%s\"", command);
+		return admin_usage_error(err, errsz, "unknown command \"%s\"", command);
 	out->cmd = commands[c].cmd;
 	out->name = commands[c].name;
 	out->limit = 100;
 	char **buf = calloc((size_t)argc + 1, sizeof *buf);
 	if (!buf)
-		return usage_error(err, errsz, "out of memory");
+		return admin_usage_error(err, errsz, "out of memory");
 	int npos = 0, ended = 0, rc = 0;
 	unsigned seen = 0;
 	for (int i = 0; i < argc && rc == 0; i++) {
@@ -283,11 +300,12 @@ void admin_actor(char *out, size_t outsz)
 void admin_write_help(FILE *out)
 {
 	fprintf(out,
-	        "  status [--json]\n"
+	        "  status [--tenant NAME] [--json]\n"
 	        "             counts by status and send status, parked rows, oldest ages,\n"
-	        "             rejected and conflicts, partitions with owner, epoch and lag\n"
+	        "             rejected and conflicts (of one tenant's rows: --tenant),\n"
+	        "             partitions with owner, epoch and lag\n"
 	        "  list [--status S]... [--send-status S] [--biz ID] [--since DURATION]\n"
-	        "       [--limit N] [--json]\n"
+	        "       [--tenant NAME] [--limit N] [--json]\n"
 	        "             messages, newest updated_at first (default limit 100)\n"
 	        "  show BIZ KEY [--json]\n"
 	        "             one message with its payload and history\n"
@@ -375,21 +393,33 @@ static ops_rc dispatch(const txhub_config *cfg, PGconn *conn, const admin_args *
 	return OPS_BAD_ARG;
 }
 
+store *admin_connect(const txhub_config *cfg, char *err, size_t errsz)
+{
+	store *st = store_connect(cfg, err, errsz);
+	if (st && check_schema(st, err, errsz) != 0) {
+		store_close(st);
+		st = NULL;
+	}
+	return st;
+}
+
+store *admin_open(const txhub_config *cfg, const char *what, char *actor, size_t actorsz)
+{
+	char err[2048];
+	admin_actor(actor, actorsz);
+	store *st = admin_connect(cfg, err, sizeof err);
+	if (!st)
+		fprintf(stderr, "txhub %s: %s\n", what, err);
+	return st;
+}
+
 int admin_run(const txhub_config *cfg, const admin_args *a)
 {
 	char err[2048], actor[OPS_ACTOR_MAX + 1];
-	admin_actor(actor, sizeof actor);
-	store *st = store_connect(cfg, err, sizeof err);
-	if (!st) {
-		fprintf(stderr, "txhub %s: %s\n", a->name, err);
+	store *st = admin_open(cfg, a->name, actor, sizeof actor);
+	if (!st)
 		return 1;
-	}
-	int status;
-	if (check_schema(st, err, sizeof err) != 0) {
-		status = 1;
-	} else {
-		status = exit_of(dispatch(cfg, store_conn(st), a, actor, err, sizeof err));
-	}
+	int status = exit_of(dispatch(cfg, store_conn(st), a, actor, err, sizeof err));
 	if (status != 0)
 		fprintf(stderr, "txhub %s: %s\n", a->name, err);
 	store_close(st);

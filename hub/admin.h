@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "ops.h"
+#include "store.h"
 
 typedef enum {
 	ADMIN_STATUS,
@@ -44,6 +45,7 @@ typedef struct {
 	int64_t since_ms;                /* with since_set */
 	int since_set;                   /* --since given (0s too: nothing is that new) */
 	int limit;                       /* default 100 */
+	const char *tenant;              /* list's, status's --tenant */
 	/* resolve */
 	ops_decision decision;
 	const char *reason;              /* NULL: none given */
@@ -71,6 +73,43 @@ int admin_parse(const char *command, int argc, char *const *argv, admin_args *ou
  * time (no such row, not allowed in its state, database unreachable or not
  * migrated); 2 bad usage. */
 int admin_run(const txhub_config *cfg, const admin_args *a);
+
+/* Connect to cfg's database for an admin command and check that it is
+ * migrated to this binary's schema (an older one is refused with the
+ * remedy). Returns the store (store_close() it), or NULL with the reason
+ * in err. */
+store *admin_connect(const txhub_config *cfg, char *err, size_t errsz);
+
+/* An option of a command line: "--name", taking a value or not, for the
+ * commands whose bits (1u << command) are in applies. */
+typedef struct {
+	const char *name;
+	int value;        /* takes a value: "--name V" or "--name=V" */
+	unsigned applies; /* the commands it belongs to */
+} admin_option;
+
+/* argv[*i], one of table[0..n): returns its index, with its value (NULL
+ * for a flag) in *value and *i past what was used; or -1 with a message
+ * naming it in err: unknown, not of this command (command_bit; what names
+ * the command, "list" or "tenant add"), a value missing or given to a
+ * flag. */
+int admin_option_take(const admin_option *table, int n, int argc, char *const *argv, int *i,
+                      unsigned command_bit, const char *what, const char **value, char *err,
+                      size_t errsz);
+
+/* Format a bad-usage message into err; returns -1 (for `return
+ * admin_usage_error(...)` in a parser). */
+int admin_usage_error(char *err, size_t errsz, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The start of an admin command's run: the operator into actor
+ * (admin_actor()) and the connection (admin_connect()); NULL when that
+ * failed, after "txhub <what>: <reason>" on standard error (exit 1). */
+store *admin_open(const txhub_config *cfg, const char *what, char *actor, size_t actorsz);
+
+/* doc as one line of JSON on standard output (--json). Returns 0, or -1
+ * when out of memory (nothing printed). */
+int admin_print_json(const cJSON *doc);
 
 /* The operator running the command, for the history: the effective user's
  * name (getpwuid), else $USER or $LOGNAME, else "uid N"; "root (sudo:

@@ -134,7 +134,7 @@ static const char *ago(long long seconds, char *out, size_t outsz)
 	return out;
 }
 
-static int print_json(cJSON *doc)
+int admin_print_json(const cJSON *doc)
 {
 	char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
 	if (!text)
@@ -247,7 +247,8 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
                        size_t errsz)
 {
 	ops_status st;
-	ops_rc rc = ops_status_read(conn, cfg->alert_awaiting_prepare_ms, &st, err, errsz);
+	ops_rc rc = ops_status_read_tenant(conn, cfg->alert_awaiting_prepare_ms, a->tenant, &st, err,
+	                                   errsz);
 	if (rc != OPS_OK) {
 		ops_status_free(&st);
 		return rc;
@@ -257,12 +258,15 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		fprintf(stderr, "txhub status: lag unknown: %s\n", st.lag_note);
 	if (a->json) {
 		cJSON *doc = ops_status_json(&st);
-		if (print_json(doc) != 0) {
+		if (admin_print_json(doc) != 0) {
 			snprintf(err, errsz, "out of memory");
 			rc = OPS_DB_ERROR;
 		}
 		cJSON_Delete(doc);
 	} else {
+		if (a->tenant)
+			printf("tenant %s: its messages, rejected and conflict rows; every partition\n",
+			       a->tenant);
 		status_counts_text(&st, cfg->alert_awaiting_prepare_ms);
 		status_partitions_text(&st);
 		status_gaps_text(&st);
@@ -319,10 +323,11 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 {
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
-	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit};
+	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit,
+	                     .tenant = a->tenant};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
-	if (rc == OPS_OK && a->json && print_json(rows) != 0) {
+	if (rc == OPS_OK && a->json && admin_print_json(rows) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = OPS_DB_ERROR;
 	} else if (rc == OPS_OK && !a->json) {
@@ -428,7 +433,7 @@ ops_rc admin_do_show(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 {
 	cJSON *doc = NULL;
 	ops_rc rc = ops_show(conn, a->biz_id, a->message_key, &doc, err, errsz);
-	if (rc == OPS_OK && a->json && print_json(doc) != 0) {
+	if (rc == OPS_OK && a->json && admin_print_json(doc) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = OPS_DB_ERROR;
 	} else if (rc == OPS_OK && !a->json) {
@@ -470,7 +475,7 @@ ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, cha
 		return rc;
 	if (a->json) {
 		cJSON *doc = ops_change_json(a->biz_id, a->message_key, a->name, actor, &c);
-		int bad = print_json(doc);
+		int bad = admin_print_json(doc);
 		cJSON_Delete(doc);
 		if (bad) /* done all the same: say so, but succeed */
 			fprintf(stderr, "txhub %s: done, but out of memory printing it\n", a->name);
@@ -496,7 +501,7 @@ ops_rc admin_do_redrive_all(PGconn *conn, const admin_args *a, const char *actor
 			                                               : cJSON_CreateNull());
 			cJSON_AddStringToObject(doc, "actor", actor);
 		}
-		if (print_json(doc) != 0)
+		if (admin_print_json(doc) != 0)
 			fprintf(stderr, "txhub redrive: done, but out of memory printing it\n");
 		cJSON_Delete(doc);
 	} else {
@@ -514,7 +519,7 @@ void admin_print_purge(const admin_args *a, const ops_purge_counts *c)
 		cJSON *doc = ops_purge_json(c, a->dry_run);
 		if (doc)
 			cJSON_AddNumberToObject(doc, "older_than_s", (double)(a->older_than_ms / 1000));
-		if (print_json(doc) != 0)
+		if (admin_print_json(doc) != 0)
 			fprintf(stderr, "txhub purge: done, but out of memory printing it\n");
 		cJSON_Delete(doc);
 		return;

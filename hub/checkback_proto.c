@@ -340,7 +340,7 @@ static int path_under(const char *entry, const char *path)
 	return path[n] == '\0' || path[n] == '/' || (n > 0 && entry[n - 1] == '/');
 }
 
-static int entry_holds(const checkback_url *e, const checkback_url *u)
+int checkback_entry_holds(const checkback_url *e, const checkback_url *u)
 {
 	return strcmp(e->scheme, u->scheme) == 0 && strcasecmp(e->host, u->host) == 0 &&
 	       e->port == u->port && path_under(e->path, u->path);
@@ -377,7 +377,7 @@ int checkback_url_permitted(const char *allow, const checkback_url *u, char *why
 	for (const char *p = allow; !inside && next_entry(&p, &text);) {
 		checkback_url e;
 		if (text && checkback_url_parse(text, &e, err, sizeof err) == 0) {
-			inside = !e.unsafe && entry_holds(&e, u);
+			inside = !e.unsafe && checkback_entry_holds(&e, u);
 			checkback_url_clear(&e);
 		}
 		free(text);
@@ -398,8 +398,7 @@ int checkback_url_allowed(const char *allow, const char *url)
 	return inside;
 }
 
-/* Why one allow entry is refused, written to err; 0 when it is fine. */
-static int entry_check(const char *text, char *err, size_t errsz)
+int checkback_allow_entry_check(const char *text, char *err, size_t errsz)
 {
 	char why[160], esc[256];
 	checkback_url e;
@@ -421,7 +420,7 @@ int checkback_allow_validate(const char *allow, char *err, size_t errsz)
 {
 	char *text;
 	for (const char *p = allow ? allow : ""; next_entry(&p, &text);) {
-		int rc = text ? entry_check(text, err, errsz) : -1;
+		int rc = text ? checkback_allow_entry_check(text, err, errsz) : -1;
 		if (!text)
 			snprintf(err, errsz, "out of memory");
 		free(text);

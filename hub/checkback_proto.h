@@ -62,6 +62,16 @@ int checkback_url_allowed(const char *allow, const char *url);
  * query or fragment. Returns 0, or -1 naming the bad entry in err. */
 int checkback_allow_validate(const char *allow, char *err, size_t errsz);
 
+/* One entry of an allow list (text alone, no comma splitting), under the
+ * rules of checkback_allow_validate(). Returns 0, or -1 naming it in err. */
+int checkback_allow_entry_check(const char *text, char *err, size_t errsz);
+
+/* Whether the entry e (parsed, checked as above) holds u: the same scheme,
+ * host (without regard to case) and port, and a path that u's equals or
+ * continues after a '/'. u's safety is the caller's to check (u->unsafe):
+ * checkback_url_permitted() does both, for a list given as text. */
+int checkback_entry_holds(const checkback_url *e, const checkback_url *u);
+
 /* The request URL: base with biz_id, message_key, bizID and messageKey
  * appended as percent-encoded query parameters after "?" or "&" (a fragment
  * of base is dropped: it is never sent). Returns a malloc'd string, or NULL

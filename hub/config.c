@@ -115,6 +115,12 @@ const config_option config_options[] = {
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
+	/* CONTRACT §14: read, checked, not acted on yet (enforcement at intake
+	 * is later work) */
+	STR("tenants.enforce", NULL, "false", tenants_enforce,
+	    "true: a record is accepted only within the rules of the tenant whose control topic "
+	    "it arrived on (txhub tenant); NOT ENFORCED YET in this version: it is read and "
+	    "checked only"),
 	/* txhub console (CONTRACT §7, §9); the hub itself never reads them */
 	STR("console.listen", NULL, "127.0.0.1:8080", console_listen,
 	    "host:port the web console (txhub console) listens on"),
@@ -426,6 +432,11 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (http_listen_valid(cfg->console_listen, sub, sizeof sub) != 0) {
 		snprintf(err, errsz, "console.listen: %s", sub);
+		return -1;
+	}
+	if (strcmp(cfg->tenants_enforce, "true") != 0 && strcmp(cfg->tenants_enforce, "false") != 0) {
+		snprintf(err, errsz, "tenants.enforce: \"%s\" is not true or false",
+		         cfg->tenants_enforce);
 		return -1;
 	}
 	if (strcmp(cfg->console_open, "true") != 0 && strcmp(cfg->console_open, "false") != 0) {

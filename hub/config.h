@@ -54,6 +54,7 @@ typedef struct txhub_config {
 	int64_t intake_poll_ms;
 	int64_t retention_finished_hours;
 	int64_t retention_rejected_hours;
+	char *tenants_enforce; /* "true" or "false" (validated); not acted on yet */
 	char *console_listen;
 	char *console_token;
 	char *console_open; /* "true" or "false" (validated) */

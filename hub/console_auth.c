@@ -144,7 +144,7 @@ int console_name_check(const char *name, char *err, size_t errsz)
 	return 0;
 }
 
-static void sha256(const char *s, unsigned char out[32])
+void console_token_hash(const char *s, unsigned char out[32])
 {
 	unsigned int len = 0;
 	if (EVP_Digest(s, strlen(s), out, &len, EVP_sha256(), NULL) != 1)
@@ -156,8 +156,8 @@ int console_token_equal(const char *given, const char *token)
 	unsigned char a[32], b[32];
 	if (!given || !token || !*token)
 		return 0;
-	sha256(given, a);
-	sha256(token, b);
+	console_token_hash(given, a);
+	console_token_hash(token, b);
 	return CRYPTO_memcmp(a, b, sizeof a) == 0;
 }
 

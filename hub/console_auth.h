@@ -74,6 +74,10 @@ int console_name_check(const char *name, char *err, size_t errsz);
  * differ nor on their lengths (both are hashed first). */
 int console_token_equal(const char *given, const char *token);
 
+/* The SHA-256 of a token's bytes: what console_token_equal() compares, and
+ * what txhub.tenant_tokens keeps of a tenant's token (never the token). */
+void console_token_hash(const char *token, unsigned char out[32]);
+
 /* 1 when a and b are equal secrets of CONSOLE_SECRET_HEX characters, in
  * constant time; 0 for anything else (NULL, another length). */
 int console_secret_equal(const char *a, const char *b);

@@ -45,6 +45,7 @@
 #include "signals.h"
 #include "rewind.h"
 #include "store.h"
+#include "tenants.h"
 
 typedef struct {
 	const txhub_config *cfg; /* in force: the start-up one, or a reload's */
@@ -58,6 +59,7 @@ typedef struct {
 	checkback *cb;
 	alert *al;
 	monitor *mon;
+	tenants *tenants;      /* the tenants' rules (enforcement comes later) */
 	int joined;            /* the consumer has had an assignment */
 	owned_set owned;       /* the partitions this replica owns: intake changes it */
 	intake_batch batch;
@@ -952,7 +954,8 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		          "`txhub migrate` first", version, migrate_latest());
 		goto done;
 	}
-	if (!(h.al = alert_start(cfg, err, sizeof err)) ||
+	snprintf(err, sizeof err, "out of memory");
+	if (!(h.tenants = tenants_new()) || !(h.al = alert_start(cfg, err, sizeof err)) ||
 	    !(h.cb = checkback_start(cfg, h.al, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
@@ -1027,6 +1030,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 				}
 				failed |= release_assigned(&h) | claim_retries(&h);
 				failed |= retention(&h, now);
+				tenants_refresh(h.tenants, store_conn(h.st), now); /* logs its count */
 				if (!failed)
 					fault_ok(&h.f_scan);
 				next_scan = now + 1000;
@@ -1070,6 +1074,7 @@ done:
 	forward_destroy(h.fw);
 	alert_stop(h.al, 3000);
 	monitor_stop(h.mon);
+	tenants_free(h.tenants);
 	store_close(h.st);
 	owned_free(&h.owned); /* after intake_close, its writer */
 	owned_free(&h.released);

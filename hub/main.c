@@ -15,6 +15,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "store.h"
+#include "tenant_cmd.h"
 #include "txhub.h"
 
 static void usage(FILE *out)
@@ -43,6 +44,8 @@ static void usage(FILE *out)
 	        "\n"
 	        "admin commands (PostgreSQL only, except status's lag; safe while hubs run):\n");
 	admin_write_help(out);
+	fprintf(out, "\ntenants (teams sharing the hub; PostgreSQL only):\n");
+	tenant_cmd_write_help(out);
 	fprintf(out,
 	        "\n"
 	        "options:\n"
@@ -134,6 +137,8 @@ int main(int argc, char **argv)
 	char **sets = calloc((size_t)argc + 1, sizeof *sets);
 	int nrest = 0, nsets = 0, status = 2, ended = 0;
 	admin_args admin;
+	tenant_args tenant;
+	memset(&tenant, 0, sizeof tenant);
 
 	if (!rest || !sets || config_init(&cfg) != 0) {
 		fprintf(stderr, "txhub: out of memory\n");
@@ -186,11 +191,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	int is_admin = admin_is_command(command);
+	int is_tenant = strcmp(command, "tenant") == 0;
 	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
 	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
-	            strcmp(command, "console") == 0 || is_admin;
+	            strcmp(command, "console") == 0 || is_admin || is_tenant;
 	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
-	                 is_admin;
+	                 is_admin || is_tenant;
 	if (!known) {
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
 		goto out;
@@ -205,7 +211,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "txhub %s: %s\n", command, err);
 		goto out;
 	}
-	if (is_admin && admin.help) {
+	if (is_tenant && tenant_cmd_parse(nrest, rest, &tenant, err, sizeof err) != 0) {
+		fprintf(stderr, "txhub tenant%s%s: %s\n", tenant.word ? " " : "",
+		        tenant.word ? tenant.word : "", err);
+		goto out;
+	}
+	if ((is_admin && admin.help) || (is_tenant && tenant.help)) {
 		usage(stdout);
 		status = 0;
 		goto out;
@@ -223,6 +234,8 @@ int main(int argc, char **argv)
 
 	if (is_admin) {
 		status = admin_run(&cfg, &admin);
+	} else if (is_tenant) {
+		status = tenant_cmd_run(&cfg, &tenant);
 	} else if (strcmp(command, "console") == 0) {
 		status = console_main(&cfg);
 	} else if (strcmp(command, "devbroker") == 0) {
@@ -248,6 +261,7 @@ int main(int argc, char **argv)
 		status = hub_run(&cfg, reload_config, &src);
 	}
 out:
+	tenant_cmd_free(&tenant);
 	config_free(&cfg);
 	free(rest);
 	free(sets);

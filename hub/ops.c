@@ -25,6 +25,7 @@
 #include "ops_sql.h"
 #include "sbuf.h"
 #include "store.h"
+#include "tenant_rules.h"
 
 const char *const ops_status_names[OPS_NSTATUS] = {"prepared", "awaiting_prepare", "committed",
                                                    "rolled_back", "check_failed"};
@@ -124,28 +125,38 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
 
 /* One scalar sub-select per number, each shaped to walk one partial index.
  * messages.committed is the sum of its three send states (the hub never
- * leaves a committed row without one). $1: alert.awaiting_prepare_ms. */
-static const char *SQL_STATUS =
-	"SELECT "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'prepared'), "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'), "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND send_status = 'sent'), "
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending' AND status = 'committed'), "
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' AND status = 'committed'), "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'), "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'), "
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending'), "
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'), "
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "
-	" AND created_at < now() - $1::bigint * interval '1 millisecond'), "
-	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.messages "
-	" WHERE status = 'prepared'), "
-	"(SELECT floor(extract(epoch FROM now() - min(updated_at)))::bigint FROM txhub.messages "
-	" WHERE send_status = 'pending'), "
-	"(SELECT count(*) FROM txhub.rejected WHERE created_at > now() - interval '1 hour'), "
-	"(SELECT count(*) FROM txhub.rejected), "
-	"(SELECT count(*) FROM txhub.conflicts WHERE created_at > now() - interval '1 hour'), "
-	"(SELECT count(*) FROM txhub.conflicts)";
+ * leaves a committed row without one). $1: alert.awaiting_prepare_ms. T:
+ * more conditions on every table (a tenant's rows: there is no index on
+ * tenant, each count filters the rows its index gives). */
+#define SQL_STATUS_WHERE(T)                                                                     \
+	"SELECT "                                                                                   \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'prepared'" T "), "                    \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'" T "), "            \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND send_status = 'sent'"  \
+	T "), "                                                                                     \
+	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending' AND status = "          \
+	"'committed'" T "), "                                                                       \
+	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' AND status = "           \
+	"'committed'" T "), "                                                                       \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'" T "), "                 \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'" T "), "                \
+	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending'" T "), "                \
+	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'" T "), "                 \
+	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "                   \
+	" AND created_at < now() - $1::bigint * interval '1 millisecond'" T "), "                   \
+	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.messages "   \
+	" WHERE status = 'prepared'" T "), "                                                        \
+	"(SELECT floor(extract(epoch FROM now() - min(updated_at)))::bigint FROM txhub.messages "   \
+	" WHERE send_status = 'pending'" T "), "                                                    \
+	"(SELECT count(*) FROM txhub.rejected WHERE created_at > now() - interval '1 hour'" T "), " \
+	"(SELECT count(*) FROM txhub.rejected WHERE true" T "), "                                   \
+	"(SELECT count(*) FROM txhub.conflicts WHERE created_at > now() - interval '1 hour'" T      \
+	"), "                                                                                       \
+	"(SELECT count(*) FROM txhub.conflicts WHERE true" T ")"
+
+static const char *SQL_STATUS = SQL_STATUS_WHERE("");
+/* $2: the tenant */
+static const char *SQL_STATUS_TENANT = SQL_STATUS_WHERE(" AND tenant = $2");
 
 static const char *SQL_PARTITIONS =
 	"SELECT tp.topic, tp.partition, owner, coalesce(group_id, ''), epoch, "
@@ -222,15 +233,25 @@ static int read_partitions(const PGresult *r, ops_status *st)
 ops_rc ops_status_read(PGconn *conn, int64_t awaiting_prepare_ms, ops_status *out, char *err,
                        size_t errsz)
 {
+	return ops_status_read_tenant(conn, awaiting_prepare_ms, NULL, out, err, errsz);
+}
+
+ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const char *tenant,
+                              ops_status *out, char *err, size_t errsz)
+{
 	memset(out, 0, sizeof *out);
+	if (tenant && tenant_name_check(tenant, err, errsz) != 0)
+		return OPS_BAD_ARG;
+	snprintf(out->tenant, sizeof out->tenant, "%s", tenant ? tenant : "");
 	char ms[32];
 	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_prepare_ms);
-	const char *p[1] = {ms};
+	const char *p[2] = {ms, tenant};
 	PGresult *r = NULL;
 	ops_rc rc = begin_read(conn, err, errsz);
 	if (rc != OPS_OK)
 		return rc;
-	if (!(r = ops_query(conn, SQL_STATUS, 1, p, 0, err, errsz))) {
+	if (!(r = ops_query(conn, tenant ? SQL_STATUS_TENANT : SQL_STATUS, tenant ? 2 : 1, p, 0, err,
+	                    errsz))) {
 		rc = OPS_DB_ERROR;
 		goto done;
 	}
@@ -459,6 +480,7 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddItemToObject(o, "partitions", parts);
 	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
+	cJSON_AddItemToObject(o, "tenant", str_or_null(st->tenant));
 	return o;
 fail:
 	cJSON_Delete(o);
@@ -472,8 +494,6 @@ fail:
 
 /* ---- rows as JSON (list and show) ---- */
 
-#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-
 /* The columns of a message row, in the order of row_fields[]. */
 #define ROW_COLUMNS                                                                         \
 	"biz_id, message_key, status, decision, send_status, coalesce(octet_length(payload), 0), " \
@@ -481,7 +501,7 @@ fail:
 	"src_partition, src_offset, " TS("created_at") ", " TS("updated_at") ", "                \
 	TS("next_check_at") ", " TS("next_send_at") ", "                                          \
 	"floor(extract(epoch FROM now() - created_at))::bigint, "                                 \
-	"floor(extract(epoch FROM now() - updated_at))::bigint"
+	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant"
 
 static const struct {
 	const char *name;
@@ -492,6 +512,7 @@ static const struct {
 	{"checkback_url", 0}, {"check_attempts", 1}, {"send_attempts", 1}, {"last_error", 0},
 	{"src_partition", 1}, {"src_offset", 1},    {"created_at", 0},    {"updated_at", 0},
 	{"next_check_at", 0}, {"next_send_at", 0},  {"created_age_s", 1}, {"updated_age_s", 1},
+	{"tenant", 0},
 };
 #define NROW_FIELDS ((int)(sizeof row_fields / sizeof row_fields[0]))
 
@@ -534,6 +555,8 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 	if (f->message_key && envelope_check_id("message_key", f->message_key,
 	                                        ENVELOPE_MESSAGE_KEY_MAX, err, errsz))
 		return OPS_BAD_ARG;
+	if (f->tenant && tenant_name_check(f->tenant, err, errsz) != 0)
+		return OPS_BAD_ARG;
 	if (f->limit < 1 || f->limit > OPS_LIST_MAX)
 		return ops_bad(err, errsz, "limit %d is out of range (1..%d)", f->limit, OPS_LIST_MAX);
 	if (f->since_ms < 0)
@@ -575,6 +598,10 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = f->message_key;
 		sbuf_printf(sql, " AND message_key = $%d", ++*np);
 	}
+	if (f->tenant) {
+		p[*np] = f->tenant;
+		sbuf_printf(sql, " AND tenant = $%d", ++*np);
+	}
 	if (f->older_ms > 0) {
 		p[*np] = older;
 		sbuf_printf(sql, " AND created_at < now() - $%d::bigint * interval '1 millisecond'",
@@ -591,7 +618,7 @@ ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, 
 	if (rc != OPS_OK)
 		return rc;
 	sbuf sql = {0}, statuses = {0};
-	const char *p[7];
+	const char *p[8];
 	int np = 0;
 	char since[32], older[32], limit[16];
 	snprintf(since, sizeof since, "%lld", (long long)f->since_ms);

@@ -113,6 +113,7 @@ typedef struct {
 	ops_partition *partitions;     /* owned by this struct: ops_status_free() */
 	size_t npartitions;
 	char lag_note[640];            /* why some lag is unknown, or "" */
+	char tenant[64];               /* the counts are this tenant's ("": everyone's) */
 } ops_status;
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
@@ -133,6 +134,14 @@ ops_rc ops_status_read(struct pg_conn *conn, int64_t awaiting_prepare_ms, ops_st
  * client; never fails (an unknown lag is an answer). */
 void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms);
 
+/* ops_status_read() with the counts of messages, rejected and conflict
+ * rows of one tenant only (txhub.*.tenant; NULL: everyone's, as
+ * ops_status_read()); the partitions are all of them. Without an index on
+ * tenant, the counts of finished messages read those rows (see
+ * migrations/0010_tenants.sql). OPS_BAD_ARG for a malformed name. */
+ops_rc ops_status_read_tenant(struct pg_conn *conn, int64_t awaiting_prepare_ms,
+                              const char *tenant, ops_status *out, char *err, size_t errsz);
+
 void ops_status_free(ops_status *st);
 
 /* CONTRACT §9's document: messages, send, parked, oldest_prepared_s,
@@ -142,8 +151,8 @@ void ops_status_free(ops_status *st);
  * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
  * to_offset, at; null when none), and clashes (a partition held by one
  * consumer group while a replica of another waits for it: topic,
- * partition, owner, group, waiting_group, advice). NULL when out of
- * memory; the caller deletes it. */
+ * partition, owner, group, waiting_group, advice), and tenant (the one
+ * counted, or null). NULL when out of memory; the caller deletes it. */
 cJSON *ops_status_json(const ops_status *st);
 
 /* ---- list and show ---- */
@@ -161,6 +170,7 @@ typedef struct {
 	 * key alone) */
 	const char *message_key;
 	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
+	const char *tenant;          /* NULL: any; else only that tenant's (txhub.messages.tenant) */
 } ops_list_filter;
 
 /* Matching messages, newest updated_at first, as a JSON array of row

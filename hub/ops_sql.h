@@ -1,6 +1,7 @@
-/* ops_sql.h: libpq helpers shared by ops.c (reads) and ops_write.c
- * (writes). Internal to the ops module: the console and the command line
- * use ops.h. Same threading rules as ops.h: one thread per connection. */
+/* ops_sql.h: libpq helpers shared by ops.c (reads), ops_write.c (writes)
+ * and the tenants' operations (tenant_ops.c, tenant_access.c). Internal to
+ * those: the console and the command line use ops.h and tenant_ops.h. Same
+ * threading rules as ops.h: one thread per connection. */
 #ifndef TXHUB_OPS_SQL_H
 #define TXHUB_OPS_SQL_H
 
@@ -9,6 +10,9 @@
 #include <stdint.h>
 
 #include "ops.h"
+
+/* A timestamp column as ISO 8601 text in UTC, to the millisecond. */
+#define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 /* Put a failed statement's text into err (store_error_text()); returns
  * OPS_DB_ERROR. res may be NULL. */

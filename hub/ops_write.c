@@ -28,9 +28,12 @@ static const char *SQL_LOCK_ROW =
 	"SELECT status, coalesce(send_status, '') FROM txhub.messages "
 	"WHERE biz_id = $1 AND message_key = $2 FOR UPDATE";
 
+/* With the message's tenant: a team's role (row-level security) may add
+ * history rows of its own tenant only, and sees them by it. */
 static const char *SQL_HISTORY =
-	"INSERT INTO txhub.history (biz_id, message_key, event, detail, actor) "
-	"VALUES ($1, $2, $3, $4, $5)";
+	"INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
+	"SELECT $1, $2, $3, $4, $5, m.tenant FROM txhub.messages m "
+	"WHERE m.biz_id = $1 AND m.message_key = $2";
 
 static ops_rc check_actor(const char *actor, char *err, size_t errsz)
 {
@@ -172,7 +175,8 @@ static const char *SQL_REDRIVE =
 	"fwd_seq = CASE WHEN c.status = 'check_failed' THEN m.fwd_seq ELSE NULL END, "
 	"updated_at = now() "
 	"FROM c WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "
-	"RETURNING m.biz_id, m.message_key, c.status = 'check_failed' AS was_check, m.status, "
+	"RETURNING m.biz_id, m.message_key, m.tenant, c.status = 'check_failed' AS was_check, "
+	"m.status, "
 	"coalesce(m.send_status, '') AS send, "
 	"CASE WHEN c.status = 'check_failed' THEN c.check_attempts ELSE c.send_attempts END AS n, "
 	"CASE WHEN c.status = 'check_failed' "
@@ -180,8 +184,8 @@ static const char *SQL_REDRIVE =
 	"|| ' attempt(s) before)' "
 	"ELSE 'send failed -> pending: forward again (' || c.send_attempts "
 	"|| ' attempt(s) before)' END AS detail), "
-	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor) "
-	"SELECT biz_id, message_key, 'redrive', detail, $1 FROM u) "
+	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
+	"SELECT biz_id, message_key, 'redrive', detail, $1, tenant FROM u) "
 	"SELECT was_check, status, send, n, detail FROM u";
 
 ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,

@@ -20,14 +20,6 @@ static PGconn *connect_to(h_env *e)
 	return db;
 }
 
-static void exec_ok(PGconn *db, const char *sql)
-{
-	PGresult *r = PQexec(db, sql);
-	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
-	          "%s: %s", sql, PQerrorMessage(db));
-	PQclear(r);
-}
-
 /* count(*) of sql seen from db (another session than e->db, when e->db is
  * inside a transaction). */
 static long count_on(PGconn *db, const char *sql)
@@ -45,7 +37,7 @@ static void setup(h_env *e, const char *name)
 	char err[512];
 	cr_assert_eq(txhub_dedup_create_table(e->db, NULL, err, sizeof err), TXHUB_OK, "%s", err);
 	cr_assert_eq(txhub_dedup_create_table(e->db, NULL, err, sizeof err), TXHUB_OK, "twice: %s", err);
-	exec_ok(e->db, "CREATE TABLE applied (biz_id text, message_key text, worker int)");
+	h_exec(e->db, "CREATE TABLE applied (biz_id text, message_key text, worker int)");
 }
 
 static txhub_dedup_result claim(PGconn *db, const txhub_dedup_config *cfg, const char *biz,
@@ -151,20 +143,20 @@ Test(dedup, in_the_callers_transaction_the_mark_commits_with_the_business_write)
 	PGconn *other = connect_to(&e);
 	txhub_claim c, d;
 	char err[512];
-	exec_ok(e.db, "BEGIN");
+	h_exec(e.db, "BEGIN");
 	cr_assert_eq(claim(e.db, NULL, "shop", "o-1", &c), TXHUB_DEDUP_CLAIMED);
 	cr_assert_eq(c.in_caller_tx, 1);
-	exec_ok(e.db, "INSERT INTO applied VALUES ('shop', 'o-1', 1)");
+	h_exec(e.db, "INSERT INTO applied VALUES ('shop', 'o-1', 1)");
 	/* the same message again inside the same transaction is a duplicate */
 	cr_assert_eq(claim(e.db, NULL, "shop", "o-1", &d), TXHUB_DEDUP_DUPLICATE);
 	cr_assert_eq(txhub_dedup_done(e.db, &c, err, sizeof err), TXHUB_OK, "%s", err);
 	/* nothing visible outside before the commit */
 	cr_assert_eq(count_on(other, "SELECT count(*) FROM txhub_dedup"), 0);
-	exec_ok(e.db, "COMMIT");
+	h_exec(e.db, "COMMIT");
 	cr_assert_eq(claim(other, NULL, "shop", "o-1", &d), TXHUB_DEDUP_DUPLICATE);
 
 	/* a business write that fails: the transaction rolls back, no mark */
-	exec_ok(e.db, "BEGIN");
+	h_exec(e.db, "BEGIN");
 	cr_assert_eq(claim(e.db, NULL, "shop", "o-2", &c), TXHUB_DEDUP_CLAIMED);
 	PGresult *r = PQexec(e.db, "INSERT INTO applied VALUES ('shop', 'o-2', 1 / 0)");
 	cr_assert(PQresultStatus(r) == PGRES_FATAL_ERROR);
@@ -172,7 +164,7 @@ Test(dedup, in_the_callers_transaction_the_mark_commits_with_the_business_write)
 	/* a failed transaction is refused, not half-used */
 	cr_assert_eq(txhub_dedup_claim(e.db, NULL, "shop", 4, "o-3", 3, &(txhub_dedup_result){0}, &d,
 	                               err, sizeof err), TXHUB_ERR_INVALID);
-	exec_ok(e.db, "ROLLBACK");
+	h_exec(e.db, "ROLLBACK");
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub_dedup WHERE message_key = 'o-2'"), 0);
 	cr_assert_eq(claim(other, NULL, "shop", "o-2", &d), TXHUB_DEDUP_CLAIMED, "a retry gets it");
 	cr_assert_eq(txhub_dedup_done(other, &d, err, sizeof err), TXHUB_OK);
@@ -184,9 +176,9 @@ Test(dedup, in_the_callers_transaction_the_mark_commits_with_the_business_write)
 	txhub_dedup_config shortlease = {.lease_ms = 100};
 	cr_assert_eq(claim(other, &shortlease, "shop", "o-5", &d), TXHUB_DEDUP_CLAIMED);
 	h_pause_ms(200);
-	exec_ok(e.db, "BEGIN");
+	h_exec(e.db, "BEGIN");
 	cr_assert_eq(claim(e.db, NULL, "shop", "o-5", &c), TXHUB_DEDUP_CLAIMED);
-	exec_ok(e.db, "COMMIT");
+	h_exec(e.db, "COMMIT");
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub_dedup WHERE message_key = 'o-5' "
 	                         "AND state = 'processed'"), 1);
 	PQfinish(other);
@@ -209,17 +201,17 @@ static void apply_in_tx(PGconn *db, const char *key, int worker, int *pending)
 	txhub_claim c;
 	txhub_dedup_result res = 0;
 	char err[512], sql[256];
-	exec_ok(db, "BEGIN");
+	h_exec(db, "BEGIN");
 	txhub_status st = txhub_dedup_claim(db, NULL, "shop", 4, key, strlen(key), &res, &c, err, sizeof err);
 	cr_assert(st == TXHUB_OK || st == TXHUB_ERR_DB_RETRY, "%s", err);
 	if (st == TXHUB_OK && res == TXHUB_DEDUP_CLAIMED) {
 		snprintf(sql, sizeof sql, "INSERT INTO applied VALUES ('shop', '%s', %d)", key, worker);
-		exec_ok(db, sql);
+		h_exec(db, sql);
 		cr_assert_eq(txhub_dedup_done(db, &c, err, sizeof err), TXHUB_OK, "%s", err);
-		exec_ok(db, "COMMIT");
+		h_exec(db, "COMMIT");
 		return;
 	}
-	exec_ok(db, "ROLLBACK");
+	h_exec(db, "ROLLBACK");
 	if (st != TXHUB_OK || res == TXHUB_DEDUP_BUSY)
 		(*pending)++;
 }
@@ -236,7 +228,7 @@ static void apply_own_tx(PGconn *db, const char *key, int worker, int *pending)
 	if (res != TXHUB_DEDUP_CLAIMED)
 		return;
 	snprintf(sql, sizeof sql, "INSERT INTO applied VALUES ('shop', '%s', %d)", key, worker);
-	exec_ok(db, sql);
+	h_exec(db, sql);
 	cr_assert_eq(txhub_dedup_done(db, &c, err, sizeof err), TXHUB_OK, "%s", err);
 }
 
@@ -330,7 +322,7 @@ Test(dedup, bad_input_is_refused_before_any_sql)
 	cr_assert_eq(txhub_dedup_done(e.db, NULL, err, sizeof err), TXHUB_ERR_INVALID);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub_dedup"), 0);
 	/* a schema-qualified table of one's own; a missing one is a plain error */
-	exec_ok(e.db, "CREATE SCHEMA app");
+	h_exec(e.db, "CREATE SCHEMA app");
 	txhub_dedup_config own = {.table = "app.seen"};
 	cr_assert_eq(txhub_dedup_create_table(e.db, &own, err, sizeof err), TXHUB_OK, "%s", err);
 	cr_assert_eq(txhub_dedup_claim(e.db, &own, "b", 1, "k", 1, &res, &c, err, sizeof err), TXHUB_OK);

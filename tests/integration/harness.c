@@ -310,6 +310,14 @@ void h_flush(void)
 		cr_assert_eq(rd_kafka_flush(producer, 30000), 0, "flush timed out");
 }
 
+void h_exec(PGconn *db, const char *sql)
+{
+	PGresult *r = PQexec(db, sql);
+	cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK,
+	          "%s: %s", sql, PQerrorMessage(db));
+	PQclear(r);
+}
+
 char *h_query(h_env *e, const char *sql, char *out, size_t outsz)
 {
 	PGresult *r = PQexec(e->db, sql);

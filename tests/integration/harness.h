@@ -62,6 +62,9 @@ void h_send(h_env *e, int partition, const char *key, const void *value, size_t 
 void h_send_str(h_env *e, int partition, const char *key, const char *json);
 void h_flush(void);
 
+/* Run sql on db (any connection); the test fails when it does. */
+void h_exec(PGconn *db, const char *sql);
+
 /* The first column of the first row of sql, as text ("" for no row, "NULL"
  * for null). */
 char *h_query(h_env *e, const char *sql, char *out, size_t outsz);

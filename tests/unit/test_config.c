@@ -88,6 +88,7 @@ static const struct {
 	{"console.token", "TXHUB_CONSOLE_TOKEN", "", CONFIG_STRING},
 	{"console.open", NULL, "false", CONFIG_STRING},
 	{"checkback.per_host", NULL, "8", CONFIG_INT},
+	{"tenants.enforce", NULL, "false", CONFIG_STRING},
 };
 #define NCONTRACT (sizeof contract / sizeof contract[0])
 
@@ -856,4 +857,20 @@ Test(config, validate_console_keys)
 	cr_assert_str_eq(cfg.console_token, "from-the-environment");
 	unsetenv("TXHUB_CONSOLE_TOKEN");
 	config_free(&cfg);
+}
+
+/* CONTRACT §14: tenants.enforce is true or false (false by default); it
+ * is read and checked, not acted on yet. */
+Test(config, validate_tenants_enforce)
+{
+	cr_assert_str_eq(cfg.tenants_enforce, "false");
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	static const char *const bad[] = {"yes", "1", "TRUE", "", "on"};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		cr_assert_eq(config_set(&cfg, "tenants.enforce", bad[i], err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "tenants.enforce"), "%s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "tenants.enforce", "true", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
 }
