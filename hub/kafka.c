@@ -67,11 +67,18 @@ static int verify_cb(rd_kafka_t *rk, const char *broker_name, int32_t broker_id,
 		return 1;
 	char cert[400];
 	describe_cert(buf, size, cert, sizeof cert);
-	const char *why = X509_verify_cert_error_string(*x509_error);
-	snprintf(errstr, errstr_size, "%s (%s)", why, cert);
+	const char *why = X509_verify_cert_error_string(*x509_error), *hint = "";
+	if (*x509_error == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+	    *x509_error == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
+	    *x509_error == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+	    *x509_error == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT)
+		hint = " (signed by no CA of kafka.ssl.ca.location)";
+	else if (*x509_error == X509_V_ERR_HOSTNAME_MISMATCH || *x509_error == X509_V_ERR_IP_ADDRESS_MISMATCH)
+		hint = " (it names another host than the one in brokers)";
+	snprintf(errstr, errstr_size, "%s%s (%s)", why, hint, cert);
 	pthread_mutex_lock(&refused_mu);
 	snprintf(refused_cert, sizeof refused_cert, "the certificate of %s (depth %d: %s) is "
-	         "refused: %s", broker_name, depth, cert, why);
+	         "refused: %s%s", broker_name, depth, cert, why, hint);
 	refused_ms = clock_ms();
 	pthread_mutex_unlock(&refused_mu);
 	return 0;
