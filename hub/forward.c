@@ -219,8 +219,10 @@ static rd_kafka_t *new_producer(forward *fw, const txhub_config *cfg, char *err,
 
 /* A producer that fails for good this soon after it was made, having
  * delivered nothing, failed as it started: the next one waits a backoff
- * (up to a minute) and raises no alert of its own. */
-#define FATAL_AT_START_MS 60000
+ * (up to a minute) and raises no alert of its own. One that lives this
+ * long ends such a run. */
+#define FATAL_AT_START_MS 10000
+#define REPLACE_MAX_MS 60000
 
 /* What a fatal error of the producer as it starts most likely needs. */
 static const char *fatal_hint(const char *why)
@@ -253,7 +255,7 @@ static void replace_producer(forward *fw)
 			          "sending again what it held", why);
 			alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
 		} else {
-			fw->replace_at = now + backoff_delay(fw->dying - 1, 1000, FATAL_AT_START_MS,
+			fw->replace_at = now + backoff_delay(fw->dying - 1, 1000, REPLACE_MAX_MS,
 			                                     backoff_random());
 			log_error("forward: the Kafka producer failed for good as it started, %d times "
 			          "in a row (%s%s); the next one in %lld ms", fw->dying, why,

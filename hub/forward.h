@@ -60,10 +60,10 @@ size_t forward_in_flight(forward *fw);
 int64_t forward_failing(forward *fw, char *why, size_t whysz);
 
 /* at_least_once: when the producer has failed for good as it started
- * twice or more in a row (librdkafka's fatal error within a minute of
+ * twice or more in a row (librdkafka's fatal error within 10 s of
  * starting, nothing delivered: typically no right to write, "Cluster
  * authorization failed"), since when, with a one-line reason into why;
- * else 0. Ends when a producer delivers or lives a minute. The run loop's
+ * else 0. Ends when a producer delivers or lives 10 s. The run loop's
  * thread. */
 int64_t forward_dying(const forward *fw, char *why, size_t whysz);
 
