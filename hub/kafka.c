@@ -93,8 +93,9 @@ void kafka_describe_error(int err, const char *reason, char *out, size_t outsz)
 			snprintf(verdict, sizeof verdict, "%s", refused_cert);
 		pthread_mutex_unlock(&refused_mu);
 	}
-	snprintf(out, outsz, "%s: %s%s%s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason,
-	         *verdict ? "; " : "", verdict);
+	/* the verdict first: it is what a cut line must keep */
+	snprintf(out, outsz, "%s: %s%s%s", rd_kafka_err2name((rd_kafka_resp_err_t)err), verdict,
+	         *verdict ? "; " : "", reason);
 }
 
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,

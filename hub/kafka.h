@@ -21,9 +21,10 @@ rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defa
 #define KAFKA_TLS_VERDICT_MAX 600
 
 /* An error_cb's error and reason as one line for the log and /readyz:
- * "<error name>: <reason>", and for a TLS failure the verdict on the
- * broker's certificate (expired, unknown CA, another host's) that the
- * clients of kafka_conf_new() met within the last minute. Any thread. */
+ * "<error name>: <reason>"; for a TLS failure "<error name>: <verdict>;
+ * <reason>", the verdict on the broker's certificate (expired, unknown CA,
+ * another host's) that the clients of kafka_conf_new() met within the last
+ * minute. Any thread. */
 void kafka_describe_error(int err, const char *reason, char *out, size_t outsz);
 
 /* A new client of type on kafka_conf_new(cfg, defaults). NULL with err:
