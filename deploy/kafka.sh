@@ -21,10 +21,27 @@
 #                               NAME.password, NAME.properties (for the Java
 #                               tools' --command-config) and NAME.conf
 #                               (txhub's kafka.* keys)
+#   deploy/kafka.sh start DIR --secure [--expired-cert] [--user NAME[:PASSWORD]]...
+#                               the same with TLS: the client listener is
+#                               SASL_SSL (SCRAM-SHA-512), its certificate
+#                               (SAN localhost and 127.0.0.1) signed by a CA
+#                               made with openssl at format time in DIR/tls/
+#                               (ca.pem for clients; other-ca.pem, a CA that
+#                               signed nothing, for tests of an untrusted
+#                               broker). DIR/sasl/NAME.properties and
+#                               NAME.conf name ca.pem. --expired-cert adds a
+#                               second SASL_SSL listener whose certificate
+#                               (same CA) expired in 2020; its host:port is
+#                               in DIR/bootstrap-expired
 #   deploy/kafka.sh acls DIR ARG...
 #                               kafka-acls.sh as admin against the broker in
 #                               DIR (e.g. --add --allow-principal User:txhub
 #                               --operation Read --topic txhub.control)
+#   deploy/kafka.sh user DIR NAME[:PASSWORD]
+#                               add a SCRAM-SHA-512 user to the running broker
+#                               in DIR (started with --sasl or --secure; a
+#                               random password unless given) and write its
+#                               DIR/sasl/ files, as --user does at start
 #   deploy/kafka.sh stop DIR    stop it (SIGTERM, then SIGKILL after 30 s)
 #   deploy/kafka.sh fetch       only fetch the jars
 #
@@ -69,38 +86,109 @@ password() {
   od -An -N12 -tx1 /dev/urandom | tr -d ' \n'
 }
 
-# DIR/sasl/NAME.{password,properties,conf} for user NAME with password PW.
+# DIR/sasl/NAME.{password,properties,conf} for user NAME with password PW on
+# a listener of security protocol PROTO (SASL_PLAINTEXT or SASL_SSL: then the
+# clients trust DIR/tls/ca.pem).
 user_files() {
-  local dir=$1 name=$2 pw=$3
+  local dir=$1 name=$2 pw=$3 proto=$4
   umask 077
   printf '%s\n' "$pw" >"$dir/sasl/$name.password"
   cat >"$dir/sasl/$name.properties" <<PROPS
-security.protocol=SASL_PLAINTEXT
+security.protocol=$proto
 sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$name" password="$pw";
 PROPS
   cat >"$dir/sasl/$name.conf" <<PROPS
-kafka.security.protocol = SASL_PLAINTEXT
+kafka.security.protocol = $proto
 kafka.sasl.mechanisms = SCRAM-SHA-512
 kafka.sasl.username = $name
 kafka.sasl.password = $pw
 PROPS
+  if [ "$proto" = SASL_SSL ]; then
+    printf 'ssl.truststore.type=PEM\nssl.truststore.location=%s\n' "$dir/tls/ca.pem" \
+      >>"$dir/sasl/$name.properties"
+    printf 'kafka.ssl.ca.location = %s\n' "$dir/tls/ca.pem" >>"$dir/sasl/$name.conf"
+  fi
   umask 022
 }
 
-# --sasl: the users' files in DIR/sasl; the listeners and authorizer for
-# server.properties into the caller's $listeners, the format's --add-scram
-# options into its array scram. The controller listener authenticates the
-# broker with PLAIN (SCRAM's credentials live in the metadata the
-# controller serves).
+# Sign DIR/tls/broker.csr with the CA into DIR/tls/NAME.pem, valid from
+# START to END (openssl ca's YYMMDDHHMMSSZ or YYYYMMDDHHMMSSZ: `openssl x509
+# -days` cannot make a certificate that has already expired), then
+# DIR/tls/NAME-keystore.pem: the key, the certificate and the CA's, as
+# Kafka's ssl.keystore.type=PEM reads them.
+tls_sign() {
+  local tls=$1/tls name=$2 start=$3 end=$4
+  openssl ca -batch -config "$tls/ca.cnf" -cert "$tls/ca.pem" -keyfile "$tls/ca.key" \
+    -in "$tls/broker.csr" -out "$tls/$name.pem" -startdate "$start" -enddate "$end" -notext \
+    >>"$tls/openssl.log" 2>&1 || { cat "$tls/openssl.log" >&2; return 1; }
+  cat "$tls/broker.key" "$tls/$name.pem" "$tls/ca.pem" >"$tls/$name-keystore.pem"
+}
+
+# --secure: DIR/tls/ with a CA (ca.pem, what clients trust), the broker's
+# key and certificate for localhost and 127.0.0.1 (broker-keystore.pem),
+# another CA that signed nothing (other-ca.pem) and with --expired-cert a
+# certificate for the same names that expired in 2020
+# (expired-keystore.pem).
+tls_setup() {
+  local dir=$1 expired=$2 tls=$1/tls
+  mkdir -p "$tls/issued"
+  umask 077
+  : >"$tls/index.txt"
+  echo 1000 >"$tls/serial"
+  cat >"$tls/ca.cnf" <<CNF
+[ca]
+default_ca = txhub_ca
+[txhub_ca]
+database = $tls/index.txt
+serial = $tls/serial
+new_certs_dir = $tls/issued
+default_md = sha256
+policy = any_cn
+unique_subject = no
+x509_extensions = broker
+[any_cn]
+commonName = supplied
+[broker]
+basicConstraints = CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+CNF
+  local ca
+  for ca in ca other-ca; do
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls/$ca.key" -out "$tls/$ca.pem" \
+      -days 3650 -subj "/CN=txhub test $ca $(basename "$dir")" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+      >>"$tls/openssl.log" 2>&1 || { cat "$tls/openssl.log" >&2; return 1; }
+  done
+  openssl req -newkey rsa:2048 -nodes -keyout "$tls/broker.key" -out "$tls/broker.csr" \
+    -subj "/CN=localhost" >>"$tls/openssl.log" 2>&1 || { cat "$tls/openssl.log" >&2; return 1; }
+  tls_sign "$dir" broker "$(date -u -d '-1 day' +%Y%m%d%H%M%SZ)" \
+    "$(date -u -d '+10 years' +%Y%m%d%H%M%SZ)" || return
+  if [ "$expired" = 1 ]; then
+    tls_sign "$dir" expired 20200101000000Z 20200102000000Z || return
+  fi
+  chmod 644 "$tls/ca.pem" "$tls/other-ca.pem"
+  umask 022
+}
+
+# --sasl and --secure: the users' files in DIR/sasl; the listeners and
+# authorizer for server.properties into the caller's $listeners, the
+# format's --add-scram options into its array scram. PROTO is the client
+# listener's security protocol (SASL_PLAINTEXT, or SASL_SSL with
+# DIR/tls/ made); EPORT, when not empty, the port of the listener with the
+# expired certificate. The controller listener authenticates the broker
+# with PLAIN (SCRAM's credentials live in the metadata the controller
+# serves).
 sasl_setup() {
-  local dir=$1 port=$2 cport=$3
-  shift 3
+  local dir=$1 port=$2 cport=$3 proto=$4 eport=$5
+  shift 5
   mkdir -p "$dir/sasl"
   local admin_pw controller_pw spec name pw
   admin_pw=$(password)
   controller_pw=$(password)
-  user_files "$dir" admin "$admin_pw"
+  user_files "$dir" admin "$admin_pw" "$proto"
   scram=(--add-scram "SCRAM-SHA-512=[name=admin,password=$admin_pw]")
   for spec in "$@"; do
     name=${spec%%:*}
@@ -110,23 +198,39 @@ sasl_setup() {
       ''|admin|controller|*[!A-Za-z0-9._-]*)
         echo "kafka.sh: --user $name: a name of letters, digits, . _ - (not admin)" >&2; return 2 ;;
     esac
-    user_files "$dir" "$name" "$pw"
+    user_files "$dir" "$name" "$pw" "$proto"
     scram+=(--add-scram "SCRAM-SHA-512=[name=$name,password=$pw]")
   done
+  local lc=${proto,,} extra="" map="CONTROLLER:SASL_PLAINTEXT,$proto:$proto" more=""
+  if [ "$proto" = SASL_SSL ]; then
+    more="ssl.keystore.type=PEM
+ssl.keystore.location=$dir/tls/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/tls/ca.pem"
+  fi
+  if [ -n "$eport" ]; then
+    extra=",EXPIRED://127.0.0.1:$eport"
+    map+=",EXPIRED:SASL_SSL"
+    more+="
+listener.name.expired.ssl.keystore.type=PEM
+listener.name.expired.ssl.keystore.location=$dir/tls/expired-keystore.pem
+listener.name.expired.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  fi
   listeners=$(cat <<PROPS
-listeners=SASL_PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port
-inter.broker.listener.name=SASL_PLAINTEXT
-listener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listeners=$proto://127.0.0.1:$port$extra,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$proto://127.0.0.1:$port$extra
+inter.broker.listener.name=$proto
+listener.security.protocol.map=$map
 sasl.enabled.mechanisms=SCRAM-SHA-512
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
-listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_pw";
+listener.name.$lc.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_pw";
 sasl.mechanism.controller.protocol=PLAIN
 listener.name.controller.sasl.enabled.mechanisms=PLAIN
 listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="$controller_pw" user_controller="$controller_pw";
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:admin;User:controller
 allow.everyone.if.no.acl.found=false
+$more
 PROPS
 )
 }
@@ -134,18 +238,28 @@ PROPS
 start() {
   local dir=$1
   shift
-  local sasl=0 users=()
+  local sasl=0 secure=0 expired=0 users=()
   while [ $# -gt 0 ]; do
     case $1 in
       --sasl) sasl=1 ;;
+      --secure) secure=1 ;;
+      --expired-cert) expired=1 ;;
       --user) [ $# -ge 2 ] || { echo "kafka.sh: --user needs NAME[:PASSWORD]" >&2; return 2; }
               users+=("$2"); shift ;;
       *) echo "kafka.sh: start: unknown argument $1" >&2; return 2 ;;
     esac
     shift
   done
-  if [ ${#users[@]} -gt 0 ] && [ $sasl = 0 ]; then
-    echo "kafka.sh: --user needs --sasl" >&2
+  if [ ${#users[@]} -gt 0 ] && [ $sasl = 0 ] && [ $secure = 0 ]; then
+    echo "kafka.sh: --user needs --sasl or --secure" >&2
+    return 2
+  fi
+  if [ $sasl = 1 ] && [ $secure = 1 ]; then
+    echo "kafka.sh: --sasl or --secure, not both" >&2
+    return 2
+  fi
+  if [ $expired = 1 ] && [ $secure = 0 ]; then
+    echo "kafka.sh: --expired-cert needs --secure" >&2
     return 2
   fi
   fetch
@@ -163,7 +277,16 @@ start() {
   port=$(free_port)
   cport=$(free_port)
   if [ $sasl = 1 ]; then
-    sasl_setup "$dir" "$port" "$cport" "${users[@]}" || return
+    sasl_setup "$dir" "$port" "$cport" SASL_PLAINTEXT "" "${users[@]}" || return
+  elif [ $secure = 1 ]; then
+    command -v openssl >/dev/null || { echo "kafka.sh: --secure needs openssl" >&2; return 1; }
+    local eport=""
+    if [ $expired = 1 ]; then
+      eport=$(free_port)
+      echo "127.0.0.1:$eport" >"$dir/bootstrap-expired"
+    fi
+    tls_setup "$dir" "$expired" || return
+    sasl_setup "$dir" "$port" "$cport" SASL_SSL "$eport" "${users[@]}" || return
   else
     listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port
@@ -233,21 +356,44 @@ stop() {
   rm -f "$dir/pid"
 }
 
-# kafka-acls.sh as admin against the broker in DIR (started with --sasl).
+# kafka-acls.sh as admin against the broker in DIR (started with --sasl or
+# --secure).
 acls() {
   local dir=$1
   shift
-  [ -f "$dir/sasl/admin.properties" ] || { echo "kafka.sh: $dir has no broker started with --sasl" >&2; return 2; }
+  [ -f "$dir/sasl/admin.properties" ] || { echo "kafka.sh: $dir has no broker started with --sasl or --secure" >&2; return 2; }
   fetch
   java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" -Dkafka.logs.dir="$dir" \
     -cp "$cache/*" kafka.admin.AclCommand --bootstrap-server "$(cat "$dir/bootstrap")" \
     --command-config "$dir/sasl/admin.properties" "$@"
 }
 
+# A SCRAM-SHA-512 user NAME[:PASSWORD] added to the running broker in DIR
+# (kafka-configs.sh as admin), with its DIR/sasl/ files.
+user() {
+  local dir=$1 spec=${2:-} name pw proto
+  [ -f "$dir/sasl/admin.properties" ] || { echo "kafka.sh: $dir has no broker started with --sasl or --secure" >&2; return 2; }
+  name=${spec%%:*}
+  pw=${spec#*:}
+  [ "$pw" = "$spec" ] && pw=$(password)
+  case $name in
+    ''|admin|controller|*[!A-Za-z0-9._-]*)
+      echo "kafka.sh: user $name: a name of letters, digits, . _ - (not admin)" >&2; return 2 ;;
+  esac
+  fetch
+  java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" -Dkafka.logs.dir="$dir" \
+    -cp "$cache/*" kafka.admin.ConfigCommand --bootstrap-server "$(cat "$dir/bootstrap")" \
+    --command-config "$dir/sasl/admin.properties" --alter --entity-type users \
+    --entity-name "$name" --add-config "SCRAM-SHA-512=[password=$pw]" >/dev/null || return
+  proto=$(sed -n 's/^security.protocol=//p' "$dir/sasl/admin.properties")
+  user_files "$dir" "$name" "$pw" "$proto"
+}
+
 case "${1:-}" in
-  start) start "${2:?usage: deploy/kafka.sh start DIR [--sasl [--user NAME[:PASSWORD]]...]}" "${@:3}" ;;
+  start) start "${2:?usage: deploy/kafka.sh start DIR [--sasl|--secure [--expired-cert]] [--user NAME[:PASSWORD]]...}" "${@:3}" ;;
   acls) acls "${2:?usage: deploy/kafka.sh acls DIR ARG...}" "${@:3}" ;;
+  user) user "${2:?usage: deploy/kafka.sh user DIR NAME[:PASSWORD]}" "${3:?usage: deploy/kafka.sh user DIR NAME[:PASSWORD]}" ;;
   stop) stop "${2:?usage: deploy/kafka.sh stop DIR}" ;;
   fetch) fetch ;;
-  *) echo "usage: deploy/kafka.sh start DIR [--sasl [--user NAME[:PASSWORD]]...] | acls DIR ARG... | stop DIR | fetch" >&2; exit 2 ;;
+  *) echo "usage: deploy/kafka.sh start DIR [--sasl|--secure [--expired-cert]] [--user NAME[:PASSWORD]]... | acls DIR ARG... | user DIR NAME[:PASSWORD] | stop DIR | fetch" >&2; exit 2 ;;
 esac

@@ -74,6 +74,12 @@ struct forward {
 	alert *al;
 	int64_t delivery_timeout_ms;
 	int fatal;         /* the producer failed for good: replace it */
+	int64_t born_ms;   /* when the producer in use was made ... */
+	int delivered;     /* ... and whether it has delivered anything since */
+	int dying;         /* producers in a row that failed for good as they started */
+	int64_t dying_since;
+	int64_t replace_at; /* the next producer is made no sooner */
+	char dying_why[512];
 	fw_list done;      /* reports served, not handed over yet */
 	char **topics;     /* forward topics whose metadata the producer has */
 	size_t ntopics;
@@ -170,6 +176,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		return;
 	if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		it->ok = 1;
+		fw->delivered = 1;
 	} else if (m->err == RD_KAFKA_RESP_ERR__FATAL || m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
 	           m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
 		it->requeue = 1; /* the producer's fault, not the message's */
@@ -186,7 +193,9 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	metrics_kafka_error();
 	if (err == RD_KAFKA_RESP_ERR__FATAL)
 		fw->fatal = 1; /* (served by rd_kafka_poll, on the run loop's thread) */
-	log_warn("forward: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+	char line[1200];
+	kafka_describe_error(err, reason, line, sizeof line);
+	log_warn("forward: kafka: %s", line);
 }
 
 static void *write_reports(void *arg);
@@ -208,17 +217,54 @@ static rd_kafka_t *new_producer(forward *fw, const txhub_config *cfg, char *err,
 	return rk;
 }
 
+/* A producer that fails for good this soon after it was made, having
+ * delivered nothing, failed as it started: the next one waits a backoff
+ * (up to a minute) and raises no alert of its own. One that lives this
+ * long ends such a run. */
+#define FATAL_AT_START_MS 10000
+#define REPLACE_MAX_MS 60000
+
+/* What a fatal error of the producer as it starts most likely needs. */
+static const char *fatal_hint(const char *why)
+{
+	return strstr(why, "uthorization failed")
+	       ? "; the hub's principal needs Write (and Describe) on the forward topics, which "
+	         "also lets it start (or IdempotentWrite on the cluster): README, Kafka ACLs"
+	       : "";
+}
+
 /* The idempotent producer failed for good (librdkafka's fatal error: a
- * broken sequence, a fenced producer id): every later produce would fail.
- * What it still held comes back as reports to requeue (due again now, no
- * attempt counted); a new producer takes over. */
+ * broken sequence, a fenced producer id, or no right to write at all):
+ * every later produce would fail. What it still held comes back as reports
+ * to requeue (due again now, no attempt counted); a new producer takes
+ * over, at once the first time, after a growing backoff while each new
+ * one fails as it starts (the alert kafka_fatal raised once for those). */
 static void replace_producer(forward *fw)
 {
 	char why[512], err[512];
-	rd_kafka_fatal_error(fw->rk, why, sizeof why);
-	log_error("forward: the Kafka producer failed for good (%s); replacing it, and sending "
-	          "again what it held", why);
-	alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
+	int64_t now = clock_ms();
+	if (now < fw->replace_at)
+		return; /* fatal stays set: the next poll after replace_at */
+	if (!fw->replace_at) {
+		rd_kafka_fatal_error(fw->rk, why, sizeof why);
+		int at_start = !fw->delivered && now - fw->born_ms < FATAL_AT_START_MS;
+		fw->dying = at_start && fw->dying > 0 ? fw->dying + 1 : 1;
+		if (fw->dying == 1) {
+			fw->dying_since = now;
+			log_error("forward: the Kafka producer failed for good (%s); replacing it, and "
+			          "sending again what it held", why);
+			alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
+		} else {
+			fw->replace_at = now + backoff_delay(fw->dying - 1, 1000, REPLACE_MAX_MS,
+			                                     backoff_random());
+			log_error("forward: the Kafka producer failed for good as it started, %d times "
+			          "in a row (%s%s); the next one in %lld ms", fw->dying, why,
+			          fatal_hint(why), (long long)(fw->replace_at - now));
+		}
+		snprintf(fw->dying_why, sizeof fw->dying_why, "%s", why);
+		if (fw->replace_at)
+			return;
+	}
 	rd_kafka_t *next = new_producer(fw, fw->start_cfg, err, sizeof err);
 	if (!next) {
 		log_error("forward: %s; trying again", err);
@@ -229,12 +275,36 @@ static void replace_producer(forward *fw)
 	rd_kafka_destroy(fw->rk);
 	fw->rk = next;
 	fw->fatal = 0;
+	fw->born_ms = clock_ms();
+	fw->delivered = 0;
+	fw->replace_at = 0;
 	for (size_t i = 0; i < fw->ntopics; i++) /* the new producer knows none */
 		free(fw->topics[i]);
 	fw->ntopics = 0;
 	pthread_mutex_lock(&fw->mu);
 	fw->stats.replaced++;
 	pthread_mutex_unlock(&fw->mu);
+}
+
+/* The producer in use has delivered, or lived past FATAL_AT_START_MS: a
+ * run of producers failing as they started is over. */
+static void watch_dying(forward *fw)
+{
+	if (fw->dying < 2 || fw->fatal ||
+	    (!fw->delivered && clock_ms() - fw->born_ms < FATAL_AT_START_MS))
+		return;
+	log_info("forward: the Kafka producer works again (after %d that failed as they started)",
+	         fw->dying);
+	fw->dying = 0;
+}
+
+int64_t forward_dying(const forward *fw, char *why, size_t whysz)
+{
+	if (fw->eos || fw->dying < 2)
+		return 0;
+	snprintf(why, whysz, "forward: the Kafka producer has failed for good as it started %d "
+	         "times in a row: %s%s", fw->dying, fw->dying_why, fatal_hint(fw->dying_why));
+	return fw->dying_since;
 }
 
 void forward_test_fatal(forward *fw)
@@ -267,6 +337,7 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		rd_kafka_conf_destroy(conf);
 		return fw;
 	}
+	fw->born_ms = clock_ms();
 	if (!(fw->rk = new_producer(fw, cfg, err, errsz)))
 		goto fail;
 	if (pthread_create(&fw->writer, NULL, write_reports, fw) != 0) {
@@ -575,6 +646,7 @@ void forward_poll(forward *fw, const owned_set *own)
 	rd_kafka_poll(fw->rk, 0);
 	if (fw->fatal)
 		replace_producer(fw);
+	watch_dying(fw);
 	if (fw->done.n == 0)
 		return;
 	pthread_mutex_lock(&fw->mu);

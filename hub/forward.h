@@ -59,6 +59,14 @@ size_t forward_in_flight(forward *fw);
  * not; why into why. Any thread. */
 int64_t forward_failing(forward *fw, char *why, size_t whysz);
 
+/* at_least_once: when the producer has failed for good as it started
+ * twice or more in a row (librdkafka's fatal error within 10 s of
+ * starting, nothing delivered: typically no right to write, "Cluster
+ * authorization failed"), since when, with a one-line reason into why;
+ * else 0. Ends when a producer delivers or lives 10 s. The run loop's
+ * thread. */
+int64_t forward_dying(const forward *fw, char *why, size_t whysz);
+
 /* exactly_once: owned partitions their lane has not taken for
  * alert.lane_stuck_ms or more (lane_watch.h), 0 when none; a one-line
  * reason into why. Any thread. */

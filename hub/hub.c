@@ -808,14 +808,21 @@ static void watch_refusals(hub *h, int64_t now)
 	}
 }
 
-/* Why this replica is not ready, for /readyz ("" when it is): a
- * PostgreSQL write failing for a second or more, partitions refused, a
- * clash over partitions, or (exactly_once) a partition its lane has not
- * taken for alert.lane_stuck_ms. */
+/* Why this replica is not ready, for /readyz ("" when it is): before the
+ * consumer joined its group, Kafka's last error (a refused password or
+ * certificate, an ACL); a PostgreSQL write failing for a second or more,
+ * partitions the broker refuses to let it read, partitions refused, a
+ * clash over partitions, the forward producer failing as it starts, or
+ * (exactly_once) a partition its lane has not taken for
+ * alert.lane_stuck_ms. */
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
 {
 	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
 	int64_t now = now_ms();
+	if (!h->joined && intake_trouble(h->in)) {
+		snprintf(buf, bufsz, "Kafka: %s", intake_trouble(h->in));
+		return buf;
+	}
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
 		const fault *f = faults[i];
 		if (f->since_ms && (f->attempts >= 2 || now - f->since_ms >= 1000)) {
@@ -831,6 +838,10 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 		         (long long)((now - since) / 1000), why);
 		return buf;
 	}
+	if (intake_unreadable(h->in, buf, bufsz) > 0)
+		return buf;
+	if (forward_dying(h->fw, buf, bufsz))
+		return buf;
 	if (h->refusals[0])
 		return h->refusals;
 	if (!h->problem[0] && forward_stuck(h->fw, buf, bufsz) > 0)

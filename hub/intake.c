@@ -100,7 +100,7 @@ static void fenced_remove(intake *in, int32_t p)
 	in->nfenced = k;
 }
 
-static slot *slot_find(intake *in, int32_t p)
+slot *intake_slot_find(intake *in, int32_t p)
 {
 	for (size_t i = 0; i < in->nslots; i++)
 		if (in->slots[i].partition == p)
@@ -111,7 +111,8 @@ static slot *slot_find(intake *in, int32_t p)
 /* Partition p (re)started at offset: no longer stalled. */
 static void slot_start(intake *in, int32_t p, int64_t offset)
 {
-	slot *s = slot_find(in, p);
+	slot *s = intake_slot_find(in, p);
+	int unreadable = s && s->unreadable; /* (librdkafka says so once) */
 	if (!s) {
 		slot *n = realloc(in->slots, (in->nslots + 1) * sizeof *n);
 		if (!n) {
@@ -126,6 +127,7 @@ static void slot_start(intake *in, int32_t p, int64_t offset)
 	memset(s, 0, sizeof *s);
 	s->partition = p;
 	s->start = offset;
+	s->unreadable = unreadable;
 }
 
 static void slot_drop(intake *in, int32_t p)
@@ -427,7 +429,7 @@ static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
 		rd_kafka_topic_partition_t *a = &all->elems[i];
 		const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(l, a->topic,
 		                                                                         a->partition);
-		const slot *s = slot_find(in, a->partition);
+		const slot *s = intake_slot_find(in, a->partition);
 		if (r)
 			a->offset = r->offset;
 		else if (a->offset < 0)
@@ -442,7 +444,7 @@ static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
  * Where to read it from is decided at the next poll (serve_stalled). */
 static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
 {
-	slot *s = slot_find(in, p);
+	slot *s = intake_slot_find(in, p);
 	if (!s || s->stalled) /* not assigned here any more, or already waiting */
 		return;
 	s->stalled = 1;
@@ -652,7 +654,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	/* (served by the consumer poll, on the run loop's thread) */
 	if (err == RD_KAFKA_RESP_ERR__FATAL && !in->fatal[0])
 		rd_kafka_fatal_error(rk, in->fatal, sizeof in->fatal);
-	log_warn("intake: kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+	intake_note_error(in, err, reason);
 }
 
 void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
@@ -685,7 +687,9 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		 * offset out of range (or none to start at) and intake decides,
 		 * and says so (serve_stalled) */
 		"auto.offset.reset", "error",
-		"enable.partition.eof", "false",
+		/* the end of a partition is news only for one the broker
+		 * refused to let us fetch (intake_unreadable): it is again */
+		"enable.partition.eof", "true",
 		/* partitions added to the control topic are seen at the next
 		 * refresh; librdkafka's default waits 5 minutes */
 		"topic.metadata.refresh.interval.ms", "10000",
@@ -783,13 +787,15 @@ void intake_poll(intake *in, intake_batch *b)
 		if (!m)
 			break;
 		timeout = 0;
+		if (in->unreadable && (!m->err || m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF))
+			intake_note_readable(in, m->partition);
 		if (m->err) {
 			/* auto.offset.reset = error: librdkafka stopped the partition
 			 * rather than jump to another offset on its own */
 			if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt)
 				stall(in, m->partition, m->offset, rd_kafka_message_errstr(m));
 			else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-				log_warn("intake: consume: %s", rd_kafka_message_errstr(m));
+				intake_note_consume_error(in, m);
 			rd_kafka_message_destroy(m);
 			continue;
 		}

@@ -100,6 +100,19 @@ void intake_close(intake *in);
  * membership, another process took this group.instance.id), or NULL. */
 const char *intake_fatal(const intake *in);
 
+/* The last error librdkafka reported for the consumer (a refused password
+ * or certificate, brokers out of reach, the control topic or group hidden
+ * by an ACL), on one line, or NULL. Kept until another comes: meant for
+ * while the consumer has not joined its group. */
+const char *intake_trouble(const intake *in);
+
+/* Assigned partitions the broker refuses to let the consumer fetch (an ACL
+ * with Describe but not Read on the control topic): how many; when some
+ * are, one line naming them, the topic and the grant into why. They count
+ * until a record or the partition's end is read, or an offset of theirs is
+ * committed. */
+size_t intake_unreadable(const intake *in, char *why, size_t whysz);
+
 /* These partitions were taken by another replica: stop reading them and
  * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
  * still assigns them here, until taken again (a new assignment, or

@@ -30,6 +30,7 @@ typedef struct {
 	int attempts;     /* ... decisions put off so far */
 	int decided;      /* ... resume is where to start it at due_ms */
 	int64_t resume;
+	int unreadable;   /* the broker refuses fetching it (an ACL): until a record or its end */
 } slot;
 
 struct intake {
@@ -51,7 +52,29 @@ struct intake {
 	slot *slots;        /* the partitions Kafka assigns here, in no order */
 	size_t nslots;
 	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
+	char trouble[1000]; /* the last Kafka error (intake_trouble()), or "" */
+	int64_t trouble_ms; /* ... when it came */
+	int unreadable;     /* some slot is unreadable ... */
+	char unreadable_why[128]; /* ... the broker's last word on it */
 };
+
+/* The slot of assigned partition p, or NULL. */
+slot *intake_slot_find(intake *in, int32_t p);
+
+/* The consumer's error_cb: logged, and kept for intake_trouble() (a
+ * specific reason is not replaced within a minute by "all brokers are
+ * down", which follows it). */
+void intake_note_error(intake *in, int err, const char *reason);
+
+/* An error the consumer returned instead of a record: the broker refusing
+ * to let a slot's partition be fetched (TOPIC_AUTHORIZATION_FAILED) flags
+ * it unreadable, with an error line the first time; anything else is
+ * logged and kept for intake_trouble(). */
+void intake_note_consume_error(intake *in, const rd_kafka_message_t *m);
+
+/* Partition p was read (a record, its end, or an offset committed): no
+ * longer unreadable. Cheap enough for every record while in->unreadable. */
+void intake_note_readable(intake *in, int32_t p);
 
 /* Note offset as partition p's next to commit (never backwards). */
 void intake_done_set(intake *in, int32_t p, int64_t offset);

@@ -51,8 +51,11 @@ static void commit_result(intake *in, rd_kafka_resp_err_t err,
 	const char *why = err ? rd_kafka_err2str(err) : NULL;
 	for (int i = 0; offsets && i < offsets->cnt; i++) {
 		const rd_kafka_topic_partition_t *e = &offsets->elems[i];
-		if (!err && !e->err)
+		if (!err && !e->err) {
+			if (in->unreadable) /* (committing takes Read on the topic too) */
+				intake_note_readable(in, e->partition);
 			continue;
+		}
 		if (!why)
 			why = rd_kafka_err2str(e->err);
 		if (owned_has(in->owned, e->partition))

@@ -1,10 +1,15 @@
 /* kafka.c: see kafka.h. */
 #include "kafka.h"
 
+#include <openssl/bio.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -19,6 +24,80 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 	log_msg(l, "kafka: %s: %s", fac, buf);
 }
 
+/* The last broker certificate refused in this process, and when: every
+ * client checks the same brokers, so one slot serves them all (written by
+ * librdkafka's broker threads). */
+static pthread_mutex_t refused_mu = PTHREAD_MUTEX_INITIALIZER;
+static char refused_cert[KAFKA_TLS_VERDICT_MAX];
+static int64_t refused_ms;
+
+/* A certificate's subject, issuer and end of validity, into out. */
+static void describe_cert(const char *der, size_t size, char *out, size_t outsz)
+{
+	const unsigned char *p = (const unsigned char *)der;
+	X509 *cert = d2i_X509(NULL, &p, (long)size);
+	char subject[160] = "?", issuer[160] = "?", until[64] = "?";
+	BIO *b = BIO_new(BIO_s_mem());
+	if (cert) {
+		X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof subject);
+		X509_NAME_oneline(X509_get_issuer_name(cert), issuer, sizeof issuer);
+		if (b && ASN1_TIME_print(b, X509_get0_notAfter(cert)) == 1) {
+			int n = BIO_read(b, until, (int)sizeof until - 1);
+			until[n > 0 ? n : 0] = '\0';
+		}
+	}
+	snprintf(out, outsz, "subject %s, issuer %s, not after %s", subject, issuer, until);
+	BIO_free(b);
+	X509_free(cert);
+}
+
+/* librdkafka's ssl.certificate.verify_cb: OpenSSL's own verdict, kept
+ * (x509_error set: refused, as without a callback), and said: librdkafka's
+ * error for a refused certificate reads "could not be verified, verify that
+ * ssl.ca.location is correctly configured" whether it expired, names
+ * another host or comes from an unknown CA. */
+static int verify_cb(rd_kafka_t *rk, const char *broker_name, int32_t broker_id,
+                     int *x509_error, int depth, const char *buf, size_t size, char *errstr,
+                     size_t errstr_size, void *opaque)
+{
+	(void)rk;
+	(void)broker_id;
+	(void)opaque;
+	if (*x509_error == X509_V_OK)
+		return 1;
+	char cert[400];
+	describe_cert(buf, size, cert, sizeof cert);
+	const char *why = X509_verify_cert_error_string(*x509_error), *hint = "";
+	if (*x509_error == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+	    *x509_error == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
+	    *x509_error == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+	    *x509_error == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT)
+		hint = " (signed by no CA of kafka.ssl.ca.location)";
+	else if (*x509_error == X509_V_ERR_HOSTNAME_MISMATCH || *x509_error == X509_V_ERR_IP_ADDRESS_MISMATCH)
+		hint = " (it names another host than the one in brokers)";
+	snprintf(errstr, errstr_size, "%s%s (%s)", why, hint, cert);
+	pthread_mutex_lock(&refused_mu);
+	snprintf(refused_cert, sizeof refused_cert, "the certificate of %s (depth %d: %s) is "
+	         "refused: %s%s", broker_name, depth, cert, why, hint);
+	refused_ms = clock_ms();
+	pthread_mutex_unlock(&refused_mu);
+	return 0;
+}
+
+void kafka_describe_error(int err, const char *reason, char *out, size_t outsz)
+{
+	char verdict[KAFKA_TLS_VERDICT_MAX] = "";
+	if (err == RD_KAFKA_RESP_ERR__SSL) {
+		pthread_mutex_lock(&refused_mu);
+		if (refused_ms && clock_ms() - refused_ms < 60000)
+			snprintf(verdict, sizeof verdict, "%s", refused_cert);
+		pthread_mutex_unlock(&refused_mu);
+	}
+	/* the verdict first: it is what a cut line must keep */
+	snprintf(out, outsz, "%s: %s%s%s", rd_kafka_err2name((rd_kafka_resp_err_t)err), verdict,
+	         *verdict ? "; " : "", reason);
+}
+
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,
                                 char *err, size_t errsz)
 {
@@ -29,6 +108,8 @@ rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defa
 		return NULL;
 	}
 	rd_kafka_conf_set_log_cb(conf, log_cb);
+	/* (refused by a librdkafka without TLS: nothing to verify there) */
+	rd_kafka_conf_set_ssl_cert_verify_cb(conf, verify_cb);
 	if (rd_kafka_conf_set(conf, "bootstrap.servers", cfg->brokers, sub, sizeof sub) !=
 	    RD_KAFKA_CONF_OK) {
 		snprintf(err, errsz, "brokers: %s", sub);

@@ -9,11 +9,23 @@
 
 #include "config.h"
 
-/* A new rd_kafka_conf_t with bootstrap.servers, our log callback, the given
+/* A new rd_kafka_conf_t with bootstrap.servers, our log callback and
+ * certificate check (which notes why a broker's certificate is refused, for
+ * kafka_describe_error()), the given
  * NULL-terminated key/value defaults, then every kafka.* key from cfg (which
  * override the defaults). NULL with the offending key in err. */
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,
                                 char *err, size_t errsz);
+
+/* The longest text kafka_describe_error() adds for a refused certificate. */
+#define KAFKA_TLS_VERDICT_MAX 600
+
+/* An error_cb's error and reason as one line for the log and /readyz:
+ * "<error name>: <reason>"; for a TLS failure "<error name>: <verdict>;
+ * <reason>", the verdict on the broker's certificate (expired, unknown CA,
+ * another host's) that the clients of kafka_conf_new() met within the last
+ * minute. Any thread. */
+void kafka_describe_error(int err, const char *reason, char *out, size_t outsz);
 
 /* A new client of type on kafka_conf_new(cfg, defaults). NULL with err:
  * kafka_conf_new's, or librdkafka's reason for refusing the client, after

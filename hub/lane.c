@@ -136,8 +136,9 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	(void)rk;
 	lane *l = opaque;
 	metrics_kafka_error();
-	log_warn("lane %d: kafka: %s: %s", l->own.partition,
-	         rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+	char line[1200];
+	kafka_describe_error(err, reason, line, sizeof line);
+	log_warn("lane %d: kafka: %s", l->own.partition, line);
 }
 
 static rd_kafka_t *new_producer(lane *l, char *err, size_t errsz)

@@ -55,7 +55,10 @@ static void on_readyz(void *opaque, const http_request *req, http_reply *reply)
 	(void)req;
 	monitor *m = opaque;
 	pthread_mutex_lock(&m->mu);
-	if (!atomic_load(&m->joined))
+	if (!atomic_load(&m->joined) && m->problem[0]) {
+		reply->status = 503;
+		sbuf_printf(&reply->body, "the consumer has not joined its group yet; %s\n", m->problem);
+	} else if (!atomic_load(&m->joined))
 		set_text(reply, 503, "the consumer has not joined its group yet");
 	else if (m->problem[0])
 		set_text(reply, 503, m->problem);

@@ -561,6 +561,57 @@ int h_real_kafka(void)
 	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
 }
 
+int h_kafka_sh(const char *const *args, char *out, size_t outsz)
+{
+	char script[512];
+	snprintf(script, sizeof script, "%s/deploy/kafka.sh", TXHUB_SOURCE_ROOT);
+	const char *argv[48] = {script};
+	int n = 1, fd[2];
+	for (; *args && n < 47; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	cr_assert_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]); /* (the broker it starts must not hold the pipe open) */
+		execv(script, (char *const *)argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	char line[512];
+	if (out && outsz)
+		out[0] = '\0';
+	for (int first = 1; fgets(line, sizeof line, f); first = 0)
+		if (first && out)
+			snprintf(out, outsz, "%.*s", (int)strcspn(line, "\n"), line);
+	fclose(f);
+	int st;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void h_wait_not_ready(int port, const char *const *needles, int timeout_ms)
+{
+	char *b = NULL;
+	int found = 0;
+	for (int waited = 0; !found && waited < timeout_ms; waited += 200) {
+		free(b);
+		b = NULL;
+		found = h_http_get(port, "/readyz", &b) == 503;
+		for (const char *const *n = needles; found && *n; n++)
+			found = strstr(b, *n) != NULL;
+		if (!found)
+			sleep_ms(200);
+	}
+	cr_assert(found, "/readyz: %s", b);
+	cr_assert(strchr(b, '\n') == b + strlen(b) - 1, "more than one line: %s", b);
+	free(b);
+}
+
 int h_create_topic(const h_env *e, const char *topic, int partitions,
                    const char *key, const char *value, char *es, size_t esz)
 {

@@ -114,6 +114,15 @@ double h_series(const char *text, const char *name);
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */
 int h_real_kafka(void);
 
+/* Run deploy/kafka.sh with args (NULL-terminated); the first line of its
+ * standard output into out (when not NULL). Returns its exit status. */
+int h_kafka_sh(const char *const *args, char *out, size_t outsz);
+
+/* Wait up to timeout_ms for GET /readyz on port to answer 503 with one
+ * line holding each of needles (NULL-terminated); fails the test
+ * otherwise, showing the last answer. */
+void h_wait_not_ready(int port, const char *const *needles, int timeout_ms);
+
 /* Create topic with partitions (replication 1) and, unless key is NULL, one
  * topic setting; waits up to 30 s for the broker. Returns the broker's
  * answer for the topic (an rd_kafka_resp_err_t, 0: created), its text in es. */

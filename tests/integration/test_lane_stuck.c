@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -61,25 +60,6 @@ static void start_hub(stuck *s, const char *const *kafka)
 	h_flush();
 }
 
-/* Wait for /readyz to answer 503 with a reason holding each of needles
- * (NULL-terminated), on one line. */
-static void wait_not_ready(stuck *s, const char *const *needles)
-{
-	char *b = NULL;
-	int found = 0;
-	for (int waited = 0; !found && waited < 60000; waited += 200) {
-		free(b);
-		found = h_http_get(s->port, "/readyz", &b) == 503; /* (first: not joined yet) */
-		for (const char *const *n = needles; found && *n; n++)
-			found = strstr(b, *n) != NULL;
-		if (!found)
-			h_pause_ms(200);
-	}
-	cr_assert(found, "/readyz: %s", b);
-	cr_assert(strchr(b, '\n') == b + strlen(b) - 1, "more than one line: %s", b);
-	free(b);
-}
-
 /* /readyz 503 naming the progress topic and reason, on one line; the
  * gauge and the alert counter at the control topic's partition count;
  * one lane_stuck alert per partition, however long it lasts. */
@@ -87,7 +67,7 @@ static void check_stuck(stuck *s, const char *reason, int partitions)
 {
 	char *b = NULL, log[256];
 	const char *needles[] = {"exactly_once: ", s->progress, reason, NULL};
-	wait_not_ready(s, needles);
+	h_wait_not_ready(s->port, needles, 60000);
 	cr_assert(h_wait(&s->e, "SELECT send_status FROM txhub.messages WHERE message_key = 'k-1'",
 	                 "pending", 10000));
 	/* every partition's episode raised its alert ... */
@@ -165,47 +145,12 @@ Test(lane_stuck, progress_topic_denied_by_devbroker, .timeout = 240)
 
 static char kafka_dir[256]; /* the test's own broker, stopped by stop_kafka() */
 
-/* Run deploy/kafka.sh with args (NULL-terminated); its standard output's
- * first line into out. Returns the exit status. */
-static int kafka_sh(const char *const *args, char *out, size_t outsz)
-{
-	char script[512];
-	snprintf(script, sizeof script, "%s/deploy/kafka.sh", TXHUB_SOURCE_ROOT);
-	const char *argv[48] = {script};
-	int n = 1, fd[2];
-	for (; *args && n < 47; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	cr_assert_eq(pipe(fd), 0);
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		dup2(fd[1], 1);
-		close(fd[0]);
-		close(fd[1]); /* (the broker it starts must not hold the pipe open) */
-		execv(script, (char *const *)argv);
-		_exit(127);
-	}
-	close(fd[1]);
-	FILE *f = fdopen(fd[0], "r");
-	char line[512];
-	if (out && outsz)
-		out[0] = '\0';
-	for (int first = 1; fgets(line, sizeof line, f); first = 0)
-		if (first && out)
-			snprintf(out, outsz, "%.*s", (int)strcspn(line, "\n"), line);
-	fclose(f);
-	int st;
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void stop_kafka(void)
 {
 	if (!kafka_dir[0])
 		return;
 	const char *stop[] = {"stop", kafka_dir, NULL};
-	kafka_sh(stop, NULL, 0);
+	h_kafka_sh(stop, NULL, 0);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", kafka_dir);
 	cr_expect_eq(system(cmd), 0);
@@ -244,7 +189,7 @@ static void grant(const char *ops, const char *kind, const char *name, int prefi
 		args[n++] = "prefixed";
 	}
 	args[n] = NULL;
-	cr_assert_eq(kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s failed", ops, kind, name);
+	cr_assert_eq(h_kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s failed", ops, kind, name);
 }
 
 
@@ -282,7 +227,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	cr_assert_not_null(mkdtemp(kafka_dir));
 	char brokers[256], admin_pw[128], hub_pw[128];
 	const char *start[] = {"start", kafka_dir, "--sasl", "--user", "txhub", NULL};
-	cr_assert_eq(kafka_sh(start, brokers, sizeof brokers), 0, "deploy/kafka.sh start --sasl");
+	cr_assert_eq(h_kafka_sh(start, brokers, sizeof brokers), 0, "deploy/kafka.sh start --sasl");
 	password_of("admin", admin_pw, sizeof admin_pw);
 	password_of("txhub", hub_pw, sizeof hub_pw);
 
@@ -318,7 +263,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, s.e.topic);
 	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
 	                            NULL};
-	wait_not_ready(&s, txn_denied);
+	h_wait_not_ready(s.port, txn_denied, 60000);
 	cr_assert_eq(h_webhook_count(s.w), 4);
 	grant("Write,Describe", "--transactional-id", txn, 1);
 	check_clear(&s, 4);

@@ -1,0 +1,620 @@
+/* test_secure.c: the hub against Apache Kafka with authentication, tested
+ * for real (issue 21): SASL_SSL with SCRAM-SHA-512, a CA and broker
+ * certificate made with openssl, KRaft's StandardAuthorizer with ACLs
+ * (deploy/kafka.sh start DIR --secure --expired-cert).
+ *
+ * The right user and CA work end to end in both forward modes. A wrong
+ * password, an expired certificate, a CA the hub does not know, a missing
+ * Read on the control topic or Write on the forward topic: a clear error
+ * line, /readyz 503 with a one-line reason naming the cause, and every
+ * envelope produced meanwhile applied and forwarded once it is put right.
+ * Team principals: a team writes its own control topic only, its
+ * read_committed consumer reads its own forward topics only.
+ *
+ * Each test makes its own principals (deploy/kafka.sh user) and grants
+ * (CreateAcls as admin), so all share one broker. Skipped unless
+ * TXHUB_TEST_KAFKA_DIR names such a broker (DIR/tls/ca.pem and
+ * DIR/bootstrap-expired); CI (.ci/run) starts one and runs this suite
+ * alone on it:
+ *
+ *   dir=$(mktemp -d); brokers=$(deploy/kafka.sh start $dir --secure --expired-cert)
+ *   TXHUB_TEST_KAFKA_DIR=$dir TXHUB_TEST_BROKERS=$brokers \
+ *     tests/with-services.sh build/txhub meson test -C build --suite secure */
+#include <criterion/criterion.h>
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "httpd.h"
+
+#define N 20 /* transactions per test */
+
+/* A SCRAM user: the hub's settings and a librdkafka client's, from
+ * DIR/sasl/<name>.conf. */
+typedef struct {
+	char name[64];
+	char hub[8][520]; /* "kafka.key=value" */
+	size_t nhub;
+	char kv[16][400]; /* key, value, ... */
+	const char *client[17];
+} principal;
+
+typedef struct {
+	h_env e;
+	const char *dir;
+	principal admin, hub;
+	char fwd[160];
+	int port;
+	pid_t pid;
+} sec;
+
+/* TXHUB_TEST_KAFKA_DIR when it is a broker started with --secure
+ * --expired-cert, else NULL. */
+static const char *secure_dir(void)
+{
+	const char *dir = getenv("TXHUB_TEST_KAFKA_DIR");
+	char a[512], b[512];
+	if (!dir)
+		return NULL;
+	snprintf(a, sizeof a, "%s/tls/ca.pem", dir);
+	snprintf(b, sizeof b, "%s/bootstrap-expired", dir);
+	return access(a, R_OK) == 0 && access(b, R_OK) == 0 ? dir : NULL;
+}
+
+/* The first line of DIR/<file>. */
+static void read_line(const char *dir, const char *file, char *out, size_t outsz)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s", dir, file);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_not_null(fgets(out, (int)outsz, f), "%s is empty", path);
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Load user name's settings (made by deploy/kafka.sh first unless admin). */
+static void load_user(sec *s, principal *p, const char *name)
+{
+	memset(p, 0, sizeof *p);
+	snprintf(p->name, sizeof p->name, "%s", name);
+	if (strcmp(name, "admin") != 0) {
+		const char *args[] = {"user", s->dir, name, NULL};
+		cr_assert_eq(h_kafka_sh(args, NULL, 0), 0, "deploy/kafka.sh user %s", name);
+	}
+	char path[512], line[512], key[200], value[300];
+	snprintf(path, sizeof path, "%s/sasl/%s.conf", s->dir, name);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	size_t n = 0;
+	while (fgets(line, sizeof line, f) && p->nhub < 8) {
+		if (sscanf(line, "kafka.%199s = %299s", key, value) != 2)
+			continue;
+		snprintf(p->hub[p->nhub++], sizeof p->hub[0], "kafka.%s=%s", key, value);
+		snprintf(p->kv[n], sizeof p->kv[0], "%s", key);
+		snprintf(p->kv[n + 1], sizeof p->kv[0], "%s", value);
+		p->client[n] = p->kv[n];
+		p->client[n + 1] = p->kv[n + 1];
+		n += 2;
+	}
+	fclose(f);
+	cr_assert_geq(p->nhub, 5, "%s: expected SASL_SSL settings", path);
+}
+
+/* A librdkafka configuration as p, on the test's brokers, with more
+ * properties (key, value, ..., NULL). */
+static rd_kafka_conf_t *conf_as(const sec *s, const principal *p, const char *const *more)
+{
+	char es[512];
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	cr_assert_eq(rd_kafka_conf_set(c, "bootstrap.servers", s->e.brokers, es, sizeof es),
+	             RD_KAFKA_CONF_OK, "%s", es);
+	for (const char *const *kv = p->client; *kv; kv += 2)
+		cr_assert_eq(rd_kafka_conf_set(c, kv[0], kv[1], es, sizeof es), RD_KAFKA_CONF_OK,
+		             "%s: %s", kv[0], es);
+	for (; more && *more; more += 2)
+		cr_assert_eq(rd_kafka_conf_set(c, more[0], more[1], es, sizeof es), RD_KAFKA_CONF_OK,
+		             "%s: %s", more[0], es);
+	return c;
+}
+
+static rd_kafka_t *client_new(rd_kafka_type_t type, rd_kafka_conf_t *c)
+{
+	char es[512];
+	rd_kafka_t *rk = rd_kafka_new(type, c, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	return rk;
+}
+
+static rd_kafka_AclOperation_t acl_op(const char *name)
+{
+	static const struct {
+		const char *name;
+		rd_kafka_AclOperation_t op;
+	} ops[] = {{"Read", RD_KAFKA_ACL_OPERATION_READ}, {"Write", RD_KAFKA_ACL_OPERATION_WRITE},
+	           {"Describe", RD_KAFKA_ACL_OPERATION_DESCRIBE},
+	           {"Create", RD_KAFKA_ACL_OPERATION_CREATE}};
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		if (strcmp(ops[i].name, name) == 0)
+			return ops[i].op;
+	cr_assert_fail("no such operation: %s", name);
+	return RD_KAFKA_ACL_OPERATION_UNKNOWN;
+}
+
+/* kafka-acls.sh --add --allow-principal User:<user> --operation ... for
+ * each of ops (comma-separated) on the resource (kind: "--topic",
+ * "--group" or "--transactional-id"; prefixed: --resource-pattern-type
+ * prefixed). Topics and groups with CreateAcls as admin; transactional ids
+ * with kafka-acls.sh itself (librdkafka 2.0's admin API has no such
+ * resource type). */
+static void allow(sec *s, const char *user, const char *kind, const char *name, int prefixed,
+                  const char *ops)
+{
+	char buf[200], principal_name[128], es[512];
+	snprintf(buf, sizeof buf, "%s", ops);
+	snprintf(principal_name, sizeof principal_name, "User:%s", user);
+	if (strcmp(kind, "--transactional-id") == 0) {
+		const char *args[24] = {"acls", s->dir, "--add", "--allow-principal", principal_name};
+		int n = 5;
+		for (char *save, *op = strtok_r(buf, ",", &save); op && n < 18;
+		     op = strtok_r(NULL, ",", &save)) {
+			args[n++] = "--operation";
+			args[n++] = op;
+		}
+		args[n++] = kind;
+		args[n++] = name;
+		args[n++] = "--resource-pattern-type";
+		args[n++] = prefixed ? "prefixed" : "literal";
+		cr_assert_eq(h_kafka_sh(args, NULL, 0), 0, "kafka-acls.sh %s %s %s", ops, kind, name);
+		return;
+	}
+	rd_kafka_ResourceType_t type = strcmp(kind, "--topic") == 0 ? RD_KAFKA_RESOURCE_TOPIC
+	                                                              : RD_KAFKA_RESOURCE_GROUP;
+	rd_kafka_AclBinding_t *b[8];
+	size_t n = 0;
+	for (char *save, *op = strtok_r(buf, ",", &save); op && n < 8; op = strtok_r(NULL, ",", &save)) {
+		b[n] = rd_kafka_AclBinding_new(type, name,
+		                               prefixed ? RD_KAFKA_RESOURCE_PATTERN_PREFIXED
+		                                        : RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+		                               principal_name, "*", acl_op(op),
+		                               RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, es, sizeof es);
+		cr_assert_not_null(b[n++], "%s", es);
+	}
+	rd_kafka_t *rk = client_new(RD_KAFKA_PRODUCER, conf_as(s, &s->admin, NULL));
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateAcls(rk, b, n, NULL, q);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	cr_assert_not_null(ev, "no answer to CreateAcls within 30 s");
+	cr_assert_eq(rd_kafka_event_error(ev), 0, "CreateAcls: %s", rd_kafka_event_error_string(ev));
+	size_t nr;
+	const rd_kafka_acl_result_t **r =
+		rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &nr);
+	for (size_t i = 0; i < nr; i++) {
+		const rd_kafka_error_t *err = rd_kafka_acl_result_error(r[i]);
+		cr_assert(!err || !rd_kafka_error_code(err), "CreateAcls %s on %s: %s", ops, name,
+		          rd_kafka_error_string(err));
+	}
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_destroy(rk);
+	rd_kafka_AclBinding_destroy_array(b, n);
+}
+
+static void create_topic(sec *s, const char *topic, int partitions)
+{
+	char es[512];
+	int err = h_create_topic(&s->e, topic, partitions, NULL, NULL, es, sizeof es);
+	cr_assert(!err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "creating %s: %s", topic,
+	          es);
+}
+
+/* A database, topics made by admin (the control topic, 4 partitions, and
+ * <topic>.out), and a principal of the test's own for the hub, granted
+ * nothing yet. */
+static void sec_setup(sec *s, const char *name)
+{
+	memset(s, 0, sizeof *s);
+	if (!(s->dir = secure_dir()))
+		cr_skip_test("needs Apache Kafka with SASL_SSL and ACLs: TXHUB_TEST_KAFKA_DIR from "
+		             "deploy/kafka.sh start DIR --secure --expired-cert");
+	h_setup(&s->e, name);
+	read_line(s->dir, "bootstrap", s->e.brokers, sizeof s->e.brokers);
+	load_user(s, &s->admin, "admin");
+	for (size_t i = 0; s->admin.client[i] && i < 15; i++)
+		s->e.kafka[i] = s->admin.client[i]; /* the harness's own clients */
+	h_control_topic(&s->e);
+	snprintf(s->fwd, sizeof s->fwd, "%s.out", s->e.topic);
+	create_topic(s, s->fwd, 1);
+	load_user(s, &s->hub, s->e.name);
+}
+
+/* The README's grants (Kafka ACLs) for the hub's principal: the control
+ * topic and group, the forward topic, and in exactly_once the progress
+ * topic and transactional ids. */
+static void grant_hub(sec *s, int eos)
+{
+	allow(s, s->hub.name, "--topic", s->e.topic, 0, "Read,Describe");
+	allow(s, s->hub.name, "--group", s->e.name, 0, "Read");
+	allow(s, s->hub.name, "--topic", s->fwd, 0, "Write,Describe");
+	if (!eos)
+		return;
+	char progress[200], txn[300];
+	snprintf(progress, sizeof progress, "%s.progress", s->e.topic);
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s->e.name, s->e.topic);
+	allow(s, s->hub.name, "--topic", progress, 0, "Read,Write,Create,Describe");
+	allow(s, s->hub.name, "--transactional-id", txn, 1, "Write,Describe");
+}
+
+/* Start the hub as p (its settings, then more: NULL-terminated, later ones
+ * win). */
+static void start_hub(sec *s, const principal *p, const char *const *more)
+{
+	char listen[64];
+	if (!s->port)
+		s->port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", s->port);
+	const char *set[32] = {listen, "checkback.first_after_ms=600000", "forward.backoff_ms=200",
+	                       "forward.backoff_max_ms=1000", "forward.max_attempts=1000"};
+	size_t n = 5;
+	for (size_t i = 0; i < p->nhub; i++)
+		set[n++] = p->hub[i];
+	for (; more && *more && n < 31; more++)
+		set[n++] = *more;
+	set[n] = NULL;
+	s->pid = h_hub_start(&s->e, set);
+}
+
+static void stop_hub(sec *s)
+{
+	cr_assert_eq(h_hub_stop(s->pid), 0, "the hub did not stop cleanly");
+	s->pid = 0;
+}
+
+/* Transactions [from, from + n): a prepare and a commit each, produced as
+ * admin (a producer whose rights are fine). */
+static void send_transactions(sec *s, int from, int n)
+{
+	char buf[512], key[32];
+	for (int i = from; i < from + n; i++) {
+		snprintf(key, sizeof key, "k-%d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"sec\",\"message_key\":"
+		         "\"%s\",\"payload\":\"p-%d\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
+		         key, i, s->fwd, key);
+		h_send_str(&s->e, -1, key, buf);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"sec\",\"message_key\":"
+		         "\"%s\"}", key);
+		h_send_str(&s->e, -1, key, buf);
+	}
+	h_flush();
+}
+
+/* Every one of n transactions sent, once each on the forward topic as a
+ * read_committed consumer sees it, and /readyz 200. */
+static void check_all_forwarded(sec *s, int n)
+{
+	char want[16], *b = NULL;
+	snprintf(want, sizeof want, "%d", n);
+	cr_assert(h_wait(&s->e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'",
+	                 want, 120000), "not every transaction was forwarded");
+	cr_assert(h_http_wait(s->port, "/readyz", 200, 30000, &b), "/readyz: %s", b);
+	cr_assert_str_eq(b, "ready\n");
+	free(b);
+	h_record *r;
+	size_t got = h_read_topic_committed(&s->e, s->fwd, 3000, &r);
+	int seen[N * 2] = {0};
+	for (size_t i = 0; i < got; i++) {
+		int k = atoi(r[i].key + 2);
+		cr_assert(k >= 0 && k < N * 2, "key %s", r[i].key);
+		seen[k]++;
+	}
+	for (int k = 0; k < n; k++)
+		cr_assert_eq(seen[k], 1, "k-%d forwarded %d times", k, seen[k]);
+	cr_assert_eq(got, (size_t)n);
+	h_records_free(r, got);
+}
+
+/* The hub's log has a line at level error holding needle. */
+static void check_error_line(sec *s, const char *needle)
+{
+	char log[256], first[2048];
+	cr_assert_gt(h_log_first(h_hub_log(log, sizeof log, &s->e), needle, first, sizeof first), 0,
+	             "no log line holds \"%s\"", needle);
+	cr_assert(strstr(first, " error ") != NULL, "not an error line: %s", first);
+}
+
+static void end_to_end(int eos)
+{
+	sec s;
+	sec_setup(&s, eos ? "sec_e2e_eos" : "sec_e2e");
+	grant_hub(&s, eos);
+	const char *mode[] = {eos ? "forward.mode=exactly_once" : "forward.mode=at_least_once", NULL};
+	start_hub(&s, &s.hub, mode);
+	send_transactions(&s, 0, N);
+	check_all_forwarded(&s, N);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
+Test(secure, end_to_end_at_least_once, .timeout = 240) { end_to_end(0); }
+
+Test(secure, end_to_end_exactly_once, .timeout = 240) { end_to_end(1); }
+
+/* The hub started with bad (settings that make Kafka refuse it): /readyz
+ * 503 with a one-line reason holding each of needles, an error line
+ * holding logged; envelopes produced meanwhile are not applied. Restarted
+ * with its own settings: every one is applied and forwarded. */
+static void refused_then_fixed(sec *s, const char *const *bad, const char *const *needles,
+                               const char *logged)
+{
+	grant_hub(s, 0);
+	start_hub(s, &s->hub, bad);
+	h_wait_not_ready(s->port, needles, 30000);
+	check_error_line(s, logged);
+	send_transactions(s, 0, N);
+	h_pause_ms(3000);
+	cr_assert_eq(h_count(&s->e, "SELECT count(*) FROM txhub.messages"), 0);
+	stop_hub(s);
+	start_hub(s, &s->hub, NULL);
+	check_all_forwarded(s, N);
+	stop_hub(s);
+	h_teardown(&s->e);
+}
+
+Test(secure, wrong_password_then_the_right_one, .timeout = 240)
+{
+	sec s;
+	sec_setup(&s, "sec_password");
+	const char *bad[] = {"kafka.sasl.password=not-the-password", NULL};
+	const char *needles[] = {"the consumer has not joined its group yet; Kafka: _AUTHENTICATION",
+	                         "Authentication failed", NULL};
+	refused_then_fixed(&s, bad, needles, "Authentication failed");
+}
+
+Test(secure, expired_broker_certificate, .timeout = 240)
+{
+	sec s;
+	sec_setup(&s, "sec_expired");
+	char expired[300], brokers[320];
+	read_line(s.dir, "bootstrap-expired", expired, sizeof expired);
+	snprintf(brokers, sizeof brokers, "brokers=%s", expired);
+	const char *bad[] = {brokers, NULL};
+	const char *needles[] = {"the consumer has not joined its group yet; Kafka: _SSL",
+	                         "certificate has expired", "CN=localhost", NULL};
+	refused_then_fixed(&s, bad, needles, "certificate has expired");
+}
+
+Test(secure, broker_certificate_from_an_unknown_ca, .timeout = 240)
+{
+	sec s;
+	sec_setup(&s, "sec_ca");
+	char ca[600];
+	snprintf(ca, sizeof ca, "kafka.ssl.ca.location=%s/tls/other-ca.pem", s.dir);
+	const char *bad[] = {ca, NULL};
+	const char *needles[] = {"the consumer has not joined its group yet; Kafka: _SSL",
+	                         "signed by no CA of kafka.ssl.ca.location", NULL};
+	refused_then_fixed(&s, bad, needles, "signed by no CA of kafka.ssl.ca.location");
+}
+
+/* No ACL on the control topic: the consumer never joins, and /readyz says
+ * why, naming the topic; Describe without Read: it joins but the broker
+ * refuses every fetch, which /readyz and an error line name; Read: every
+ * envelope produced before is applied and forwarded. */
+Test(secure, control_topic_without_read, .timeout = 300)
+{
+	sec s;
+	sec_setup(&s, "sec_read");
+	allow(&s, s.hub.name, "--group", s.e.name, 0, "Read");
+	allow(&s, s.hub.name, "--topic", s.fwd, 0, "Write,Describe");
+	send_transactions(&s, 0, N);
+	start_hub(&s, &s.hub, NULL);
+	const char *hidden[] = {"the consumer has not joined its group yet; Kafka: ", s.e.topic,
+	                        "Topic authorization failed", NULL};
+	h_wait_not_ready(s.port, hidden, 30000);
+	allow(&s, s.hub.name, "--topic", s.e.topic, 0, "Describe");
+	char refused[300];
+	snprintf(refused, sizeof refused, "Kafka refuses reading partitions 0, 1, 2 and 3 of %s",
+	         s.e.topic);
+	const char *unread[] = {refused, "Topic authorization failed", "needs Read on the topic",
+	                        NULL};
+	h_wait_not_ready(s.port, unread, 60000);
+	char logged[300];
+	snprintf(logged, sizeof logged, "Kafka refuses reading partition 0 of %s", s.e.topic);
+	check_error_line(&s, logged);
+	cr_assert_eq(h_count(&s.e, "SELECT count(*) FROM txhub.messages"), 0);
+	allow(&s, s.hub.name, "--topic", s.e.topic, 0, "Read");
+	check_all_forwarded(&s, N);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
+/* Write on no topic at all: the idempotent producer fails as it starts
+ * (Cluster authorization failed); the hub says so on /readyz, alerts
+ * once and tries again with a backoff rather than in a loop. Write on
+ * another topic: the producer starts, and each delivery to the forward
+ * topic fails naming it. Write on it: everything is forwarded. */
+Test(secure, forward_topic_without_write, .timeout = 300)
+{
+	sec s;
+	sec_setup(&s, "sec_write");
+	allow(&s, s.hub.name, "--topic", s.e.topic, 0, "Read,Describe");
+	allow(&s, s.hub.name, "--group", s.e.name, 0, "Read");
+	start_hub(&s, &s.hub, NULL);
+	send_transactions(&s, 0, N);
+	cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' "
+	                       "AND send_status = 'pending'", "20", 60000));
+	const char *dying[] = {"forward: the Kafka producer has failed for good as it started",
+	                       "Cluster authorization failed", "needs Write", NULL};
+	h_wait_not_ready(s.port, dying, 30000);
+	h_pause_ms(5000);
+	char log[256];
+	h_hub_log(log, sizeof log, &s.e);
+	cr_assert_eq(h_log_lines(log, "ALERT kafka_fatal"), 1, "one alert for the episode");
+	/* a new producer after 0, 1, 2, 4 s ...: 0.4.0 made one every 100 ms */
+	long tries = h_log_lines(log, "forward: kafka: _FATAL: ");
+	cr_assert(tries >= 2 && tries <= 8, "%ld producers died in under 10 s: no backoff", tries);
+	char decoy[200];
+	snprintf(decoy, sizeof decoy, "%s.decoy", s.e.topic);
+	allow(&s, s.hub.name, "--topic", decoy, 0, "Write");
+	char sql[400];
+	snprintf(sql, sizeof sql, "SELECT count(*) > 0 FROM txhub.messages WHERE last_error LIKE "
+	         "'%%%s%%Topic authorization failed%%'", s.fwd);
+	cr_assert(h_wait(&s.e, sql, "t", 120000), "no delivery failed naming %s", s.fwd);
+	cr_assert_eq(h_count(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"),
+	             0);
+	allow(&s, s.hub.name, "--topic", s.fwd, 0, "Write,Describe");
+	check_all_forwarded(&s, N);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
+/* ---- team principals ---- */
+
+typedef struct {
+	rd_kafka_resp_err_t err;
+	int reported;
+} delivery;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	delivery *d = m->_private;
+	d->err = m->err;
+	d->reported = 1;
+}
+
+/* Produce one record to topic as p; the delivery's outcome. */
+static rd_kafka_resp_err_t produce_as(sec *s, const principal *p, const char *topic,
+                                      const char *key, const char *value)
+{
+	static const char *more[] = {"message.timeout.ms", "15000", NULL};
+	rd_kafka_conf_t *c = conf_as(s, p, more);
+	rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+	rd_kafka_t *rk = client_new(RD_KAFKA_PRODUCER, c);
+	delivery d = {0, 0};
+	rd_kafka_resp_err_t e = rd_kafka_producev(
+		rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+		RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+		for (int i = 0; i < 200 && !d.reported; i++)
+			rd_kafka_poll(rk, 100);
+		cr_assert(d.reported, "no delivery report for %s", topic);
+		e = d.err;
+	}
+	rd_kafka_destroy(rk);
+	return e;
+}
+
+/* Read topic from the start as p, subscribed in a group of its own
+ * (<p>.reader-<n>, nothing committed) with isolation.level=read_committed,
+ * until want records came and 2 s more passed, an error came, or 30 s
+ * passed: how many records; the first error the consumer met into *err
+ * (0: none). */
+static size_t consume_as(sec *s, const principal *p, const char *topic, size_t want,
+                         rd_kafka_resp_err_t *err)
+{
+	static int readers;
+	char group[96];
+	snprintf(group, sizeof group, "%s.reader-%d", p->name, readers++);
+	const char *more[] = {"isolation.level", "read_committed", "group.id", group,
+	                      "enable.auto.commit", "false", "auto.offset.reset", "earliest", NULL};
+	rd_kafka_t *rk = client_new(RD_KAFKA_CONSUMER, conf_as(s, p, more));
+	rd_kafka_poll_set_consumer(rk);
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(l, topic, RD_KAFKA_PARTITION_UA);
+	cr_assert_eq(rd_kafka_subscribe(rk, l), 0);
+	rd_kafka_topic_partition_list_destroy(l);
+	size_t n = 0;
+	*err = RD_KAFKA_RESP_ERR_NO_ERROR;
+	for (int waited = 0, after = 0; waited < 30000 && after < 2000 && !*err; waited += 100) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+		if (n >= want)
+			after += 100;
+		if (!m)
+			continue;
+		if (m->err)
+			*err = m->err;
+		else
+			n++;
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consumer_close(rk);
+	rd_kafka_destroy(rk);
+	return n;
+}
+
+/* Two teams: each producer principal may write its own control topic
+ * only; the hub's principal reads every control topic (a prefixed ACL on
+ * "txhub.control.") and writes each team's forward topics, in exactly_once
+ * mode (its transactional ids and progress topic too); team B's
+ * read_committed consumer reads its own forward topics only. */
+Test(secure, team_principals, .timeout = 300)
+{
+	sec s;
+	sec_setup(&s, "sec_teams");
+	int u = (int)getpid();
+	char ca[96], cb[96], fa[96], fb[96], pa[32], pb[32], name[64];
+	snprintf(ca, sizeof ca, "txhub.control.a-%d", u);
+	snprintf(cb, sizeof cb, "txhub.control.b-%d", u);
+	snprintf(pa, sizeof pa, "a-%d.", u);
+	snprintf(pb, sizeof pb, "b-%d.", u);
+	snprintf(fa, sizeof fa, "%sorders", pa);
+	snprintf(fb, sizeof fb, "%sorders", pb);
+	principal team_a, team_b;
+	snprintf(name, sizeof name, "team_a-%d", u);
+	load_user(&s, &team_a, name);
+	snprintf(name, sizeof name, "team_b-%d", u);
+	load_user(&s, &team_b, name);
+	create_topic(&s, ca, 2);
+	create_topic(&s, cb, 2);
+	create_topic(&s, fa, 1);
+	create_topic(&s, fb, 1);
+	/* README: Kafka ACLs, "Several teams" */
+	allow(&s, team_a.name, "--topic", ca, 0, "Write,Describe");
+	allow(&s, team_b.name, "--topic", cb, 0, "Write,Describe");
+	allow(&s, team_b.name, "--topic", pb, 1, "Read,Describe");
+	allow(&s, team_b.name, "--group", team_b.name, 1, "Read");
+	allow(&s, s.hub.name, "--topic", "txhub.control.", 1, "Read,Describe");
+	allow(&s, s.hub.name, "--group", s.e.name, 0, "Read");
+	allow(&s, s.hub.name, "--topic", pa, 1, "Write,Describe");
+	allow(&s, s.hub.name, "--topic", pb, 1, "Write,Describe");
+	char progress[160], txn[200];
+	snprintf(progress, sizeof progress, "%s.progress", cb);
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, cb);
+	allow(&s, s.hub.name, "--topic", progress, 0, "Write,Create");
+	allow(&s, s.hub.name, "--transactional-id", txn, 1, "Write,Describe");
+
+	/* team A writes its own control topic, and not team B's */
+	cr_assert_eq(produce_as(&s, &team_a, ca, "x", "{}"), RD_KAFKA_RESP_ERR_NO_ERROR);
+	rd_kafka_resp_err_t e = produce_as(&s, &team_a, cb, "x", "{}");
+	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team A writing %s: %s", cb,
+	             rd_kafka_err2name(e));
+	/* team B's transactions, forwarded by the hub reading team B's topic */
+	snprintf(s.e.topic, sizeof s.e.topic, "%s", cb);
+	const char *eos[] = {"forward.mode=exactly_once", NULL};
+	start_hub(&s, &s.hub, eos);
+	char buf[400], key[16];
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof key, "b-%d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"team-b\",\"message_key\":"
+		         "\"%s\",\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", key, fb);
+		cr_assert_eq(produce_as(&s, &team_b, cb, key, buf), RD_KAFKA_RESP_ERR_NO_ERROR);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"team-b\",\"message_key\":"
+		         "\"%s\"}", key);
+		cr_assert_eq(produce_as(&s, &team_b, cb, key, buf), RD_KAFKA_RESP_ERR_NO_ERROR);
+	}
+	cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "5",
+	                 120000));
+	cr_assert_eq(consume_as(&s, &team_b, fb, 5, &e), 5);
+	cr_assert_eq(e, 0, "team B reading %s: %s", fb, rd_kafka_err2name(e));
+	/* ... and nothing of team A's */
+	cr_assert_eq(consume_as(&s, &team_b, fa, 1, &e), 0);
+	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team B reading %s: %s", fa,
+	             rd_kafka_err2name(e));
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
