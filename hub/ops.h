@@ -205,6 +205,7 @@ typedef struct {
 	int64_t before_id; /* > 0: only rows with a smaller id (the next page) */
 	int limit;         /* 1..OPS_LIST_MAX */
 	int value_max;     /* 0..OPS_VALUE_MAX: bytes of each key and value returned */
+	const char *tenant; /* NULL: any; else only that tenant's (txhub.rejected.tenant) */
 } ops_rejected_filter;
 
 /* txhub.rejected, newest (largest id) first, as a JSON array of
@@ -222,6 +223,7 @@ typedef struct {
 	const char *message_key; /* NULL: any (with biz_id: one message's, by its index) */
 	int64_t before_id;       /* > 0: only rows with a smaller id */
 	int limit;               /* 1..OPS_LIST_MAX */
+	const char *tenant;      /* NULL: any; else only that tenant's (txhub.conflicts.tenant) */
 } ops_conflicts_filter;
 
 /* txhub.conflicts, newest first, as a JSON array of {"id", "biz_id",

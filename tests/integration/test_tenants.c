@@ -449,23 +449,32 @@ Test(tenants, token_printed_once_stored_hashed)
 	             2);
 	/* the lookup the console will call */
 	char tenant[64], err[256];
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err), OPS_OK,
+	int64_t tid = 0;
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err), OPS_OK,
 	             "%s", err);
 	cr_assert_str_eq(tenant, "team-a");
+	cr_assert_gt(tid, 0);
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-a", err, sizeof err), OPS_OK, "%s", err);
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-b", err, sizeof err), OPS_NOT_FOUND);
+	tn_sql(&e, "UPDATE txhub.tenants SET enabled = false WHERE name = 'team-a'");
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
+	             OPS_NOT_FOUND, "a disabled tenant's token still works");
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-a", err, sizeof err), OPS_NOT_FOUND);
+	tn_sql(&e, "UPDATE txhub.tenants SET enabled = true WHERE name = 'team-a'");
 	char wrong[TENANT_TOKEN_LEN + 1];
 	snprintf(wrong, sizeof wrong, "%s", tok);
 	wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
-	cr_assert_eq(tenant_token_lookup(e.db, wrong, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, wrong, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND);
-	cr_assert_eq(tenant_token_lookup(e.db, "", tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, "", tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND);
 	tn_sql(&e, "UPDATE txhub.tenant_tokens SET expires_at = now() - interval '1 second' "
 	           "WHERE sha256 = decode('%s', 'hex')", hex);
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND, "an expired token still works");
 	tn_sql(&e, "UPDATE txhub.tenant_tokens SET expires_at = NULL, revoked_at = now() "
 	           "WHERE sha256 = decode('%s', 'hex')", hex);
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND, "a revoked token still works");
 	h_teardown(&e);
 }
