@@ -22,6 +22,7 @@
 #include "fold.h"
 #include "log.h"
 #include "rewind.h"
+#include "rows_sql.h"
 #include "rules.h"
 #include "sbuf.h"
 
@@ -372,20 +373,20 @@ enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision "
-	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k "
 	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
 
 static const char *SQL_FIRST_PREPARE =
 	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key "
-	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k";
 
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs) */
 static const char *SQL_INSERT =
-	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
+	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
 	"next_send_at, src_partition, src_offset, fwd_seq) "
 	"SELECT x.b, x.k, x.s, x.d, "
@@ -402,7 +403,7 @@ static const char *SQL_INSERT =
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
  * the forward sequences, $17 forwarded already */
 static const char *SQL_UPDATE =
-	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
+	"UPDATE txhub.message_rows AS m SET status = x.s, decision = x.d, "
 	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
 	"ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
@@ -1128,7 +1129,7 @@ static store_rc read_current(store *st, fold *f, char *err, size_t errsz)
 			continue;
 		if (rules_status_parse(PQgetvalue(r, i, 2), &cur.status) != 0) {
 			/* a row the hub did not write: the database's fault, not the record's */
-			snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
+			snprintf(err, errsz, "unknown status \"%s\" in txhub.message_rows",
 			         PQgetvalue(r, i, 2));
 			log_one_line(err);
 			rc = STORE_RETRY;
@@ -1452,6 +1453,7 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
 		          "when their lease expires");
+		out->incomplete = 1;
 	}
 	if (out->n > 1) /* qsort must not see a NULL base */
 		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
@@ -1474,12 +1476,21 @@ done:
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz)
 {
+	/* Rows without a sequence on messages_send_retry; sequenced rows whose
+	 * lease ran out (a forward list lost to a failed allocation) on the range
+	 * of messages_fwd_seq above each partition's mark, short as it holds only
+	 * what is in flight. */
 	static const char *sql =
-		"UPDATE txhub.messages AS m SET next_send_at = now() + $3::bigint * interval "
-		"'1 millisecond' FROM (SELECT biz_id, message_key FROM txhub.messages "
-		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
-		"AND next_send_at <= now() ORDER BY src_partition, next_send_at LIMIT $2 "
-		"FOR UPDATE SKIP LOCKED) d "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() + $3::bigint * interval "
+		"'1 millisecond' FROM (SELECT * FROM (SELECT biz_id, message_key "
+		"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "
+		"AND src_partition = ANY($1::int[]) AND next_send_at <= now() "
+		"ORDER BY src_partition, next_send_at LIMIT $2 FOR UPDATE SKIP LOCKED) a "
+		"UNION ALL SELECT b.biz_id, b.message_key FROM unnest($1::int[]) AS p(part) "
+		"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows r "
+		"WHERE r.src_partition = p.part AND r.send_status = 'pending' "
+		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("p.part") ", 0) AND r.next_send_at <= now() "
+		"ORDER BY r.fwd_seq LIMIT $2 FOR UPDATE SKIP LOCKED) b LIMIT $2) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
@@ -1502,17 +1513,28 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	return rc;
 }
 
-store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
+store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz)
 {
 	/* only the leases of the previous owners: a row this replica leased
 	 * itself (updated by a batch after it took the partition) is in its
-	 * producer, and releasing it would send it twice */
-	static const char *sql =
-		"UPDATE txhub.messages AS m SET next_send_at = now() FROM txhub.partitions p "
+	 * producer, and releasing it would send it twice. Two statements, one
+	 * per index: the rows without a sequence, and those above the mark. */
+	static const char *sql_unsequenced =
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM txhub.partitions p "
 		"WHERE p.topic = $2 AND p.partition = m.src_partition "
-		"AND m.send_status = 'pending' AND m.src_partition = ANY($1::int[]) "
+		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"AND m.src_partition = ANY($1::int[]) "
 		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
+	static const char *sql_sequenced =
+		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
+		"fwd_seq = CASE WHEN $3::bool THEN NULL ELSE m.fwd_seq END "
+		"FROM (SELECT tp.partition, tp.taken_at, coalesce(" SQL_MARK_OF("tp.partition")
+		", 0) AS mark FROM txhub.partitions tp WHERE tp.topic = $2 "
+		"AND tp.partition = ANY($1::int[])) p "
+		"WHERE m.src_partition = p.partition AND m.send_status = 'pending' "
+		"AND m.fwd_seq > p.mark AND m.send_attempts = 0 AND m.updated_at < p.taken_at "
+		"AND (m.next_send_at > now() OR $3::bool)";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
@@ -1522,8 +1544,10 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 	if (rc != STORE_OK)
 		goto done;
 	owned_array(&pb, kept, nkept);
-	const char *p[2] = {sbuf_str(&pb), st->topic};
-	rc = exec_command(st, sql, 2, p, err, errsz);
+	const char *p[3] = {sbuf_str(&pb), st->topic, clear_seqs ? "t" : "f"};
+	rc = exec_command(st, sql_unsequenced, 2, p, err, errsz);
+	if (rc == STORE_OK)
+		rc = exec_command(st, sql_sequenced, 3, p, err, errsz);
 	if (rc == STORE_OK)
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
@@ -1535,8 +1559,8 @@ done:
 }
 
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
-                                 const store_delivery *d, size_t n,
-                                 int max_attempts, int resequence,
+                                 const store_delivery *d, size_t n, int max_attempts,
+                                 const store_mark *marks, size_t nmarks,
                                  store_forward_list *failed_out, char *err, size_t errsz)
 {
 	/* The rows are locked in key order first (the sub-selects), the order
@@ -1546,21 +1570,21 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	 * version's ctid: a version committed after the statement's snapshot
 	 * would not be seen by ctid, and its report would be lost.) */
 	static const char *sql_sent =
-		"UPDATE txhub.messages AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
-		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($3::int[])";
 	static const char *sql_failed =
-		"UPDATE txhub.messages AS m SET send_attempts = m.send_attempts + 1, "
+		"UPDATE txhub.message_rows AS m SET send_attempts = m.send_attempts + 1, "
 		"last_error = x.e, updated_at = now(), "
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
 		"next_send_at = now() + x.ms * interval '1 millisecond', "
-		"fwd_seq = CASE WHEN $7::bool THEN NULL ELSE m.fwd_seq END "
+		"fwd_seq = NULL "
 		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
-		"AS y(b, k, e, ms) JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"AS y(b, k, e, ms) JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($6::int[]) "
@@ -1574,13 +1598,20 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"'send_failed after ' || send_attempts || ' attempt(s): ' || error FROM upd "
 		"WHERE gave_up) SELECT * FROM upd";
 	static const char *sql_requeue =
-		"UPDATE txhub.messages AS m SET next_send_at = now() "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now(), fwd_seq = NULL "
 		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
-		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND m.src_partition = ANY($3::int[])";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kb = {0};
+	/* never back; a partition no longer ours is left to its new owner */
+	static const char *sql_marks =
+		"INSERT INTO txhub.forward_marks AS f (topic, partition, upto) "
+		"SELECT $1, x.p, x.u FROM unnest($2::int[], $3::bigint[]) AS x(p, u) "
+		"WHERE x.p = ANY($4::int[]) ORDER BY x.p "
+		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
+		"WHERE f.upto < EXCLUDED.upto";
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kb = {0}, mk[2] = {{0}};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1608,6 +1639,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 			sbuf_arr_text(&rq[0], d[i].biz_id);
 			sbuf_arr_text(&rq[1], d[i].message_key);
 			nrq++;
+		} else if (d[i].ok && d[i].fwd_seq > 0) {
+			continue; /* the mark says it */
 		} else if (d[i].ok) {
 			sbuf_arr_text(&ok[0], d[i].biz_id);
 			sbuf_arr_text(&ok[1], d[i].message_key);
@@ -1644,12 +1677,26 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		if ((rc = exec_command(st, sql_requeue, 3, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
+	if (nmarks > 0) {
+		sbuf_arr_begin(&mk[0]);
+		sbuf_arr_begin(&mk[1]);
+		for (size_t i = 0; i < nmarks; i++) {
+			sbuf_arr_int(&mk[0], marks[i].partition);
+			sbuf_arr_int(&mk[1], marks[i].upto);
+		}
+		sbuf_arr_end(&mk[0]);
+		sbuf_arr_end(&mk[1]);
+		const char *p[4] = {st->topic, sbuf_str(&mk[0]), sbuf_str(&mk[1]), sbuf_str(&kb)};
+		if ((rc = arrays_ok(mk, 2, err, errsz)) != STORE_OK ||
+		    (rc = exec_command(st, sql_marks, 4, p, err, errsz)) != STORE_OK)
+			goto done;
+	}
 	if (nbad > 0) {
-		const char *p[7] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
-		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), resequence ? "t" : "f"};
+		const char *p[6] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb)};
 		char sql[4096];
 		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
-		r = exec_params(st, sql, 7, p, 1);
+		r = exec_params(st, sql, 6, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1670,6 +1717,8 @@ done:
 	for (int i = 0; i < 2; i++)
 		sbuf_free(&rq[i]);
 	sbuf_free(&kb);
+	sbuf_free(&mk[0]);
+	sbuf_free(&mk[1]);
 	free(kept);
 	return rc;
 }
@@ -1704,7 +1753,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[]) "
 		"AND tp.fwd_recovered_epoch = tp.epoch), "
 		"l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.src_offset, m.updated_at "
-		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"FROM txhub.message_rows m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
 		"AND m.next_send_at <= now() "
 		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
@@ -1714,7 +1763,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
 		"FROM l JOIN b ON b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
-		"u AS (UPDATE txhub.messages AS m SET fwd_seq = k.sq FROM k "
+		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
 		"RETURNING k.again, " FORWARD_COLUMNS "), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
@@ -1783,8 +1832,9 @@ static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
 #define BEHIND "(SELECT tp.next_fwd_seq <= $2::bigint FROM txhub.partitions tp " \
                "WHERE tp.topic = $5 AND tp.partition = $1::int)"
 	static const char *sql_mark =
-		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"WHERE src_partition = $1::int AND send_status = 'pending' AND fwd_seq <= $2::bigint "
+		"AND fwd_seq > coalesce(" SQL_MARK_OF("$1::int") ", 0) "
 		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
 		"AND (NOT " BEHIND " OR fwd_seq = (src_offset + 1) << $6::int)";
 	static const char *sql_note =
@@ -1834,14 +1884,15 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	static const char *sql_origin =
 		"SELECT fwd_origin FROM txhub.partitions WHERE topic = $1 AND partition = $2";
 	static const char *sql_mark =
-		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2 "
-		"AND EXISTS (SELECT 1 FROM txhub.messages x WHERE x.src_partition = $1 "
+		"AND fwd_seq > coalesce(" SQL_MARK_OF("$1::int") ", 0) AND EXISTS (SELECT 1 FROM txhub.message_rows x WHERE x.src_partition = $1 "
 		"AND x.fwd_seq = $2 AND x.biz_id = $3 AND x.message_key = $4 "
 		"AND x.send_status = 'pending')";
 	static const char *sql_below =
-		"SELECT count(*) FROM txhub.messages WHERE src_partition = $1 "
-		"AND send_status = 'pending' AND fwd_seq <= $2";
+		"SELECT count(*) FROM txhub.message_rows WHERE src_partition = $1 "
+		"AND send_status = 'pending' AND fwd_seq <= $2 "
+		"AND fwd_seq > coalesce(" SQL_MARK_OF("$1::int") ", 0)";
 	store_owned *kept = NULL;
 	size_t nkept = 0;
 	PGresult *r = NULL;
@@ -1922,10 +1973,14 @@ store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t ma
                            char *err, size_t errsz)
 {
 	static const char *sql =
-		"SELECT (src_offset + 1) << $3::int AS s FROM txhub.messages "
-		"WHERE src_partition = $1::int AND status = 'committed' AND send_attempts > 0 "
-		"AND send_status IN ('pending', 'failed') "
-		"AND fwd_seq IS DISTINCT FROM (src_offset + 1) << $3::int ORDER BY s DESC LIMIT $2";
+		"SELECT s FROM (SELECT (src_offset + 1) << $3::int AS s, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND send_status = 'failed' "
+		"UNION ALL SELECT (src_offset + 1) << $3::int, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND send_status = 'pending' "
+		"AND fwd_seq IS NULL UNION ALL SELECT (src_offset + 1) << $3::int, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND send_status = 'pending' "
+		"AND fwd_seq > coalesce(" SQL_MARK_OF("$1::int") ", 0)) x "
+		"WHERE send_attempts > 0 AND fwd_seq IS DISTINCT FROM s ORDER BY s DESC LIMIT $2";
 	char part[16], lim[16], shift[8];
 	snprintf(part, sizeof part, "%d", partition);
 	snprintf(lim, sizeof lim, "%zu", max);
@@ -1950,8 +2005,10 @@ store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int li
 	 * none, and batches of a partition commit in sequence order (under its
 	 * lock), so no sequence below a visible one is still to come */
 	static const char *sql =
-		"SELECT " FORWARD_COLUMNS " FROM txhub.messages m WHERE m.src_partition = $1 "
-		"AND m.send_status = 'pending' AND m.fwd_seq > $2 ORDER BY m.fwd_seq LIMIT $3";
+		"SELECT " FORWARD_COLUMNS " FROM txhub.message_rows m WHERE m.src_partition = $1 "
+		"AND m.send_status = 'pending' "
+		"AND m.fwd_seq > greatest($2::bigint, " SQL_MARK_OF("$1::int") ") "
+		"ORDER BY m.fwd_seq LIMIT $3";
 	char part[16], seq[32], lim[16];
 	snprintf(part, sizeof part, "%d", partition);
 	snprintf(seq, sizeof seq, "%lld", (long long)after);
@@ -1975,26 +2032,26 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
                       size_t errsz)
 {
 	static const char *sql_small =
-		"SELECT (SELECT count(*) FROM txhub.messages WHERE status = 'prepared'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "
+		"SELECT (SELECT count(*) FROM txhub.message_rows WHERE status = 'prepared'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'check_failed'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare' "
 		" AND created_at < now() - $1::bigint * interval '1 millisecond'), "
-		"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'), "
-		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.messages "
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed'), "
+		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.message_rows "
 		" WHERE status = 'prepared'), -1), "
-		"coalesce((SELECT extract(epoch FROM now() - min(updated_at)) FROM txhub.messages "
-		" WHERE send_status = 'pending'), -1), "
-		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.messages'::regclass)";
+		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
+		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass)";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
-		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.messages";
+		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
 	/* the share of each value among the rows ANALYZE saw */
 	static const char *sql_estimate =
 		"SELECT coalesce(sum(f) FILTER (WHERE v = 'committed'), 0), "
 		"coalesce(sum(f) FILTER (WHERE v = 'rolled_back'), 0) "
 		"FROM pg_stats, unnest(most_common_vals::text::text[], most_common_freqs) AS x(v, f) "
-		"WHERE schemaname = 'txhub' AND tablename = 'messages' AND attname = 'status'";
+		"WHERE schemaname = 'txhub' AND tablename = 'message_rows' AND attname = 'status'";
 	char ms[32];
 	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_ms);
 	const char *p[1] = {ms};
@@ -2043,8 +2100,8 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
                                      store_missing_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
-		"UPDATE txhub.messages AS m SET alerted_at = now() "
-		"FROM (SELECT biz_id, message_key FROM txhub.messages "
+		"UPDATE txhub.message_rows AS m SET alerted_at = now() "
+		"FROM (SELECT biz_id, message_key FROM txhub.message_rows "
 		"WHERE status = 'awaiting_prepare' AND src_partition = ANY($1::int[]) "
 		"AND alerted_at IS NULL AND created_at < now() - $2::bigint * interval '1 millisecond' "
 		"ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) d "
@@ -2125,10 +2182,10 @@ static store_check *check_add(store_check_list *l)
  * table holds); $4 caps each partition's share so one busy partition does
  * not starve the others. */
 static const char *SQL_CLAIM_CHECKS =
-	"UPDATE txhub.messages AS m SET next_check_at = now() + $3::bigint * interval "
+	"UPDATE txhub.message_rows AS m SET next_check_at = now() + $3::bigint * interval "
 	"'1 millisecond' "
 	"FROM (SELECT c.biz_id, c.message_key FROM unnest($1::int[]) AS p(part) "
-	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.messages "
+	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows "
 	"WHERE status = 'prepared' AND src_partition = p.part AND next_check_at <= now() "
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
 	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
@@ -2137,7 +2194,7 @@ static const char *SQL_CLAIM_CHECKS =
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
 	"FROM unnest($1::int[]) AS p(part) CROSS JOIN LATERAL (SELECT next_check_at AS t "
-	"FROM txhub.messages WHERE status = 'prepared' AND src_partition = p.part "
+	"FROM txhub.message_rows WHERE status = 'prepared' AND src_partition = p.part "
 	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
 
 store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
@@ -2216,7 +2273,7 @@ done:
 /* The rows are locked in key order first (the sub-select), the order
  * store_apply() locks in, so the two never deadlock. */
 static const char *SQL_RECORD_CHECKS =
-	"UPDATE txhub.messages AS m SET "
+	"UPDATE txhub.message_rows AS m SET "
 	"status = CASE x.o WHEN 'retry' THEN 'prepared' ELSE x.o END, "
 	"check_attempts = x.n, last_error = coalesce(x.e, m.last_error), "
 	"next_check_at = CASE WHEN x.o = 'retry' THEN now() + x.ms * interval '1 millisecond' "
@@ -2227,7 +2284,7 @@ static const char *SQL_RECORD_CHECKS =
 	"updated_at = now() "
 	"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], "
 	"$6::text[], $7::bigint[]) AS y(b, k, p, n, o, e, ms) "
-	"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+	"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND m.src_partition = ANY($8::int[]) "
