@@ -94,7 +94,11 @@ BEGIN
     EXECUTE 'CREATE FUNCTION txhub.messages_write() RETURNS trigger LANGUAGE plpgsql AS $f$ '
             'BEGIN IF TG_OP = ''INSERT'' THEN INSERT INTO txhub.message_rows (' || sets
             || ') VALUES (' || vals || '); '
-            'ELSE UPDATE txhub.message_rows SET (' || sets || ') = ROW(' || vals || ') '
+            -- made pending again (a redrive or a replay by hand): due on its own,
+            -- without the sequence a mark may cover
+            'ELSE IF NEW.send_status = ''pending'' '
+            'AND OLD.send_status IS DISTINCT FROM ''pending'' THEN NEW.fwd_seq := NULL; END IF; '
+            'UPDATE txhub.message_rows SET (' || sets || ') = ROW(' || vals || ') '
             'WHERE biz_id = OLD.biz_id AND message_key = OLD.message_key; '
             'IF NOT FOUND THEN RETURN NULL; END IF; END IF; RETURN NEW; END $f$';
 END
