@@ -19,7 +19,7 @@
  * first), so that the first grant waits for a hub, or a hub for it, but
  * neither can deadlock the other. */
 static const char *const rls_tables[] = {"partitions", "gaps", "message_rows", "history",
-                                         "rejected", "conflicts"};
+                                         "rejected", "conflicts", "forward_marks"};
 #define NRLS (sizeof rls_tables / sizeof rls_tables[0])
 
 /* What `txhub list/show/status/resolve/redrive` need, for the role (an

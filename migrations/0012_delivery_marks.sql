@@ -35,9 +35,17 @@ CREATE TABLE txhub.forward_marks (
     PRIMARY KEY (topic, partition)
 ) WITH (fillfactor = 50); -- one row per partition, updated in place (HOT) a few times a second
 
--- A tenant's role sees the marks of its control topics, as it sees their partitions.
-ALTER TABLE txhub.forward_marks ENABLE ROW LEVEL SECURITY;
+-- A tenant's role sees the marks of its control topics, as it sees their partitions;
+-- row-level security goes on with the other tables' (the first `txhub tenant grant`,
+-- or now if one was made already).
 CREATE POLICY tenant_read ON txhub.forward_marks FOR SELECT USING (txhub.granted_topic(topic));
+DO $$
+BEGIN
+    IF (SELECT relrowsecurity FROM pg_class WHERE oid = 'txhub.message_rows'::regclass) THEN
+        ALTER TABLE txhub.forward_marks ENABLE ROW LEVEL SECURITY;
+    END IF;
+END
+$$;
 
 -- The due scans. A delivered row stays 'pending' in the table, so the send scans may
 -- not walk send_status = 'pending': rows that wait for their own attempt (a retry, a
