@@ -48,6 +48,21 @@ static void send_commit(h_env *t, const char *biz, const char *mk)
 	h_send_str(t, -1, mk, buf);
 }
 
+/* Prepare and commit keys <prefix><from> .. <prefix><from + n - 1> on t;
+ * vals[i] (when not NULL) the value each is forwarded with. */
+static void send_txs(h_env *t, const char *biz, const char *prefix, int from, int n,
+                     const char *fwd, char (*vals)[160])
+{
+	for (int i = 0; i < n; i++) {
+		char mk[32];
+		snprintf(mk, sizeof mk, "%s%d", prefix, from + i);
+		send_prepare(t, biz, mk, fwd);
+		send_commit(t, biz, mk);
+		if (vals)
+			snprintf(vals[i], sizeof vals[i], "%s@%s", mk, t->topic);
+	}
+}
+
 /* The row of mk: "status/send_status/src_topic". */
 static int wait_row(h_env *e, const char *mk, const char *want)
 {
@@ -57,14 +72,15 @@ static int wait_row(h_env *e, const char *mk, const char *want)
 	return h_wait(e, q, want, WAIT_MS);
 }
 
-/* Every record on fwd; each value is "<key>@<topic>" and each appears once. */
+/* Every record on fwd (total of them): each value of want ("<key>@<topic>")
+ * appears once. */
 static void check_forwarded_once(h_env *e, const char *fwd, const char *const *want, size_t n,
-                                 int committed)
+                                 size_t total, int committed)
 {
 	h_record *r;
 	size_t got = committed ? h_read_topic_committed(e, fwd, 3000, &r)
 	                       : h_read_topic(e, fwd, 2000, &r);
-	cr_assert_eq(got, n, "%zu records on %s, want %zu", got, fwd, n);
+	cr_assert_eq(got, total, "%zu records on %s, want %zu", got, fwd, total);
 	for (size_t k = 0; k < n; k++) {
 		int seen = 0;
 		for (size_t i = 0; i < got; i++)
@@ -166,7 +182,7 @@ Test(topics, a_list_of_topics_each_read_and_forwarded_once, .timeout = 180)
 		snprintf(v[i], sizeof v[i], "%s@%s", keys[i], on[i / 2]->topic);
 		vs[i] = v[i];
 	}
-	check_forwarded_once(&e, fwd, vs, 6, 0);
+	check_forwarded_once(&e, fwd, vs, 6, 6, 0);
 
 	/* the partitions of each topic, taken, in txhub.partitions and status */
 	for (int i = 0; i < 3; i++) {
@@ -248,7 +264,7 @@ Test(topics, a_pattern_reads_topics_made_after_the_start, .timeout = 180)
 	snprintf(v1, sizeof v1, "%s%s", vs[0], one.topic);
 	snprintf(v2, sizeof v2, "%s%s", vs[1], two.topic);
 	const char *want_v[] = {v1, v2};
-	check_forwarded_once(&e, fwd, want_v, 2, 0);
+	check_forwarded_once(&e, fwd, want_v, 2, 2, 0);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
@@ -380,17 +396,8 @@ Test(topics, two_replicas_share_the_partitions_of_two_topics, .timeout = 240)
 	enum { N = 40 };
 	char vals[2 * N][160];
 	const char *want[2 * N];
-	for (int i = 0; i < N; i++) {
-		char mk[32];
-		snprintf(mk, sizeof mk, "a%d", i);
-		send_prepare(&e, "r", mk, fwd);
-		send_commit(&e, "r", mk);
-		snprintf(vals[i], sizeof vals[i], "%s@%s", mk, e.topic);
-		snprintf(mk, sizeof mk, "b%d", i);
-		send_prepare(&b, "r", mk, fwd);
-		send_commit(&b, "r", mk);
-		snprintf(vals[N + i], sizeof vals[N + i], "%s@%s", mk, b.topic);
-	}
+	send_txs(&e, "r", "a", 0, N, fwd, vals);
+	send_txs(&b, "r", "b", 0, N, fwd, vals + N);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "80",
 	                 WAIT_MS));
@@ -409,30 +416,14 @@ Test(topics, two_replicas_share_the_partitions_of_two_topics, .timeout = 240)
 	cr_assert(h_wait(&e, q, want_n, WAIT_MS), "hub 2 did not take hub 1's partitions");
 	cr_assert_geq(h_count(&e, "SELECT sum(epoch) FROM txhub.partitions"), epochs + n1,
 	              "taken over without new epochs");
-	for (int i = N; i < N + 10; i++) {
-		char mk[32];
-		snprintf(mk, sizeof mk, "a%d", i);
-		send_prepare(&e, "r", mk, fwd);
-		send_commit(&e, "r", mk);
-		snprintf(mk, sizeof mk, "b%d", i);
-		send_prepare(&b, "r", mk, fwd);
-		send_commit(&b, "r", mk);
-	}
+	send_txs(&e, "r", "a", N, 10, fwd, NULL);
+	send_txs(&b, "r", "b", N, 10, fwd, NULL);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "100",
 	                 WAIT_MS));
 	for (int i = 0; i < 2 * N; i++)
 		want[i] = vals[i];
-	h_record *r;
-	size_t got = h_read_topic(&e, fwd, 2000, &r);
-	cr_assert_eq(got, 100, "%zu forwarded", got);
-	for (int k = 0; k < 2 * N; k++) {
-		int seen = 0;
-		for (size_t i = 0; i < got; i++)
-			seen += strcmp((const char *)r[i].value, want[k]) == 0;
-		cr_assert_eq(seen, 1, "%s forwarded %d times", want[k], seen);
-	}
-	h_records_free(r, got);
+	check_forwarded_once(&e, fwd, want, 2 * N, 2 * N + 20, 0);
 	cr_assert_eq(h_hub_stop(h2), 0);
 	h_teardown(&e);
 }
@@ -454,16 +445,8 @@ Test(topics, exactly_once_across_two_topics, .timeout = 240)
 	enum { N = 50 };
 	char vals[2 * N][160];
 	const char *want[2 * N];
-	for (int i = 0; i < N; i++) {
-		char mk[32];
-		snprintf(mk, sizeof mk, "m%d", i);
-		send_prepare(&e, "a", mk, fwd);
-		send_commit(&e, "a", mk);
-		snprintf(vals[i], sizeof vals[i], "%s@%s", mk, e.topic);
-		send_prepare(&b, "b", mk, fwd);
-		send_commit(&b, "b", mk);
-		snprintf(vals[N + i], sizeof vals[N + i], "%s@%s", mk, b.topic);
-	}
+	send_txs(&e, "a", "m", 0, N, fwd, vals);
+	send_txs(&b, "b", "m", 0, N, fwd, vals + N);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "100",
 	                 120000));
@@ -475,7 +458,7 @@ Test(topics, exactly_once_across_two_topics, .timeout = 240)
 	                 "8", 120000), "the lanes of both topics did not take their partitions");
 	for (int i = 0; i < 2 * N; i++)
 		want[i] = vals[i];
-	check_forwarded_once(&e, fwd, want, 2 * N, 1);
+	check_forwarded_once(&e, fwd, want, 2 * N, 2 * N, 1);
 	/* the progress topic of a list is txhub.progress, its markers keyed
 	 * per topic; the transactional ids are per (topic, partition) */
 	char log[256], needle[300];
@@ -524,26 +507,6 @@ Test(topics, bad_control_topics_are_refused_with_exit_2, .timeout = 60)
 
 /* ---- migration 0009 on a 0.4.0 database ---- */
 
-static PGconn *fresh_database(const char *name, char *conninfo, size_t sz)
-{
-	const char *base = getenv("TXHUB_PG");
-	cr_assert_not_null(base);
-	PGconn *admin = PQconnectdb(base);
-	cr_assert(PQstatus(admin) == CONNECTION_OK);
-	char q[256];
-	PQclear(PQexec(admin, "SET client_min_messages = warning"));
-	snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", name);
-	PQclear(PQexec(admin, q));
-	snprintf(q, sizeof q, "CREATE DATABASE %s", name);
-	PGresult *r = PQexec(admin, q);
-	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(admin));
-	PQclear(r);
-	PQfinish(admin);
-	snprintf(conninfo, sz, "%s dbname=%s", base, name);
-	PGconn *c = PQconnectdb(conninfo);
-	cr_assert(PQstatus(c) == CONNECTION_OK);
-	return c;
-}
 
 /* What a 0.4.0 hub keeps doing while `txhub migrate` runs: batches that
  * insert new rows (without src_topic, which it does not know) and move
@@ -591,7 +554,7 @@ Test(topics, migration_of_a_040_database_while_its_hub_writes, .timeout = 300)
 	h_setup(&e, "tmig");
 	char name[96], conninfo[700], pg[720];
 	snprintf(name, sizeof name, "%s_old", e.name);
-	PGconn *old = fresh_database(name, conninfo, sizeof conninfo);
+	PGconn *old = h_fresh_database(name, conninfo, sizeof conninfo);
 	/* schema 8, as `txhub migrate` of issue 20 left it, with 200,000 rows
 	 * and the partitions of the one control topic */
 	h_exec(old, "CREATE SCHEMA txhub");
