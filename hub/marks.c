@@ -11,7 +11,7 @@
 #include <string.h>
 
 struct marks_part {
-	int32_t partition;
+	tp_key tp;
 	int frozen;
 	int64_t issued;  /* highest sequence handed over */
 	int64_t written; /* the mark last taken */
@@ -19,10 +19,10 @@ struct marks_part {
 	size_t start, end, cap;
 };
 
-static marks_part *find(marks *m, int32_t partition, int add)
+static marks_part *find(marks *m, tp_key tp, int add)
 {
 	for (size_t i = 0; i < m->n; i++)
-		if (m->parts[i].partition == partition)
+		if (m->parts[i].tp == tp)
 			return &m->parts[i];
 	if (!add)
 		return NULL;
@@ -36,7 +36,7 @@ static marks_part *find(marks *m, int32_t partition, int add)
 	}
 	marks_part *p = &m->parts[m->n++];
 	memset(p, 0, sizeof *p);
-	p->partition = partition;
+	p->tp = tp;
 	return p;
 }
 
@@ -54,9 +54,9 @@ static size_t lower_bound(const marks_part *p, int64_t seq)
 	return lo;
 }
 
-int marks_issue(marks *m, int32_t partition, int64_t seq)
+int marks_issue(marks *m, tp_key tp, int64_t seq)
 {
-	marks_part *p = find(m, partition, 1);
+	marks_part *p = find(m, tp, 1);
 	if (!p)
 		return -1; /* nothing tracked for it: it never gets a mark */
 	if (p->end == p->cap || (p->start > 0 && p->start == p->end)) {
@@ -87,9 +87,9 @@ int marks_issue(marks *m, int32_t partition, int64_t seq)
 	return 0;
 }
 
-void marks_done(marks *m, int32_t partition, int64_t seq)
+void marks_done(marks *m, tp_key tp, int64_t seq)
 {
-	marks_part *p = find(m, partition, 0);
+	marks_part *p = find(m, tp, 0);
 	if (!p || p->start == p->end)
 		return;
 	size_t at = p->seq[p->start] == seq ? p->start : lower_bound(p, seq);
@@ -105,9 +105,9 @@ void marks_done(marks *m, int32_t partition, int64_t seq)
 		p->start = p->end = 0;
 }
 
-void marks_freeze(marks *m, int32_t partition)
+void marks_freeze(marks *m, tp_key tp)
 {
-	marks_part *p = find(m, partition, 1);
+	marks_part *p = find(m, tp, 1);
 	if (p)
 		p->frozen = 1;
 	/* else: never tracked, never marked */
@@ -115,12 +115,12 @@ void marks_freeze(marks *m, int32_t partition)
 
 void marks_freeze_all(marks *m) { m->frozen = 1; }
 
-int marks_frozen(const marks *m, int32_t partition)
+int marks_frozen(const marks *m, tp_key tp)
 {
 	if (m->frozen)
 		return 1;
 	for (size_t i = 0; i < m->n; i++)
-		if (m->parts[i].partition == partition)
+		if (m->parts[i].tp == tp)
 			return m->parts[i].frozen;
 	return 1; /* unknown: nothing vouches for it */
 }
@@ -135,7 +135,7 @@ size_t marks_take(marks *m, store_mark *out, size_t max)
 		int64_t upto = p->start < p->end ? p->seq[p->start] - 1 : p->issued;
 		if (upto <= p->written)
 			continue;
-		out[n].partition = p->partition;
+		out[n].tp = p->tp;
 		out[n].upto = upto;
 		n++;
 		p->written = upto;
@@ -146,7 +146,7 @@ size_t marks_take(marks *m, store_mark *out, size_t max)
 void marks_unsent(marks *m, const store_mark *out, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		marks_part *p = find(m, out[i].partition, 0);
+		marks_part *p = find(m, out[i].tp, 0);
 		if (p && p->written == out[i].upto)
 			p->written = 0; /* taken again next time */
 	}

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "topics.h"
 
 typedef struct marks_part marks_part;
 
@@ -31,21 +32,21 @@ typedef struct {
 
 /* seq (> 0) of partition handed to the producer. Returns 0, or -1 when out
  * of memory (the partition is frozen then). */
-int marks_issue(marks *m, int32_t partition, int64_t seq);
+int marks_issue(marks *m, tp_key tp, int64_t seq);
 
 /* seq of partition reported (delivered, failed or given back); one in
  * flight more than once needs as many reports. Unknown ones are ignored. */
-void marks_done(marks *m, int32_t partition, int64_t seq);
+void marks_done(marks *m, tp_key tp, int64_t seq);
 
 /* Never move partition's mark again (something of it was lost before it
  * reached the producer). */
-void marks_freeze(marks *m, int32_t partition);
+void marks_freeze(marks *m, tp_key tp);
 
 /* Freeze every partition, now and to come. */
 void marks_freeze_all(marks *m);
 
 /* Whether partition is frozen (its deliveries are then recorded per row). */
-int marks_frozen(const marks *m, int32_t partition);
+int marks_frozen(const marks *m, tp_key tp);
 
 /* The marks that moved since the last call, at most max into out; returns
  * how many. They count as written: on a failed write, marks_unsent() puts

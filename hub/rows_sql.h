@@ -12,19 +12,27 @@
 #ifndef TXHUB_ROWS_SQL_H
 #define TXHUB_ROWS_SQL_H
 
-/* The delivery mark of partition expression p (null: none yet). */
-#define SQL_MARK_OF(p) \
-	"(SELECT max(f.upto) FROM txhub.forward_marks f WHERE f.partition = " p ")"
+/* The delivery mark of control topic t, partition p (SQL expressions; null:
+ * none yet). */
+#define SQL_MARK_OF(t, p)                                                         \
+	"(SELECT f.upto FROM txhub.forward_marks f WHERE f.topic = " t " AND f.partition = " p ")"
 
 /* Whether row alias r (of txhub.message_rows) was delivered by its mark. */
-#define SQL_MARKED(r) \
-	"(" r ".send_status = 'pending' AND " r ".fwd_seq <= " SQL_MARK_OF(r ".src_partition") ")"
+#define SQL_MARKED(r)                                                             \
+	"(" r ".send_status = 'pending' AND " r ".fwd_seq <= "                        \
+	SQL_MARK_OF(r ".src_topic", r ".src_partition") ")"
 
 /* send_status as txhub.messages shows it. */
 #define SQL_SEND_STATUS(r) \
 	"CASE WHEN " SQL_MARKED(r) " THEN 'sent' ELSE " r ".send_status END"
 
-/* The partitions that hold pending rows, found by skipping through
+/* The lowest mark of the topics with partition number p (0: none): where
+ * that partition number's range of messages_fwd_seq (src_partition,
+ * fwd_seq) to look at begins. */
+#define SQL_LOWEST_MARK(p) \
+	"coalesce((SELECT min(f.upto) FROM txhub.forward_marks f WHERE f.partition = " p "), 0)"
+
+/* The partition numbers that hold pending rows, found by skipping through
  * messages_fwd_seq (one probe per partition): a recursive CTE named
  * pend_parts(p), to follow WITH RECURSIVE. */
 #define SQL_PENDING_PARTS                                                                   \
@@ -36,12 +44,14 @@
 
 /* The rows operators see as pending, with the columns cols of r (alias r
  * in both branches): those waiting for an attempt of their own, and per
- * partition those above its mark. Needs SQL_PENDING_PARTS in the WITH. */
+ * partition number those above their topic's mark (the range from the
+ * lowest mark of the topics sharing the number). Needs SQL_PENDING_PARTS
+ * in the WITH. */
 #define SQL_PENDING_ROWS(cols)                                                              \
 	"SELECT " cols " FROM txhub.message_rows r WHERE r.send_status = 'pending' "           \
 	"AND r.fwd_seq IS NULL UNION ALL SELECT " cols " FROM pend_parts CROSS JOIN LATERAL "  \
 	"(SELECT * FROM txhub.message_rows x WHERE x.src_partition = pend_parts.p "            \
-	"AND x.send_status = 'pending' AND x.fwd_seq > coalesce(" SQL_MARK_OF("pend_parts.p") \
-	", 0)) r"
+	"AND x.send_status = 'pending' AND x.fwd_seq > " SQL_LOWEST_MARK("pend_parts.p") " "   \
+	"AND NOT coalesce(" SQL_MARKED("x") ", false)) r"
 
 #endif

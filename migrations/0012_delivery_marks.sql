@@ -82,8 +82,8 @@ DECLARE
 BEGIN
     SELECT string_agg(CASE WHEN a.attname = 'send_status'
                       THEN 'CASE WHEN r.send_status = ''pending'' AND r.fwd_seq <= '
-                           '(SELECT max(f.upto) FROM txhub.forward_marks f '
-                           'WHERE f.partition = r.src_partition) THEN ''sent''::text '
+                           '(SELECT f.upto FROM txhub.forward_marks f WHERE f.topic = '
+                           'r.src_topic AND f.partition = r.src_partition) THEN ''sent''::text '
                            'ELSE r.send_status END AS send_status'
                       ELSE 'r.' || quote_ident(a.attname) END, ', ' ORDER BY a.attnum),
            string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),

@@ -11,13 +11,13 @@
 #include "marks.h"
 
 /* The mark marks_take gives for partition p now, or -1 when none moved. */
-static int64_t take_one(marks *m, int32_t p)
+static int64_t take_one(marks *m, tp_key p)
 {
 	store_mark out[64];
 	size_t n = marks_take(m, out, 64);
 	int64_t v = -1;
 	for (size_t i = 0; i < n; i++)
-		if (out[i].partition == p)
+		if (out[i].tp == p)
 			v = out[i].upto;
 	return v;
 }
