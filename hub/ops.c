@@ -616,7 +616,17 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const char **p,
                      int *np, char *since, char *older, char *limit)
 {
-	sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
+	/* the view computes send_status (rows_sql.h): pending rows are taken
+	 * from the indexes that hold them, then read by key (OFFSET 0: so,
+	 * whatever the estimates) */
+	int pending = f->send_status && strcmp(f->send_status, "pending") == 0;
+	if (pending)
+		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM (WITH RECURSIVE " SQL_PENDING_PARTS
+		               " SELECT * FROM (" SQL_PENDING_ROWS("r.biz_id AS pb, r.message_key AS pk")
+		               ") k OFFSET 0) k CROSS JOIN LATERAL (SELECT * FROM txhub.messages v "
+		               "WHERE v.biz_id = k.pb AND v.message_key = k.pk OFFSET 0) m WHERE true");
+	else
+		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
 	if (f->nstatuses > 0) {
 		sbuf_arr_begin(statuses);
 		for (size_t i = 0; i < f->nstatuses; i++)
@@ -625,15 +635,12 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = sbuf_str(statuses);
 		sbuf_printf(sql, " AND status = ANY($%d::text[])", ++*np);
 	}
-	/* the view computes send_status (rows_sql.h): the keys come from the
-	 * table, on the indexes that hold them */
-	if (f->send_status && strcmp(f->send_status, "pending") == 0)
-		sbuf_puts(sql, " AND (biz_id, message_key) IN (WITH RECURSIVE " SQL_PENDING_PARTS
-		               " " SQL_PENDING_ROWS("r.biz_id, r.message_key") ")");
-	else if (f->send_status && strcmp(f->send_status, "failed") == 0)
+	/* failed and sent: the keys come from the table, on the index that holds
+	 * them (failed: messages_stuck) */
+	if (f->send_status && strcmp(f->send_status, "failed") == 0)
 		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT biz_id, message_key "
 		               "FROM txhub.message_rows WHERE send_status = 'failed')");
-	else if (f->send_status)
+	else if (f->send_status && !pending)
 		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT r.biz_id, r.message_key "
 		               "FROM txhub.message_rows r WHERE r.status = 'committed' "
 		               "AND (r.send_status = 'sent' OR " SQL_MARKED("r") "))");

@@ -33,25 +33,28 @@
 	"coalesce((SELECT min(f.upto) FROM txhub.forward_marks f WHERE f.partition = " p "), 0)"
 
 /* The partition numbers that hold pending rows, found by skipping through
- * messages_fwd_seq (one probe per partition): a recursive CTE named
- * pend_parts(p), to follow WITH RECURSIVE. */
+ * messages_fwd_seq (one probe per partition), each with the lowest mark of
+ * its topics: a recursive CTE named pend_parts(p, lo), to follow WITH
+ * RECURSIVE. */
 #define SQL_PENDING_PARTS                                                                   \
 	"pend_seen(p) AS (SELECT min(src_partition) FROM txhub.message_rows "                  \
 	"WHERE send_status = 'pending' UNION ALL SELECT (SELECT min(src_partition) "           \
 	"FROM txhub.message_rows WHERE send_status = 'pending' AND src_partition > pend_seen.p) " \
 	"FROM pend_seen WHERE pend_seen.p IS NOT NULL), "                                      \
-	"pend_parts(p) AS (SELECT p FROM pend_seen WHERE p IS NOT NULL)"
+	"pend_parts(p, lo) AS MATERIALIZED (SELECT p, " SQL_LOWEST_MARK("p") " FROM pend_seen " \
+	"WHERE p IS NOT NULL)"
 
 /* The rows operators see as pending, with the columns cols of r (alias r
  * in both branches): those waiting for an attempt of their own, and per
  * partition number those above their topic's mark (the range from the
- * lowest mark of the topics sharing the number). Needs SQL_PENDING_PARTS
- * in the WITH. */
+ * lowest mark of the topics sharing the number; OFFSET 0 keeps it a range
+ * scan per partition, never a join over the whole index). Needs
+ * SQL_PENDING_PARTS in the WITH. */
 #define SQL_PENDING_ROWS(cols)                                                              \
 	"SELECT " cols " FROM txhub.message_rows r WHERE r.send_status = 'pending' "           \
 	"AND r.fwd_seq IS NULL UNION ALL SELECT " cols " FROM pend_parts CROSS JOIN LATERAL "  \
 	"(SELECT * FROM txhub.message_rows x WHERE x.src_partition = pend_parts.p "            \
-	"AND x.send_status = 'pending' AND x.fwd_seq > " SQL_LOWEST_MARK("pend_parts.p") " "   \
-	"AND NOT coalesce(" SQL_MARKED("x") ", false)) r"
+	"AND x.send_status = 'pending' AND x.fwd_seq > pend_parts.lo "                         \
+	"AND NOT coalesce(" SQL_MARKED("x") ", false) OFFSET 0) r"
 
 #endif
