@@ -895,16 +895,7 @@ static void *write_reports(void *arg)
 			}
 		free(fw->queue.items);
 		fw->queue = l;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t d = backoff_delay(++failures, 200, 5000, backoff_random());
-		ts.tv_sec += (time_t)(d / 1000);
-		ts.tv_nsec += (long)(d % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
+		timed_wait(fw, backoff_delay(++failures, 200, 5000, backoff_random()));
 	}
 	pthread_mutex_unlock(&fw->mu);
 	return NULL;
