@@ -668,10 +668,11 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	for (size_t i = 0; i < total && !d.failed; i += per) {
 		size_t k = total - i < per ? total - i : per;
 		batch_node *node = calloc(1, sizeof *node);
-		store_stats stats;
+		store_stats stats = {0};
 		store_rc rc = node ? store_apply(a, topic, recs + i, k, own, (size_t)parts, &node->l,
 		                                 &stats, NULL, NULL, err, sizeof err)
 		                   : STORE_RETRY;
+		store_stats_free(&stats);
 		if (rc != STORE_OK) {
 			fprintf(stderr, "txhub bench: PostgreSQL ceiling: %s\n", err);
 			d.failed = 1;

@@ -76,6 +76,7 @@ static store_rc apply1(store *st, const char *topic, store_record *r, const stor
 	                          sizeof err);
 	cr_assert(rc == STORE_OK || rc == STORE_FENCED, "apply: %s", err);
 	store_forward_list_clear(&out);
+	store_stats_free(&stats);
 	return rc;
 }
 
@@ -126,6 +127,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	store_stats stats;
 	cr_assert_eq(store_apply(t.a, e.topic, both, 2, a_own, 2, &out, &stats, &lost, &nlost, e2,
 	                         sizeof e2), STORE_FENCED);
+	store_stats_free(&stats);
 	cr_assert_eq(nlost, 1);
 	cr_assert_eq(lost[0], 0);
 	free(lost);
