@@ -521,3 +521,54 @@ Test(fold, many_keys_in_one_batch)
 	for (int i = 0; i < 2 * N; i++)
 		envelope_free(&r[i].env);
 }
+
+/* A record for the tenant tests: envelope json of tenant tn. */
+static void tenant_rec(store_record *r, const char *json, const char *tn)
+{
+	memset(r, 0, sizeof *r);
+	r->valid = envelope_parse(json, strlen(json), 1 << 20, &r->env, r->reason,
+	                          sizeof r->reason) == 0;
+	cr_assert(r->valid, "%s", r->reason);
+	snprintf(r->tenant, sizeof r->tenant, "%s", tn);
+}
+
+Test(fold, a_record_for_another_tenants_message_is_a_conflict_with_enforcement)
+{
+	/* one batch: team-a makes m, team-b's commit of it conflicts, team-a's applies;
+	 * a stored message of no tenant takes team-b's rollback */
+	store_record r[4];
+	tenant_rec(&r[0], P("m", "p"), "team-a");
+	tenant_rec(&r[1], "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"m\"}",
+	           "team-b");
+	tenant_rec(&r[2], "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"m\"}",
+	           "team-a");
+	tenant_rec(&r[3], "{\"type\":\"rollback\",\"biz_id\":\"shop\",\"message_key\":\"old\"}",
+	           "team-b");
+	for (int enforce = 0; enforce < 2; enforce++) {
+		fold f;
+		cr_assert_eq(fold_begin(&f, r, 4), 0);
+		fold_set_current(fold_find(&f, "shop", "old"),
+		                 (rules_state){STATUS_PREPARED, DECISION_NONE}, NULL);
+		f.enforce = enforce;
+		fold_run(&f);
+		cr_assert_str_eq(f.keys[0].tenant, "team-a", "the row's tenant is its maker's");
+		cr_assert_eq(f.keys[1].tenant[0], '\0');
+		cr_assert_eq(f.outcome[3], METRICS_APPLIED);
+		if (enforce) {
+			cr_assert_eq(f.nconflicts, 1);
+			cr_assert_eq(f.conflicts[0].rec, 1);
+			cr_assert(f.conflicts[0].foreign);
+			cr_assert_str_eq(f.conflicts[0].detail, "the message belongs to another tenant");
+			cr_assert_eq(f.outcome[1], METRICS_CONFLICT);
+			cr_assert_eq(f.outcome[2], METRICS_APPLIED); /* its own: committed by it */
+		} else {
+			cr_assert_eq(f.nconflicts, 0);
+			cr_assert_eq(f.outcome[1], METRICS_APPLIED);
+			cr_assert_eq(f.outcome[2], METRICS_DUPLICATE);
+		}
+		cr_assert_eq(f.keys[0].state.status, STATUS_COMMITTED);
+		fold_free(&f);
+	}
+	for (int i = 0; i < 4; i++)
+		envelope_free(&r[i].env);
+}
