@@ -673,6 +673,11 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	}
 	in->cfg = cfg;
 	enforce_init(&in->tenants, config_tenants_enforce(cfg));
+	if (topics_parse(cfg->control_topic, &in->topics, err, errsz) != 0)
+		goto fail;
+	if (config_exactly_once(cfg))
+		topics_progress_name(&in->topics, cfg->forward_progress_topic, in->progress,
+		                     sizeof in->progress);
 	in->hooks = hooks;
 	in->owned = owned;
 	in->self = *self;
@@ -724,8 +729,14 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	rd_kafka_poll_set_consumer(in->rk);
-	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
-	rd_kafka_topic_partition_list_add(topics, cfg->control_topic, RD_KAFKA_PARTITION_UA);
+	/* a pattern goes to librdkafka as it is: topics created later that
+	 * match it are assigned after a metadata refresh */
+	rd_kafka_topic_partition_list_t *topics =
+		rd_kafka_topic_partition_list_new(in->topics.pattern ? 1 : (int)in->topics.n);
+	if (in->topics.pattern)
+		rd_kafka_topic_partition_list_add(topics, in->topics.source, RD_KAFKA_PARTITION_UA);
+	for (size_t i = 0; i < in->topics.n; i++)
+		rd_kafka_topic_partition_list_add(topics, in->topics.names[i], RD_KAFKA_PARTITION_UA);
 	rd_kafka_resp_err_t e = rd_kafka_subscribe(in->rk, topics);
 	rd_kafka_topic_partition_list_destroy(topics);
 	if (e) {
@@ -739,8 +750,10 @@ fail:
 		rd_kafka_destroy(in->rk);
 	if (in && in->done)
 		rd_kafka_topic_partition_list_destroy(in->done);
-	if (in)
+	if (in) {
 		free(in->metadata);
+		topics_free(&in->topics);
+	}
 	free(in);
 	return NULL;
 }
@@ -772,7 +785,8 @@ void intake_set_rules(intake *in, const tenant_rules *rules)
 static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 {
 	int was_valid = r->valid;
-	enforce_record(&in->tenants, rd_kafka_topic_name(m->rkt), r);
+	const char *topic = r->src_topic ? r->src_topic : rd_kafka_topic_name(m->rkt);
+	enforce_record(&in->tenants, topic, r);
 	if (was_valid && !r->valid) {
 		char ek[128];
 		log_about about = {NULL, NULL, m->partition};
@@ -792,15 +806,22 @@ int intake_judge(intake *in, intake_batch *b)
 	return 1;
 }
 
-static void validate(const txhub_config *cfg, store_record *r)
+/* A forward into a control topic (any of them) would come back as an
+ * envelope, and one into the progress topic would corrupt the markers. */
+static void validate(const intake *in, store_record *r)
 {
-	if (envelope_parse(r->value, r->value_len, (size_t)cfg->envelope_max_bytes, &r->env,
+	if (envelope_parse(r->value, r->value_len, (size_t)in->cfg->envelope_max_bytes, &r->env,
 	                   r->reason, sizeof r->reason) != 0) {
 		r->valid = 0;
 		return;
 	}
-	if (r->env.forward_topic && strcmp(r->env.forward_topic, cfg->control_topic) == 0) {
-		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names the control topic");
+	const char *ft = r->env.forward_topic;
+	const char *named = !ft ? NULL
+	                    : topics_match(&in->topics, ft) ? "a control topic"
+	                    : *in->progress && strcmp(ft, in->progress) == 0 ? "the progress topic"
+	                    : NULL;
+	if (named) {
+		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names %s", named);
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;
@@ -848,13 +869,15 @@ void intake_poll(intake *in, intake_batch *b)
 		}
 		store_record *r = &b->recs[b->n];
 		memset(r, 0, sizeof *r);
+		r->src_topic = topic_intern(rd_kafka_topic_name(m->rkt));
+		r->tp = tp_of(r->src_topic, m->partition);
 		r->partition = m->partition;
 		r->offset = m->offset;
 		r->key = m->key;
 		r->key_len = m->key_len;
 		r->value = m->payload;
 		r->value_len = m->len;
-		validate(in->cfg, r);
+		validate(in, r);
 		if (!r->valid) {
 			char ek[128];
 			log_about about = {NULL, NULL, m->partition};
@@ -883,6 +906,7 @@ void intake_close(intake *in)
 	free(in->slots);
 	free(in->refused);
 	enforce_clear(&in->tenants);
+	topics_free(&in->topics);
 	free(in);
 }
 

@@ -7,6 +7,7 @@
 
 #include "enforce.h"
 #include "intake.h"
+#include "topics.h"
 
 /* Offsets done are committed at most this often ... */
 #define COMMIT_EVERY_MS 1000
@@ -38,6 +39,8 @@ struct intake {
 	rd_kafka_t *rk;
 	rd_kafka_queue_t *queue;
 	const txhub_config *cfg;
+	topics_spec topics; /* the control topics (cfg->control_topic, fixed while running) */
+	char progress[300]; /* exactly_once: the progress topic; "": none */
 	intake_hooks hooks;
 	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
 	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */

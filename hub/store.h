@@ -13,6 +13,7 @@
 #include "config.h"
 #include "envelope.h"
 #include "metrics.h"
+#include "topics.h"
 
 typedef struct store store;
 
@@ -38,6 +39,9 @@ typedef struct {
 /* One control-topic record of a batch. The byte pointers belong to the
  * caller (intake keeps the Kafka message alive until the batch is done). */
 typedef struct {
+	const char *src_topic; /* the control topic it arrived on: interned (topics.h), never
+	                        * freed per record; the tenant rules trust this, never the envelope */
+	tp_key tp;             /* (src_topic, partition) */
 	int32_t partition;
 	int64_t offset;
 	const void *key;
