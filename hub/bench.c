@@ -396,7 +396,6 @@ static void *verify(void *arg)
 static int define_tenants(const txhub_config *cfg, const opts *o)
 {
 	static const char *sql =
-		"WITH d AS (DELETE FROM txhub.tenants WHERE name LIKE 'bench-%') "
 		"INSERT INTO txhub.tenants (name, control_topics, biz_ids, forward_topics) "
 		"SELECT 'bench-' || i, "
 		"CASE WHEN i = 0 THEN ARRAY[$1] ELSE ARRAY[$1 || '.t' || i] END, "
@@ -408,9 +407,17 @@ static int define_tenants(const txhub_config *cfg, const opts *o)
 	snprintf(n, sizeof n, "%d", o->tenants);
 	const char *p[3] = {cfg->control_topic, o->forward_topic, n};
 	PGconn *c = PQconnectdb(cfg->pg);
+	/* (one statement could not delete and insert the same names) */
 	PGresult *r = PQstatus(c) == CONNECTION_OK
-	                  ? PQexecParams(c, sql, 3, NULL, p, NULL, NULL, 0) : NULL;
+	                  ? PQexec(c, "BEGIN; DELETE FROM txhub.tenants WHERE name LIKE 'bench-%'")
+	                  : NULL;
 	int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	r = ok ? PQexecParams(c, sql, 3, NULL, p, NULL, NULL, 0) : NULL;
+	ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	r = ok ? PQexec(c, "COMMIT") : NULL;
+	ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
 	if (!ok)
 		fprintf(stderr, "txhub bench: defining %d tenants: %s", o->tenants, PQerrorMessage(c));
 	PQclear(r);
