@@ -477,6 +477,74 @@ static void hub_usage(pid_t pid, double *cpu_s, double *rss_mib)
 		fclose(f);
 }
 
+/* What PostgreSQL wrote, read before and after a run (issue 22's figures):
+ * the cluster's WAL position, and txhub.messages' row versions (inserts,
+ * updates, HOT updates), dead tuples and sizes from the statistics views.
+ * The views are updated by each session when its transaction ends (at
+ * most once a second) and when it exits: read after the hub stopped, they
+ * hold everything it did; against a hub that keeps running (--hub-pid)
+ * its last second may be missing. */
+typedef struct {
+	int ok;
+	double wal;                  /* bytes since 0/0 */
+	int64_t ins, upd, hot, dead; /* pg_stat_user_tables of txhub.messages */
+	int64_t heap, index;         /* bytes: the table, its indexes */
+} pg_counters;
+
+static void pg_counters_read(const txhub_config *cfg, pg_counters *c)
+{
+	memset(c, 0, sizeof *c);
+	PGconn *conn = PQconnectdb(cfg->pg);
+	PGresult *r = PQstatus(conn) != CONNECTION_OK ? NULL
+	    : PQexec(conn, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, "
+	                   "s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_dead_tup, "
+	                   "pg_relation_size(s.relid), pg_indexes_size(s.relid) "
+	                   "FROM pg_stat_user_tables s WHERE s.relid = 'txhub.messages'::regclass");
+	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		c->wal = strtod(PQgetvalue(r, 0, 0), NULL);
+		c->ins = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+		c->upd = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+		c->hot = strtoll(PQgetvalue(r, 0, 3), NULL, 10);
+		c->dead = strtoll(PQgetvalue(r, 0, 4), NULL, 10);
+		c->heap = strtoll(PQgetvalue(r, 0, 5), NULL, 10);
+		c->index = strtoll(PQgetvalue(r, 0, 6), NULL, 10);
+		c->ok = 1;
+	} else {
+		fprintf(stderr, "txhub bench: cannot read PostgreSQL's statistics: %s",
+		        r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
+	}
+	PQclear(r);
+	PQfinish(conn);
+}
+
+/* The "pg" object of the report: per transaction of the run, what
+ * PostgreSQL wrote between a and b; NULL when either read failed. */
+static cJSON *pg_written(const pg_counters *a, const pg_counters *b, int64_t count)
+{
+	if (!a->ok || !b->ok || count <= 0)
+		return NULL;
+	double n = (double)count;
+	int64_t upd = b->upd - a->upd, hot = b->hot - a->hot;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "wal_bytes_per_tx", (b->wal - a->wal) / n);
+	cJSON_AddNumberToObject(j, "row_versions_per_tx", (double)(b->ins - a->ins + upd) / n);
+	cJSON_AddNumberToObject(j, "inserts", (double)(b->ins - a->ins));
+	cJSON_AddNumberToObject(j, "updates", (double)upd);
+	cJSON_AddNumberToObject(j, "hot_updates", (double)hot);
+	cJSON_AddNumberToObject(j, "hot_share", upd > 0 ? (double)hot / (double)upd : 0);
+	cJSON_AddNumberToObject(j, "dead_tuples_at_end", (double)b->dead);
+	cJSON_AddNumberToObject(j, "heap_bytes_per_tx", (double)(b->heap - a->heap) / n);
+	cJSON_AddNumberToObject(j, "index_bytes_per_tx", (double)(b->index - a->index) / n);
+	fprintf(stderr, "bench: PostgreSQL wrote per transaction %.0f WAL bytes, %.2f row versions "
+	                "of txhub.messages (%.0f%% of %lld updates HOT), %.0f heap and %.0f index "
+	                "bytes; %lld dead tuples at the end\n",
+	        (b->wal - a->wal) / n, (double)(b->ins - a->ins + upd) / n,
+	        upd > 0 ? 100.0 * (double)hot / (double)upd : 0.0, (long long)upd,
+	        (double)(b->heap - a->heap) / n, (double)(b->index - a->index) / n,
+	        (long long)b->dead);
+	return j;
+}
+
 /* Wait until the hub holds every partition of the control topic in
  * txhub.partitions (it has joined and taken them). */
 static int wait_hub_ready(const txhub_config *cfg, pid_t pid, int partitions)
@@ -619,7 +687,7 @@ static void *deliver(void *arg)
 		for (size_t i = 0; r && i < b->l.n; i++) {
 			r[i].biz_id = b->l.items[i].biz_id;
 			r[i].message_key = b->l.items[i].message_key;
-			r[i].partition = b->l.items[i].src_partition;
+			r[i].tp = b->l.items[i].src_tp;
 			r[i].ok = 1;
 		}
 		if (!r || store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, 0, NULL, err,
@@ -637,7 +705,8 @@ static void *deliver(void *arg)
 /* The envelopes of the ceiling's n transactions (prepare and commit each),
  * parsed, in the order a hub would read them: the pairs of a partition
  * next to each other. */
-static store_record *ceiling_records(const opts *o, int64_t n, int parts, char ***texts)
+static store_record *ceiling_records(const opts *o, const char *topic, int64_t n, int parts,
+                                     char ***texts)
 {
 	store_record *recs = calloc((size_t)(2 * n), sizeof *recs);
 	*texts = calloc((size_t)(2 * n), sizeof **texts);
@@ -664,7 +733,9 @@ static store_record *ceiling_records(const opts *o, int64_t n, int parts, char *
 				snprintf(t, len, "{\"type\":\"commit\",\"biz_id\":\"bench-ceiling-%s\","
 				                 "\"message_key\":\"%lld\"}", o->run, (long long)i);
 			store_record *r = &recs[2 * i + s];
+			r->src_topic = topic_intern(topic);
 			r->partition = (int32_t)(i % parts);
+			r->tp = tp_of(topic, r->partition);
 			r->offset = offset[r->partition]++;
 			r->value = t;
 			r->value_len = strlen(t);
@@ -702,14 +773,14 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	int64_t n = o->ceiling_tx;
 	int parts = o->partitions;
 	char **texts = NULL;
-	store_record *recs = ceiling_records(o, n, parts, &texts);
+	store_record *recs = ceiling_records(o, topic, n, parts, &texts);
 	store *a = store_connect(&c, err, sizeof err), *b = a ? store_connect(&c, err, sizeof err) : NULL;
-	int32_t *ps = calloc((size_t)parts, sizeof *ps);
+	tp_key *ps = calloc((size_t)parts, sizeof *ps);
 	store_owned *own = calloc((size_t)parts, sizeof *own);
 	int64_t *next = calloc((size_t)parts, sizeof *next);
 	double rate = -1;
 	for (int p = 0; ps && p < parts; p++)
-		ps[p] = p;
+		ps[p] = tp_of(topic, p);
 	if (!recs || !texts || !a || !b || !ps || !own || !next ||
 	    store_take_partitions(a, "bench", "bench", ps, (size_t)parts, own, next, NULL, err,
 	                          sizeof err) != STORE_OK) {
@@ -726,7 +797,7 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 		size_t k = total - i < per ? total - i : per;
 		batch_node *node = calloc(1, sizeof *node);
 		store_stats stats = {0};
-		store_rc rc = node ? store_apply(a, topic, recs + i, k, own, (size_t)parts, &node->l,
+		store_rc rc = node ? store_apply(a, recs + i, k, own, (size_t)parts, &node->l,
 		                                 &stats, NULL, NULL, err, sizeof err)
 		                   : STORE_RETRY;
 		store_stats_free(&stats);
@@ -908,6 +979,7 @@ typedef struct {
 	int64_t start_us, end_us;
 	double hub_cpu_s, hub_rss_mib, ceiling_pg, ceiling_kafka;
 	int64_t broker_deleted; /* records of this run the broker deleted from the control topic */
+	pg_counters pg_before, pg_after;
 } results;
 
 static int report(const verifier *v, const results *r)
@@ -947,6 +1019,9 @@ static int report(const verifier *v, const results *r)
 	               : r->ceiling_kafka < 0 || r->ceiling_pg < r->ceiling_kafka ? r->ceiling_pg
 	                                                                        : r->ceiling_kafka;
 	add_num(j, "ratio_to_ceiling", tps > 0 && lower > 0 ? tps / lower : -1);
+	cJSON *pg = pg_written(&r->pg_before, &r->pg_after, o->count);
+	if (pg)
+		cJSON_AddItemToObject(j, "pg", pg);
 	cJSON *s = cJSON_AddObjectToObject(j, "settings");
 	cJSON_AddNumberToObject(s, "payload_bytes", o->payload_bytes);
 	cJSON_AddNumberToObject(s, "rollback_pct", o->rollback_pct);
@@ -1031,9 +1106,33 @@ static void verifier_free(verifier *v)
 	free(v->start);
 }
 
-int bench_main(const txhub_config *cfg, int argc, char **args, char **hub_args)
+/* The bench produces to one control topic: the first of a list. */
+static int bench_topic(const txhub_config *given, txhub_config *cfg, char *topic, size_t topicsz)
+{
+	topics_spec s;
+	char err[256];
+	*cfg = *given;
+	if (topics_parse(given->control_topic, &s, err, sizeof err) != 0 || s.pattern) {
+		fprintf(stderr, "txhub bench: control_topic: %s\n",
+		        s.pattern ? "a pattern names no topic to produce to; give the bench one topic "
+		                    "or a list (it uses the first)" : err);
+		topics_free(&s);
+		return -1;
+	}
+	snprintf(topic, topicsz, "%s", s.names[0]);
+	cfg->control_topic = topic;
+	topics_free(&s);
+	return 0;
+}
+
+int bench_main(const txhub_config *given, int argc, char **args, char **hub_args)
 {
 	opts o;
+	txhub_config one;
+	const txhub_config *cfg = &one;
+	char topic[300];
+	if (bench_topic(given, &one, topic, sizeof topic) != 0)
+		return 2;
 	int p = parse(cfg, argc, args, &o);
 	if (p != 0)
 		return p > 0 ? 0 : 2;
@@ -1049,7 +1148,9 @@ int bench_main(const txhub_config *cfg, int argc, char **args, char **hub_args)
 	char *payload = make_payload(o.payload_bytes);
 	verifier v;
 	memset(&v, 0, sizeof v);
-	results r = {0, 0, -1, -1, -1, -1, 0};
+	results r;
+	memset(&r, 0, sizeof r);
+	r.hub_cpu_s = r.hub_rss_mib = r.ceiling_pg = r.ceiling_kafka = -1;
 	pid_t hub = 0;
 	int status = 1;
 	int64_t *cstart = NULL; /* the control topic's ends before this run: where its records start */
@@ -1086,6 +1187,7 @@ int bench_main(const txhub_config *cfg, int argc, char **args, char **hub_args)
 	double cpu0 = 0, rss;
 	if (o.hub_pid)
 		hub_usage(o.hub_pid, &cpu0, &rss);
+	pg_counters_read(cfg, &r.pg_before);
 	pthread_t th;
 	pthread_create(&th, NULL, verify, &v);
 	r.start_us = now_us();
@@ -1126,6 +1228,7 @@ int bench_main(const txhub_config *cfg, int argc, char **args, char **hub_args)
 		stop_hub(hub);
 		hub = 0;
 	}
+	pg_counters_read(cfg, &r.pg_after); /* before the ceilings write their own rows */
 	if (o.ceilings && !signals_stop_requested()) {
 		fprintf(stderr, "bench: measuring the PostgreSQL ceiling (%lld tx)\n",
 		        (long long)o.ceiling_tx);

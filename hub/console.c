@@ -25,6 +25,7 @@
 #include "log.h"
 #include "migrate.h"
 #include "signals.h"
+#include "tenant_ops.h"
 
 /* Every reply carries these, the server's own 404/405/413 included: no
  * script but our own file, nothing inline, no framing, no referrer. */
@@ -58,11 +59,12 @@ typedef struct {
 
 static const char *const P_NONE[] = {NULL};
 static const char *const P_NEXT[] = {"next", NULL};
-static const char *const P_STUCK[] = {"biz", "age", "limit", NULL};
+static const char *const P_STUCK[] = {"biz", "age", "limit", "tenant", NULL};
 static const char *const P_MESSAGE[] = {"biz", "key", "view", NULL};
 static const char *const P_REJECTED[] = {"id", "before", "limit", "view", NULL};
 static const char *const P_CONFLICTS[] = {"biz", "key", "before", "limit", NULL};
-static const char *const P_SEARCH[] = {"biz", "key", "limit", NULL};
+static const char *const P_SEARCH[] = {"biz", "key", "limit", "tenant", NULL};
+static const char *const P_TENANTS[] = {"name", NULL};
 static const char *const F_LOGIN[] = {"name", "token", "nonce", "next", NULL};
 static const char *const F_LOGOUT[] = {"csrf", NULL};
 static const char *const F_ACTION[] = {"csrf", "action", "reason", "sel", "back", NULL};
@@ -82,6 +84,7 @@ static const console_route routes[] = {
 	{"GET", "/rejected", page_rejected, 0, P_REJECTED, NULL},
 	{"GET", "/conflicts", page_conflicts, 0, P_CONFLICTS, NULL},
 	{"GET", "/search", page_search, 0, P_SEARCH, NULL},
+	{"GET", "/tenants", page_tenants, 0, P_TENANTS, NULL},
 	{"POST", "/actions", action_messages, R_FORM, F_ACTION, F_REPEAT_SEL},
 	{"GET", "/static/", serve_asset, R_PUBLIC, P_NONE, NULL},
 };
@@ -150,6 +153,12 @@ void console_ops_error(console_req *q, ops_rc rc, const char *err)
 	console_error(q, 503, "PostgreSQL: %s", err);
 }
 
+void console_no_message(const char *biz_id, const char *message_key, char *err, size_t errsz)
+{
+	snprintf(err, errsz, "no message with biz_id \"%s\" and message_key \"%s\"", biz_id,
+	         message_key);
+}
+
 struct pg_conn *console_conn(console_req *q)
 {
 	char err[1024];
@@ -162,6 +171,29 @@ struct pg_conn *console_conn(console_req *q)
 void console_conn_done(console_req *q, struct pg_conn *conn)
 {
 	console_db_give(q->c->db, conn);
+}
+
+const char *console_scope(const console_req *q)
+{
+	return q->sess.tenant[0] ? q->sess.tenant : NULL;
+}
+
+int console_tenant_param(console_req *q, const char *name, const char **out)
+{
+	char why[256];
+	*out = console_param(q, name);
+	if (!*out)
+		return 0;
+	if (console_scope(q)) {
+		console_error(q, 400, "parameter %s: a console token of a tenant sees that tenant only",
+		              name);
+		return -1;
+	}
+	if (tenant_name_check(*out, why, sizeof why) != 0) {
+		console_error(q, 400, "parameter %s: %s", name, why);
+		return -1;
+	}
+	return 0;
 }
 
 void console_actor(const console_req *q, char *out, size_t outsz)
@@ -213,7 +245,7 @@ int console_id_param(console_req *q, const char *name, const char *field, size_t
 const char *console_local_path(const char *v)
 {
 	static const char *const pages[] = {"/overview", "/stuck", "/message", "/rejected",
-	                                    "/conflicts", "/search", NULL};
+	                                    "/conflicts", "/search", "/tenants", NULL};
 	if (!v || strlen(v) > 2048)
 		return NULL;
 	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
@@ -254,6 +286,36 @@ static void to_login(console_req *q)
 	console_redirect(q, 302, loc.oom || target.oom ? "/login" : sbuf_str(&loc));
 	sbuf_free(&loc);
 	sbuf_free(&target);
+}
+
+/* A session a tenant's token opened lives only as long as the token does:
+ * asked of PostgreSQL on every request but the public ones (the login
+ * page, the static files), so a revoked token, or a tenant removed or
+ * disabled, ends its sessions at their next request. Returns 0 when the
+ * request may go on (the session ended: as if there were none), or -1
+ * after answering 503. */
+static int check_scope(console_req *q)
+{
+	char err[1024];
+	struct pg_conn *conn = console_conn(q);
+	if (!conn)
+		return -1;
+	ops_rc rc = tenant_token_live(conn, q->sess.token_id, q->sess.tenant, err, sizeof err);
+	console_conn_done(q, conn);
+	if (rc == OPS_NOT_FOUND) {
+		log_info("console: the session of console:%s (tenant %s) ended: %s", q->sess.name,
+		         q->sess.tenant, err);
+		console_session_end(q->c->sessions, q->sid);
+		q->logged_in = 0;
+		q->sid[0] = '\0';
+		memset(&q->sess, 0, sizeof q->sess);
+		return 0;
+	}
+	if (rc != OPS_OK) {
+		console_ops_error(q, rc, err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Refuse a request that has no live session. Returns 0 when it may go on. */
@@ -329,6 +391,8 @@ static void dispatch(void *opaque, const http_request *req, http_reply *reply)
 		console_error(&q, 400, "%s", err);
 		return;
 	}
+	if (q.logged_in && console_scope(&q) && !(b->rt->flags & R_PUBLIC) && check_scope(&q) != 0)
+		return;
 	if (need_session(&q, b->rt) != 0)
 		return;
 	if ((b->rt->flags & R_FORM) && check_form(&q, b->rt) != 0) {

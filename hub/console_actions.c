@@ -15,18 +15,50 @@
 #include "console_int.h"
 #include "envelope.h"
 #include "log.h"
+#include "tenant_ops.h"
 
 #define SESSION_COOKIE "txhub_session"
 
 /* ---- login and logout ---- */
 
-/* The token of a login as name (checked) from this request's address,
- * through the throttle (console_throttle.h): 1 when it is the console's,
- * else 0 after answering 429 (the address must wait: its token is not
- * looked at) or 401. The one place console.token is compared. */
-static int login_token_ok(console_req *q, const char *name, const char *token, const char *next)
+/* Who a login's token makes the session: console.token the global one
+ * (compared in constant time, here and nowhere else), a tenant's token
+ * (looked up by its SHA-256 in txhub.tenant_tokens: tenant_ops.h) one
+ * scoped to that tenant, when the tenant is enabled. */
+typedef struct {
+	char tenant[CONSOLE_TENANT_MAX + 1]; /* "" for console.token */
+	int64_t token_id;
+} login_scope;
+
+/* 1 when token is the console's or an enabled tenant's (*who says which);
+ * 0 when it is neither; -1 when PostgreSQL could not be asked (err). */
+static int token_match(console_req *q, const char *token, login_scope *who, char *err,
+                       size_t errsz)
 {
-	char line[CONSOLE_THROTTLE_LINE], retry[32], msg[160];
+	memset(who, 0, sizeof *who);
+	if (console_token_equal(token, q->c->cfg->console_token))
+		return 1;
+	if (!token || !*token)
+		return 0;
+	struct pg_conn *conn = console_db_take(q->c->db, err, errsz);
+	if (!conn)
+		return -1;
+	ops_rc rc = tenant_token_lookup(conn, token, who->tenant, sizeof who->tenant, &who->token_id,
+	                                err, errsz);
+	console_db_give(q->c->db, conn);
+	return rc == OPS_OK ? 1 : rc == OPS_NOT_FOUND ? 0 : -1;
+}
+
+/* The token of a login as name (checked) from this request's address,
+ * through the throttle (console_throttle.h), which counts a wrong token
+ * the same whether it was meant as the console's or a tenant's: 1 when it
+ * logs in (*who: as whom), else 0 after answering 429 (the address must
+ * wait: its token is not looked at), 401, or 503 (PostgreSQL could not
+ * say; counted as a wrong try, the throttle having counted it first). */
+static int login_token_ok(console_req *q, const char *name, const char *token, const char *next,
+                          login_scope *who)
+{
+	char line[CONSOLE_THROTTLE_LINE], retry[32], msg[160], err[1024];
 	const char *peer = http_peer(q->req);
 	int64_t wait = console_throttle_begin(q->c->throttle, peer, clock_ms(), line);
 	if (line[0])
@@ -39,13 +71,15 @@ static int login_token_ok(console_req *q, const char *name, const char *token, c
 		page_login_form(q, 429, msg, next);
 		return 0;
 	}
-	int ok = console_token_equal(token, q->c->cfg->console_token);
-	console_throttle_end(q->c->throttle, peer, ok, name, clock_ms(), line);
+	int ok = token_match(q, token, who, err, sizeof err);
+	console_throttle_end(q->c->throttle, peer, ok == 1, name, clock_ms(), line);
 	if (line[0])
 		log_warn("%s", line);
-	if (!ok)
-		page_login_form(q, 401, "That token is not the console's token.", next);
-	return ok;
+	if (ok < 0)
+		console_text(q, 503, "the token cannot be checked now: %s", err);
+	else if (!ok)
+		page_login_form(q, 401, "That token is not the console's token nor a tenant's.", next);
+	return ok == 1;
 }
 
 void action_login(console_req *q)
@@ -54,6 +88,8 @@ void action_login(console_req *q)
 	const char *next_in = form_get(&q->form, "next");
 	const char *next = console_local_path(next_in);
 	char err[256], id[CONSOLE_SECRET_HEX + 1], cookie[256];
+	login_scope who;
+	memset(&who, 0, sizeof who);
 	if (next_in && *next_in && !next) {
 		console_text(q, 400, "field next: not a page of this console");
 		return;
@@ -62,9 +98,10 @@ void action_login(console_req *q)
 		page_login_form(q, 400, err, next);
 		return;
 	}
-	if (!q->c->open_mode && !login_token_ok(q, name, token, next))
+	if (!q->c->open_mode && !login_token_ok(q, name, token, next, &who))
 		return;
-	if (console_session_create(q->c->sessions, name, clock_ms(), id) != 0) {
+	if (console_session_create_scoped(q->c->sessions, name, who.tenant, who.token_id, clock_ms(),
+	                                  id) != 0) {
 		console_text(q, 503, "no random bytes to be had for a session");
 		return;
 	}
@@ -74,7 +111,11 @@ void action_login(console_req *q)
 	http_reply_header(q->reply, "Set-Cookie", cookie);
 	http_reply_header(q->reply, "Set-Cookie",
 	                  "txhub_login=; Path=/login; HttpOnly; SameSite=Strict; Max-Age=0");
-	log_info("console: console:%s logged in from %s", name, http_peer(q->req));
+	if (who.tenant[0])
+		log_info("console: console:%s logged in from %s with token %lld of tenant %s", name,
+		         http_peer(q->req), (long long)who.token_id, who.tenant);
+	else
+		log_info("console: console:%s logged in from %s", name, http_peer(q->req));
 	console_redirect(q, 303, next ? next : "/overview");
 }
 
@@ -155,14 +196,24 @@ static selected *read_selection(console_req *q, size_t *n)
 	return s;
 }
 
-/* Run the action on one message; a line for the flash into out. Returns
- * 1 when it was done. */
-static int act_one(struct pg_conn *conn, act_kind kind, const selected *s, const char *reason,
-                   const char *actor, char *out, size_t outsz)
+/* Run the action on one message, when it is in the session's scope
+ * (tenant; NULL: any); a line for the flash into out. Another tenant's
+ * message is "not found", word for word as a missing one. Returns 1 when
+ * it was done. */
+static int act_one(struct pg_conn *conn, const char *tenant, act_kind kind, const selected *s,
+                   const char *reason, const char *actor, char *out, size_t outsz)
 {
 	ops_change ch;
 	char err[1200];
 	memset(&ch, 0, sizeof ch);
+	int in = tenant ? console_db_in_scope(conn, tenant, s->biz, s->key, err, sizeof err) : 1;
+	if (in <= 0) {
+		if (in == 0)
+			console_no_message(s->biz, s->key, err, sizeof err);
+		snprintf(out, outsz, "%s / %s: %s: %s", s->biz, s->key, in == 0 ? "not found" : "failed",
+		         err);
+		return 0;
+	}
 	ops_rc rc = kind == ACT_REDRIVE
 		? ops_redrive(conn, s->biz, s->key, actor, &ch, err, sizeof err)
 		: ops_resolve(conn, s->biz, s->key, kind == ACT_COMMIT ? OPS_COMMIT : OPS_ROLLBACK,
@@ -201,7 +252,8 @@ void action_messages(console_req *q)
 	sbuf lines = {0};
 	size_t done = 0;
 	for (size_t i = 0; i < n; i++) {
-		int ok = act_one(conn, kind, &sel[i], reason, actor, line, sizeof line);
+		int ok = act_one(conn, console_scope(q), kind, &sel[i], reason, actor, line,
+		                 sizeof line);
 		done += (size_t)ok;
 		sbuf_printf(&lines, "\n%s", line);
 		char shown[400];

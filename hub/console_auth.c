@@ -224,12 +224,21 @@ static slot *find_slot(console_sessions *t, const char *id)
 int console_session_create(console_sessions *t, const char *name, int64_t now_ms,
                            char id[CONSOLE_SECRET_HEX + 1])
 {
+	return console_session_create_scoped(t, name, NULL, 0, now_ms, id);
+}
+
+int console_session_create_scoped(console_sessions *t, const char *name, const char *tenant,
+                                  int64_t token_id, int64_t now_ms,
+                                  char id[CONSOLE_SECRET_HEX + 1])
+{
 	slot fresh;
 	memset(&fresh, 0, sizeof fresh);
 	if (console_random_hex(fresh.id) != 0 || console_random_hex(fresh.pub.csrf) != 0)
 		return -1;
 	fresh.used = 1;
 	snprintf(fresh.pub.name, sizeof fresh.pub.name, "%s", name);
+	snprintf(fresh.pub.tenant, sizeof fresh.pub.tenant, "%s", tenant ? tenant : "");
+	fresh.pub.token_id = tenant && *tenant ? token_id : 0;
 	fresh.created_ms = fresh.seen_ms = now_ms;
 	pthread_mutex_lock(&t->mu);
 	slot *s = &t->slots[0];

@@ -90,10 +90,17 @@ int console_random_hex(char out[CONSOLE_SECRET_HEX + 1]);
 
 typedef struct console_sessions console_sessions;
 
+/* Longest tenant name (txhub.tenants.name). */
+#define CONSOLE_TENANT_MAX 63
+
 /* What a request learns about its session (copies). */
 typedef struct {
 	char name[CONSOLE_NAME_MAX + 1];
 	char csrf[CONSOLE_SECRET_HEX + 1];
+	/* a session opened with a tenant's token (txhub.tenant_tokens): the
+	 * tenant it sees and the token's id; "" and 0 for console.token's */
+	char tenant[CONSOLE_TENANT_MAX + 1];
+	int64_t token_id;
 } console_session;
 
 /* NULL when out of memory. */
@@ -105,6 +112,11 @@ void console_sessions_free(console_sessions *t);
  * Returns 0, or -1 when no random bytes could be had. */
 int console_session_create(console_sessions *t, const char *name, int64_t now_ms,
                            char id[CONSOLE_SECRET_HEX + 1]);
+/* The same for a session scoped to tenant (checked by the caller; NULL or
+ * "": the global session) opened with token token_id. */
+int console_session_create_scoped(console_sessions *t, const char *name, const char *tenant,
+                                  int64_t token_id, int64_t now_ms,
+                                  char id[CONSOLE_SECRET_HEX + 1]);
 
 /* The live session with this id (a cookie's value; NULL is fine): fills
  * out, notes the request at now_ms, returns 1. An expired one is ended;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "tenant_rules.h"
 
 struct console_db {
 	pthread_mutex_t mu;
@@ -194,4 +195,116 @@ int console_db_schema_version(PGconn *conn, int *version, char *err, size_t errs
 		log_one_line(err);
 	}
 	return ok ? 0 : -1;
+}
+
+/* ---- what a session may see ---- */
+
+int console_db_in_scope(PGconn *conn, const char *tenant, const char *biz_id,
+                        const char *message_key, char *err, size_t errsz)
+{
+	const char *p[3] = {biz_id, message_key, tenant};
+	PGresult *r = PQexecParams(conn, "SELECT 1 FROM txhub.messages WHERE biz_id = $1 AND "
+	                           "message_key = $2 AND tenant = $3", 3, NULL, p, NULL, NULL, 0);
+	int ok = PQresultStatus(r) == PGRES_TUPLES_OK, in = ok && PQntuples(r) == 1;
+	if (!ok)
+		snprintf(err, errsz, "PostgreSQL: %s", PQerrorMessage(conn));
+	PQclear(r);
+	return ok ? in : -1;
+}
+
+/* At most $2 rows of txhub.messages m of t matching cond, counted. */
+#define CAPPED(table, cond)                                                                  \
+	"(SELECT count(*) FROM (SELECT 1 FROM txhub." table " x WHERE x.tenant = t.name AND "   \
+	cond " LIMIT $2::int) c)"
+#define SINCE(col, span) "x." col " > now() - interval '" span "'"
+
+static const char *SQL_TENANTS =
+	"SELECT coalesce(jsonb_agg(jsonb_build_object("
+	"'name', t.name, 'control_topics', t.control_topics, 'biz_ids', t.biz_ids, "
+	"'forward_topics', t.forward_topics, 'checkback_allow', t.checkback_allow, "
+	"'max_envelope_bytes', t.max_envelope_bytes, 'enabled', t.enabled, "
+	"'updated_at', to_char(t.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+	"'stored_1m', " CAPPED("messages", SINCE("created_at", "1 minute")) ", "
+	"'stored_1h', " CAPPED("messages", SINCE("created_at", "1 hour")) ", "
+	"'rejected_1m', " CAPPED("rejected", SINCE("created_at", "1 minute")) ", "
+	"'rejected_1h', " CAPPED("rejected", SINCE("created_at", "1 hour")) ", "
+	"'sent_1m', " CAPPED("messages", "x.send_status = 'sent' AND " SINCE("updated_at", "1 minute"))
+	", 'sent_1h', " CAPPED("messages", "x.send_status = 'sent' AND " SINCE("updated_at", "1 hour"))
+	", 'check_failed', " CAPPED("messages", "x.status = 'check_failed'") ", "
+	"'send_failed', " CAPPED("messages", "x.send_status = 'failed'") ") ORDER BY t.name), "
+	"'[]')::text FROM txhub.tenants t WHERE ($1::text IS NULL OR t.name = $1)";
+
+int console_db_tenants(PGconn *conn, const char *tenant, cJSON **out, char *err, size_t errsz)
+{
+	char cap[32];
+	snprintf(cap, sizeof cap, "%d", CONSOLE_RATE_CAP + 1);
+	const char *p[2] = {tenant, cap};
+	*out = NULL;
+	PGresult *r = PQexecParams(conn, SQL_TENANTS, 2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		snprintf(err, errsz, "PostgreSQL: %s", PQerrorMessage(conn));
+		log_one_line(err);
+		PQclear(r);
+		return -1;
+	}
+	*out = cJSON_Parse(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (!*out)
+		snprintf(err, errsz, "out of memory");
+	return *out ? 0 : -1;
+}
+
+/* The strings of a JSON array of text, borrowed from it, into a new array
+ * (*n of them). NULL when out of memory or not an array of text. */
+static const char **json_strings(const cJSON *a, size_t *n)
+{
+	*n = 0;
+	int len = cJSON_GetArraySize(a);
+	const char **v = calloc(len > 0 ? (size_t)len : 1, sizeof *v);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, a) {
+		if (!v || !cJSON_IsString(e)) {
+			free(v);
+			return NULL;
+		}
+		v[(*n)++] = e->valuestring;
+	}
+	return v;
+}
+
+int console_scope_partitions(const cJSON *tenant, ops_status *st, char *err, size_t errsz)
+{
+	tenant_def d;
+	tenant_rule rule;
+	tenant_field bad;
+	memset(&d, 0, sizeof d);
+	memset(&rule, 0, sizeof rule);
+	d.name = cJSON_GetStringValue(cJSON_GetObjectItem(tenant, "name"));
+	const char **topics = json_strings(cJSON_GetObjectItem(tenant, "control_topics"),
+	                                   &d.ncontrol);
+	const char **biz = json_strings(cJSON_GetObjectItem(tenant, "biz_ids"), &d.nbiz);
+	const char **fwd = json_strings(cJSON_GetObjectItem(tenant, "forward_topics"), &d.nforward);
+	d.control_topics = topics;
+	d.biz_ids = biz;
+	d.forward_topics = fwd;
+	int rc = -1;
+	if (!topics || !biz || !fwd || !d.name)
+		snprintf(err, errsz, "the tenant's rules cannot be read");
+	else if (tenant_rule_compile(&d, &rule, &bad, err, errsz) == 0)
+		rc = 0;
+	size_t kept = 0;
+	for (size_t i = 0; rc == 0 && i < st->npartitions; i++)
+		if (tenant_owns_topic(&rule, st->partitions[i].topic))
+			st->partitions[kept++] = st->partitions[i];
+	if (rc != 0)
+		kept = 0; /* never fall open: no partition rather than every one */
+	st->npartitions = kept;
+	if (st->lag_note[0])
+		snprintf(st->lag_note, sizeof st->lag_note, "the brokers did not give the end offsets "
+		         "of every partition in time");
+	tenant_rule_clear(&rule);
+	free(topics);
+	free(biz);
+	free(fwd);
+	return rc;
 }

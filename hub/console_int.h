@@ -64,9 +64,24 @@ void console_redirect(console_req *q, int status, const char *location);
 /* Answer for an ops_rc that is not OPS_OK: 400, 404, 409 or 503. */
 void console_ops_error(console_req *q, ops_rc rc, const char *err);
 
+/* What ops.h says of a missing message, word for word, into err: another
+ * tenant's message is answered with it too (no existence leak). */
+void console_no_message(const char *biz_id, const char *message_key, char *err, size_t errsz);
+
 /* A borrowed PostgreSQL connection, or NULL after answering 503. */
 struct pg_conn *console_conn(console_req *q);
 void console_conn_done(console_req *q, struct pg_conn *conn);
+
+/* The tenant the session sees (a tenant's console token), or NULL for the
+ * global session (console.token, or console.open). Every read and action
+ * passes it to its query as a parameter: a tenant sees and acts on rows
+ * with its name only. Borrowed from q. */
+const char *console_scope(const console_req *q);
+
+/* A tenant-name argument of the global session (a filter), or NULL when
+ * absent; -1 after answering 400 (malformed, or any value in a scoped
+ * session: it sees its own tenant only). */
+int console_tenant_param(console_req *q, const char *name, const char **out);
 
 /* The actor for the history: "console:<name>". */
 void console_actor(const console_req *q, char *out, size_t outsz);
@@ -88,7 +103,7 @@ const char *console_local_path(const char *v);
 /* ---- HTML (console_view.c) ---- */
 
 /* The page's head, the menu (nav names the current item: "overview",
- * "stuck", "rejected", "conflicts", "search", or NULL), and the session's
+ * "stuck", "rejected", "conflicts", "tenants", "search", or NULL), and the session's
  * flash. Sets the content type. */
 void view_begin(console_req *q, const char *title, const char *nav);
 void view_end(console_req *q);
@@ -142,8 +157,14 @@ int view_selection_parse(const char *v, char *biz, size_t bizsz, char *key, size
  * NULL), biz_id, the key linked to its page, status, send status,
  * attempts, age and last error; with a checkbox for an action form. */
 void view_row_cells(console_req *q, const cJSON *row, const char *why, int checkbox);
-/* The header row that goes with it. */
+/* The header row that goes with it. Both have a tenant column in the
+ * global session only (a scoped one sees its own tenant's rows only). */
 void view_row_head(console_req *q, int why, int checkbox);
+/* A global session's tenant filter in a filters form (parameter
+ * "tenant", value the current one or NULL); nothing in a scoped session. */
+void view_tenant_filter(console_req *q, const char *tenant);
+/* A table (id) of ops_rejected_list()'s rows, each linked to its page. */
+void view_rejected_rows(console_req *q, const cJSON *rows, const char *id);
 
 /* ---- the pages and actions ---- */
 
@@ -160,6 +181,7 @@ void page_message(console_req *q);
 void page_rejected(console_req *q);
 void page_conflicts(console_req *q);
 void page_search(console_req *q);
+void page_tenants(console_req *q);
 void action_login(console_req *q);
 void action_logout(console_req *q);
 void action_messages(console_req *q);
@@ -168,5 +190,10 @@ void action_messages(console_req *q);
  * "parked_rows" (the newest check_failed rows and failed sends) and
  * "read_at". NULL after answering an error. */
 cJSON *console_overview_doc(console_req *q);
+
+/* The newest check_failed rows and failed sends (of tenant; NULL: any),
+ * ten of each, appended to rows. */
+ops_rc console_parked_rows(struct pg_conn *conn, const char *tenant, cJSON *rows, char *err,
+                           size_t errsz);
 
 #endif

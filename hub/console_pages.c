@@ -15,6 +15,7 @@
 #include "console_int.h"
 #include "envelope.h"
 #include "html.h"
+#include "log.h"
 
 /* ---- / and login ---- */
 
@@ -93,12 +94,12 @@ static void add_read_at(cJSON *doc)
 	cJSON_AddStringToObject(doc, "read_at", at);
 }
 
-/* The newest check_failed rows and failed sends, into rows. */
-static ops_rc parked_rows(struct pg_conn *conn, cJSON *rows, char *err, size_t errsz)
+ops_rc console_parked_rows(struct pg_conn *conn, const char *tenant, cJSON *rows, char *err,
+                           size_t errsz)
 {
 	static const char *const cf[] = {"check_failed"};
-	ops_list_filter f1 = {.statuses = cf, .nstatuses = 1, .limit = 10};
-	ops_list_filter f2 = {.send_status = "failed", .limit = 10};
+	ops_list_filter f1 = {.statuses = cf, .nstatuses = 1, .limit = 10, .tenant = tenant};
+	ops_list_filter f2 = {.send_status = "failed", .limit = 10, .tenant = tenant};
 	const ops_list_filter *fs[] = {&f1, &f2};
 	for (int i = 0; i < 2; i++) {
 		cJSON *part = NULL;
@@ -113,12 +114,27 @@ static ops_rc parked_rows(struct pg_conn *conn, cJSON *rows, char *err, size_t e
 	return OPS_OK;
 }
 
+/* A scoped session's tenant, as console_db_tenants() gives it, into *t
+ * (NULL for the global session). -1 after answering. */
+static int scope_tenant(console_req *q, struct pg_conn *conn, cJSON **t)
+{
+	char err[1024];
+	*t = NULL;
+	if (!console_scope(q))
+		return 0;
+	if (console_db_tenants(conn, console_scope(q), t, err, sizeof err) != 0) {
+		console_error(q, 503, "%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 cJSON *console_overview_doc(console_req *q)
 {
 	char err[1024];
 	ops_status st;
 	memset(&st, 0, sizeof st);
-	cJSON *rows = cJSON_CreateArray(), *doc = NULL;
+	cJSON *rows = cJSON_CreateArray(), *doc = NULL, *tenant = NULL;
 	struct pg_conn *conn = rows ? console_conn(q) : NULL;
 	if (!conn) {
 		if (!rows)
@@ -126,15 +142,24 @@ cJSON *console_overview_doc(console_req *q)
 		cJSON_Delete(rows);
 		return NULL;
 	}
-	ops_rc rc = ops_status_read(conn, q->c->cfg->alert_awaiting_prepare_ms, &st, err, sizeof err);
+	ops_rc rc = ops_status_read_tenant(conn, q->c->cfg->alert_awaiting_prepare_ms,
+	                                   console_scope(q), &st, err, sizeof err);
 	if (rc == OPS_OK)
-		rc = parked_rows(conn, rows, err, sizeof err);
+		rc = console_parked_rows(conn, console_scope(q), rows, err, sizeof err);
+	int scope_rc = rc == OPS_OK ? scope_tenant(q, conn, &tenant) : 0;
 	console_conn_done(q, conn);
 	if (rc != OPS_OK) {
 		console_ops_error(q, rc, err);
 		goto done;
 	}
+	if (scope_rc != 0)
+		goto done;
 	ops_status_lag(q->c->cfg, &st, OPS_LAG_BUDGET_MS);
+	/* a tenant sees its own control topics' partitions; a tenant that is
+	 * gone (removed a moment ago) sees none */
+	if (console_scope(q) &&
+	    console_scope_partitions(cJSON_GetArrayItem(tenant, 0), &st, err, sizeof err) != 0)
+		log_warn("console: tenant %s: %s", console_scope(q), err);
 	if (!(doc = ops_status_json(&st))) {
 		console_error(q, 503, "out of memory");
 		goto done;
@@ -144,6 +169,7 @@ cJSON *console_overview_doc(console_req *q)
 	add_read_at(doc);
 done:
 	cJSON_Delete(rows);
+	cJSON_Delete(tenant);
 	ops_status_free(&st);
 	return doc;
 }
@@ -224,7 +250,9 @@ static void overview_cards(console_req *q, const cJSON *doc)
 static void partitions_table(console_req *q, const cJSON *doc)
 {
 	sbuf *b = view_out(q);
-	sbuf_puts(b, "<h2>Partitions of the control topic</h2><table class=\"rows\" id=\"partitions\">"
+	sbuf_puts(b, console_scope(q) ? "<h2>Partitions of your control topics</h2>"
+	                              : "<h2>Partitions of the control topic</h2>");
+	sbuf_puts(b, "<table class=\"rows\" id=\"partitions\">"
 	             "<thead><tr><th>topic</th><th class=\"c-num\">partition</th>"
 	             "<th class=\"c-owner\">owner</th><th class=\"c-group\">group</th>"
 	             "<th class=\"c-num\">epoch</th><th class=\"c-num\">next offset</th>"
@@ -288,7 +316,7 @@ void page_overview(console_req *q)
 
 /* ---- search ---- */
 
-static void search_form(console_req *q, const char *biz, const char *key)
+static void search_form(console_req *q, const char *biz, const char *key, const char *tenant)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/search\"><label>biz_id "
@@ -296,21 +324,25 @@ static void search_form(console_req *q, const char *biz, const char *key)
 	html_attr(b, biz ? biz : "");
 	sbuf_puts(b, "\"></label><label>message_key <input name=\"key\" maxlength=\"255\" value=\"");
 	html_attr(b, key ? key : "");
-	sbuf_puts(b, "\"></label><button>Search</button></form>\n");
+	sbuf_puts(b, "\"></label>");
+	view_tenant_filter(q, tenant);
+	sbuf_puts(b, "<button>Search</button></form>\n");
 }
 
 void page_search(console_req *q)
 {
-	const char *biz, *key;
+	const char *biz, *key, *tenant;
 	long long limit;
 	if (console_id_param(q, "biz", "biz_id", ENVELOPE_BIZ_ID_MAX, &biz) != 0 ||
 	    console_id_param(q, "key", "message_key", ENVELOPE_MESSAGE_KEY_MAX, &key) != 0 ||
-	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 100, &limit) != 0)
+	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 100, &limit) != 0 ||
+	    console_tenant_param(q, "tenant", &tenant) != 0)
 		return;
 	cJSON *rows = NULL;
 	if (biz || key) {
 		char err[1024];
-		ops_list_filter f = {.biz_id = biz, .message_key = key, .limit = (int)limit};
+		ops_list_filter f = {.biz_id = biz, .message_key = key, .limit = (int)limit,
+		                     .tenant = tenant ? tenant : console_scope(q)};
 		struct pg_conn *conn = console_conn(q);
 		if (!conn)
 			return;
@@ -322,7 +354,7 @@ void page_search(console_req *q)
 		}
 	}
 	view_begin(q, "Search", "search");
-	search_form(q, biz, key);
+	search_form(q, biz, key, tenant);
 	sbuf *b = view_out(q);
 	if (!rows) {
 		sbuf_puts(b, "<p class=\"hint\">Give a biz_id (its messages, newest first), a "

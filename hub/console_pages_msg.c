@@ -59,14 +59,15 @@ static void action_buttons(console_req *q, int resolve, int redrive)
 
 /* ---- stuck ---- */
 
-static ops_rc stuck_lists(struct pg_conn *conn, const char *biz, int64_t age_ms, int limit,
-                          cJSON *lists[3], char *err, size_t errsz)
+static ops_rc stuck_lists(struct pg_conn *conn, const char *biz, const char *tenant,
+                          int64_t age_ms, int limit, cJSON *lists[3], char *err, size_t errsz)
 {
 	static const char *const cf[] = {"check_failed"}, *const prep[] = {"prepared"};
 	ops_list_filter f[3] = {
-		{.statuses = cf, .nstatuses = 1, .biz_id = biz, .limit = limit},
-		{.send_status = "failed", .biz_id = biz, .limit = limit},
-		{.statuses = prep, .nstatuses = 1, .biz_id = biz, .older_ms = age_ms, .limit = limit},
+		{.statuses = cf, .nstatuses = 1, .biz_id = biz, .limit = limit, .tenant = tenant},
+		{.send_status = "failed", .biz_id = biz, .limit = limit, .tenant = tenant},
+		{.statuses = prep, .nstatuses = 1, .biz_id = biz, .older_ms = age_ms, .limit = limit,
+		 .tenant = tenant},
 	};
 	for (int i = 0; i < 3; i++) {
 		ops_rc rc = ops_list(conn, &f[i], &lists[i], err, errsz);
@@ -76,7 +77,7 @@ static ops_rc stuck_lists(struct pg_conn *conn, const char *biz, int64_t age_ms,
 	return OPS_OK;
 }
 
-static void stuck_filters(console_req *q, const char *biz, const char *age)
+static void stuck_filters(console_req *q, const char *biz, const char *age, const char *tenant)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/stuck\"><label>biz_id "
@@ -85,7 +86,9 @@ static void stuck_filters(console_req *q, const char *biz, const char *age)
 	sbuf_puts(b, "\"></label><label>prepared for longer than <input name=\"age\" id=\"age\" "
 	             "size=\"6\" value=\"");
 	html_attr(b, age);
-	sbuf_puts(b, "\"></label><button>Apply</button></form>\n");
+	sbuf_puts(b, "\"></label>");
+	view_tenant_filter(q, tenant);
+	sbuf_puts(b, "<button>Apply</button></form>\n");
 }
 
 static void stuck_table(console_req *q, cJSON *lists[3], const char *age)
@@ -101,8 +104,8 @@ static void stuck_table(console_req *q, cJSON *lists[3], const char *age)
 	view_row_head(q, 1, 1);
 	sbuf_puts(b, "<tbody>");
 	for (int g = 0; g < 3; g++) {
-		sbuf_printf(b, "<tr class=\"group\"><th colspan=\"9\">%s: %d", groups[g],
-		            cJSON_GetArraySize(lists[g]));
+		sbuf_printf(b, "<tr class=\"group\"><th colspan=\"%d\">%s: %d",
+		            console_scope(q) ? 9 : 10, groups[g], cJSON_GetArraySize(lists[g]));
 		if (g == 2) {
 			sbuf_puts(b, " older than ");
 			view_text(q, age);
@@ -118,12 +121,13 @@ static void stuck_table(console_req *q, cJSON *lists[3], const char *age)
 
 void page_stuck(console_req *q)
 {
-	const char *biz, *age = console_param(q, "age");
+	const char *biz, *tenant, *age = console_param(q, "age");
 	long long limit;
 	int64_t age_ms = 0;
 	char why[256], err[1024];
 	if (console_id_param(q, "biz", "biz_id", ENVELOPE_BIZ_ID_MAX, &biz) != 0 ||
-	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 100, &limit) != 0)
+	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 100, &limit) != 0 ||
+	    console_tenant_param(q, "tenant", &tenant) != 0)
 		return;
 	if (duration_parse(age ? age : "5m", &age_ms, why, sizeof why) != 0) {
 		console_error(q, 400, "parameter age: %s", why);
@@ -133,13 +137,14 @@ void page_stuck(console_req *q)
 	struct pg_conn *conn = console_conn(q);
 	if (!conn)
 		return;
-	ops_rc rc = stuck_lists(conn, biz, age_ms, (int)limit, lists, err, sizeof err);
+	ops_rc rc = stuck_lists(conn, biz, tenant ? tenant : console_scope(q), age_ms, (int)limit,
+	                        lists, err, sizeof err);
 	console_conn_done(q, conn);
 	if (rc != OPS_OK) {
 		console_ops_error(q, rc, err);
 	} else {
 		view_begin(q, "Stuck messages", "stuck");
-		stuck_filters(q, biz, age ? age : "5m");
+		stuck_filters(q, biz, age ? age : "5m", tenant);
 		stuck_table(q, lists, age ? age : "5m");
 		view_end(q);
 	}
@@ -251,6 +256,14 @@ static void message_actions(console_req *q, const cJSON *m)
 
 static void conflict_rows(console_req *q, const cJSON *rows, int with_message);
 
+/* Whether the message of ops_show()'s document is the session's to see. */
+static int in_scope(console_req *q, const cJSON *doc)
+{
+	const char *t = cJSON_GetStringValue(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "message"), "tenant"));
+	return !console_scope(q) || (t && strcmp(t, console_scope(q)) == 0);
+}
+
 void page_message(console_req *q)
 {
 	const char *biz, *key;
@@ -269,8 +282,13 @@ void page_message(console_req *q)
 	struct pg_conn *conn = console_conn(q);
 	if (!conn)
 		return;
-	ops_conflicts_filter cf = {.biz_id = biz, .message_key = key, .limit = 20};
+	ops_conflicts_filter cf = {.biz_id = biz, .message_key = key, .limit = 20,
+	                           .tenant = console_scope(q)};
 	ops_rc rc = ops_show(conn, biz, key, &doc, err, sizeof err);
+	if (rc == OPS_OK && !in_scope(q, doc)) {
+		console_no_message(biz, key, err, sizeof err);
+		rc = OPS_NOT_FOUND;
+	}
 	if (rc == OPS_OK)
 		rc = ops_conflicts_list(conn, &cf, &conflicts, err, sizeof err);
 	console_conn_done(q, conn);
@@ -321,10 +339,12 @@ static void older_link(console_req *q, const char *path, const cJSON *rows, long
 	sbuf_free(&url);
 }
 
-static void rejected_list(console_req *q, const cJSON *rows, long long limit)
+void view_rejected_rows(console_req *q, const cJSON *rows, const char *id)
 {
 	sbuf *b = view_out(q);
-	sbuf_puts(b, "<table class=\"rows\" id=\"rejected\"><thead><tr><th class=\"c-id\">id</th>"
+	sbuf_puts(b, "<table class=\"rows\" id=\"");
+	view_text(q, id);
+	sbuf_puts(b, "\"><thead><tr><th class=\"c-id\">id</th>"
 	             "<th class=\"c-at\">at</th><th class=\"c-src\">topic / partition / offset</th>"
 	             "<th class=\"c-reason\">reason</th><th class=\"c-bytes\">key</th><th>value</th>"
 	             "</tr></thead><tbody>");
@@ -348,7 +368,6 @@ static void rejected_list(console_req *q, const cJSON *rows, long long limit)
 		sbuf_puts(b, "</td></tr>\n");
 	}
 	sbuf_puts(b, "</tbody></table>\n");
-	older_link(q, "/rejected", rows, limit, NULL, NULL);
 }
 
 static void rejected_one(console_req *q, const cJSON *r, int hex)
@@ -383,7 +402,8 @@ void page_rejected(console_req *q)
 	    choice_param(q, "view", "text", "hex", &hex) != 0)
 		return;
 	ops_rejected_filter f = {.id = id, .before_id = before, .limit = id ? 1 : (int)limit,
-	                         .value_max = id ? OPS_VALUE_MAX : CONSOLE_VALUE_PREVIEW};
+	                         .value_max = id ? OPS_VALUE_MAX : CONSOLE_VALUE_PREVIEW,
+	                         .tenant = console_scope(q)};
 	cJSON *rows = NULL;
 	struct pg_conn *conn = console_conn(q);
 	if (!conn)
@@ -398,8 +418,10 @@ void page_rejected(console_req *q)
 		view_begin(q, id ? "Rejected record" : "Rejected records, newest first", "rejected");
 		if (id)
 			rejected_one(q, cJSON_GetArrayItem(rows, 0), hex);
-		else
-			rejected_list(q, rows, limit);
+		else {
+			view_rejected_rows(q, rows, "rejected");
+			older_link(q, "/rejected", rows, limit, NULL, NULL);
+		}
 		view_end(q);
 	}
 	cJSON_Delete(rows);
@@ -452,7 +474,7 @@ void page_conflicts(console_req *q)
 	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 50, &limit) != 0)
 		return;
 	ops_conflicts_filter f = {.biz_id = biz, .message_key = key, .before_id = before,
-	                          .limit = (int)limit};
+	                          .limit = (int)limit, .tenant = console_scope(q)};
 	cJSON *rows = NULL;
 	struct pg_conn *conn = console_conn(q);
 	if (!conn)

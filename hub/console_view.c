@@ -11,6 +11,7 @@
 #include "duration.h"
 #include "envelope.h"
 #include "html.h"
+#include "tenant_rules.h"
 
 sbuf *view_out(console_req *q) { return &q->reply->body; }
 
@@ -114,6 +115,7 @@ static void header_bar(console_req *q, const char *nav)
 	nav_item(q, nav, "stuck", "Stuck");
 	nav_item(q, nav, "rejected", "Rejected");
 	nav_item(q, nav, "conflicts", "Conflicts");
+	nav_item(q, nav, "tenants", console_scope(q) ? "Your tenant" : "Tenants");
 	sbuf_puts(b, "</nav><form class=\"search\" method=\"get\" action=\"/search\">"
 	             "<input name=\"biz\" placeholder=\"biz_id\" aria-label=\"biz_id\" maxlength=\"64\">"
 	             "<input name=\"key\" placeholder=\"message_key\" aria-label=\"message_key\" "
@@ -121,6 +123,12 @@ static void header_bar(console_req *q, const char *nav)
 	             "<form class=\"user\" method=\"post\" action=\"/logout\"><span id=\"user\">console:");
 	view_text(q, q->sess.name);
 	sbuf_puts(b, "</span>");
+	if (console_scope(q)) {
+		sbuf_puts(b, "<span id=\"tenant\" class=\"tenant\" title=\"this session sees one "
+		             "tenant's rows only\">tenant ");
+		view_text(q, console_scope(q));
+		sbuf_puts(b, "</span>");
+	}
 	view_csrf(q);
 	sbuf_puts(b, "<button>Log out</button></form></header>\n");
 }
@@ -279,6 +287,8 @@ void view_row_head(console_req *q, int why, int checkbox)
 		             "aria-label=\"select all\"></th>");
 	if (why)
 		sbuf_puts(b, "<th class=\"c-why\">why</th>");
+	if (!console_scope(q))
+		sbuf_puts(b, "<th class=\"c-tenant\">tenant</th>");
 	sbuf_puts(b, "<th class=\"c-biz\">biz_id</th><th class=\"c-key\">message_key</th>"
 	             "<th class=\"c-status\">status</th><th class=\"c-send\">send</th>"
 	             "<th class=\"c-tries\">checks / sends</th><th class=\"c-age\">updated</th>"
@@ -300,6 +310,9 @@ void view_row_cells(console_req *q, const cJSON *row, const char *why, int check
 	}
 	if (why)
 		view_cell(q, VIEW_LINE, "why", why);
+	if (!console_scope(q))
+		view_cell(q, VIEW_LINE, "tenant",
+		          cJSON_GetStringValue(cJSON_GetObjectItem(row, "tenant")));
 	view_cell(q, VIEW_LINE, NULL, biz);
 	view_td(q, VIEW_LINE, NULL, key);
 	view_message_link(q, biz, key);
@@ -317,4 +330,15 @@ void view_row_cells(console_req *q, const cJSON *row, const char *why, int check
 	view_cell(q, VIEW_PROSE, "error-text",
 	          cJSON_GetStringValue(cJSON_GetObjectItem(row, "last_error")));
 	sbuf_puts(b, "</tr>\n");
+}
+
+void view_tenant_filter(console_req *q, const char *tenant)
+{
+	if (console_scope(q))
+		return;
+	sbuf *b = view_out(q);
+	sbuf_printf(b, "<label>tenant <input name=\"tenant\" id=\"filter-tenant\" size=\"12\" "
+	            "maxlength=\"%d\" pattern=\"[a-z0-9][a-z0-9._\\-]*\" value=\"", TENANT_NAME_MAX);
+	html_attr(b, tenant ? tenant : "");
+	sbuf_puts(b, "\"></label>");
 }

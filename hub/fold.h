@@ -50,7 +50,10 @@ typedef struct {
 	/* the record whose prepare (payload, forward, check-back) the row takes;
 	 * -1: keep the stored one */
 	int64_t payload_rec;
-	int32_t src_partition; /* the record that last changed the state */
+	/* the record that last changed the state */
+	const char *src_topic; /* interned (topics.h) */
+	tp_key src_tp;
+	int32_t src_partition;
 	int64_t src_offset;
 	/* the message's tenant ("": none): as stored, or, for a new row, the
 	 * tenant of the first record naming it, which makes the row (a decision

@@ -205,6 +205,7 @@ typedef struct {
 	int64_t before_id; /* > 0: only rows with a smaller id (the next page) */
 	int limit;         /* 1..OPS_LIST_MAX */
 	int value_max;     /* 0..OPS_VALUE_MAX: bytes of each key and value returned */
+	const char *tenant; /* NULL: any; else only that tenant's (txhub.rejected.tenant) */
 } ops_rejected_filter;
 
 /* txhub.rejected, newest (largest id) first, as a JSON array of
@@ -222,6 +223,7 @@ typedef struct {
 	const char *message_key; /* NULL: any (with biz_id: one message's, by its index) */
 	int64_t before_id;       /* > 0: only rows with a smaller id */
 	int limit;               /* 1..OPS_LIST_MAX */
+	const char *tenant;      /* NULL: any; else only that tenant's (txhub.conflicts.tenant) */
 } ops_conflicts_filter;
 
 /* txhub.conflicts, newest first, as a JSON array of {"id", "biz_id",
@@ -290,12 +292,12 @@ typedef struct {
 	/* rejected and conflict rows whose created_at is older than this;
 	 * < 0: none */
 	int64_t rejected_older_ms;
-	/* only rows of these control-topic partitions (src_partition); NULL:
-	 * every partition. A replica's retention passes the partitions it owns. */
+	/* only rows of these control-topic partitions: (topics[i],
+	 * partitions[i]) as (src_topic, src_partition); NULL: every partition
+	 * of every topic. A replica's retention passes the partitions it owns. */
+	const char *const *topics;
 	const int32_t *partitions;
 	size_t npartitions;
-	/* rejected and conflict rows of this control topic only; NULL: any */
-	const char *topic;
 	int batch;   /* 1..OPS_PURGE_BATCH_MAX rows per table per call */
 	int dry_run; /* count what a purge would delete now, delete nothing */
 } ops_purge_opts;

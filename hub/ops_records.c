@@ -16,6 +16,7 @@
 #include "envelope.h"
 #include "ops.h"
 #include "ops_sql.h"
+#include "tenant_rules.h"
 
 #define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -115,7 +116,8 @@ static ops_rc check_page(int64_t before_id, int limit, char *err, size_t errsz)
 /* ---- rejected ---- */
 
 /* $1 id (0: any), $2 before (0: none), $3 limit, $4 bytes of key and
- * value. The cut is made by PostgreSQL: a 1 MiB value is not sent whole
+ * value, $5 tenant (null: any; a tenant's rows walk rejected_tenant of
+ * migrations/0011_tenant_indexes.sql). The cut is made by PostgreSQL: a 1 MiB value is not sent whole
  * to show its first kilobytes. */
 static const char *SQL_REJECTED =
 	"SELECT id, src_topic, src_partition, src_offset, reason, " TS("created_at") ", "
@@ -123,7 +125,8 @@ static const char *SQL_REJECTED =
 	"substring(record_key FROM 1 FOR $4::int), octet_length(record_key), "
 	"substring(record_value FROM 1 FOR $4::int), octet_length(record_value) "
 	"FROM txhub.rejected WHERE ($1::bigint = 0 OR id = $1::bigint) "
-	"AND ($2::bigint = 0 OR id < $2::bigint) ORDER BY id DESC LIMIT $3::int";
+	"AND ($2::bigint = 0 OR id < $2::bigint) AND ($5::text IS NULL OR tenant = $5) "
+	"ORDER BY id DESC LIMIT $3::int";
 
 static cJSON *rejected_row(const PGresult *r, int i, int value_max)
 {
@@ -166,19 +169,22 @@ ops_rc ops_rejected_list(PGconn *conn, const ops_rejected_filter *f, cJSON **out
 	snprintf(before, sizeof before, "%lld", (long long)f->before_id);
 	snprintf(limit, sizeof limit, "%d", f->limit);
 	snprintf(vmax, sizeof vmax, "%d", f->value_max);
-	const char *p[4] = {id, before, limit, vmax};
-	return read_rows(conn, SQL_REJECTED, 4, p, rejected_row, f->value_max, out, err, errsz);
+	if (f->tenant && tenant_name_check(f->tenant, err, errsz) != 0)
+		return OPS_BAD_ARG;
+	const char *p[5] = {id, before, limit, vmax, f->tenant};
+	return read_rows(conn, SQL_REJECTED, 5, p, rejected_row, f->value_max, out, err, errsz);
 }
 
 /* ---- conflicts ---- */
 
-/* $1 biz_id, $2 message_key (null: any), $3 before (0: none), $4 limit. */
+/* $1 biz_id, $2 message_key (null: any), $3 before (0: none), $4 limit,
+ * $5 tenant (null: any). */
 static const char *SQL_CONFLICTS =
 	"SELECT id, biz_id, message_key, arrived, met_status, detail, src_topic, src_partition, "
 	"src_offset, " TS("created_at") ", floor(extract(epoch FROM now() - created_at))::bigint "
 	"FROM txhub.conflicts WHERE ($1::text IS NULL OR biz_id = $1) "
 	"AND ($2::text IS NULL OR message_key = $2) AND ($3::bigint = 0 OR id < $3::bigint) "
-	"ORDER BY id DESC LIMIT $4::int";
+	"AND ($5::text IS NULL OR tenant = $5) ORDER BY id DESC LIMIT $4::int";
 
 static cJSON *conflict_row(const PGresult *r, int i, int unused)
 {
@@ -214,6 +220,8 @@ ops_rc ops_conflicts_list(PGconn *conn, const ops_conflicts_filter *f, cJSON **o
 	char before[32], limit[16];
 	snprintf(before, sizeof before, "%lld", (long long)f->before_id);
 	snprintf(limit, sizeof limit, "%d", f->limit);
-	const char *p[4] = {f->biz_id, f->message_key, before, limit};
-	return read_rows(conn, SQL_CONFLICTS, 4, p, conflict_row, 0, out, err, errsz);
+	if (f->tenant && tenant_name_check(f->tenant, err, errsz) != 0)
+		return OPS_BAD_ARG;
+	const char *p[5] = {f->biz_id, f->message_key, before, limit, f->tenant};
+	return read_rows(conn, SQL_CONFLICTS, 5, p, conflict_row, 0, out, err, errsz);
 }

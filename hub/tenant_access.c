@@ -250,10 +250,17 @@ ops_rc tenant_token_issue(PGconn *conn, const char *name, const char *actor,
 	return OPS_OK;
 }
 
+/* A token that logs in: not revoked, not expired, of a tenant that exists
+ * (a remove deletes its tokens) and is enabled. k: txhub.tenant_tokens. */
+#define TOKEN_LIVE                                                                       \
+	"k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now()) "            \
+	"AND EXISTS (SELECT 1 FROM txhub.tenants t WHERE t.name = k.tenant AND t.enabled)"
+
 ops_rc tenant_token_lookup(PGconn *conn, const char *token, char *tenant, size_t tenantsz,
-                           char *err, size_t errsz)
+                           int64_t *id, char *err, size_t errsz)
 {
 	tenant[0] = '\0';
+	*id = 0;
 	if (!token || !*token || strlen(token) > 1024) {
 		snprintf(err, errsz, "no such token");
 		return OPS_NOT_FOUND;
@@ -261,9 +268,9 @@ ops_rc tenant_token_lookup(PGconn *conn, const char *token, char *tenant, size_t
 	char hex[65];
 	hash_hex(token, hex);
 	const char *p[1] = {hex};
-	PGresult *r = ops_query(conn, "SELECT tenant FROM txhub.tenant_tokens "
-	                        "WHERE sha256 = decode($1, 'hex') AND revoked_at IS NULL "
-	                        "AND (expires_at IS NULL OR expires_at > now())", 1, p, 0, err, errsz);
+	PGresult *r = ops_query(conn, "SELECT k.tenant, k.id FROM txhub.tenant_tokens k "
+	                        "WHERE k.sha256 = decode($1, 'hex') AND " TOKEN_LIVE, 1, p, 0, err,
+	                        errsz);
 	if (!r)
 		return OPS_DB_ERROR;
 	ops_rc rc = OPS_OK;
@@ -272,7 +279,24 @@ ops_rc tenant_token_lookup(PGconn *conn, const char *token, char *tenant, size_t
 		rc = OPS_NOT_FOUND;
 	} else {
 		snprintf(tenant, tenantsz, "%s", PQgetvalue(r, 0, 0));
+		*id = ops_int(r, 0, 1);
 	}
+	PQclear(r);
+	return rc;
+}
+
+ops_rc tenant_token_live(PGconn *conn, int64_t id, const char *tenant, char *err, size_t errsz)
+{
+	char ids[32];
+	snprintf(ids, sizeof ids, "%lld", (long long)id);
+	const char *p[2] = {ids, tenant};
+	PGresult *r = ops_query(conn, "SELECT 1 FROM txhub.tenant_tokens k WHERE k.id = $1::bigint "
+	                        "AND k.tenant = $2 AND " TOKEN_LIVE, 2, p, 0, err, errsz);
+	if (!r)
+		return OPS_DB_ERROR;
+	ops_rc rc = PQntuples(r) == 1 ? OPS_OK : OPS_NOT_FOUND;
+	if (rc != OPS_OK)
+		snprintf(err, errsz, "the token was revoked, or its tenant removed or disabled");
 	PQclear(r);
 	return rc;
 }

@@ -90,9 +90,18 @@ ops_rc tenant_token_issue(struct pg_conn *conn, const char *name, const char *ac
                           char token[TENANT_TOKEN_LEN + 1], cJSON **out, char *err,
                           size_t errsz);
 
-/* The tenant a console token belongs to (not revoked, not expired), into
- * tenant: OPS_OK, or OPS_NOT_FOUND (no such token: err says only that). */
+/* The tenant a console token belongs to, and the token's id, when the
+ * token logs in: not revoked, not expired, its tenant enabled. Looked up
+ * by its SHA-256, as a parameter (no comparison in C). OPS_OK, or
+ * OPS_NOT_FOUND (err says only "no such token", whatever the reason). */
 ops_rc tenant_token_lookup(struct pg_conn *conn, const char *token, char *tenant,
-                           size_t tenantsz, char *err, size_t errsz);
+                           size_t tenantsz, int64_t *id, char *err, size_t errsz);
+
+/* Whether token id of tenant still logs in (the same rules): OPS_OK, or
+ * OPS_NOT_FOUND once it was revoked, expired, deleted, or its tenant
+ * removed or disabled. The console asks it on every request of a session
+ * the token opened. */
+ops_rc tenant_token_live(struct pg_conn *conn, int64_t id, const char *tenant, char *err,
+                         size_t errsz);
 
 #endif

@@ -81,6 +81,11 @@ static inline int32_t tp_part(tp_key k) { return (int32_t)(uint32_t)((uint64_t)k
 /* The topic's name ("?" for a key no interned topic made). */
 const char *tp_topic(tp_key k);
 
+/* For log lines: printf("... " TP_FMT " ...", TP_ARG(k)) writes
+ * "partition 3 of txhub.control". */
+#define TP_FMT "partition %d of %s"
+#define TP_ARG(k) tp_part(k), tp_topic(k)
+
 /* The key of (name, partition), interning name; -1 when topic_id fails. */
 tp_key tp_of(const char *name, int32_t partition);
 

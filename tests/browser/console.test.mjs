@@ -598,3 +598,66 @@ test('log out', { timeout: 30000 }, async () => {
   assert.deepEqual(dialogs, [], 'no dialog fired in the whole run');
   assert.deepEqual(cspReports, [], 'our pages broke no Content-Security-Policy rule');
 });
+
+// ---- tenants (CONTRACT §14): the Tenants page and a console token of one ----
+
+async function loginAs(name, token) {
+  await page.goto(`${consoleUrl}/login`);
+  await page.fill('#name', name);
+  await page.fill('#token', token);
+  await Promise.all([page.waitForURL(`${consoleUrl}/overview`), page.click('#login')]);
+}
+
+test('the Tenants page, and a tenant token that sees its own tenant only', { timeout: 60000 },
+  async () => {
+    txhub(['tenant', 'add', 'team-a', '--control-topic', `ctl.team-a.${NAME}`,
+      '--biz', 'a-shop', 'a-ledger*', '--forward-topic', 'fw.team-a', 'team-a.out.*',
+      '--checkback-allow', 'https://a.example/cb/', '--max-envelope-bytes', '65536']);
+    txhub(['tenant', 'add', 'team-b', '--control-topic', '^team-b\\.',
+      '--biz', 'b-shop', '--forward-topic', 'fw.team-b']);
+    const tokenA = txhub(['tenant', 'token', 'team-a']).trim();
+    sql('INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, '
+      + 'forward_topic, check_attempts, send_attempts, last_error, src_partition, src_offset, '
+      + 'created_at, updated_at, tenant) VALUES '
+      + "('a-shop', 'a-order-1', 'check_failed', NULL, 'p', 'fw.team-a', 3, 0, "
+      + "'check-back answered 503', 98, 1, now() - interval '1 hour', now() - interval '50 minutes', 'team-a'), "
+      + "('a-shop', 'a-order-2', 'committed', 'sent', 'p', 'fw.team-a', 0, 1, NULL, 98, 2, "
+      + "now() - interval '20 seconds', now() - interval '10 seconds', 'team-a'), "
+      + `('b-shop', 'b-order-1', 'committed', 'failed', 'p', 'fw.team-b', 0, 15, ${lit(LONG.sendError)}, `
+      + "98, 3, now() - interval '1 hour', now() - interval '40 minutes', 'team-b')");
+    sql('INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, record_key, '
+      + 'record_value, reason, tenant) VALUES '
+      + `('ctl.team-a', 0, 5, 'k', 'v', 'biz_id "z-shop" is not a biz_id of tenant team-a', 'team-a'), `
+      + `('team-b.ctl', 0, 5, 'k', 'v', ${lit(LONG.reason)}, 'team-b')`);
+
+    // the global session (logged out above): every tenant
+    await loginAs('root', TOKEN);
+    await page.goto(`${consoleUrl}/tenants`);
+    assert.equal(await page.locator('section.tenant').count(), 2);
+    assert.match(await page.textContent('#tenant-team-a'), /a-ledger\*/);
+    assert.match(await page.textContent('#parked-team-b'), /b-order-1/);
+    assert.ok(await pageWidth() <= WIDTH, `the Tenants page is ${await pageWidth()} px wide`);
+    await shot('tenants-global');
+    await page.goto(`${consoleUrl}/stuck?tenant=team-b`);
+    assert.match(await page.textContent('#stuck'), /b-order-1/);
+    assert.doesNotMatch(await page.textContent('#stuck'), /a-order-1/);
+    await Promise.all([page.waitForURL(`${consoleUrl}/login`),
+      page.click('header form.user button')]);
+
+    // team-a's token: its name in the header, its rows only, its tenant only
+    await loginAs('alice', tokenA);
+    assert.equal(await page.textContent('#tenant'), 'tenant team-a');
+    await page.goto(`${consoleUrl}/stuck`);
+    assert.match(await page.textContent('#stuck'), /a-order-1/);
+    assert.doesNotMatch(await page.content(), /b-order-1|team-b/);
+    await page.goto(`${consoleUrl}/tenants`);
+    assert.equal(await page.locator('section.tenant').count(), 1);
+    assert.match(await page.textContent('#rejections-team-a'), /not a biz_id of tenant team-a/);
+    assert.doesNotMatch(await page.content(), /team-b/);
+    assert.ok(await pageWidth() <= WIDTH, `the Tenants page is ${await pageWidth()} px wide`);
+    await shot('tenants-scoped');
+    const resp = await page.goto(`${consoleUrl}/message?biz=b-shop&key=b-order-1`);
+    assert.equal(resp.status(), 404);
+    assert.deepEqual(dialogs, [], 'no dialog fired');
+    assert.deepEqual(cspReports, [], 'no Content-Security-Policy rule broken');
+  });

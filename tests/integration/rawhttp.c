@@ -69,6 +69,8 @@ int h_raw_request(const char *from, int port, const char *bytes, size_t len, int
 		}
 		size_t take = (size_t)n < sizeof out->data - 1 - out->len ? (size_t)n
 		                                                       : sizeof out->data - 1 - out->len;
+		if (take < (size_t)n)
+			out->truncated = 1;
 		memcpy(out->data + out->len, buf, take);
 		out->len += take;
 		out->data[out->len] = '\0';

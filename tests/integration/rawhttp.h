@@ -11,8 +11,9 @@
 #include <stddef.h>
 
 typedef struct {
-	char data[8192]; /* what the server sent, NUL-terminated (cut to fit) */
+	char data[256 * 1024]; /* what the server sent, NUL-terminated (cut to fit) */
 	size_t len;
+	int truncated;   /* more came than data holds */
 	int closed;      /* the server closed the connection (end of stream or reset) */
 	long first_ms;   /* from before the connect to the whole status line; -1: none came */
 	long closed_ms;  /* from before the connect to the server's close; -1: open */

@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "httpd.h"
 #include "store.h"
+#include "topics.h"
 #include "tenants_common.h"
 
 TestSuite(enforce);
@@ -305,9 +306,9 @@ typedef struct {
 static void open_store(fixture *f, const char *name, const char *enforce)
 {
 	char err[512];
-	int32_t part = 0;
 	int64_t next;
 	h_setup(&f->e, name);
+	tp_key part = tp_of(f->e.topic, 0);
 	f->off = 0;
 	cr_assert_eq(config_init(&f->cfg), 0);
 	cr_assert_eq(config_set(&f->cfg, "pg", f->e.conninfo, err, sizeof err), 0, "%s", err);
@@ -340,7 +341,9 @@ static store_stats apply_as(fixture *f, const char *tenant, const char *json)
 	r.valid = envelope_parse(json, strlen(json), 1 << 20, &r.env, r.reason, sizeof r.reason) == 0;
 	cr_assert(r.valid, "%s: %s", json, r.reason);
 	snprintf(r.tenant, sizeof r.tenant, "%s", tenant);
-	cr_assert_eq(store_apply(f->st, f->e.topic, &r, 1, f->own, 1, &out, &stats, NULL, NULL, err,
+	r.src_topic = topic_intern(f->e.topic);
+	r.tp = tp_of(f->e.topic, 0);
+	cr_assert_eq(store_apply(f->st, &r, 1, f->own, 1, &out, &stats, NULL, NULL, err,
 	                         sizeof err), STORE_OK, "%s", err);
 	envelope_free(&r.env);
 	store_forward_list_clear(&out);

@@ -449,23 +449,32 @@ Test(tenants, token_printed_once_stored_hashed)
 	             2);
 	/* the lookup the console will call */
 	char tenant[64], err[256];
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err), OPS_OK,
+	int64_t tid = 0;
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err), OPS_OK,
 	             "%s", err);
 	cr_assert_str_eq(tenant, "team-a");
+	cr_assert_gt(tid, 0);
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-a", err, sizeof err), OPS_OK, "%s", err);
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-b", err, sizeof err), OPS_NOT_FOUND);
+	tn_sql(&e, "UPDATE txhub.tenants SET enabled = false WHERE name = 'team-a'");
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
+	             OPS_NOT_FOUND, "a disabled tenant's token still works");
+	cr_assert_eq(tenant_token_live(e.db, tid, "team-a", err, sizeof err), OPS_NOT_FOUND);
+	tn_sql(&e, "UPDATE txhub.tenants SET enabled = true WHERE name = 'team-a'");
 	char wrong[TENANT_TOKEN_LEN + 1];
 	snprintf(wrong, sizeof wrong, "%s", tok);
 	wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
-	cr_assert_eq(tenant_token_lookup(e.db, wrong, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, wrong, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND);
-	cr_assert_eq(tenant_token_lookup(e.db, "", tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, "", tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND);
 	tn_sql(&e, "UPDATE txhub.tenant_tokens SET expires_at = now() - interval '1 second' "
 	           "WHERE sha256 = decode('%s', 'hex')", hex);
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND, "an expired token still works");
 	tn_sql(&e, "UPDATE txhub.tenant_tokens SET expires_at = NULL, revoked_at = now() "
 	           "WHERE sha256 = decode('%s', 'hex')", hex);
-	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, err, sizeof err),
+	cr_assert_eq(tenant_token_lookup(e.db, tok, tenant, sizeof tenant, &tid, err, sizeof err),
 	             OPS_NOT_FOUND, "a revoked token still works");
 	h_teardown(&e);
 }
@@ -572,26 +581,6 @@ Test(tenants, hub_takes_changes_and_keeps_good_rules)
 
 /* ---- migration 0010 on a database with rows ---- */
 
-static PGconn *fresh_database(const char *name, char *conninfo, size_t sz)
-{
-	const char *base = getenv("TXHUB_PG");
-	cr_assert_not_null(base);
-	PGconn *admin = PQconnectdb(base);
-	cr_assert(PQstatus(admin) == CONNECTION_OK);
-	char q[256];
-	PQclear(PQexec(admin, "SET client_min_messages = warning"));
-	snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", name);
-	PQclear(PQexec(admin, q));
-	snprintf(q, sizeof q, "CREATE DATABASE %s", name);
-	PGresult *r = PQexec(admin, q);
-	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(admin));
-	PQclear(r);
-	PQfinish(admin);
-	snprintf(conninfo, sz, "%s dbname=%s", base, name);
-	PGconn *c = PQconnectdb(conninfo);
-	cr_assert(PQstatus(c) == CONNECTION_OK);
-	return c;
-}
 
 /* A database at schema 7 (0.4.0 and issue 20), as `txhub migrate` of then
  * left it, with rows. */
@@ -635,7 +624,7 @@ Test(tenants, migration_rewrites_no_table)
 	h_setup(&e, "tn_mig");
 	char name[96], conninfo[700], pg[720];
 	snprintf(name, sizeof name, "%s_old", e.name);
-	PGconn *old = fresh_database(name, conninfo, sizeof conninfo);
+	PGconn *old = h_fresh_database(name, conninfo, sizeof conninfo);
 	schema_7(old);
 	char before[512], after[512];
 	filenodes(old, before, sizeof before);

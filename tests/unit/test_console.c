@@ -312,6 +312,25 @@ Test(sessions, create_find_end)
 	console_sessions_free(t);
 }
 
+Test(sessions, a_tenants_session_keeps_its_tenant_and_token)
+{
+	console_sessions *t = console_sessions_new();
+	char id[CONSOLE_SECRET_HEX + 1], global[CONSOLE_SECRET_HEX + 1];
+	console_session s;
+	cr_assert_eq(console_session_create_scoped(t, "alice", "team-a", 42, 1000, id), 0);
+	cr_assert_eq(console_session_create(t, "root", 1000, global), 0);
+	cr_assert(console_session_find(t, id, 2000, &s));
+	cr_assert_str_eq(s.tenant, "team-a");
+	cr_assert_eq(s.token_id, 42);
+	cr_assert(console_session_find(t, global, 2000, &s));
+	cr_assert_str_eq(s.tenant, "", "console.token's session is global");
+	cr_assert_eq(s.token_id, 0);
+	cr_assert_eq(console_session_create_scoped(t, "bob", "", 7, 1000, id), 0);
+	cr_assert(console_session_find(t, id, 2000, &s));
+	cr_assert_eq(s.token_id, 0, "no tenant, no token id");
+	console_sessions_free(t);
+}
+
 Test(sessions, expire_when_idle_and_after_their_lifetime)
 {
 	console_sessions *t = console_sessions_new();
