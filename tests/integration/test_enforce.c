@@ -410,15 +410,6 @@ Test(enforce, off_a_decision_of_another_topic_applies, .timeout = 120)
 
 /* ---- two teams on two control topics, end to end ---- */
 
-/* e on its control topic <e's>.<suffix> (e's database and brokers). */
-static h_env on_topic(const h_env *e, const char *suffix)
-{
-	h_env t = *e;
-	int n = snprintf(t.topic, sizeof t.topic, "%.80s.%.10s", e->topic, suffix);
-	cr_assert(n > 0 && (size_t)n < sizeof t.topic);
-	return t;
-}
-
 /* An envelope on t's control topic, partition 0 (one order per team): a
  * prepare (payload and forward topic given) or a decision (NULL, NULL). */
 static void send_on(h_env *t, const char *type, const char *biz, const char *key,
@@ -503,7 +494,7 @@ Test(enforce, two_teams_on_two_control_topics, .timeout = 300)
 {
 	h_env e;
 	h_setup(&e, "enf_teams");
-	h_env ta = on_topic(&e, "a"), tb = on_topic(&e, "b");
+	h_env ta = h_on_topic(&e, "a"), tb = h_on_topic(&e, "b");
 	char fa[128], fb[128], list[256], setting[300], listen[64];
 	snprintf(fa, sizeof fa, "%s.fwd-a", e.topic);
 	snprintf(fb, sizeof fb, "%s.fwd-b", e.topic);
