@@ -478,7 +478,7 @@ static void hub_usage(pid_t pid, double *cpu_s, double *rss_mib)
 }
 
 /* What PostgreSQL wrote, read before and after a run (issue 22's figures):
- * the cluster's WAL position, and txhub.messages' row versions (inserts,
+ * the cluster's WAL position, and the message table's row versions (inserts,
  * updates, HOT updates), dead tuples and sizes from the statistics views.
  * The views are updated by each session when its transaction ends (at
  * most once a second) and when it exits: read after the hub stopped, they
@@ -487,7 +487,8 @@ static void hub_usage(pid_t pid, double *cpu_s, double *rss_mib)
 typedef struct {
 	int ok;
 	double wal;                  /* bytes since 0/0 */
-	int64_t ins, upd, hot, dead; /* pg_stat_user_tables of txhub.messages */
+	int64_t ins, upd, hot, dead; /* pg_stat_user_tables of txhub.message_rows (0.4:
+	                              * txhub.messages) */
 	int64_t heap, index;         /* bytes: the table, its indexes */
 } pg_counters;
 
@@ -499,7 +500,8 @@ static void pg_counters_read(const txhub_config *cfg, pg_counters *c)
 	    : PQexec(conn, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8, "
 	                   "s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_dead_tup, "
 	                   "pg_relation_size(s.relid), pg_indexes_size(s.relid) "
-	                   "FROM pg_stat_user_tables s WHERE s.relid = 'txhub.messages'::regclass");
+	                   "FROM pg_stat_user_tables s WHERE s.relid = "
+	                   "coalesce(to_regclass('txhub.message_rows'), 'txhub.messages'::regclass)");
 	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
 		c->wal = strtod(PQgetvalue(r, 0, 0), NULL);
 		c->ins = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
@@ -683,20 +685,35 @@ static void *deliver(void *arg)
 		pthread_mutex_unlock(&d->mu);
 		if (!b)
 			return NULL;
+		/* as the hub records them: every one delivered, so each partition's
+		 * mark moves to its highest sequence, and no row is written */
 		store_delivery *r = calloc(b->l.n ? b->l.n : 1, sizeof *r);
-		for (size_t i = 0; r && i < b->l.n; i++) {
-			r[i].biz_id = b->l.items[i].biz_id;
-			r[i].message_key = b->l.items[i].message_key;
-			r[i].tp = b->l.items[i].src_tp;
+		store_mark *mk = calloc(b->l.n ? b->l.n : 1, sizeof *mk);
+		size_t nmk = 0;
+		for (size_t i = 0; r && mk && i < b->l.n; i++) {
+			const store_forward *f = &b->l.items[i];
+			r[i].biz_id = f->biz_id;
+			r[i].message_key = f->message_key;
+			r[i].tp = f->src_tp;
 			r[i].ok = 1;
+			r[i].fwd_seq = f->fwd_seq;
+			size_t j = 0;
+			while (j < nmk && mk[j].tp != f->src_tp)
+				j++;
+			if (j == nmk)
+				mk[nmk++] = (store_mark){f->src_tp, 0};
+			if (f->fwd_seq > mk[j].upto)
+				mk[j].upto = f->fwd_seq;
 		}
-		if (!r || store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, 0, NULL, err,
-		                                  sizeof err) != STORE_OK) {
+		if (!r || !mk ||
+		    store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, mk, nmk, NULL, err,
+		                            sizeof err) != STORE_OK) {
 			fprintf(stderr, "txhub bench: PostgreSQL ceiling: deliveries: %s\n",
-			        r ? err : "out of memory");
+			        r && mk ? err : "out of memory");
 			d->failed = 1;
 		}
 		free(r);
+		free(mk);
 		store_forward_list_clear(&b->l);
 		free(b);
 	}
@@ -754,7 +771,7 @@ static void ceiling_cleanup(const txhub_config *cfg, const opts *o, const char *
 	char biz[96];
 	snprintf(biz, sizeof biz, "bench-ceiling-%s", o->run);
 	const char *p1[1] = {biz}, *p2[1] = {topic};
-	PQclear(PQexecParams(c, "DELETE FROM txhub.messages WHERE biz_id = $1", 1, NULL, p1, NULL,
+	PQclear(PQexecParams(c, "DELETE FROM txhub.message_rows WHERE biz_id = $1", 1, NULL, p1, NULL,
 	                     NULL, 0));
 	PQclear(PQexecParams(c, "DELETE FROM txhub.partitions WHERE topic = $1", 1, NULL, p2, NULL,
 	                     NULL, 0));

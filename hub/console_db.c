@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "rows_sql.h"
 #include "tenant_rules.h"
 
 struct console_db {
@@ -217,6 +218,8 @@ int console_db_in_scope(PGconn *conn, const char *tenant, const char *biz_id,
 	"(SELECT count(*) FROM (SELECT 1 FROM txhub." table " x WHERE x.tenant = t.name AND "   \
 	cond " LIMIT $2::int) c)"
 #define SINCE(col, span) "x." col " > now() - interval '" span "'"
+/* sent (rows_sql.h), on messages_tenant_committed (tenant, updated_at) */
+#define SENT "x.status = 'committed' AND (x.send_status = 'sent' OR " SQL_MARKED("x") ")"
 
 static const char *SQL_TENANTS =
 	"SELECT coalesce(jsonb_agg(jsonb_build_object("
@@ -228,10 +231,10 @@ static const char *SQL_TENANTS =
 	"'stored_1h', " CAPPED("messages", SINCE("created_at", "1 hour")) ", "
 	"'rejected_1m', " CAPPED("rejected", SINCE("created_at", "1 minute")) ", "
 	"'rejected_1h', " CAPPED("rejected", SINCE("created_at", "1 hour")) ", "
-	"'sent_1m', " CAPPED("messages", "x.send_status = 'sent' AND " SINCE("updated_at", "1 minute"))
-	", 'sent_1h', " CAPPED("messages", "x.send_status = 'sent' AND " SINCE("updated_at", "1 hour"))
-	", 'check_failed', " CAPPED("messages", "x.status = 'check_failed'") ", "
-	"'send_failed', " CAPPED("messages", "x.send_status = 'failed'") ") ORDER BY t.name), "
+	"'sent_1m', " CAPPED("message_rows", SENT " AND " SINCE("updated_at", "1 minute"))
+	", 'sent_1h', " CAPPED("message_rows", SENT " AND " SINCE("updated_at", "1 hour"))
+	", 'check_failed', " CAPPED("message_rows", "x.status = 'check_failed'") ", "
+	"'send_failed', " CAPPED("message_rows", "x.send_status = 'failed'") ") ORDER BY t.name), "
 	"'[]')::text FROM txhub.tenants t WHERE ($1::text IS NULL OR t.name = $1)";
 
 int console_db_tenants(PGconn *conn, const char *tenant, cJSON **out, char *err, size_t errsz)

@@ -21,6 +21,7 @@
 #include "lane.h"
 #include "lane_watch.h"
 #include "log.h"
+#include "marks.h"
 #include "metrics.h"
 
 /* What travels with a message as its opaque, until its report is written. */
@@ -34,6 +35,8 @@ typedef struct {
 	int64_t produced_ms; /* handed to the producer; 0: refused outright */
 	int ok;
 	int requeue;         /* not attempted after all: the producer died */
+	int64_t fwd_seq;     /* its forward sequence (0: none), for the delivery marks */
+	int reported;        /* counted in the marks */
 	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
 } fw_item;
 
@@ -90,11 +93,13 @@ struct forward {
 	pthread_cond_t cv;      /* the writer: work or stop; the loop: written */
 	const txhub_config *cfg;
 	fw_list queue;          /* handed over, not written yet */
+	marks marks;            /* sequences in flight per partition (marks.h) */
 	owned_set own;          /* the partitions owned at the last hand-over (a copy) */
 	int64_t in_flight;      /* produced, report not written yet */
 	int stopping;
 	forward_stats stats;
 	int64_t failing_since;  /* a copy of the writer's fault, for readiness */
+	int64_t written_ms;     /* when the writer last wrote */
 	char failing[600];
 
 	/* the writer's */
@@ -423,14 +428,27 @@ void forward_send(forward *fw, const store_forward_list *l)
 		return;
 	}
 	size_t produced = 0;
+	/* the sequences handed over, noted in the marks before any of their
+	 * reports can reach the writer (they come through forward_poll);
+	 * what is lost before the producer freezes its partition's mark */
+	store_mark *issued = calloc(l->n ? l->n : 1, sizeof *issued);
+	tp_key *lost = calloc(l->n ? l->n : 1, sizeof *lost);
+	size_t nissued = 0, nlost = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const store_forward *f = &l->items[i];
 		fw_item *it = calloc(1, sizeof *it);
 		if (!it || !(it->biz_id = strdup(f->biz_id)) || !(it->message_key = strdup(f->message_key))) {
 			log_error("forward: out of memory; the message is retried after its lease");
 			item_free(it);
+			if (lost)
+				lost[nlost++] = f->src_tp;
 			continue;
 		}
+		it->fwd_seq = f->fwd_seq;
+		if (f->fwd_seq > 0 && issued)
+			issued[nissued++] = (store_mark){f->src_tp, f->fwd_seq};
+		else if (f->fwd_seq > 0)
+			it->fwd_seq = 0; /* recorded by itself */
 		known_topic(fw, f->topic);
 		it->send_attempts = f->send_attempts;
 		it->tp = f->src_tp;
@@ -465,9 +483,21 @@ void forward_send(forward *fw, const store_forward_list *l)
 		}
 	}
 	pthread_mutex_lock(&fw->mu); /* once per call, not per message */
+	for (size_t i = 0; i < nissued; i++)
+		if (marks_issue(&fw->marks, issued[i].tp, issued[i].upto) != 0)
+			log_warn("forward: out of memory tracking " TP_FMT "'s forwards: its delivery "
+			         "mark stays where it is until the hub restarts", TP_ARG(issued[i].tp));
+	for (size_t i = 0; i < nlost; i++)
+		marks_freeze(&fw->marks, lost[i]);
+	/* out of memory noting what was handed over, or the store could not copy
+	 * all of a batch's forwards: which partitions lost some is not known */
+	if (!issued || !lost || l->incomplete)
+		marks_freeze_all(&fw->marks);
 	fw->in_flight += (int64_t)produced;
 	fw->stats.produced += produced;
 	pthread_mutex_unlock(&fw->mu);
+	free(issued);
+	free(lost);
 }
 
 /* The metrics of the reports in l, nfailed of which ended the forward for
@@ -712,8 +742,8 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 /* Write the reports of l with the ownership snapshot own and the tuning of
  * cfg. Returns 0, or -1 with err (l is then kept for the next try). */
 static int write_list(forward *fw, const fw_list *l, const owned_set *own,
-                      int64_t backoff_ms, int64_t backoff_max_ms, int max_attempts, char *err,
-                      size_t errsz)
+                      const store_mark *marks, size_t nmarks, int64_t backoff_ms,
+                      int64_t backoff_max_ms, int max_attempts, char *err, size_t errsz)
 {
 	char sub[512];
 	if (!fw->st && !(fw->st = store_connect(fw->start_cfg, sub, sizeof sub))) {
@@ -733,14 +763,15 @@ static int write_list(forward *fw, const fw_list *l, const owned_set *own,
 		d[i].message_key = it->message_key;
 		d[i].tp = it->tp;
 		d[i].ok = it->ok;
+		d[i].fwd_seq = it->ok ? it->fwd_seq : 0;
 		d[i].requeue = it->requeue;
 		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";
 		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, backoff_ms, backoff_max_ms,
 		                                 backoff_random());
 	}
 	store_forward_list failed = {0};
-	store_rc rc = store_record_deliveries(fw->st, own->parts, own->n, d, l->n, max_attempts, 0,
-	                                      &failed, err, errsz);
+	store_rc rc = store_record_deliveries(fw->st, own->parts, own->n, d, l->n, max_attempts,
+	                                      marks, nmarks, &failed, err, errsz);
 	free(d);
 	if (rc == STORE_OK)
 		reports_written(fw, l, &failed);
@@ -755,6 +786,50 @@ static void copy_fault(forward *fw)
 	fw->failing_since = fault_failing_since(&fw->f_write);
 	snprintf(fw->failing, sizeof fw->failing, "%s", fw->f_write.last);
 	pthread_mutex_unlock(&fw->mu);
+}
+
+/* Delivery marks are written this often at most, unless a report needs a
+ * row written (a failure, a retry, a row without a sequence). */
+#define MARKS_EVERY_MS 100
+
+/* Whether every report of l is a delivery a mark records (under mu). */
+static int marks_only(const fw_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!l->items[i]->ok || l->items[i]->fwd_seq <= 0)
+			return 0;
+	return 1;
+}
+
+/* Wait on the writer's condition at most ms (under mu). */
+static void timed_wait(forward *fw, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
+}
+
+/* Count the reports of l in the marks (once each), and have those of a
+ * frozen partition's deliveries written per row. Returns how many marks
+ * may move (under mu). */
+static size_t count_reported(forward *fw, fw_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		fw_item *it = l->items[i];
+		if (it->reported || it->fwd_seq <= 0)
+			continue;
+		it->reported = 1;
+		marks_done(&fw->marks, it->tp, it->fwd_seq);
+		if (marks_frozen(&fw->marks, it->tp))
+			it->fwd_seq = 0;
+	}
+	return fw->marks.n;
 }
 
 /* Wait for the queue, take it whole with the ownership snapshot and the
@@ -773,16 +848,27 @@ static void *write_reports(void *arg)
 			pthread_cond_wait(&fw->cv, &fw->mu);
 		if (fw->queue.n == 0)
 			break; /* stopping, nothing left */
+		/* reports that only move marks wait for the next ~100 ms: one
+		 * statement per partition then, whatever the rate */
+		int64_t now = clock_ms();
+		if (!fw->stopping && now - fw->written_ms < MARKS_EVERY_MS && marks_only(&fw->queue)) {
+			timed_wait(fw, MARKS_EVERY_MS - (now - fw->written_ms));
+			continue;
+		}
 		fw_list l = fw->queue;
 		memset(&fw->queue, 0, sizeof fw->queue);
+		size_t nmarks = count_reported(fw, &l);
+		store_mark *mk = calloc(nmarks ? nmarks : 1, sizeof *mk);
+		nmarks = mk ? marks_take(&fw->marks, mk, nmarks) : 0;
+		fw->written_ms = now;
 		int copied = owned_copy(&fw->written_own, &fw->own);
 		const txhub_config *cfg = fw->cfg;
 		int64_t bo = cfg->forward_backoff_ms, bmax = cfg->forward_backoff_max_ms;
 		int max = (int)cfg->forward_max_attempts, stopping = fw->stopping;
 		pthread_mutex_unlock(&fw->mu);
 		int rc = copied != 0 ? (snprintf(err, sizeof err, "out of memory"), -1)
-		                     : write_list(fw, &l, &fw->written_own, bo, bmax, max, err,
-		                                  sizeof err);
+		                     : write_list(fw, &l, &fw->written_own, mk, nmarks, bo, bmax, max,
+		                                  err, sizeof err);
 		if (rc == 0) {
 			fault_ok(&fw->f_write);
 			failures = 0;
@@ -791,6 +877,9 @@ static void *write_reports(void *arg)
 		}
 		copy_fault(fw);
 		pthread_mutex_lock(&fw->mu);
+		if (rc != 0)
+			marks_unsent(&fw->marks, mk, nmarks);
+		free(mk);
 		if (rc == 0) {
 			list_free(&l);
 			continue;
@@ -810,16 +899,7 @@ static void *write_reports(void *arg)
 			}
 		free(fw->queue.items);
 		fw->queue = l;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t d = backoff_delay(++failures, 200, 5000, backoff_random());
-		ts.tv_sec += (time_t)(d / 1000);
-		ts.tv_nsec += (long)(d % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
+		timed_wait(fw, backoff_delay(++failures, 200, 5000, backoff_random()));
 	}
 	pthread_mutex_unlock(&fw->mu);
 	return NULL;
@@ -926,6 +1006,7 @@ void forward_destroy(forward *fw)
 	lane_watch_free(&fw->watch);
 	list_free(&fw->done);
 	list_free(&fw->queue);
+	marks_free(&fw->marks);
 	owned_free(&fw->own);
 	owned_free(&fw->written_own);
 	for (size_t i = 0; i < fw->ntopics; i++)

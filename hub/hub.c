@@ -146,7 +146,7 @@ static int wait_for_store(hub *h)
  * ever forward for one partition at the same time). */
 static void send_forwards(hub *h, const store_forward_list *l)
 {
-	if (l->n == 0)
+	if (l->n == 0 && !l->incomplete)
 		return;
 	if (log_get_level() <= LOG_DEBUG) {
 		for (size_t i = 0; i < l->n;) {
@@ -697,8 +697,8 @@ static int release_assigned(hub *h)
 	if (h->released.n == 0)
 		return 0;
 	char err[512];
-	if (store_release_forwards(h->st, h->released.parts, h->released.n, err, sizeof err) !=
-	    STORE_OK) {
+	if (store_release_forwards(h->st, h->released.parts, h->released.n,
+	                           !config_exactly_once(h->cfg), err, sizeof err) != STORE_OK) {
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}

@@ -510,6 +510,8 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		d[i].message_key = f->message_key;
 		d[i].tp = f->src_tp;
 		d[i].ok = !failed || !failed[i];
+		/* a committed run: its rows are covered by the mark, not written */
+		d[i].fwd_seq = !failed ? f->fwd_seq : 0;
 		if (!d[i].ok) {
 			forward_describe_failure(why[i], sizeof why[i], f->topic, 0, failed[i]);
 			d[i].error = why[i];
@@ -518,11 +520,16 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 			nfailed++;
 		}
 	}
+	/* a committed run (items in sequence order, none failed): every pending
+	 * row of the partition up to its last sequence is sent (the lane reads
+	 * them in sequence order, and failed ones were recorded first) */
+	store_mark mark = {l->own.tp, n > 0 ? items[n - 1].fwd_seq : 0};
+	size_t nmarks = !failed && mark.upto > 0 ? 1 : 0;
 	for (int attempt = 1;; attempt++) {
 		store_forward_list gave_up = {0};
 		if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
-		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts, 1,
-		                            &gave_up, err, sizeof err) == STORE_OK) {
+		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts,
+		                            &mark, nmarks, &gave_up, err, sizeof err) == STORE_OK) {
 			for (size_t i = 0; i < gave_up.n; i++) {
 				log_error("lane %d of %s: forwarding %s/%s to %s failed %d times: send_status "
 				          "failed", TP_ARG(l->own.tp), gave_up.items[i].biz_id,

@@ -23,6 +23,7 @@
 #include "envelope.h"
 #include "kafka.h"
 #include "ops_sql.h"
+#include "rows_sql.h"
 #include "sbuf.h"
 #include "store.h"
 #include "tenant_rules.h"
@@ -124,31 +125,38 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
 
 /* ---- status ---- */
 
+/* agg over the rows operators see as pending (rows_sql.h: the CTE pend
+ * that SQL_STATUS_WHERE begins with), with more conditions T. */
+#define PENDING(agg, T) "(SELECT " agg " FROM pend WHERE true" T ")"
+
 /* One scalar sub-select per number, each shaped to walk one partial index.
  * messages.committed is the sum of its three send states (the hub never
- * leaves a committed row without one). $1: alert.awaiting_prepare_ms. T:
+ * leaves a committed row without one); sent is counted as the committed
+ * rows that are neither pending nor failed, as a partition's mark sends
+ * them without writing them (migration 0012). $1: alert.awaiting_prepare_ms. T:
  * more conditions on every table (a tenant's rows: there is no index on
  * tenant, each count filters the rows its index gives). */
 #define SQL_STATUS_WHERE(T)                                                                     \
-	"SELECT "                                                                                   \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'prepared'" T "), "                    \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'" T "), "            \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND send_status = 'sent'"  \
-	T "), "                                                                                     \
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending' AND status = "          \
+	"WITH RECURSIVE " SQL_PENDING_PARTS ", pend AS ("                                           \
+	SQL_PENDING_ROWS("r.tenant, r.updated_at") ") SELECT "                                      \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'prepared'" T "), "                    \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare'" T "), "            \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'committed'" T ") - "              \
+	PENDING("count(*)", T) " - "                                                                \
+	"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed' AND status = "           \
 	"'committed'" T "), "                                                                       \
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' AND status = "           \
+	PENDING("count(*)", T) ", "                                                                 \
+	"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed' AND status = "           \
 	"'committed'" T "), "                                                                       \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back'" T "), "                 \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'" T "), "                \
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'pending'" T "), "                \
-	"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'" T "), "                 \
-	"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "                   \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'rolled_back'" T "), "                 \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'check_failed'" T "), "                \
+	PENDING("count(*)", T) ", "                                                                 \
+	"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed'" T "), "                 \
+	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare' "                   \
 	" AND created_at < now() - $1::bigint * interval '1 millisecond'" T "), "                   \
-	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.messages "   \
+	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.message_rows "   \
 	" WHERE status = 'prepared'" T "), "                                                        \
-	"(SELECT floor(extract(epoch FROM now() - min(updated_at)))::bigint FROM txhub.messages "   \
-	" WHERE send_status = 'pending'" T "), "                                                    \
+	PENDING("floor(extract(epoch FROM now() - min(updated_at)))::bigint", T) ", "              \
 	"(SELECT count(*) FROM txhub.rejected WHERE created_at > now() - interval '1 hour'" T "), " \
 	"(SELECT count(*) FROM txhub.rejected WHERE true" T "), "                                   \
 	"(SELECT count(*) FROM txhub.conflicts WHERE created_at > now() - interval '1 hour'" T      \
@@ -608,7 +616,17 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const char **p,
                      int *np, char *since, char *older, char *limit)
 {
-	sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
+	/* the view computes send_status (rows_sql.h): pending rows are taken
+	 * from the indexes that hold them, then read by key (OFFSET 0: so,
+	 * whatever the estimates) */
+	int pending = f->send_status && strcmp(f->send_status, "pending") == 0;
+	if (pending)
+		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM (WITH RECURSIVE " SQL_PENDING_PARTS
+		               " SELECT * FROM (" SQL_PENDING_ROWS("r.biz_id AS pb, r.message_key AS pk")
+		               ") k OFFSET 0) k CROSS JOIN LATERAL (SELECT * FROM txhub.messages v "
+		               "WHERE v.biz_id = k.pb AND v.message_key = k.pk OFFSET 0) m WHERE true");
+	else
+		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
 	if (f->nstatuses > 0) {
 		sbuf_arr_begin(statuses);
 		for (size_t i = 0; i < f->nstatuses; i++)
@@ -617,10 +635,15 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = sbuf_str(statuses);
 		sbuf_printf(sql, " AND status = ANY($%d::text[])", ++*np);
 	}
-	if (f->send_status) {
-		p[*np] = f->send_status;
-		sbuf_printf(sql, " AND send_status = $%d", ++*np);
-	}
+	/* failed and sent: the keys come from the table, on the index that holds
+	 * them (failed: messages_stuck) */
+	if (f->send_status && strcmp(f->send_status, "failed") == 0)
+		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT biz_id, message_key "
+		               "FROM txhub.message_rows WHERE send_status = 'failed')");
+	else if (f->send_status && !pending)
+		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT r.biz_id, r.message_key "
+		               "FROM txhub.message_rows r WHERE r.status = 'committed' "
+		               "AND (r.send_status = 'sent' OR " SQL_MARKED("r") "))");
 	if (f->biz_id) {
 		p[*np] = f->biz_id;
 		sbuf_printf(sql, " AND biz_id = $%d", ++*np);

@@ -19,20 +19,21 @@
 #include "envelope.h"
 #include "ops.h"
 #include "ops_sql.h"
+#include "rows_sql.h"
 #include "sbuf.h"
 
 /* ---- shared ---- */
 
 /* The row, locked until the transaction ends. */
 static const char *SQL_LOCK_ROW =
-	"SELECT status, coalesce(send_status, '') FROM txhub.messages "
-	"WHERE biz_id = $1 AND message_key = $2 FOR UPDATE";
+	"SELECT r.status, coalesce(" SQL_SEND_STATUS("r") ", '') FROM txhub.message_rows r "
+	"WHERE r.biz_id = $1 AND r.message_key = $2 FOR UPDATE OF r";
 
 /* With the message's tenant: a team's role (row-level security) may add
  * history rows of its own tenant only, and sees them by it. */
 static const char *SQL_HISTORY =
 	"INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
-	"SELECT $1, $2, $3, $4, $5, m.tenant FROM txhub.messages m "
+	"SELECT $1, $2, $3, $4, $5, m.tenant FROM txhub.message_rows m "
 	"WHERE m.biz_id = $1 AND m.message_key = $2";
 
 static ops_rc check_actor(const char *actor, char *err, size_t errsz)
@@ -80,7 +81,7 @@ static void refuse(char *err, size_t errsz, const char *const *ids, const char *
 /* ---- resolve ---- */
 
 static const char *SQL_RESOLVE =
-	"UPDATE txhub.messages SET status = $3::text, "
+	"UPDATE txhub.message_rows SET status = $3::text, "
 	"send_status = CASE WHEN $3::text = 'committed' THEN 'pending' ELSE send_status END, "
 	"send_attempts = CASE WHEN $3::text = 'committed' THEN 0 ELSE send_attempts END, "
 	"next_send_at = CASE WHEN $3::text = 'committed' THEN now() ELSE next_send_at END, "
@@ -161,10 +162,10 @@ ops_rc ops_resolve(PGconn *conn, const char *biz_id, const char *message_key, op
  * lock (a decision arrived) is left out by FOR UPDATE's re-check. */
 static const char *SQL_REDRIVE =
 	"WITH c AS (SELECT biz_id, message_key, status, check_attempts, send_attempts "
-	"FROM txhub.messages WHERE (status = 'check_failed' OR send_status = 'failed') "
+	"FROM txhub.message_rows WHERE (status = 'check_failed' OR send_status = 'failed') "
 	"AND ($2::text IS NULL OR biz_id = $2) AND ($3::text IS NULL OR message_key = $3) "
 	"ORDER BY biz_id, message_key FOR UPDATE), "
-	"u AS (UPDATE txhub.messages AS m SET "
+	"u AS (UPDATE txhub.message_rows AS m SET "
 	"status = CASE WHEN c.status = 'check_failed' THEN 'prepared' ELSE m.status END, "
 	"check_attempts = CASE WHEN c.status = 'check_failed' THEN 0 ELSE m.check_attempts END, "
 	"next_check_at = CASE WHEN c.status = 'check_failed' THEN now() ELSE m.next_check_at END, "
@@ -273,25 +274,35 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 
 /* ---- purge ---- */
 
-/* A finished row: nothing will ever change it again (CONTRACT §3, §9).
- * The words are those of the messages_finished index's predicate, so that
- * PostgreSQL can prove the index applies. */
-#define FINISHED "(status = 'rolled_back' OR (status = 'committed' AND send_status = 'sent'))"
+/* A finished row: nothing will ever change it again (CONTRACT §3, §9): rolled
+ * back, or committed and sent (stored 'sent', or 'pending' at or below its
+ * partition's delivery mark: rows_sql.h). Each status has its index
+ * (messages_committed, messages_rolled_back: (src_partition, updated_at)),
+ * whose predicate the words below repeat so that PostgreSQL can prove it
+ * applies. */
+#define COMMITTED_SENT "(status = 'committed' AND (send_status = 'sent' OR " SQL_MARKED("r") "))"
+#define FINISHED "(status = 'rolled_back' OR " COMMITTED_SENT ")"
+
+/* The finished rows of partition parts.p (of topic parts.t, or any) older than $1 ms, at most $2 of
+ * those of each status, locked. */
+#define PURGE_WALK(cond)                                                                   \
+	"SELECT * FROM (SELECT r.biz_id, r.message_key FROM txhub.message_rows r WHERE " cond \
+	" AND r.src_partition = parts.p AND (parts.t IS NULL OR r.src_topic = parts.t) "       \
+	"AND r.updated_at < now() - $1::bigint * interval '1 millisecond' "                    \
+	"LIMIT $2 FOR UPDATE OF r SKIP LOCKED) w"
 
 /* One batch of finished messages with their history, in one statement (its
- * own transaction). Per partition, a range scan of messages_finished
+ * own transaction). Per partition, a range scan of each status's index
  * (src_partition, updated_at): a partition with nothing old costs one
- * index probe, however many recent rows it has. $1 age in ms, $2 batch,
- * `parts` the partitions to walk (a CTE named parts(t, p): t null for
- * every topic). */
+ * index probe each, however many recent rows it has. $1 age in ms, $2
+ * batch, `parts` the partitions to walk (a CTE named parts(t, p): t null
+ * for every topic). */
 #define SQL_PURGE_MESSAGES(parts)                                                          \
 	"WITH RECURSIVE " parts ", "                                                           \
 	"c AS (SELECT x.biz_id, x.message_key FROM parts CROSS JOIN LATERAL ("                 \
-	"SELECT biz_id, message_key FROM txhub.messages WHERE " FINISHED " "                   \
-	"AND src_partition = parts.p AND (parts.t IS NULL OR src_topic = parts.t) "            \
-	"AND updated_at < now() - $1::bigint * interval '1 millisecond' "                      \
-	"LIMIT $2 FOR UPDATE SKIP LOCKED) x LIMIT $2), "                                        \
-	"d AS (DELETE FROM txhub.messages m USING c "                                          \
+	PURGE_WALK("r.status = 'rolled_back'") " UNION ALL " PURGE_WALK(COMMITTED_SENT)         \
+	") x LIMIT $2), "                                                                       \
+	"d AS (DELETE FROM txhub.message_rows m USING c "                                      \
 	"WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "                         \
 	"RETURNING m.biz_id, m.message_key, m.status), "                                       \
 	"h AS (DELETE FROM txhub.history x USING d "                                           \
@@ -305,11 +316,15 @@ static const char *SQL_PURGE_GIVEN =
 
 /* Every partition that has finished rows, found by skipping through the
  * index (one probe per partition) instead of reading the table. */
+#define SKIP(status)                                                                       \
+	"seen_" status "(p) AS (SELECT min(src_partition) FROM txhub.message_rows "            \
+	"WHERE status = '" status "' UNION ALL SELECT (SELECT min(src_partition) "             \
+	"FROM txhub.message_rows WHERE status = '" status "' AND src_partition > seen_" status \
+	".p) FROM seen_" status " WHERE seen_" status ".p IS NOT NULL)"
 static const char *SQL_PURGE_EVERY = SQL_PURGE_MESSAGES(
-	"seen(p) AS (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
-	"UNION ALL SELECT (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
-	"AND src_partition > seen.p) FROM seen WHERE seen.p IS NOT NULL), "
-	"parts(t, p) AS (SELECT NULL::text, p FROM seen WHERE p IS NOT NULL)");
+	SKIP("committed") ", " SKIP("rolled_back") ", "
+	"parts(t, p) AS (SELECT NULL::text, p FROM seen_committed WHERE p IS NOT NULL "
+	"UNION SELECT NULL::text, p FROM seen_rolled_back WHERE p IS NOT NULL)");
 
 /* One batch of txhub.rejected or txhub.conflicts, oldest first on the
  * created_at index. $1 age, $2 batch, $3 partitions and $4 their topics,
@@ -337,10 +352,10 @@ static const char *SQL_PURGE_CONFLICTS = SQL_PURGE_SOURCE("conflicts");
 	"(SELECT count(*) FROM txhub." table " WHERE $3::bigint IS NOT NULL "                  \
 	"AND created_at < now() - $3::bigint * interval '1 millisecond' AND " DRY_PARTS ")"
 static const char *SQL_PURGE_DRY =
-	"SELECT (SELECT count(*) FROM txhub.messages WHERE " DRY_FINISHED
+	"SELECT (SELECT count(*) FROM txhub.message_rows r WHERE " DRY_FINISHED
 	" AND status = 'committed'), "
-	"(SELECT count(*) FROM txhub.messages WHERE " DRY_FINISHED " AND status = 'rolled_back'), "
-	"(SELECT count(*) FROM txhub.history hx WHERE EXISTS (SELECT 1 FROM txhub.messages "
+	"(SELECT count(*) FROM txhub.message_rows r WHERE " DRY_FINISHED " AND status = 'rolled_back'), "
+	"(SELECT count(*) FROM txhub.history hx WHERE EXISTS (SELECT 1 FROM txhub.message_rows r "
 	"WHERE biz_id = hx.biz_id AND message_key = hx.message_key AND " DRY_FINISHED ")), "
 	DRY_SOURCE("rejected") ", " DRY_SOURCE("conflicts");
 

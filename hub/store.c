@@ -22,6 +22,7 @@
 #include "fold.h"
 #include "log.h"
 #include "rewind.h"
+#include "rows_sql.h"
 #include "rules.h"
 #include "sbuf.h"
 
@@ -385,13 +386,13 @@ enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
-	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k "
 	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
 
 static const char *SQL_FIRST_PREPARE =
 	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key "
-	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
+	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k";
 
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
@@ -399,7 +400,7 @@ static const char *SQL_FIRST_PREPARE =
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
  * good) */
 static const char *SQL_INSERT =
-	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
+	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
 	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant) "
 	"SELECT x.b, x.k, x.s, x.d, "
@@ -418,7 +419,7 @@ static const char *SQL_INSERT =
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
  * the forward sequences, $17 forwarded already, $18 the source topics */
 static const char *SQL_UPDATE =
-	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
+	"UPDATE txhub.message_rows AS m SET status = x.s, decision = x.d, "
 	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
 	"ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
@@ -1165,7 +1166,7 @@ static store_rc read_current(store *st, fold *f, char *err, size_t errsz)
 			continue;
 		if (rules_status_parse(PQgetvalue(r, i, 2), &cur.status) != 0) {
 			/* a row the hub did not write: the database's fault, not the record's */
-			snprintf(err, errsz, "unknown status \"%s\" in txhub.messages",
+			snprintf(err, errsz, "unknown status \"%s\" in txhub.message_rows",
 			         PQgetvalue(r, i, 2));
 			log_one_line(err);
 			rc = STORE_RETRY;
@@ -1506,6 +1507,7 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
 		          "when their lease expires");
+		out->incomplete = 1;
 	}
 	if (out->n > 1) /* qsort must not see a NULL base */
 		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
@@ -1538,12 +1540,21 @@ done:
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz)
 {
+	/* Rows without a sequence on messages_send_retry; sequenced rows whose
+	 * lease ran out (a forward list lost to a failed allocation) on the range
+	 * of messages_fwd_seq above each partition's mark, short as it holds only
+	 * what is in flight. */
 	static const char *sql =
-		"UPDATE txhub.messages AS m SET next_send_at = now() + $4::bigint * interval "
-		"'1 millisecond' FROM (SELECT biz_id, message_key FROM txhub.messages "
-		"WHERE send_status = 'pending' AND " OF_PARTS("", "$1", "$2") " "
-		"AND next_send_at <= now() ORDER BY src_partition, next_send_at LIMIT $3 "
-		"FOR UPDATE SKIP LOCKED) d "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() + $4::bigint * interval "
+		"'1 millisecond' FROM (SELECT * FROM (SELECT biz_id, message_key "
+		"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "
+		"AND " OF_PARTS("", "$1", "$2") " AND next_send_at <= now() "
+		"ORDER BY src_partition, next_send_at LIMIT $3 FOR UPDATE SKIP LOCKED) a "
+		"UNION ALL SELECT b.biz_id, b.message_key FROM unnest($1::text[], $2::int[]) AS o(t, p) "
+		"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows r "
+		"WHERE r.src_partition = o.p AND r.src_topic = o.t AND r.send_status = 'pending' "
+		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0) AND r.next_send_at <= now() "
+		"ORDER BY r.fwd_seq LIMIT $3 FOR UPDATE SKIP LOCKED) b LIMIT $3) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
@@ -1566,17 +1577,28 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	return rc;
 }
 
-store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
+store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz)
 {
 	/* only the leases of the previous owners: a row this replica leased
 	 * itself (updated by a batch after it took the partition) is in its
-	 * producer, and releasing it would send it twice */
-	static const char *sql =
-		"UPDATE txhub.messages AS m SET next_send_at = now() FROM txhub.partitions p "
+	 * producer, and releasing it would send it twice. Two statements, one
+	 * per index: the rows without a sequence, and those above the mark. */
+	static const char *sql_unsequenced =
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM txhub.partitions p "
 		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
-		"AND m.send_status = 'pending' AND " OF_PARTS("m.", "$1", "$2") " "
+		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND " OF_PARTS("m.", "$1", "$2") " "
 		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
+	static const char *sql_sequenced =
+		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
+		"fwd_seq = CASE WHEN $3::bool THEN NULL ELSE m.fwd_seq END "
+		"FROM (SELECT tp.topic, tp.partition, tp.taken_at, coalesce("
+		SQL_MARK_OF("tp.topic", "tp.partition") ", 0) AS mark FROM txhub.partitions tp "
+		"JOIN unnest($1::text[], $2::int[]) AS o(t, p) ON tp.topic = o.t AND tp.partition = o.p) p "
+		"WHERE m.src_partition = p.partition AND m.src_topic = p.topic "
+		"AND m.send_status = 'pending' "
+		"AND m.fwd_seq > p.mark AND m.send_attempts = 0 AND m.updated_at < p.taken_at "
+		"AND (m.next_send_at > now() OR $3::bool)";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
@@ -1586,8 +1608,10 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 	if (rc != STORE_OK)
 		goto done;
 	owned_arrays(&tb, &pb, NULL, kept, nkept);
-	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
-	rc = exec_command(st, sql, 2, p, err, errsz);
+	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), clear_seqs ? "t" : "f"};
+	rc = exec_command(st, sql_unsequenced, 2, p, err, errsz);
+	if (rc == STORE_OK)
+		rc = exec_command(st, sql_sequenced, 3, p, err, errsz);
 	if (rc == STORE_OK)
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
@@ -1600,8 +1624,8 @@ done:
 }
 
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
-                                 const store_delivery *d, size_t n,
-                                 int max_attempts, int resequence,
+                                 const store_delivery *d, size_t n, int max_attempts,
+                                 const store_mark *marks, size_t nmarks,
                                  store_forward_list *failed_out, char *err, size_t errsz)
 {
 	/* The rows are locked in key order first (the sub-selects), the order
@@ -1611,24 +1635,24 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	 * version's ctid: a version committed after the statement's snapshot
 	 * would not be seen by ctid, and its report would be lost.) */
 	static const char *sql_sent =
-		"UPDATE txhub.messages AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows AS m SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
-		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND " OF_PARTS("m.", "$3", "$4");
 	static const char *sql_failed =
-		"UPDATE txhub.messages AS m SET send_attempts = m.send_attempts + 1, "
+		"UPDATE txhub.message_rows AS m SET send_attempts = m.send_attempts + 1, "
 		"last_error = x.e, updated_at = now(), "
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
 		"next_send_at = now() + x.ms * interval '1 millisecond', "
-		"fwd_seq = CASE WHEN $7::bool THEN NULL ELSE m.fwd_seq END "
+		"fwd_seq = NULL "
 		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
-		"AS y(b, k, e, ms) JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"AS y(b, k, e, ms) JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
-		"AND " OF_PARTS("m.", "$8", "$6") " "
+		"AND " OF_PARTS("m.", "$7", "$6") " "
 		"RETURNING m.send_status = 'failed' AS gave_up, " FORWARD_COLUMNS ", x.e AS error";
 	/* each failed attempt and each send_failed alert go to the history in
 	 * the same statement; the rows come back as above (error last) */
@@ -1639,13 +1663,20 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"'alert', 'send_failed after ' || send_attempts || ' attempt(s): ' || error, tenant "
 		"FROM upd WHERE gave_up) SELECT * FROM upd";
 	static const char *sql_requeue =
-		"UPDATE txhub.messages AS m SET next_send_at = now() "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now(), fwd_seq = NULL "
 		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
-		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND " OF_PARTS("m.", "$3", "$4");
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kt = {0}, kb = {0};
+	/* never back; a partition no longer ours is left to its new owner */
+	static const char *sql_marks =
+		"INSERT INTO txhub.forward_marks AS f (topic, partition, upto) "
+		"SELECT x.t, x.p, x.u FROM unnest($1::text[], $2::int[], $3::bigint[]) AS x(t, p, u) "
+		"WHERE (x.t, x.p) IN (SELECT * FROM unnest($4::text[], $5::int[])) ORDER BY x.t, x.p "
+		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
+		"WHERE f.upto < EXCLUDED.upto";
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1673,6 +1704,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 			sbuf_arr_text(&rq[0], d[i].biz_id);
 			sbuf_arr_text(&rq[1], d[i].message_key);
 			nrq++;
+		} else if (d[i].ok && d[i].fwd_seq > 0) {
+			continue; /* the mark says it */
 		} else if (d[i].ok) {
 			sbuf_arr_text(&ok[0], d[i].biz_id);
 			sbuf_arr_text(&ok[1], d[i].message_key);
@@ -1709,13 +1742,28 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		if ((rc = exec_command(st, sql_requeue, 4, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
+	if (nmarks > 0) {
+		for (int i = 0; i < 3; i++)
+			sbuf_arr_begin(&mk[i]);
+		for (size_t i = 0; i < nmarks; i++) {
+			sbuf_arr_text(&mk[0], tp_topic(marks[i].tp));
+			sbuf_arr_int(&mk[1], tp_part(marks[i].tp));
+			sbuf_arr_int(&mk[2], marks[i].upto);
+		}
+		for (int i = 0; i < 3; i++)
+			sbuf_arr_end(&mk[i]);
+		const char *p[5] = {sbuf_str(&mk[0]), sbuf_str(&mk[1]), sbuf_str(&mk[2]), sbuf_str(&kt),
+		                    sbuf_str(&kb)};
+		if ((rc = arrays_ok(mk, 3, err, errsz)) != STORE_OK ||
+		    (rc = exec_command(st, sql_marks, 5, p, err, errsz)) != STORE_OK)
+			goto done;
+	}
 	if (nbad > 0) {
-		const char *p[8] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
-		                    sbuf_str(&bad[3]), maxs,     sbuf_str(&kb),
-		                    resequence ? "t" : "f", sbuf_str(&kt)};
+		const char *p[7] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), sbuf_str(&kt)};
 		char sql[4096];
 		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
-		r = exec_params(st, sql, 8, p, 1);
+		r = exec_params(st, sql, 7, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1737,6 +1785,8 @@ done:
 		sbuf_free(&rq[i]);
 	sbuf_free(&kt);
 	sbuf_free(&kb);
+	for (int i = 0; i < 3; i++)
+		sbuf_free(&mk[i]);
 	free(kept);
 	return rc;
 }
@@ -1771,7 +1821,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"FROM txhub.partitions tp JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
 		"ON tp.topic = o.t AND tp.partition = o.p WHERE tp.fwd_recovered_epoch = tp.epoch), "
 		"l AS (SELECT m.biz_id, m.message_key, m.src_topic, m.src_partition, m.src_offset, "
-		"m.updated_at FROM txhub.messages m WHERE m.send_status = 'pending' "
+		"m.updated_at FROM txhub.message_rows m WHERE m.send_status = 'pending' "
 		"AND m.fwd_seq IS NULL "
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
 		"AND (m.src_topic, m.src_partition) IN (SELECT topic, partition FROM b WHERE base < lim) "
@@ -1783,7 +1833,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
 		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
-		"u AS (UPDATE txhub.messages AS m SET fwd_seq = k.sq FROM k "
+		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
 		"RETURNING k.again, " FORWARD_COLUMNS "), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
@@ -1854,9 +1904,10 @@ static store_rc recover_v2(store *st, const char *topic, const char *part, int64
 #define BEHIND "(SELECT tp.next_fwd_seq <= $2::bigint FROM txhub.partitions tp " \
                "WHERE tp.topic = $5 AND tp.partition = $1::int)"
 	static const char *sql_mark =
-		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"WHERE src_partition = $1::int AND src_topic = $5 AND send_status = 'pending' "
-		"AND fwd_seq <= $2::bigint AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
+		"AND fwd_seq <= $2::bigint AND fwd_seq > coalesce(" SQL_MARK_OF("$5", "$1::int") ", 0) "
+		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
 		"AND (NOT " BEHIND " OR fwd_seq = (src_offset + 1) << $6::int)";
 	static const char *sql_note =
 		"UPDATE txhub.partitions tp SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
@@ -1905,15 +1956,16 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	static const char *sql_origin =
 		"SELECT fwd_origin FROM txhub.partitions WHERE topic = $1 AND partition = $2";
 	static const char *sql_mark =
-		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
+		"UPDATE txhub.message_rows SET send_status = 'sent', last_error = NULL, updated_at = now() "
 		"WHERE src_partition = $1 AND src_topic = $5 AND send_status = 'pending' "
-		"AND fwd_seq <= $2 "
-		"AND EXISTS (SELECT 1 FROM txhub.messages x WHERE x.src_partition = $1 "
+		"AND fwd_seq <= $2 AND fwd_seq > coalesce(" SQL_MARK_OF("$5", "$1::int") ", 0) "
+		"AND EXISTS (SELECT 1 FROM txhub.message_rows x WHERE x.src_partition = $1 "
 		"AND x.src_topic = $5 AND x.fwd_seq = $2 AND x.biz_id = $3 AND x.message_key = $4 "
 		"AND x.send_status = 'pending')";
 	static const char *sql_below =
-		"SELECT count(*) FROM txhub.messages WHERE src_partition = $1 AND src_topic = $3 "
-		"AND send_status = 'pending' AND fwd_seq <= $2";
+		"SELECT count(*) FROM txhub.message_rows WHERE src_partition = $1 AND src_topic = $3 "
+		"AND send_status = 'pending' AND fwd_seq <= $2 "
+		"AND fwd_seq > coalesce(" SQL_MARK_OF("$3", "$1::int") ", 0)";
 	store_owned *kept = NULL;
 	size_t nkept = 0;
 	PGresult *r = NULL;
@@ -1998,11 +2050,16 @@ store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_
                            char *err, size_t errsz)
 {
 	static const char *sql =
-		"SELECT (src_offset + 1) << $3::int AS s FROM txhub.messages "
-		"WHERE src_partition = $1::int AND src_topic = $4 AND status = 'committed' "
-		"AND send_attempts > 0 "
-		"AND send_status IN ('pending', 'failed') "
-		"AND fwd_seq IS DISTINCT FROM (src_offset + 1) << $3::int ORDER BY s DESC LIMIT $2";
+		"SELECT s FROM (SELECT (src_offset + 1) << $3::int AS s, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND src_topic = $4 "
+		"AND send_status = 'failed' "
+		"UNION ALL SELECT (src_offset + 1) << $3::int, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND src_topic = $4 "
+		"AND send_status = 'pending' AND fwd_seq IS NULL "
+		"UNION ALL SELECT (src_offset + 1) << $3::int, fwd_seq, send_attempts "
+		"FROM txhub.message_rows WHERE src_partition = $1::int AND src_topic = $4 "
+		"AND send_status = 'pending' AND fwd_seq > coalesce(" SQL_MARK_OF("$4", "$1::int") ", 0)) x "
+		"WHERE send_attempts > 0 AND fwd_seq IS DISTINCT FROM s ORDER BY s DESC LIMIT $2";
 	char part[16], lim[16], shift[8];
 	snprintf(part, sizeof part, "%d", tp_part(tp));
 	snprintf(lim, sizeof lim, "%zu", max);
@@ -2027,8 +2084,9 @@ store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
 	 * none, and batches of a partition commit in sequence order (under its
 	 * lock), so no sequence below a visible one is still to come */
 	static const char *sql =
-		"SELECT " FORWARD_COLUMNS " FROM txhub.messages m WHERE m.src_partition = $1 "
-		"AND m.src_topic = $4 AND m.send_status = 'pending' AND m.fwd_seq > $2 "
+		"SELECT " FORWARD_COLUMNS " FROM txhub.message_rows m WHERE m.src_partition = $1 "
+		"AND m.src_topic = $4 AND m.send_status = 'pending' "
+		"AND m.fwd_seq > greatest($2::bigint, " SQL_MARK_OF("$4", "$1::int") ") "
 		"ORDER BY m.fwd_seq LIMIT $3";
 	char part[16], seq[32], lim[16];
 	snprintf(part, sizeof part, "%d", tp_part(tp));
@@ -2053,26 +2111,26 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
                       size_t errsz)
 {
 	static const char *sql_small =
-		"SELECT (SELECT count(*) FROM txhub.messages WHERE status = 'prepared'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'check_failed'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare'), "
-		"(SELECT count(*) FROM txhub.messages WHERE status = 'awaiting_prepare' "
+		"SELECT (SELECT count(*) FROM txhub.message_rows WHERE status = 'prepared'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'check_failed'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare'), "
+		"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare' "
 		" AND created_at < now() - $1::bigint * interval '1 millisecond'), "
-		"(SELECT count(*) FROM txhub.messages WHERE send_status = 'failed'), "
-		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.messages "
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed'), "
+		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.message_rows "
 		" WHERE status = 'prepared'), -1), "
-		"coalesce((SELECT extract(epoch FROM now() - min(updated_at)) FROM txhub.messages "
-		" WHERE send_status = 'pending'), -1), "
-		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.messages'::regclass)";
+		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
+		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass)";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
-		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.messages";
+		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
 	/* the share of each value among the rows ANALYZE saw */
 	static const char *sql_estimate =
 		"SELECT coalesce(sum(f) FILTER (WHERE v = 'committed'), 0), "
 		"coalesce(sum(f) FILTER (WHERE v = 'rolled_back'), 0) "
 		"FROM pg_stats, unnest(most_common_vals::text::text[], most_common_freqs) AS x(v, f) "
-		"WHERE schemaname = 'txhub' AND tablename = 'messages' AND attname = 'status'";
+		"WHERE schemaname = 'txhub' AND tablename = 'message_rows' AND attname = 'status'";
 	char ms[32];
 	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_ms);
 	const char *p[1] = {ms};
@@ -2121,8 +2179,8 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
                                      store_missing_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
-		"UPDATE txhub.messages AS m SET alerted_at = now() "
-		"FROM (SELECT biz_id, message_key FROM txhub.messages "
+		"UPDATE txhub.message_rows AS m SET alerted_at = now() "
+		"FROM (SELECT biz_id, message_key FROM txhub.message_rows "
 		"WHERE status = 'awaiting_prepare' AND " OF_PARTS("", "$1", "$2") " "
 		"AND alerted_at IS NULL AND created_at < now() - $3::bigint * interval '1 millisecond' "
 		"ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) d "
@@ -2204,10 +2262,10 @@ static store_check *check_add(store_check_list *l)
  * table holds); $4 caps each partition's share so one busy partition does
  * not starve the others. */
 static const char *SQL_CLAIM_CHECKS =
-	"UPDATE txhub.messages AS m SET next_check_at = now() + $3::bigint * interval "
+	"UPDATE txhub.message_rows AS m SET next_check_at = now() + $3::bigint * interval "
 	"'1 millisecond' "
 	"FROM (SELECT c.biz_id, c.message_key FROM unnest($5::text[], $1::int[]) AS p(topic, part) "
-	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.messages "
+	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows "
 	"WHERE status = 'prepared' AND src_partition = p.part AND src_topic = p.topic "
 	"AND next_check_at <= now() "
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
@@ -2218,7 +2276,7 @@ static const char *SQL_CLAIM_CHECKS =
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
 	"FROM unnest($2::text[], $1::int[]) AS p(topic, part) CROSS JOIN LATERAL "
-	"(SELECT next_check_at AS t FROM txhub.messages WHERE status = 'prepared' "
+	"(SELECT next_check_at AS t FROM txhub.message_rows WHERE status = 'prepared' "
 	"AND src_partition = p.part AND src_topic = p.topic "
 	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
 
@@ -2300,7 +2358,7 @@ done:
 /* The rows are locked in key order first (the sub-select), the order
  * store_apply() locks in, so the two never deadlock. */
 static const char *SQL_RECORD_CHECKS =
-	"UPDATE txhub.messages AS m SET "
+	"UPDATE txhub.message_rows AS m SET "
 	"status = CASE x.o WHEN 'retry' THEN 'prepared' ELSE x.o END, "
 	"check_attempts = x.n, last_error = coalesce(x.e, m.last_error), "
 	"next_check_at = CASE WHEN x.o = 'retry' THEN now() + x.ms * interval '1 millisecond' "
@@ -2311,7 +2369,7 @@ static const char *SQL_RECORD_CHECKS =
 	"updated_at = now() "
 	"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], "
 	"$6::text[], $7::bigint[]) AS y(b, k, p, n, o, e, ms) "
-	"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
+	"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND " OF_PARTS("m.", "$9", "$8") " "

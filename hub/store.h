@@ -79,6 +79,7 @@ typedef struct {
 typedef struct {
 	store_forward *items;
 	size_t n, cap;
+	int incomplete; /* some forwards of a batch could not be copied (out of memory) */
 } store_forward_list;
 
 void store_forward_list_clear(store_forward_list *l);
@@ -212,8 +213,12 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
                               store_forward_list *out, char *err, size_t errsz);
 
 /* Make the first-attempt leases of these owned partitions due now (a new
- * owner takes over what the old one may have left in flight). */
-store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
+ * owner takes over what the old one may have left in flight). clear_seqs
+ * (at_least_once): the rows of earlier owners above their partition's
+ * delivery mark also lose their forward sequence, so that this owner's marks,
+ * which know only what it forwarded, never pass them; they are recorded one
+ * by one when delivered. */
+store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz);
 
 /* One delivery result. */
@@ -222,22 +227,34 @@ typedef struct {
 	const char *message_key;
 	tp_key tp;           /* source partition: written only while we own it */
 	int ok;
+	int64_t fwd_seq;     /* when ok: a sequence a mark given with it covers (the row
+	                      * is not written); 0: the row is marked sent itself */
 	const char *error;   /* when !ok */
 	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
 	int requeue;         /* not attempted after all (the producer died): due
 	                      * again now, no attempt counted */
 } store_delivery;
 
-/* Record delivery results in one transaction; results for partitions no
- * longer in `own` (or fenced) are dropped. Failed ones get
- * send_attempts + 1; those reaching max_attempts become failed, and their
- * keys are returned in failed_out (caller frees with store_forward_list_clear).
- * resequence: a failed row also loses its forward sequence (exactly_once:
- * it gets a new one when it is due again, see store_sequence_forwards). */
+/* A partition's delivery mark (migration 0012): every committed row of the
+ * partition with a forward sequence up to upto is delivered, or its own row
+ * says otherwise (written in the same transaction at the latest). */
+typedef struct {
+	tp_key tp;
+	int64_t upto;
+} store_mark;
+
+/* Record delivery results and move delivery marks in one transaction;
+ * results and marks for partitions no longer in `own` (or fenced) are
+ * dropped, and a mark never moves back. Failed ones get send_attempts + 1
+ * and lose their forward sequence (due again on their own: exactly_once
+ * gives them a new one, see store_sequence_forwards); those reaching
+ * max_attempts become failed, and their keys are returned in failed_out
+ * (caller frees with store_forward_list_clear). A requeued one loses its
+ * sequence too. */
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  const store_delivery *d, size_t n, int max_attempts,
-                                 int resequence, store_forward_list *failed_out, char *err,
-                                 size_t errsz);
+                                 const store_mark *marks, size_t nmarks,
+                                 store_forward_list *failed_out, char *err, size_t errsz);
 
 /* ---- exactly_once forwarding (CONTRACT §12) ---- */
 
@@ -308,8 +325,8 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_t *n,
                            char *err, size_t errsz);
 
-/* The pending rows of a partition with a forward sequence above `after`,
- * at most limit, in sequence order. */
+/* The pending rows of a partition with a forward sequence above `after`
+ * and above its delivery mark, at most limit, in sequence order. */
 store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
                              store_forward_list *out, char *err, size_t errsz);
 

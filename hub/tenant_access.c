@@ -18,8 +18,8 @@
  * in the order the hubs' transactions lock tables (their partition rows
  * first), so that the first grant waits for a hub, or a hub for it, but
  * neither can deadlock the other. */
-static const char *const rls_tables[] = {"partitions", "gaps", "messages", "history",
-                                         "rejected", "conflicts"};
+static const char *const rls_tables[] = {"partitions", "gaps", "message_rows", "history",
+                                         "rejected", "conflicts", "forward_marks"};
 #define NRLS (sizeof rls_tables / sizeof rls_tables[0])
 
 /* What `txhub list/show/status/resolve/redrive` need, for the role (an
@@ -28,11 +28,13 @@ static const char *const rls_tables[] = {"partitions", "gaps", "messages", "hist
  * history rows they add. The policies keep all of it to the role's tenants. */
 static const char *const grants[] = {
 	"GRANT USAGE ON SCHEMA txhub TO %s",
-	"GRANT SELECT ON txhub.schema_migrations, txhub.messages, txhub.rejected, "
-	"txhub.conflicts, txhub.history, txhub.partitions, txhub.gaps, txhub.tenants, "
-	"txhub.tenant_grants TO %s",
+	"GRANT SELECT ON txhub.schema_migrations, txhub.messages, txhub.message_rows, "
+	"txhub.forward_marks, txhub.rejected, txhub.conflicts, txhub.history, txhub.partitions, "
+	"txhub.gaps, txhub.tenants, txhub.tenant_grants TO %s",
+	/* the view runs with the caller's rights (migration 0012): its table's
+	 * policies apply, and resolve and redrive write the table */
 	"GRANT UPDATE (status, send_status, send_attempts, next_send_at, check_attempts, "
-	"next_check_at, fwd_seq, updated_at) ON txhub.messages TO %s",
+	"next_check_at, fwd_seq, updated_at) ON txhub.message_rows TO %s",
 	"GRANT INSERT (biz_id, message_key, event, detail, actor, tenant) ON txhub.history TO %s",
 	"GRANT USAGE ON SEQUENCE txhub.history_id_seq TO %s",
 	"GRANT EXECUTE ON FUNCTION txhub.granted_tenants(), txhub.granted_topic(text) TO %s",
@@ -75,7 +77,7 @@ static ops_rc begin_tenant(PGconn *conn, const char *name, char *err, size_t err
 static const char *SQL_ROLE =
 	"SELECT r.rolsuper OR r.rolbypassrls, "
 	"pg_has_role(r.oid, c.relowner, 'USAGE'), pg_get_userbyid(c.relowner) "
-	"FROM pg_roles r, pg_class c WHERE r.rolname = $1 AND c.oid = 'txhub.messages'::regclass";
+	"FROM pg_roles r, pg_class c WHERE r.rolname = $1 AND c.oid = 'txhub.message_rows'::regclass";
 
 static ops_rc check_role(PGconn *conn, const char *role, char *err, size_t errsz)
 {

@@ -195,23 +195,23 @@ static void run_fault(const char *name, const char *inject, const char *heal,
 
 Test(dbfaults, insert_revoked, .timeout = 240)
 {
-	run_fault("revins", "REVOKE INSERT ON txhub.messages FROM %s",
-	          "GRANT INSERT ON txhub.messages TO %s", "42501");
+	run_fault("revins", "REVOKE INSERT ON txhub.message_rows FROM %s",
+	          "GRANT INSERT ON txhub.message_rows TO %s", "42501");
 }
 
 Test(dbfaults, update_revoked, .timeout = 240)
 {
-	run_fault("revupd", "REVOKE UPDATE ON txhub.messages FROM %s",
-	          "GRANT UPDATE ON txhub.messages TO %s", "42501");
+	run_fault("revupd", "REVOKE UPDATE ON txhub.message_rows FROM %s",
+	          "GRANT UPDATE ON txhub.message_rows TO %s", "42501");
 }
 
 #define TRIGGER(code)                                                                     \
 	"CREATE FUNCTION public.fail_" code "() RETURNS trigger LANGUAGE plpgsql AS $$ "   \
 	"BEGIN RAISE EXCEPTION 'injected fault' USING ERRCODE = '" code "'; END $$; "      \
-	"CREATE TRIGGER fail BEFORE INSERT OR UPDATE ON txhub.messages "                    \
+	"CREATE TRIGGER fail BEFORE INSERT OR UPDATE ON txhub.message_rows "                    \
 	"FOR EACH ROW EXECUTE FUNCTION public.fail_" code "(); "                            \
 	"SELECT '%s', '%s'"
-#define HEAL "DROP TRIGGER fail ON txhub.messages; SELECT '%s', '%s'"
+#define HEAL "DROP TRIGGER fail ON txhub.message_rows; SELECT '%s', '%s'"
 
 Test(dbfaults, io_error_58030, .timeout = 240)
 {
@@ -235,7 +235,7 @@ Test(dbfaults, check_constraint_rejects_only_the_offending_records, .timeout = 2
 {
 	fx f;
 	start(&f, "check", NULL);
-	sql(&f, "ALTER TABLE txhub.messages ADD CONSTRAINT no_bad "
+	sql(&f, "ALTER TABLE txhub.message_rows ADD CONSTRAINT no_bad "
 	        "CHECK (message_key NOT LIKE 'bad-%%') NOT VALID");
 	int bad = 0;
 	for (int i = 0; i < 40; i++) {
@@ -282,12 +282,12 @@ Test(dbfaults, a_constraint_every_row_violates_rejects_no_more_than_ten, .timeou
 {
 	fx f;
 	start(&f, "allbad", NULL);
-	sql(&f, "ALTER TABLE txhub.messages ADD CONSTRAINT none_allowed CHECK (false) NOT VALID");
+	sql(&f, "ALTER TABLE txhub.message_rows ADD CONSTRAINT none_allowed CHECK (false) NOT VALID");
 	send_phase(&f, "x", 30, 0);
 	h_pause_ms(6000);
 	cr_assert_eq(h_count(&f.e, "SELECT count(*) FROM txhub.rejected"), 10,
 	             "the breaker did not trip after 10 records refused in a row");
-	sql(&f, "ALTER TABLE txhub.messages DROP CONSTRAINT none_allowed");
+	sql(&f, "ALTER TABLE txhub.message_rows DROP CONSTRAINT none_allowed");
 	/* every one of the 60 records is then taken, and none more rejected */
 	cr_assert(h_wait(&f.e, "SELECT sum(next_offset) FROM txhub.partitions", "60", 60000),
 	          "the records after the breaker were not stored");

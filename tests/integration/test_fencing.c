@@ -160,14 +160,14 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	store_forward_list_clear(&fl);
 	store_delivery d[2] = {{.biz_id = "f", .message_key = "k0", .tp = part(0), .ok = 1},
 	                       {.biz_id = "f", .message_key = "k1", .tp = part(1), .ok = 1}};
-	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, 0, NULL, err, sizeof err),
+	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, NULL, 0, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k0' "
 	                         "AND send_status = 'pending'"), 1);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k1' "
 	                         "AND send_status = 'sent'"), 1);
 	/* the new owner's release and claim do see it */
-	cr_assert_eq(store_release_forwards(t.b, b_own, 1, err, sizeof err), STORE_OK, "%s", err);
+	cr_assert_eq(store_release_forwards(t.b, b_own, 1, 1, err, sizeof err), STORE_OK, "%s", err);
 	cr_assert_eq(store_claim_forwards(t.b, b_own, 1, 100, &fl, err, sizeof err), STORE_OK, "%s",
 	             err);
 	cr_assert_eq(fl.n, 1);
@@ -834,7 +834,7 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	PQclear(res);
 	PQclear(PQexec(b, "SET lock_timeout = '1s'"));
 	store_delivery d = {.biz_id = "f", .message_key = "k", .tp = part(0), .ok = 1};
-	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, 0, NULL, err, sizeof err),
+	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, NULL, 0, NULL, err, sizeof err),
 	             STORE_OK, "the report waited for the batch: %s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), 1);
 	/* a state write still waits for the batch (and gives up after 1 s) */
@@ -878,7 +878,7 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	cr_assert_eq(apply1(t.b, &mine, &b_own, 1, NULL, NULL), STORE_OK);
 	/* both are leased (in flight); B's release frees only A's */
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE next_send_at > now()"), 2);
-	cr_assert_eq(store_release_forwards(t.b, &b_own, 1, err, sizeof err), STORE_OK, "%s", err);
+	cr_assert_eq(store_release_forwards(t.b, &b_own, 1, 1, err, sizeof err), STORE_OK, "%s", err);
 	store_forward_list fl = {0};
 	cr_assert_eq(store_claim_forwards(t.b, &b_own, 1, 100, &fl, err, sizeof err), STORE_OK, "%s",
 	             err);

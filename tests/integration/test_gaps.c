@@ -389,7 +389,7 @@ Test(gaps, records_deleted_while_reading_paused, .timeout = 300)
 	            "CREATE FUNCTION public.fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
 	            "IF (SELECT on_ FROM public.fault) THEN RAISE EXCEPTION 'injected fault' "
 	            "USING ERRCODE = '58000'; END IF; RETURN NEW; END $$; "
-	            "CREATE TRIGGER fault BEFORE INSERT OR UPDATE ON txhub.messages "
+	            "CREATE TRIGGER fault BEFORE INSERT OR UPDATE ON txhub.message_rows "
 	            "FOR EACH ROW EXECUTE FUNCTION public.fault()");
 	pid_t hub = h_hub_start(e, settings);
 	h_hub_log(log, sizeof log, e);

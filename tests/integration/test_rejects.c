@@ -167,7 +167,7 @@ Test(rejects, a_record_postgresql_refuses_is_kept_and_the_rest_goes_on, .timeout
 	h_query(&e, "CREATE FUNCTION public.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
 	            "BEGIN IF NEW.message_key = 'poison' THEN RAISE EXCEPTION 'no poison here'; "
 	            "END IF; RETURN NEW; END $$; SELECT 1", buf, sizeof buf);
-	h_query(&e, "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON txhub.messages "
+	h_query(&e, "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON txhub.message_rows "
 	            "FOR EACH ROW EXECUTE FUNCTION public.refuse(); SELECT 1", buf, sizeof buf);
 	pid_t hub = h_hub_start(&e, NULL);
 	const char *keys[] = {"good-1", "poison", "good-2"};

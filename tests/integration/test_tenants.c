@@ -609,10 +609,13 @@ static void schema_7(PGconn *c)
 
 static void filenodes(PGconn *c, char *out, size_t outsz)
 {
-	PGresult *r = PQexec(c, "SELECT string_agg(relname || '=' || pg_relation_filenode(oid), ',' "
+	/* (migration 0012 renames txhub.messages to txhub.message_rows) */
+	PGresult *r = PQexec(c, "SELECT string_agg(CASE relname WHEN 'message_rows' THEN 'messages' "
+	                        "ELSE relname END || '=' || pg_relation_filenode(oid), ',' "
 	                        "ORDER BY relname) FROM pg_class WHERE relnamespace = "
-	                        "'txhub'::regnamespace AND relname IN ('messages', 'history', "
-	                        "'rejected', 'conflicts', 'messages_pkey')");
+	                        "'txhub'::regnamespace AND relkind IN ('r', 'i') AND relname IN "
+	                        "('messages', 'message_rows', 'history', 'rejected', 'conflicts', "
+	                        "'messages_pkey')");
 	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK);
 	snprintf(out, outsz, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
@@ -637,7 +640,7 @@ Test(tenants, migration_rewrites_no_table)
 	                          "(SELECT count(*) FROM txhub.history WHERE tenant IS NULL), "
 	                          "(SELECT max(version) FROM txhub.schema_migrations), "
 	                          "(SELECT relrowsecurity FROM pg_class WHERE oid = "
-	                          "'txhub.messages'::regclass), "
+	                          "'txhub.message_rows'::regclass), "
 	                          "(SELECT count(*) FROM pg_policies WHERE schemaname = 'txhub')");
 	cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(old));
 	cr_assert_str_eq(PQgetvalue(r, 0, 0), "2000");

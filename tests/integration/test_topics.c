@@ -350,7 +350,7 @@ Test(topics, partition_zero_of_two_topics_are_two_partitions, .timeout = 60)
 	store_forward_list_clear(&fl);
 	store_delivery d[2] = {{.biz_id = "f", .message_key = "k1", .tp = a0, .ok = 1},
 	                       {.biz_id = "f", .message_key = "k2", .tp = b0, .ok = 1}};
-	cr_assert_eq(store_record_deliveries(x, xo, 2, d, 2, 15, 0, NULL, err, sizeof err), STORE_OK,
+	cr_assert_eq(store_record_deliveries(x, xo, 2, d, 2, 15, NULL, 0, NULL, err, sizeof err), STORE_OK,
 	             "%s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), 1);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k2' "
@@ -589,7 +589,8 @@ Test(topics, migration_of_a_040_database_while_its_hub_writes, .timeout = 300)
 	cr_assert_gt(w.batches, before, "no write went on while migrating");
 
 	/* every row names the topic, none rewritten, nothing lost */
-	r = PQexec(old, "SELECT pg_relation_filenode('txhub.messages'), "
+	r = PQexec(old, "SELECT pg_relation_filenode(coalesce(to_regclass('txhub.message_rows'), "
+	                "'txhub.messages'::regclass)), "
 	                "(SELECT count(*) FROM txhub.messages WHERE biz_id = 'old'), "
 	                "(SELECT count(*) FROM txhub.messages WHERE biz_id = 'new'), "
 	                "(SELECT count(DISTINCT src_topic) FROM txhub.messages), "

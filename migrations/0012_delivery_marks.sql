@@ -1,0 +1,132 @@
+-- 0012: each message written once (issue 22). A delivery no longer updates its
+-- message's row: each (topic, partition) has a delivery mark, the forward sequence up
+-- to which every committed row of the partition is delivered or carries its own
+-- record (a failed attempt, a retry, a parked forward), moved by the hub in one
+-- statement per partition with the next delivery reports, never per message.
+--
+-- The rows move to txhub.message_rows (same columns, same meanings, every index,
+-- grant and row-level security policy goes with the rename), and txhub.messages
+-- becomes a view over it with the columns of CONTRACT §6 in the same order: its
+-- send_status is 'sent' for a row stored 'pending' whose forward sequence is at or
+-- below its partition's mark. updated_at of such a row is the time of its last write
+-- (its decision, or the failure before it): the delivery follows within the
+-- marks' interval (README: Storage). The view runs with the caller's rights
+-- (security_invoker), so a tenant's role sees its rows only (migration 0010's
+-- policies on the table apply), and writes through it (INSERT, UPDATE, DELETE, as
+-- operators' psql and older scripts do) reach the table through the triggers below.
+-- The hub itself reads and writes txhub.message_rows.
+--
+-- Cost on a live database: the rename, the view, the marks table and the triggers
+-- are catalog changes. The four indexes built here read the whole table once
+-- under a lock that stops the hubs' writes (measured: README, Storage): hubs wait,
+-- producers keep writing to Kafka, nothing is lost. Who cannot stop writes that long
+-- builds them beforehand with CREATE INDEX CONCURRENTLY on txhub.messages under the
+-- same names and definitions (IF NOT EXISTS below skips them).
+
+ALTER TABLE txhub.messages RENAME TO message_rows;
+
+CREATE TABLE txhub.forward_marks (
+    topic      text        NOT NULL,
+    partition  integer     NOT NULL CHECK (partition >= 0),
+    -- every committed row of the partition with fwd_seq <= upto, send_status
+    -- 'pending', was delivered
+    upto       bigint      NOT NULL CHECK (upto >= 0),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic, partition)
+) WITH (fillfactor = 50); -- one row per partition, updated in place (HOT) a few times a second
+
+-- A tenant's role sees the marks of its control topics, as it sees their partitions;
+-- row-level security goes on with the other tables' (the first `txhub tenant grant`,
+-- or now if one was made already).
+CREATE POLICY tenant_read ON txhub.forward_marks FOR SELECT USING (txhub.granted_topic(topic));
+DO $$
+BEGIN
+    IF (SELECT relrowsecurity FROM pg_class WHERE oid = 'txhub.message_rows'::regclass) THEN
+        ALTER TABLE txhub.forward_marks ENABLE ROW LEVEL SECURITY;
+    END IF;
+END
+$$;
+
+-- The due scans. A delivered row stays 'pending' in the table, so the send scans may
+-- not walk send_status = 'pending': rows that wait for their own attempt (a retry, a
+-- decision made outside the control topic, a lease given back) have no sequence and
+-- are found here; the sequenced ones above their partition's mark are a range of
+-- messages_fwd_seq (kept from 0005).
+CREATE INDEX IF NOT EXISTS messages_send_retry ON txhub.message_rows (src_partition, next_send_at)
+    WHERE send_status = 'pending' AND fwd_seq IS NULL;
+DROP INDEX txhub.messages_send_due;
+
+-- Counts by status, retention and purge: the decided rows by partition and age, one
+-- index per status so that each count is an index-only scan and each purge walk stops
+-- at its batch. (messages_finished held only the rows updated to 'sent', which no
+-- longer happens.)
+CREATE INDEX IF NOT EXISTS messages_committed ON txhub.message_rows (src_partition, updated_at)
+    WHERE status = 'committed';
+CREATE INDEX IF NOT EXISTS messages_rolled_back ON txhub.message_rows (src_partition, updated_at)
+    WHERE status = 'rolled_back';
+DROP INDEX txhub.messages_finished;
+
+-- A tenant's forwards by time (the console's Tenants page); was messages_tenant_sent.
+CREATE INDEX IF NOT EXISTS messages_tenant_committed ON txhub.message_rows (tenant, updated_at)
+    WHERE tenant IS NOT NULL AND status = 'committed';
+DROP INDEX txhub.messages_tenant_sent;
+
+-- The view and its triggers are built from the table's columns, whatever earlier
+-- migrations added.
+DO $$
+DECLARE
+    cols text;
+    sets text;
+    vals text;
+    c record;
+BEGIN
+    SELECT string_agg(CASE WHEN a.attname = 'send_status'
+                      THEN 'CASE WHEN r.send_status = ''pending'' AND r.fwd_seq <= '
+                           '(SELECT f.upto FROM txhub.forward_marks f WHERE f.topic = '
+                           'r.src_topic AND f.partition = r.src_partition) THEN ''sent''::text '
+                           'ELSE r.send_status END AS send_status'
+                      ELSE 'r.' || quote_ident(a.attname) END, ', ' ORDER BY a.attnum),
+           string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
+           string_agg('NEW.' || quote_ident(a.attname), ', ' ORDER BY a.attnum)
+      INTO cols, sets, vals
+      FROM pg_attribute a
+     WHERE a.attrelid = 'txhub.message_rows'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+    EXECUTE 'CREATE VIEW txhub.messages WITH (security_invoker = true) AS SELECT ' || cols
+            || ' FROM txhub.message_rows r';
+    -- an INSERT through the view that leaves a column out gets the table's default
+    FOR c IN SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS def
+               FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+              WHERE a.attrelid = 'txhub.message_rows'::regclass AND NOT a.attisdropped LOOP
+        EXECUTE format('ALTER VIEW txhub.messages ALTER COLUMN %I SET DEFAULT %s', c.attname, c.def);
+    END LOOP;
+    EXECUTE 'CREATE FUNCTION txhub.messages_write() RETURNS trigger LANGUAGE plpgsql AS $f$ '
+            'BEGIN IF TG_OP = ''INSERT'' THEN INSERT INTO txhub.message_rows (' || sets
+            || ') VALUES (' || vals || '); '
+            -- made pending again (a redrive or a replay by hand): due on its own,
+            -- without the sequence a mark may cover
+            'ELSE IF NEW.send_status = ''pending'' '
+            'AND OLD.send_status IS DISTINCT FROM ''pending'' THEN NEW.fwd_seq := NULL; END IF; '
+            'UPDATE txhub.message_rows SET (' || sets || ') = ROW(' || vals || ') '
+            'WHERE biz_id = OLD.biz_id AND message_key = OLD.message_key; '
+            'IF NOT FOUND THEN RETURN NULL; END IF; END IF; RETURN NEW; END $f$';
+END
+$$;
+CREATE TRIGGER messages_write INSTEAD OF INSERT OR UPDATE ON txhub.messages
+    FOR EACH ROW EXECUTE FUNCTION txhub.messages_write();
+
+COMMENT ON VIEW txhub.messages IS
+    'CONTRACT §6: one row per message; send_status sent for rows at or below their '
+    'partition''s delivery mark (txhub.forward_marks). Rows live in txhub.message_rows.';
+
+-- Roles granted a tenant before: the view and the marks, as `txhub tenant grant`
+-- gives from now on.
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT DISTINCT t.role FROM txhub.tenant_grants t
+             JOIN pg_catalog.pg_roles r ON r.rolname = t.role LOOP
+        EXECUTE format('GRANT SELECT ON txhub.messages, txhub.forward_marks TO %I', g.role);
+    END LOOP;
+END
+$$;
