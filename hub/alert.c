@@ -259,7 +259,8 @@ static void log_alert(const alert_what *w)
 {
 	char what[64], ee[1200], range[96] = "";
 	snprintf(what, sizeof what, "ALERT %s", w->kind);
-	log_about about = {w->biz_id, w->message_key, w->offsets ? w->offsets->partition : -1};
+	log_about about = {w->biz_id, w->message_key,
+	                   w->offsets && w->topic ? tp_of(w->topic, w->offsets->partition) : -1};
 	if (w->offsets)
 		snprintf(range, sizeof range, " from_offset=%lld to_offset=%lld",
 		         (long long)w->offsets->from, (long long)w->offsets->to);

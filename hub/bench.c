@@ -630,7 +630,7 @@ static void *deliver(void *arg)
 		for (size_t i = 0; r && i < b->l.n; i++) {
 			r[i].biz_id = b->l.items[i].biz_id;
 			r[i].message_key = b->l.items[i].message_key;
-			r[i].partition = b->l.items[i].src_partition;
+			r[i].tp = b->l.items[i].src_tp;
 			r[i].ok = 1;
 		}
 		if (!r || store_record_deliveries(d->st, d->own, d->nown, r, b->l.n, 15, 0, NULL, err,
@@ -648,7 +648,8 @@ static void *deliver(void *arg)
 /* The envelopes of the ceiling's n transactions (prepare and commit each),
  * parsed, in the order a hub would read them: the pairs of a partition
  * next to each other. */
-static store_record *ceiling_records(const opts *o, int64_t n, int parts, char ***texts)
+static store_record *ceiling_records(const opts *o, const char *topic, int64_t n, int parts,
+                                     char ***texts)
 {
 	store_record *recs = calloc((size_t)(2 * n), sizeof *recs);
 	*texts = calloc((size_t)(2 * n), sizeof **texts);
@@ -675,7 +676,9 @@ static store_record *ceiling_records(const opts *o, int64_t n, int parts, char *
 				snprintf(t, len, "{\"type\":\"commit\",\"biz_id\":\"bench-ceiling-%s\","
 				                 "\"message_key\":\"%lld\"}", o->run, (long long)i);
 			store_record *r = &recs[2 * i + s];
+			r->src_topic = topic_intern(topic);
 			r->partition = (int32_t)(i % parts);
+			r->tp = tp_of(topic, r->partition);
 			r->offset = offset[r->partition]++;
 			r->value = t;
 			r->value_len = strlen(t);
@@ -713,14 +716,14 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	int64_t n = o->ceiling_tx;
 	int parts = o->partitions;
 	char **texts = NULL;
-	store_record *recs = ceiling_records(o, n, parts, &texts);
+	store_record *recs = ceiling_records(o, topic, n, parts, &texts);
 	store *a = store_connect(&c, err, sizeof err), *b = a ? store_connect(&c, err, sizeof err) : NULL;
-	int32_t *ps = calloc((size_t)parts, sizeof *ps);
+	tp_key *ps = calloc((size_t)parts, sizeof *ps);
 	store_owned *own = calloc((size_t)parts, sizeof *own);
 	int64_t *next = calloc((size_t)parts, sizeof *next);
 	double rate = -1;
 	for (int p = 0; ps && p < parts; p++)
-		ps[p] = p;
+		ps[p] = tp_of(topic, p);
 	if (!recs || !texts || !a || !b || !ps || !own || !next ||
 	    store_take_partitions(a, "bench", "bench", ps, (size_t)parts, own, next, NULL, err,
 	                          sizeof err) != STORE_OK) {
@@ -737,7 +740,7 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 		size_t k = total - i < per ? total - i : per;
 		batch_node *node = calloc(1, sizeof *node);
 		store_stats stats;
-		store_rc rc = node ? store_apply(a, topic, recs + i, k, own, (size_t)parts, &node->l,
+		store_rc rc = node ? store_apply(a, recs + i, k, own, (size_t)parts, &node->l,
 		                                 &stats, NULL, NULL, err, sizeof err)
 		                   : STORE_RETRY;
 		if (rc != STORE_OK) {
@@ -1045,9 +1048,33 @@ static void verifier_free(verifier *v)
 	free(v->start);
 }
 
-int bench_main(const txhub_config *cfg, int argc, char **args, char **hub_args)
+/* The bench produces to one control topic: the first of a list. */
+static int bench_topic(const txhub_config *given, txhub_config *cfg, char *topic, size_t topicsz)
+{
+	topics_spec s;
+	char err[256];
+	*cfg = *given;
+	if (topics_parse(given->control_topic, &s, err, sizeof err) != 0 || s.pattern) {
+		fprintf(stderr, "txhub bench: control_topic: %s\n",
+		        s.pattern ? "a pattern names no topic to produce to; give the bench one topic "
+		                    "or a list (it uses the first)" : err);
+		topics_free(&s);
+		return -1;
+	}
+	snprintf(topic, topicsz, "%s", s.names[0]);
+	cfg->control_topic = topic;
+	topics_free(&s);
+	return 0;
+}
+
+int bench_main(const txhub_config *given, int argc, char **args, char **hub_args)
 {
 	opts o;
+	txhub_config one;
+	const txhub_config *cfg = &one;
+	char topic[300];
+	if (bench_topic(given, &one, topic, sizeof topic) != 0)
+		return 2;
 	int p = parse(cfg, argc, args, &o);
 	if (p != 0)
 		return p > 0 ? 0 : 2;

@@ -66,7 +66,8 @@ typedef struct slot {
 	char *url;                /* the request URL, built when claimed */
 	host_load *host;
 	struct slot *next_waiting; /* its host's queue */
-	int32_t partition, claimed_attempts;
+	tp_key tp;
+	int32_t claimed_attempts;
 	int64_t timeout_ms;       /* checkback.timeout_ms when claimed: the lease is for it */
 	int64_t start_by_ms;      /* a request started later could outlast the lease */
 	int64_t started_ms;
@@ -147,7 +148,7 @@ static void set_load(checkback *cb, int busy_delta, int running_delta)
 }
 
 /* Queue an answer for writing. The strings are copied. */
-static void add_pending(checkback *cb, const char *biz, const char *mk, int32_t part,
+static void add_pending(checkback *cb, const char *biz, const char *mk, tp_key part,
                         int32_t claimed, int32_t attempts, store_check_outcome o,
                         const char *error, int64_t retry_in_ms)
 {
@@ -170,7 +171,7 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, int32_t 
 		free(p->error);
 		goto oom;
 	}
-	p->r.partition = part;
+	p->r.tp = part;
 	p->r.biz_id = p->biz_id;
 	p->r.message_key = p->message_key;
 	p->r.claimed_attempts = claimed;
@@ -198,7 +199,7 @@ static void pending_clear(checkback *cb)
 
 /* Turn "not decided" or an error on attempt n into a retry or, at the
  * limit, check_failed. */
-static void add_unresolved(checkback *cb, const char *biz, const char *mk, int32_t part,
+static void add_unresolved(checkback *cb, const char *biz, const char *mk, tp_key part,
                            int32_t claimed, const char *reason)
 {
 	int32_t n = claimed + 1;
@@ -402,7 +403,7 @@ static void slot_reset(checkback *cb, slot *s)
 /* Give back a claimed row unasked: the same attempt count, due at once. */
 static void give_back(checkback *cb, slot *s)
 {
-	add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+	add_pending(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 	            s->claimed_attempts, CHECK_RETRY, NULL, 0);
 	slot_reset(cb, s);
 }
@@ -425,7 +426,7 @@ static int check_target(checkback *cb, const store_check *c, const char *base,
 	} else {
 		return 0;
 	}
-	add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+	add_pending(cb, c->biz_id, c->message_key, c->tp, c->attempts, c->attempts,
 	            CHECK_FAILED, msg, 0);
 	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
 	return -1;
@@ -438,7 +439,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	const char *base = c->url ? c->url : cb->cfg->checkback_default_url;
 	checkback_url target;
 	if (!base || !*base) {
-		add_pending(cb, c->biz_id, c->message_key, c->partition, c->attempts, c->attempts,
+		add_pending(cb, c->biz_id, c->message_key, c->tp, c->attempts, c->attempts,
 		            CHECK_FAILED,
 		            "no check-back URL: the prepare named none and checkback.default_url is empty",
 		            0);
@@ -463,13 +464,13 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
-	s->partition = c->partition;
+	s->tp = c->tp;
 	s->claimed_attempts = c->attempts;
 	s->timeout_ms = cb->cfg->checkback_timeout_ms;
 	s->start_by_ms = now + lease_ms - s->timeout_ms;
 	if (!s->url || !s->host || !s->biz_id || !s->message_key) {
 		log_error("checkback: out of memory taking a check-back; it is retried later");
-		add_unresolved(cb, c->biz_id, c->message_key, c->partition, c->attempts,
+		add_unresolved(cb, c->biz_id, c->message_key, c->tp, c->attempts,
 		               "out of memory in txhub");
 		slot_reset(cb, s);
 		return;
@@ -516,7 +517,7 @@ static void start_request(checkback *cb, slot *s)
 	s->easy = curl_easy_init();
 	if (!s->headers || !s->easy) {
 		log_error("checkback: out of memory starting a request; it is retried later");
-		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		add_unresolved(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 		               "out of memory in txhub");
 		slot_reset(cb, s);
 		return;
@@ -537,7 +538,7 @@ static void start_request(checkback *cb, slot *s)
 	curl_easy_setopt(e, CURLOPT_PRIVATE, s);
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "txhub/" TXHUB_VERSION);
 	if (curl_multi_add_handle(cb->multi, e) != CURLM_OK) {
-		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		add_unresolved(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 		               "txhub could not start the request");
 		slot_reset(cb, s);
 		return;
@@ -609,21 +610,21 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	switch (a) {
 	case CHECKBACK_COMMITTED:
 		count(cb, &cb->stats.committed);
-		add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		add_pending(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 		            s->claimed_attempts + 1, CHECK_COMMITTED, NULL, 0);
 		break;
 	case CHECKBACK_ROLLED_BACK:
 		count(cb, &cb->stats.rolled_back);
-		add_pending(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		add_pending(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 		            s->claimed_attempts + 1, CHECK_ROLLED_BACK, NULL, 0);
 		break;
 	case CHECKBACK_UNDECIDED:
 	case CHECKBACK_ERROR: {
 		count(cb, a == CHECKBACK_UNDECIDED ? &cb->stats.undecided : &cb->stats.errors);
-		log_about about = {s->biz_id, s->message_key, s->partition};
+		log_about about = {s->biz_id, s->message_key, s->tp};
 		log_msg_about(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG, "checkback", &about,
 		              "attempt %d: %s", s->claimed_attempts + 1, reason);
-		add_unresolved(cb, s->biz_id, s->message_key, s->partition, s->claimed_attempts,
+		add_unresolved(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,
 		               reason);
 		break;
 	}
@@ -665,13 +666,13 @@ static void take_assignment(checkback *cb)
 
 	int lost = 0;
 	for (size_t i = 0; i < cb->owned.n; i++)
-		if (!owned_has(&n, cb->owned.parts[i].partition))
+		if (!owned_has(&n, cb->owned.parts[i].tp))
 			lost = 1;
 	if (lost) {
 		for (size_t i = 0; i < cb->nslots; i++) {
 			slot *s = &cb->slots[i];
 			/* same attempt count: only the lease is given back */
-			if (s->state != SLOT_FREE && !owned_has(&n, s->partition))
+			if (s->state != SLOT_FREE && !owned_has(&n, s->tp))
 				give_back(cb, s);
 		}
 		for (int attempt = 0; attempt < 3 && write_pending(cb) != 0; attempt++) {
@@ -869,7 +870,7 @@ void checkback_assign(checkback *cb, const owned_set *owned)
 	pthread_mutex_lock(&cb->mu);
 	int taken = 0;
 	for (size_t i = 0; i < cb->want.n; i++)
-		if (!owned_has(owned, cb->want.parts[i].partition))
+		if (!owned_has(owned, cb->want.parts[i].tp))
 			taken = 1;
 	if (owned_copy(&cb->want, owned) != 0) {
 		pthread_mutex_unlock(&cb->mu);

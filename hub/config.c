@@ -12,6 +12,7 @@
 #include "envelope.h"
 #include "http.h"
 #include "log.h"
+#include "topics.h"
 
 #define OFF(f) offsetof(txhub_config, f)
 #define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0}
@@ -34,7 +35,9 @@ const config_option config_options[] = {
 	    "name>): partitions last worked against it are taken over; empty: a partition last "
 	    "worked against another database is refused"),
 	STR("control_topic", "TXHUB_CONTROL_TOPIC", "txhub.control", control_topic,
-	    "topic producers send envelopes to"),
+	    "topic producers send envelopes to; or a comma-separated list of topics (at most 64); "
+	    "or one pattern beginning with ^ (a POSIX extended regular expression over topic "
+	    "names, topics created later included)"),
 	STR("group", "TXHUB_GROUP", "txhub", group,
 	    "consumer group shared by all replicas"),
 	INT("envelope.max_bytes", NULL, "1048576", 64, 100 * 1024 * 1024, envelope_max_bytes,
@@ -72,8 +75,9 @@ const config_option config_options[] = {
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
-	    "exactly_once: the compacted topic of each partition's progress marker; empty: "
-	    "<control_topic>.progress"),
+	    "exactly_once: the compacted topic of each control partition's progress marker; "
+	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
+	    "a pattern"),
 	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
 	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
@@ -403,6 +407,36 @@ static int check_checkback_urls(const txhub_config *cfg, char *err, size_t errsz
 	return 0;
 }
 
+/* control_topic (topics.h) and, for exactly_once, its progress topic:
+ * never one of the control topics, or the hub would read its own markers
+ * as envelopes. */
+static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz)
+{
+	topics_spec spec;
+	char sub[512], progress[300];
+	int rc = -1;
+	if (topics_parse(cfg->control_topic, &spec, sub, sizeof sub) != 0) {
+		snprintf(err, errsz, "control_topic: %s", sub);
+		goto done;
+	}
+	topics_progress_name(&spec, cfg->forward_progress_topic, progress, sizeof progress);
+	if (*cfg->forward_progress_topic &&
+	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
+		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name",
+		         cfg->forward_progress_topic);
+		goto done;
+	}
+	if (topics_match(&spec, progress)) {
+		snprintf(err, errsz, "control_topic: names the progress topic %s (forward.progress_topic)",
+		         progress);
+		goto done;
+	}
+	rc = 0;
+done:
+	topics_free(&spec);
+	return rc;
+}
+
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
 	log_level lvl;
@@ -447,11 +481,8 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "brokers: must not be empty");
 		return -1;
 	}
-	if (!envelope_valid_topic(cfg->control_topic, strlen(cfg->control_topic))) {
-		snprintf(err, errsz, "control_topic: \"%s\" is not a valid topic name "
-		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)", cfg->control_topic);
+	if (check_control_topics(cfg, err, errsz) != 0)
 		return -1;
-	}
 	if (!*cfg->group) {
 		snprintf(err, errsz, "group: must not be empty");
 		return -1;

@@ -216,6 +216,8 @@ static metrics_outcome fold_record(fold *f, size_t i)
 		changed = 1;
 		k->state = o.next;
 		k->changed = 1;
+		k->src_topic = rec->src_topic;
+		k->src_tp = rec->tp;
 		k->src_partition = rec->partition;
 		k->src_offset = rec->offset;
 		if (o.take_payload)

@@ -48,7 +48,10 @@ typedef struct {
 	/* the record whose prepare (payload, forward, check-back) the row takes;
 	 * -1: keep the stored one */
 	int64_t payload_rec;
-	int32_t src_partition; /* the record that last changed the state */
+	/* the record that last changed the state */
+	const char *src_topic; /* interned (topics.h) */
+	tp_key src_tp;
+	int32_t src_partition;
 	int64_t src_offset;
 	/* private to fold.c */
 	uint64_t hash;

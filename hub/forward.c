@@ -27,7 +27,7 @@
 typedef struct {
 	char *biz_id;
 	char *message_key;
-	int32_t partition; /* source partition */
+	tp_key tp;         /* source partition */
 	int32_t send_attempts;
 	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
 	int64_t produced_ms; /* handed to the producer; 0: refused outright */
@@ -49,7 +49,7 @@ typedef struct {
 #define LANE_WATCH_MS 200
 
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int64_t not_before;
 } lane_cooldown;
 
@@ -390,10 +390,10 @@ static void known_topic(forward *fw, const char *topic)
 		rd_kafka_topic_destroy(t);
 }
 
-static lane *lane_of(forward *fw, int32_t partition)
+static lane *lane_of(forward *fw, tp_key partition)
 {
 	for (size_t i = 0; i < fw->nlanes; i++)
-		if (lane_partition(fw->lanes[i]) == partition)
+		if (lane_tp(fw->lanes[i]) == partition)
 			return fw->lanes[i];
 	return NULL;
 }
@@ -404,9 +404,9 @@ static lane *lane_of(forward *fw, int32_t partition)
 static void notify_lanes(forward *fw, const store_forward_list *l)
 {
 	for (size_t i = 0; i < l->n;) {
-		int32_t p = l->items[i].src_partition;
+		tp_key p = l->items[i].src_tp;
 		int64_t max = 0;
-		for (; i < l->n && l->items[i].src_partition == p; i++)
+		for (; i < l->n && l->items[i].src_tp == p; i++)
 			if (l->items[i].fwd_seq > max)
 				max = l->items[i].fwd_seq;
 		lane *ln = max > 0 ? lane_of(fw, p) : NULL;
@@ -432,7 +432,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		}
 		known_topic(fw, f->topic);
 		it->send_attempts = f->send_attempts;
-		it->partition = f->src_partition;
+		it->tp = f->src_tp;
 		it->decided_ms = f->decided_ms;
 		it->produced_ms = clock_ms();
 		produced++;
@@ -500,14 +500,14 @@ static void count_reports(const fw_list *l, size_t nfailed)
 
 /* Whether partition's lane is cooling down (any partition's, when
  * partition < 0); forgets the cooldowns that are over. */
-static int cooling_down(forward *fw, int32_t partition, int64_t now)
+static int cooling_down(forward *fw, tp_key partition, int64_t now)
 {
 	size_t k = 0;
 	int found = 0;
 	for (size_t i = 0; i < fw->ncooldown; i++) {
 		if (fw->cooldown[i].not_before <= now)
 			continue; /* over: forget it */
-		found |= partition < 0 || fw->cooldown[i].partition == partition;
+		found |= partition < 0 || fw->cooldown[i].tp == partition;
 		fw->cooldown[k++] = fw->cooldown[i];
 	}
 	fw->ncooldown = k;
@@ -544,12 +544,11 @@ static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
 	fw->next_watch = now + LANE_WATCH_MS;
 	for (size_t i = 0; i < own->n; i++) {
 		char why[512] = "", topic[300] = "";
-		lane *l = lane_of(fw, own->parts[i].partition);
+		lane *l = lane_of(fw, own->parts[i].tp);
 		int taken = l && lane_taken(l, why, sizeof why, topic, sizeof topic);
-		lane_watch_see(&fw->watch, own->parts[i].partition, taken, l ? why : NULL, topic, now);
+		lane_watch_see(&fw->watch, own->parts[i].tp, taken, l ? why : NULL, topic, now);
 	}
-	lane_watch_end(&fw->watch, fw->al, fw->cfg->control_topic, fw->cfg->alert_lane_stuck_ms,
-	               now);
+	lane_watch_end(&fw->watch, fw->al, fw->cfg->alert_lane_stuck_ms, now);
 }
 
 /* exactly_once: a lane for each partition owned now, at its epoch; the
@@ -571,29 +570,29 @@ static void tend_lanes(forward *fw, const owned_set *own)
 			char twhy[512], topic[300];
 			int taken = lane_taken(l, twhy, sizeof twhy, topic, sizeof topic);
 			if (fenced) {
-				log_warn("forward: the lane of partition %d was fenced (%s): another "
-				         "replica forwards it now", lane_partition(l), why);
+				log_warn("forward: the lane of " TP_FMT " was fenced (%s): another "
+				         "replica forwards it now", TP_ARG(lane_tp(l)), why);
 			} else if (!taken) {
 				/* the partition's lane_stuck episode goes on (and alerts
 				 * once), not an alert per lane */
-				log_error("forward: the lane of partition %d failed before taking it (%s); a "
-				          "new one starts in %d ms", lane_partition(l), why, LANE_RESTART_MS);
-				lane_watch_see(&fw->watch, lane_partition(l), 0, twhy, topic, now);
+				log_error("forward: the lane of " TP_FMT " failed before taking it (%s); a "
+				          "new one starts in %d ms", TP_ARG(lane_tp(l)), why, LANE_RESTART_MS);
+				lane_watch_see(&fw->watch, lane_tp(l), 0, twhy, topic, now);
 				fw->stats.replaced++;
 			} else {
-				log_error("forward: the lane of partition %d failed for good (%s); a new "
-				          "one starts in %d ms", lane_partition(l), why, LANE_RESTART_MS);
+				log_error("forward: the lane of " TP_FMT " failed for good (%s); a new "
+				          "one starts in %d ms", TP_ARG(lane_tp(l)), why, LANE_RESTART_MS);
 				alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
 				fw->stats.replaced++;
 			}
 			lane_cooldown *c = realloc(fw->cooldown, (fw->ncooldown + 1) * sizeof *c);
 			if (c) {
 				fw->cooldown = c;
-				c[fw->ncooldown++] = (lane_cooldown){lane_partition(l), now + LANE_RESTART_MS};
+				c[fw->ncooldown++] = (lane_cooldown){lane_tp(l), now + LANE_RESTART_MS};
 			}
 			retire(fw, i);
 			settled = 0; /* its partition waits for a new lane */
-		} else if (!settled && !owned_has_at(own, lane_partition(l), lane_epoch(l))) {
+		} else if (!settled && !owned_has_at(own, lane_tp(l), lane_epoch(l))) {
 			lane_stop(l, 0);
 			retire(fw, i);
 		} else {
@@ -603,7 +602,7 @@ static void tend_lanes(forward *fw, const owned_set *own)
 	int short_of = 0; /* a lane could not be started: tried again next time */
 	for (size_t i = 0; !settled && i < own->n; i++) {
 		const store_owned *o = &own->parts[i];
-		if (lane_of(fw, o->partition) || cooling_down(fw, o->partition, now))
+		if (lane_of(fw, o->tp) || cooling_down(fw, o->tp, now))
 			continue;
 		short_of = 1;
 		lane **n = realloc(fw->lanes, (fw->nlanes + 1) * sizeof *n);
@@ -612,8 +611,8 @@ static void tend_lanes(forward *fw, const owned_set *own)
 		fw->lanes = n;
 		lane *l = lane_start(fw->cfg, fw->al, o, err, sizeof err);
 		if (!l) {
-			log_error("forward: starting the lane of partition %d: %s; trying again",
-			          o->partition, err);
+			log_error("forward: starting the lane of " TP_FMT ": %s; trying again",
+			          TP_ARG(o->tp), err);
 			break;
 		}
 		fw->lanes[fw->nlanes++] = l;
@@ -692,7 +691,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 			continue;
 		}
 		bad++;
-		log_about about = {it->biz_id, it->message_key, it->partition};
+		log_about about = {it->biz_id, it->message_key, it->tp};
 		log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", it->send_attempts + 1,
 		              it->error ? it->error : "(reason unknown: out of memory)");
 	}
@@ -728,7 +727,7 @@ static int write_list(forward *fw, const fw_list *l, const owned_set *own,
 		const fw_item *it = l->items[i];
 		d[i].biz_id = it->biz_id;
 		d[i].message_key = it->message_key;
-		d[i].partition = it->partition;
+		d[i].tp = it->tp;
 		d[i].ok = it->ok;
 		d[i].requeue = it->requeue;
 		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";

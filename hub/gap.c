@@ -3,9 +3,9 @@
 
 #include <stdio.h>
 
-void gap_decide(int32_t p, int64_t wanted, int64_t low, int64_t high, gap *g)
+void gap_decide(tp_key p, int64_t wanted, int64_t low, int64_t high, gap *g)
 {
-	g->partition = p;
+	g->tp = p;
 	g->wanted = wanted;
 	g->low = low;
 	g->high = high;

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topics.h"
+
 typedef enum {
 	GAP_NONE,      /* wanted is on the broker */
 	GAP_LOST,      /* [from, to) deleted before it was read */
@@ -29,7 +31,7 @@ typedef enum {
 
 typedef struct {
 	gap_kind kind;
-	int32_t partition;
+	tp_key tp;        /* the control topic and partition */
 	int64_t wanted;   /* the offset the hub wanted to read */
 	int64_t low;      /* the broker's first offset of the partition */
 	int64_t high;     /* ... and the offset after its last */
@@ -38,7 +40,7 @@ typedef struct {
 } gap;
 
 /* Decide for partition p (wanted, low and high >= 0, low <= high). */
-void gap_decide(int32_t p, int64_t wanted, int64_t low, int64_t high, gap *g);
+void gap_decide(tp_key p, int64_t wanted, int64_t low, int64_t high, gap *g);
 
 /* "lost", "truncated" (as kept in txhub.gaps), or "none". */
 const char *gap_kind_name(gap_kind k);

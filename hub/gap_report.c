@@ -20,16 +20,16 @@ static const char *SQL_RECORD =
 	"detected_by) SELECT $1, $2::int, $4, $5::bigint, $6::bigint, $7::bigint, $8 FROM moved "
 	"RETURNING id";
 
-static gap_report_rc record(store *st, const char *topic, const char *owner, int64_t epoch,
+static gap_report_rc record(store *st, const char *owner, int64_t epoch,
                             const gap *g, char *err, size_t errsz)
 {
 	char part[16], ep[24], from[24], to[24], resume[24];
-	snprintf(part, sizeof part, "%d", g->partition);
+	snprintf(part, sizeof part, "%d", tp_part(g->tp));
 	snprintf(ep, sizeof ep, "%lld", (long long)epoch);
 	snprintf(from, sizeof from, "%lld", (long long)g->from);
 	snprintf(to, sizeof to, "%lld", (long long)g->to);
 	snprintf(resume, sizeof resume, "%lld", (long long)g->resume);
-	const char *p[8] = {topic, part, ep, gap_kind_name(g->kind), from, to, resume, owner};
+	const char *p[8] = {tp_topic(g->tp), part, ep, gap_kind_name(g->kind), from, to, resume, owner};
 	PGconn *c = (PGconn *)store_conn(st);
 	PGresult *r = PQexecParams(c, SQL_RECORD, 8, NULL, p, NULL, NULL, 0);
 	gap_report_rc rc = GAP_REPORTED;
@@ -44,22 +44,22 @@ static gap_report_rc record(store *st, const char *topic, const char *owner, int
 	return rc;
 }
 
-gap_report_rc gap_report(store *st, alert *al, const char *topic, const char *owner,
+gap_report_rc gap_report(store *st, alert *al, const char *owner,
                          int64_t epoch, const gap *g, char *err, size_t errsz)
 {
-	gap_report_rc rc = record(st, topic, owner, epoch, g, err, errsz);
+	gap_report_rc rc = record(st, owner, epoch, g, err, errsz);
 	if (rc != GAP_REPORTED)
 		return rc;
 	char text[600];
-	gap_describe(g, topic, text, sizeof text);
-	log_about about = {NULL, NULL, g->partition};
+	gap_describe(g, tp_topic(g->tp), text, sizeof text);
+	log_about about = {NULL, NULL, g->tp};
 	log_msg_about(LOG_ERROR,
 	              g->kind == GAP_LOST ? "hub: control records lost"
 	                                  : "hub: control partition truncated",
 	              &about, "%s", text);
 	if (g->kind == GAP_LOST)
-		metrics_control_records_lost(g->partition, (uint64_t)(g->to - g->from));
-	alert_offsets o = {g->partition, g->from, g->to};
-	alert_raise_offsets(al, gap_alert_kind(g->kind), topic, &o, text);
+		metrics_control_records_lost(g->tp, (uint64_t)(g->to - g->from));
+	alert_offsets o = {tp_part(g->tp), g->from, g->to};
+	alert_raise_offsets(al, gap_alert_kind(g->kind), tp_topic(g->tp), &o, text);
 	return GAP_REPORTED;
 }

@@ -22,9 +22,9 @@ typedef enum {
 	GAP_FAILED = 2,   /* PostgreSQL failed: err says why, nothing written */
 } gap_report_rc;
 
-/* Record g (kind GAP_LOST or GAP_TRUNCATED) for partition g->partition of
- * topic, held at epoch by owner (host/pid), and tell. */
-gap_report_rc gap_report(store *st, alert *al, const char *topic, const char *owner,
+/* Record g (kind GAP_LOST or GAP_TRUNCATED) for its partition (g->tp),
+ * held at epoch by owner (host/pid), and tell. */
+gap_report_rc gap_report(store *st, alert *al, const char *owner,
                          int64_t epoch, const gap *g, char *err, size_t errsz);
 
 #endif

@@ -152,12 +152,12 @@ static void send_forwards(hub *h, const store_forward_list *l)
 	if (log_get_level() <= LOG_DEBUG) {
 		for (size_t i = 0; i < l->n;) {
 			size_t j = i;
-			while (j < l->n && l->items[j].src_partition == l->items[i].src_partition)
+			while (j < l->n && l->items[j].src_tp == l->items[i].src_tp)
 				j++;
-			const store_owned *o = owned_find(&h->owned, l->items[i].src_partition);
+			const store_owned *o = owned_find(&h->owned, l->items[i].src_tp);
 			long long epoch = o ? (long long)o->epoch : 0;
-			log_debug("hub: forwarding %zu of partition %d at epoch %lld", j - i,
-			          l->items[i].src_partition, epoch);
+			log_debug("hub: forwarding %zu of " TP_FMT " at epoch %lld", j - i,
+			          TP_ARG(l->items[i].src_tp), epoch);
 			i = j;
 		}
 	}
@@ -165,7 +165,7 @@ static void send_forwards(hub *h, const store_forward_list *l)
 }
 
 /* Forget the pending lease releases of these partitions. */
-static void unrelease(hub *h, const int32_t *parts, size_t n)
+static void unrelease(hub *h, const tp_key *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		owned_drop(&h->released, parts[i]);
@@ -174,7 +174,7 @@ static void unrelease(hub *h, const int32_t *parts, size_t n)
 /* Another replica took these partitions (a write or the heartbeat found
  * their epoch moved on): stop reading and checking them back, and drop
  * their records from the batch in hand, unacknowledged. */
-static void fence_lost(hub *h, const int32_t *lost, size_t nlost)
+static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
 {
 	janitor_log_fenced(h->st, h->cfg, lost, nlost);
 	intake_fence(h->in, lost, nlost);
@@ -196,15 +196,18 @@ static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int6
 	char list[1024] = "", why[1900];
 	size_t len = 0;
 	uint64_t again = 0;
+	const char *topic = n > 0 ? tp_topic(rw[0].tp) : NULL; /* the alert's, when only one */
 	for (size_t i = 0; i < n; i++) {
+		if (topic && tp_tid(rw[i].tp) != tp_tid(rw[0].tp))
+			topic = NULL;
 		int64_t count = rw[i].known_next > from[i] ? rw[i].known_next - from[i] : 0;
 		again += (uint64_t)count;
 		if (len < sizeof list)
 			len += (size_t)snprintf(list + len, sizeof list - len,
-			                        "%spartition %d: %s, read again from offset %lld (%lld "
+			                        "%s" TP_FMT ": %s, read again from offset %lld (%lld "
 			                        "offset(s); written up to %lld at epoch %lld, the database "
 			                        "holds %lld at epoch %lld)",
-			                        i ? "; " : "", rw[i].partition,
+			                        i ? "; " : "", TP_ARG(rw[i].tp),
 			                        rewind_verdict_text((rewind_verdict)rw[i].verdict),
 			                        (long long)from[i], (long long)count,
 			                        (long long)rw[i].known_next, (long long)rw[i].epoch,
@@ -221,7 +224,7 @@ static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int6
 	               "txhub_forwards_after_rewind_total{outcome=\"decided_again\"}"
 	             : "Messages forwarded before the loss are forwarded again (at least once)");
 	log_error("hub: %s", why);
-	alert_raise(h->al, "database_rewound", NULL, NULL, 0, h->cfg->control_topic, why);
+	alert_raise(h->al, "database_rewound", NULL, NULL, 0, topic, why);
 	metrics_database_rewound(n, again);
 }
 
@@ -236,7 +239,7 @@ static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int6
 static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 {
 	char err[512];
-	int32_t *parts = calloc(n, sizeof *parts);
+	tp_key *parts = calloc(n, sizeof *parts);
 	store_owned *own = calloc(n, sizeof *own);
 	int64_t *next = calloc(n, sizeof *next), *from = calloc(n, sizeof *from);
 	int rc = -1;
@@ -245,7 +248,7 @@ static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
-		parts[i] = rw[i].partition;
+		parts[i] = rw[i].tp;
 	if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next, NULL, err,
 	                          sizeof err) != STORE_OK)
 		goto done;
@@ -294,7 +297,7 @@ static int check_history(hub *h, char *err, size_t errsz)
  * were taken by another replica and are fenced off. Either way their
  * records are gone from the batch. Returns rc, or STORE_RETRY (err) when
  * PostgreSQL failed sorting them out (the batch is kept). */
-static store_rc sort_out(hub *h, const int32_t *lost, size_t nlost, store_rc rc, char *err,
+static store_rc sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, char *err,
                          size_t errsz)
 {
 	store_owned *own = calloc(nlost ? nlost : 1, sizeof *own);
@@ -316,13 +319,13 @@ static store_rc sort_out(hub *h, const int32_t *lost, size_t nlost, store_rc rc,
 	/* those not read again (still at the old epoch here) were taken */
 	size_t nf = 0;
 	for (size_t i = 0; i < n; i++) {
-		const store_owned *o = owned_find(&h->owned, own[i].partition);
+		const store_owned *o = owned_find(&h->owned, own[i].tp);
 		if (o && o->epoch == own[i].epoch)
-			own[nf++].partition = own[i].partition;
+			own[nf++].tp = own[i].tp;
 	}
-	int32_t *fenced = calloc(nf ? nf : 1, sizeof *fenced);
+	tp_key *fenced = calloc(nf ? nf : 1, sizeof *fenced);
 	for (size_t i = 0; fenced && i < nf; i++)
-		fenced[i] = own[i].partition;
+		fenced[i] = own[i].tp;
 	if (fenced && nf > 0 && rc == STORE_FENCED)
 		fence_lost(h, fenced, nf);
 	free(fenced);
@@ -339,9 +342,9 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
                       store_stats *stats, char *err, size_t errsz)
 {
 	size_t nlost = 0;
-	int32_t *lost = NULL;
-	store_rc rc = store_apply(h->st, h->cfg->control_topic, recs, n, h->owned.parts,
-	                          h->owned.n, out, stats, &lost, &nlost, err, errsz);
+	tp_key *lost = NULL;
+	store_rc rc = store_apply(h->st, recs, n, h->owned.parts, h->owned.n, out, stats, &lost,
+	                          &nlost, err, errsz);
 	if (rc == STORE_FENCED || rc == STORE_REWOUND)
 		rc = sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
@@ -421,8 +424,9 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 	rc = apply(h, &rej, 1, &committed, &stats, err2, sizeof err2);
 	store_forward_list_clear(&committed);
 	if (rc == STORE_OK) {
-		log_error("hub: PostgreSQL refuses the record at partition %d offset %lld for its "
-		          "data: %s; kept in txhub.rejected", rej.partition, (long long)rej.offset, err);
+		log_error("hub: PostgreSQL refuses the record at " TP_FMT " offset %lld for its "
+		          "data: %s; kept in txhub.rejected", TP_ARG(rej.tp), (long long)rej.offset,
+		          err);
 		h->refused_in_a_row++;
 		h->rejected++;
 		metrics_envelopes m;
@@ -528,7 +532,7 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
  * the database lost what this group applied (a failover or restore while
  * no replica ran). Those offsets are read again from the database's (as
  * taking does anyway); say so. */
-static void check_taken(hub *h, const int32_t *parts, size_t n, const store_owned *own,
+static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned *own,
                         const int64_t *next_offset)
 {
 	int64_t *committed = calloc(n, sizeof *committed), *from = calloc(n, sizeof *from);
@@ -553,7 +557,7 @@ static void check_taken(hub *h, const int32_t *parts, size_t n, const store_owne
 /* Take newly assigned partitions in PostgreSQL. This must succeed before
  * they are read, so while PostgreSQL is away it waits here, inside the
  * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
-static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *own,
+static int on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own,
                    int64_t *next_offset)
 {
 	hub *h = opaque;
@@ -588,9 +592,9 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 		if (!janitor_foreign_holder(h->cfg, &prev[i]))
 			continue;
 		char problem[sizeof h->problem];
-		snprintf(problem, sizeof problem, "partition %d of %s was held by %s of consumer group "
-		         "\"%s\" and this replica of group \"%s\" took it: %s", parts[i],
-		         h->cfg->control_topic, prev[i].owner, prev[i].group, h->cfg->group,
+		snprintf(problem, sizeof problem, TP_FMT " was held by %s of consumer group "
+		         "\"%s\" and this replica of group \"%s\" took it: %s", TP_ARG(parts[i]),
+		         prev[i].owner, prev[i].group, h->cfg->group,
 		         OPS_GROUP_CLASH_ADVICE);
 		set_problem(h, problem);
 	}
@@ -598,7 +602,7 @@ static int on_take(void *opaque, const int32_t *parts, size_t n, store_owned *ow
 	return rc;
 }
 
-static void on_revoking(void *opaque, const int32_t *parts, size_t n)
+static void on_revoking(void *opaque, const tp_key *parts, size_t n)
 {
 	hub *h = opaque;
 	char err[512];
@@ -652,15 +656,14 @@ static int on_gap(void *opaque, const gap *g)
 {
 	hub *h = opaque;
 	char err[512];
-	const store_owned *o = owned_find(&h->owned, g->partition);
+	const store_owned *o = owned_find(&h->owned, g->tp);
 	if (!o || store_ready(h) != 0)
 		return -1;
-	gap_report_rc rc = gap_report(h->st, h->al, h->cfg->control_topic, h->owner, o->epoch, g,
-	                              err, sizeof err);
+	gap_report_rc rc = gap_report(h->st, h->al, h->owner, o->epoch, g, err, sizeof err);
 	if (rc == GAP_FAILED)
 		fault_fail(&h->f_scan, err);
 	if (rc == GAP_REPORTED) /* (its next_offset is this replica's own doing) */
-		store_note_offset(h->st, g->partition, g->resume, g->kind != GAP_LOST);
+		store_note_offset(h->st, g->tp, g->resume, g->kind != GAP_LOST);
 	return rc == GAP_REPORTED ? 0 : -1;
 }
 
@@ -715,7 +718,7 @@ static int claim_retries(hub *h)
 
 /* Take back fenced partitions (Kafka still assigns them here) whose holder
  * is gone: at new epochs, read again from PostgreSQL's offsets. */
-static int retake(hub *h, const int32_t *parts, size_t n)
+static int retake(hub *h, const tp_key *parts, size_t n)
 {
 	char err[512];
 	store_owned *own = calloc(n, sizeof *own);
@@ -748,7 +751,7 @@ static int tend_partitions(hub *h)
 		return -1;
 	}
 	size_t nfenced;
-	const int32_t *fenced = intake_fenced(h->in, &nfenced);
+	const tp_key *fenced = intake_fenced(h->in, &nfenced);
 	janitor_findings f;
 	int rc = janitor_partitions(h->st, h->cfg, h->owned.parts, h->owned.n, fenced, nfenced, &f,
 	                            err, sizeof err);
@@ -758,7 +761,7 @@ static int tend_partitions(hub *h)
 		fence_lost(h, f.lost, f.nlost);
 	if (rc == 0 && f.ngone > 0)
 		rc = retake(h, f.gone, f.ngone);
-	int32_t accept[256];
+	tp_key accept[256];
 	size_t naccept = intake_recheck(h->in, accept, 256);
 	if (rc == 0 && naccept > 0)
 		rc = retake(h, accept, naccept);
@@ -853,7 +856,7 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 
 static void publish_lag(hub *h)
 {
-	int32_t parts[256];
+	tp_key parts[256];
 	int64_t lag[256];
 	size_t n = intake_lag(h->in, parts, lag, 256);
 	metrics_set_lag(parts, lag, n);

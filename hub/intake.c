@@ -32,7 +32,22 @@ void intake_batch_free(intake_batch *b)
 	memset(b, 0, sizeof *b);
 }
 
-static int in_list(const int32_t *parts, size_t n, int32_t p)
+rd_kafka_topic_partition_t *intake_list_add(rd_kafka_topic_partition_list_t *l, tp_key k)
+{
+	return rd_kafka_topic_partition_list_add(l, tp_topic(k), tp_part(k));
+}
+
+tp_key intake_elem_tp(const rd_kafka_topic_partition_t *e)
+{
+	return tp_of(e->topic, e->partition);
+}
+
+tp_key intake_msg_tp(const rd_kafka_message_t *m)
+{
+	return m->rkt ? tp_of(rd_kafka_topic_name(m->rkt), m->partition) : -1;
+}
+
+static int in_list(const tp_key *parts, size_t n, tp_key p)
 {
 	for (size_t i = 0; i < n; i++)
 		if (parts[i] == p)
@@ -40,12 +55,12 @@ static int in_list(const int32_t *parts, size_t n, int32_t p)
 	return 0;
 }
 
-size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
+size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n)
 {
 	size_t kept = 0, dropped = 0;
 	b->bytes = 0;
 	for (size_t i = 0; i < b->n; i++) {
-		if (in_list(parts, n, b->recs[i].partition)) {
+		if (in_list(parts, n, b->recs[i].tp)) {
 			envelope_free(&b->recs[i].env);
 			rd_kafka_message_destroy(b->msgs[i]);
 			dropped++;
@@ -63,35 +78,35 @@ size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n)
 /* Own a partition taken in PostgreSQL. */
 static void take_owned(intake *in, const store_owned *o)
 {
-	metrics_control_records_lost(o->partition, 0); /* the series, at 0 */
+	metrics_control_records_lost(o->tp, 0); /* the series, at 0 */
 	if (owned_take(in->owned, o) != 0)
 		/* not worked on, so nothing is lost: its records are dropped
 		 * unread and the next owner reads them */
-		log_error("intake: out of memory tracking partition %d", o->partition);
+		log_error("intake: out of memory tracking " TP_FMT, TP_ARG(o->tp));
 }
 
-static int cmp_int32(const void *a, const void *b)
+static int cmp_tp(const void *a, const void *b)
 {
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	tp_key x = *(const tp_key *)a, y = *(const tp_key *)b;
 	return (x > y) - (x < y);
 }
 
-static void fenced_add(intake *in, int32_t p)
+static void fenced_add(intake *in, tp_key p)
 {
 	if (in_list(in->fenced, in->nfenced, p))
 		return;
-	int32_t *n = realloc(in->fenced, (in->nfenced + 1) * sizeof *n);
+	tp_key *n = realloc(in->fenced, (in->nfenced + 1) * sizeof *n);
 	if (!n) {
 		/* it is then only taken back by the next assignment */
-		log_error("intake: out of memory tracking fenced partition %d", p);
+		log_error("intake: out of memory tracking fenced " TP_FMT, TP_ARG(p));
 		return;
 	}
 	in->fenced = n;
 	in->fenced[in->nfenced++] = p;
-	qsort(in->fenced, in->nfenced, sizeof *in->fenced, cmp_int32);
+	qsort(in->fenced, in->nfenced, sizeof *in->fenced, cmp_tp);
 }
 
-static void fenced_remove(intake *in, int32_t p)
+static void fenced_remove(intake *in, tp_key p)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < in->nfenced; i++)
@@ -100,16 +115,16 @@ static void fenced_remove(intake *in, int32_t p)
 	in->nfenced = k;
 }
 
-slot *intake_slot_find(intake *in, int32_t p)
+slot *intake_slot_find(intake *in, tp_key p)
 {
 	for (size_t i = 0; i < in->nslots; i++)
-		if (in->slots[i].partition == p)
+		if (in->slots[i].tp == p)
 			return &in->slots[i];
 	return NULL;
 }
 
 /* Partition p (re)started at offset: no longer stalled. */
-static void slot_start(intake *in, int32_t p, int64_t offset)
+static void slot_start(intake *in, tp_key p, int64_t offset)
 {
 	slot *s = intake_slot_find(in, p);
 	int unreadable = s && s->unreadable; /* (librdkafka says so once) */
@@ -118,34 +133,34 @@ static void slot_start(intake *in, int32_t p, int64_t offset)
 		if (!n) {
 			/* only an eager restart of another partition asks for it: it
 			 * then starts this one at the group's committed offset */
-			log_error("intake: out of memory tracking partition %d", p);
+			log_error("intake: out of memory tracking " TP_FMT, TP_ARG(p));
 			return;
 		}
 		in->slots = n;
 		s = &in->slots[in->nslots++];
 	}
 	memset(s, 0, sizeof *s);
-	s->partition = p;
+	s->tp = p;
 	s->start = offset;
 	s->unreadable = unreadable;
 }
 
-static void slot_drop(intake *in, int32_t p)
+static void slot_drop(intake *in, tp_key p)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < in->nslots; i++)
-		if (in->slots[i].partition != p)
+		if (in->slots[i].tp != p)
 			in->slots[k++] = in->slots[i];
 	in->nslots = k;
 }
 
-static void set_paused(intake *in, const int32_t *parts, size_t n, int pause)
+static void set_paused(intake *in, const tp_key *parts, size_t n, int pause)
 {
 	if (n == 0)
 		return;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, parts[i]);
+		intake_list_add(l, parts[i]);
 	rd_kafka_resp_err_t e = pause ? rd_kafka_pause_partitions(in->rk, l)
 	                              : rd_kafka_resume_partitions(in->rk, l);
 	if (e)
@@ -187,7 +202,7 @@ static void group_offsets(intake *in, rd_kafka_topic_partition_list_t *l)
 	for (int i = 0; i < l->cnt; i++)
 		if (l->elems[i].offset < 0 && l->elems[i].offset != INTAKE_FROM_BEGINNING) {
 			l->elems[i].offset = RD_KAFKA_OFFSET_INVALID;
-			rd_kafka_topic_partition_list_add(ask, l->elems[i].topic, l->elems[i].partition);
+			rd_kafka_topic_partition_list_add(ask, l->elems[i].topic, intake_elem_tp(&l->elems[i]));
 		}
 	rd_kafka_resp_err_t e = ask->cnt ? rd_kafka_committed(in->rk, ask, 5000) : 0;
 	if (e)
@@ -227,11 +242,11 @@ static const char *start_text(int64_t next, int64_t offset, char *buf, size_t bu
 static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const store_owned *own,
                             int64_t next, const intake_standing *st)
 {
-	int32_t p = e->partition;
+	tp_key p = own->tp;
 	int64_t start = next >= 0 ? next : st->committed, lo, hi;
 	int stamp = in->metadata && st->verdict != DBID_SAME;
 	if (start < 0 && stamp &&
-	    rd_kafka_query_watermark_offsets(in->rk, in->cfg->control_topic, p, &lo, &hi,
+	    rd_kafka_query_watermark_offsets(in->rk, e->topic, e->partition, &lo, &hi,
 	                                     COMMITTED_TIMEOUT_MS) == RD_KAFKA_RESP_ERR_NO_ERROR)
 		start = lo;
 	/* records before next_offset are in PostgreSQL already; without one,
@@ -246,13 +261,12 @@ static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const sto
 	intake_unrefuse(in, p);
 	if (st->verdict == DBID_ADOPTED) {
 		char a[200];
-		log_warn("intake: partition %d of %s was last worked against %s, which pg.adopt_from "
-		         "names: taken over", p, in->cfg->control_topic,
-		         dbid_describe(&st->other, a, sizeof a));
+		log_warn("intake: " TP_FMT " was last worked against %s, which pg.adopt_from "
+		         "names: taken over", TP_ARG(p), dbid_describe(&st->other, a, sizeof a));
 	}
 	char from[128];
 	/* (the beginning may be given as the log's first offset: see above) */
-	log_info("intake: partition %d taken at epoch %lld, reading from %s", p,
+	log_info("intake: " TP_FMT " taken at epoch %lld, reading from %s", TP_ARG(p),
 	         (long long)own->epoch,
 	         start_text(next, st->committed >= 0 ? st->committed : RD_KAFKA_OFFSET_BEGINNING,
 	                    from, sizeof from));
@@ -267,8 +281,8 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
                       int coop)
 {
 	size_t n = (size_t)parts->cnt, nt = 0, nr = 0;
-	int32_t *ps = calloc(n + 1, sizeof *ps), *taken = calloc(n + 1, sizeof *taken);
-	int32_t *refused = calloc(n + 1, sizeof *refused);
+	tp_key *ps = calloc(n + 1, sizeof *ps), *taken = calloc(n + 1, sizeof *taken);
+	tp_key *refused = calloc(n + 1, sizeof *refused);
 	size_t *at = calloc(n + 1, sizeof *at); /* taken[k] is parts->elems[at[k]] */
 	store_owned *own = calloc(n + 1, sizeof *own);
 	int64_t *next = calloc(n + 1, sizeof *next);
@@ -280,7 +294,7 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++)
-		ps[i] = parts->elems[i].partition;
+		ps[i] = intake_elem_tp(&parts->elems[i]);
 	int rc = intake_read_standing(in, ps, n, st, why, sizeof why);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0 && intake_may_take(st[i].verdict)) {
@@ -330,10 +344,10 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	}
 	int lost = rd_kafka_assignment_lost(rk);
 	log_info("intake: %s %d partition(s)", lost ? "lost" : "revoking", parts->cnt);
-	int32_t *ps = calloc((size_t)parts->cnt + 1, sizeof *ps);
+	tp_key *ps = calloc((size_t)parts->cnt + 1, sizeof *ps);
 	if (ps) {
 		for (int i = 0; i < parts->cnt; i++)
-			ps[i] = parts->elems[i].partition;
+			ps[i] = intake_elem_tp(&parts->elems[i]);
 		/* finish the work in hand for these partitions while they are ours
 		 * (when lost, a new owner may have taken them already: its epoch
 		 * fences off whatever we still try to write) */
@@ -341,18 +355,18 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 			in->hooks.revoking(in->hooks.opaque, ps, (size_t)parts->cnt);
 	}
 	for (int i = 0; i < parts->cnt; i++) {
-		owned_drop(in->owned, parts->elems[i].partition);
-		fenced_remove(in, parts->elems[i].partition);
-		slot_drop(in, parts->elems[i].partition);
-		intake_unrefuse(in, parts->elems[i].partition);
-		rd_kafka_topic_partition_list_del(in->done, in->cfg->control_topic,
+		owned_drop(in->owned, intake_elem_tp(&parts->elems[i]));
+		fenced_remove(in, intake_elem_tp(&parts->elems[i]));
+		slot_drop(in, intake_elem_tp(&parts->elems[i]));
+		intake_unrefuse(in, intake_elem_tp(&parts->elems[i]));
+		rd_kafka_topic_partition_list_del(in->done, parts->elems[i].topic,
 		                                  parts->elems[i].partition);
 	}
 	free(ps);
 	change_assignment(rk, parts, coop, 0);
 }
 
-void intake_fence(intake *in, const int32_t *parts, size_t n)
+void intake_fence(intake *in, const tp_key *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (!owned_drop(in->owned, parts[i]))
@@ -362,24 +376,23 @@ void intake_fence(intake *in, const int32_t *parts, size_t n)
 	set_paused(in, parts, n, 1);
 }
 
-size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max)
+size_t intake_lag(intake *in, tp_key *parts, int64_t *lag, size_t max)
 {
 	size_t n = in->owned->n < max ? in->owned->n : max, k = 0;
 	if (n == 0)
 		return 0;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic,
-		                                  in->owned->parts[i].partition);
+		intake_list_add(l, in->owned->parts[i].tp);
 	if (rd_kafka_position(in->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
 		for (int i = 0; i < l->cnt; i++) {
 			int64_t lo, hi;
 			if (l->elems[i].offset < 0 ||
-			    rd_kafka_get_watermark_offsets(in->rk, in->cfg->control_topic,
-			                                   l->elems[i].partition, &lo, &hi) != 0 ||
+			    rd_kafka_get_watermark_offsets(in->rk, l->elems[i].topic, l->elems[i].partition,
+			                                   &lo, &hi) != 0 ||
 			    hi < 0)
 				continue;
-			parts[k] = l->elems[i].partition;
+			parts[k] = intake_elem_tp(&l->elems[i]);
 			lag[k++] = hi > l->elems[i].offset ? hi - l->elems[i].offset : 0;
 		}
 	}
@@ -387,7 +400,7 @@ size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max)
 	return k;
 }
 
-const int32_t *intake_fenced(const intake *in, size_t *n)
+const tp_key *intake_fenced(const intake *in, size_t *n)
 {
 	*n = in->nfenced;
 	return in->fenced;
@@ -404,10 +417,11 @@ static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
 {
 	for (int i = 0; i < l->cnt; i++) {
 		char at[32] = "the beginning";
-		slot_start(in, l->elems[i].partition, l->elems[i].offset);
+		slot_start(in, intake_elem_tp(&l->elems[i]), l->elems[i].offset);
 		if (l->elems[i].offset != RD_KAFKA_OFFSET_BEGINNING)
 			snprintf(at, sizeof at, "offset %lld", (long long)l->elems[i].offset);
-		log_info("intake: partition %d starts again at %s", l->elems[i].partition, at);
+		log_info("intake: " TP_FMT " starts again at %s", TP_ARG(intake_elem_tp(&l->elems[i])),
+		         at);
 	}
 	if (strcmp(rd_kafka_rebalance_protocol(in->rk), "COOPERATIVE") == 0) {
 		change_assignment(in->rk, l, 1, 0);
@@ -442,7 +456,7 @@ static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
 /* librdkafka stopped partition p: the offset it wanted is not on the
  * broker, or it had none to start at (wanted RD_KAFKA_OFFSET_INVALID).
  * Where to read it from is decided at the next poll (serve_stalled). */
-static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
+static void stall(intake *in, tp_key p, int64_t wanted, const char *why)
 {
 	slot *s = intake_slot_find(in, p);
 	if (!s || s->stalled) /* not assigned here any more, or already waiting */
@@ -453,9 +467,10 @@ static void stall(intake *in, int32_t p, int64_t wanted, const char *why)
 	s->attempts = 0;
 	s->decided = 0;
 	if (wanted >= 0)
-		log_info("intake: partition %d stopped at offset %lld: %s", p, (long long)wanted, why);
+		log_info("intake: " TP_FMT " stopped at offset %lld: %s", TP_ARG(p), (long long)wanted,
+		         why);
 	else
-		log_info("intake: partition %d stopped: %s", p, why);
+		log_info("intake: " TP_FMT " stopped: %s", TP_ARG(p), why);
 }
 
 /* Put the decision about s off for a while. Returns -1. */
@@ -476,8 +491,8 @@ static int decide(intake *in, slot *s, int64_t *to)
 		return 0;
 	}
 	if (s->wanted == RD_KAFKA_OFFSET_INVALID) {
-		log_info("intake: partition %d has no offset in txhub.partitions or the group: a first "
-		         "start, reading from the beginning", s->partition);
+		log_info("intake: " TP_FMT " has no offset in txhub.partitions or the group: a first "
+		         "start, reading from the beginning", TP_ARG(s->tp));
 		*to = RD_KAFKA_OFFSET_BEGINNING;
 		return 0;
 	}
@@ -487,18 +502,18 @@ static int decide(intake *in, slot *s, int64_t *to)
 		return decide_later(s);
 	}
 	int64_t lo = -1, hi = -1;
-	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(in->rk, in->cfg->control_topic,
-	                                                         s->partition, &lo, &hi, 5000);
+	rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(in->rk, tp_topic(s->tp),
+	                                                         tp_part(s->tp), &lo, &hi, 5000);
 	if (e || lo < 0 || hi < lo) {
-		log_warn("intake: partition %d: asking the broker where it starts and ends: %s; "
-		         "asking again", s->partition, e ? rd_kafka_err2str(e) : "no answer");
+		log_warn("intake: " TP_FMT ": asking the broker where it starts and ends: %s; "
+		         "asking again", TP_ARG(s->tp), e ? rd_kafka_err2str(e) : "no answer");
 		return decide_later(s);
 	}
 	gap g;
-	gap_decide(s->partition, s->wanted, lo, hi, &g);
+	gap_decide(s->tp, s->wanted, lo, hi, &g);
 	if (g.kind == GAP_NONE) { /* a passing disagreement: read it again in a while */
-		gap_describe(&g, in->cfg->control_topic, text, sizeof text);
-		log_warn("intake: partition %d: %s", s->partition, text);
+		gap_describe(&g, tp_topic(s->tp), text, sizeof text);
+		log_warn("intake: " TP_FMT ": %s", TP_ARG(s->tp), text);
 		s->decided = 1;
 		s->resume = g.resume;
 		return decide_later(s);
@@ -518,12 +533,12 @@ static void serve_stalled(intake *in)
 	for (size_t i = 0; i < in->nslots; i++) {
 		slot *s = &in->slots[i];
 		int64_t to = RD_KAFKA_OFFSET_INVALID;
-		if (!s->stalled || now < s->due_ms || !owned_has(in->owned, s->partition) ||
+		if (!s->stalled || now < s->due_ms || !owned_has(in->owned, s->tp) ||
 		    decide(in, s, &to) != 0)
 			continue;
 		if (!l)
 			l = rd_kafka_topic_partition_list_new(4);
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, s->partition)->offset = to;
+		intake_list_add(l, s->tp)->offset = to;
 	}
 	if (l) {
 		restart_partitions(in, l);
@@ -531,18 +546,18 @@ static void serve_stalled(intake *in)
 	}
 }
 
-int intake_committed(intake *in, const int32_t *parts, size_t n, int64_t *out)
+int intake_committed(intake *in, const tp_key *parts, size_t n, int64_t *out)
 {
 	if (n == 0)
 		return 0;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, parts[i]);
+		intake_list_add(l, parts[i]);
 	rd_kafka_resp_err_t e = rd_kafka_committed(in->rk, l, 5000);
 	for (size_t i = 0; i < n; i++) {
 		out[i] = -1;
 		for (int k = 0; !e && k < l->cnt; k++)
-			if (l->elems[k].partition == parts[i] && !l->elems[k].err &&
+			if (intake_elem_tp(&l->elems[k]) == parts[i] && !l->elems[k].err &&
 			    l->elems[k].offset >= 0)
 				out[i] = l->elems[k].offset;
 	}
@@ -559,21 +574,21 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	 * consumer's position is past them) */
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	rd_kafka_topic_partition_list_t *stopped = rd_kafka_topic_partition_list_new((int)n);
-	int32_t *ps = calloc(n, sizeof *ps);
+	tp_key *ps = calloc(n, sizeof *ps);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, own[i].partition)->offset =
+		intake_list_add(l, own[i].tp)->offset =
 			next_offset[i];
 	group_offsets(in, l);
 	for (size_t i = 0; i < n; i++) {
 		char from[128];
 		take_owned(in, &own[i]);
-		fenced_remove(in, own[i].partition);
-		slot_start(in, own[i].partition, l->elems[i].offset);
-		intake_unrefuse(in, own[i].partition);
+		fenced_remove(in, own[i].tp);
+		slot_start(in, own[i].tp, l->elems[i].offset);
+		intake_unrefuse(in, own[i].tp);
 		if (ps)
-			ps[i] = own[i].partition;
-		log_info("intake: partition %d taken back at epoch %lld, reading from %s",
-		         own[i].partition, (long long)own[i].epoch,
+			ps[i] = own[i].tp;
+		log_info("intake: " TP_FMT " taken back at epoch %lld, reading from %s",
+		         TP_ARG(own[i].tp), (long long)own[i].epoch,
 		         start_text(next_offset[i], l->elems[i].offset, from, sizeof from));
 	}
 	/* a partition that did not seek would be read on from where the fence
@@ -587,18 +602,17 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 		 * group offset past it would be taken at the next start for a
 		 * database that lost transactions (hub.c, check_taken) */
 		if ((stalled || (!e && !l->elems[i].err)) && l->elems[i].offset >= 0)
-			intake_done_reset(in, l->elems[i].partition, l->elems[i].offset);
+			intake_done_reset(in, intake_elem_tp(&l->elems[i]), l->elems[i].offset);
 		if (!e && !l->elems[i].err)
 			continue;
 		if (stalled) {
-			rd_kafka_topic_partition_list_add(stopped, in->cfg->control_topic,
-			                                  l->elems[i].partition)->offset = l->elems[i].offset;
+			intake_list_add(stopped, intake_elem_tp(&l->elems[i]))->offset = l->elems[i].offset;
 			continue;
 		}
-		log_error("intake: seeking partition %d taken back: %s", l->elems[i].partition,
+		log_error("intake: seeking " TP_FMT " taken back: %s", TP_ARG(intake_elem_tp(&l->elems[i])),
 		          e ? rd_kafka_error_string(e) : rd_kafka_err2str(l->elems[i].err));
-		owned_drop(in->owned, l->elems[i].partition);
-		fenced_add(in, l->elems[i].partition);
+		owned_drop(in->owned, intake_elem_tp(&l->elems[i]));
+		fenced_add(in, intake_elem_tp(&l->elems[i]));
 	}
 	if (e)
 		rd_kafka_error_destroy(e);
@@ -619,13 +633,13 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 
 static void pause_owned(intake *in, int pause)
 {
-	int32_t *ps = calloc(in->owned->n + 1, sizeof *ps);
+	tp_key *ps = calloc(in->owned->n + 1, sizeof *ps);
 	if (!ps) {
 		log_error("intake: out of memory %s partitions", pause ? "pausing" : "resuming");
 		return;
 	}
 	for (size_t i = 0; i < in->owned->n; i++)
-		ps[i] = in->owned->parts[i].partition;
+		ps[i] = in->owned->parts[i].tp;
 	set_paused(in, ps, in->owned->n, pause);
 	free(ps);
 	in->paused = pause;
@@ -669,6 +683,11 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	in->cfg = cfg;
+	if (topics_parse(cfg->control_topic, &in->topics, err, errsz) != 0)
+		goto fail;
+	if (config_exactly_once(cfg))
+		topics_progress_name(&in->topics, cfg->forward_progress_topic, in->progress,
+		                     sizeof in->progress);
 	in->hooks = hooks;
 	in->owned = owned;
 	in->self = *self;
@@ -732,23 +751,32 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	rd_kafka_poll_set_consumer(in->rk);
-	rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
-	rd_kafka_topic_partition_list_add(topics, cfg->control_topic, RD_KAFKA_PARTITION_UA);
+	/* a pattern goes to librdkafka as it is: topics created later that
+	 * match it are assigned after a metadata refresh */
+	rd_kafka_topic_partition_list_t *topics =
+		rd_kafka_topic_partition_list_new(in->topics.pattern ? 1 : (int)in->topics.n);
+	if (in->topics.pattern)
+		rd_kafka_topic_partition_list_add(topics, in->topics.source, RD_KAFKA_PARTITION_UA);
+	for (size_t i = 0; i < in->topics.n; i++)
+		rd_kafka_topic_partition_list_add(topics, in->topics.names[i], RD_KAFKA_PARTITION_UA);
 	rd_kafka_resp_err_t e = rd_kafka_subscribe(in->rk, topics);
 	rd_kafka_topic_partition_list_destroy(topics);
 	if (e) {
 		snprintf(err, errsz, "cannot subscribe to %s: %s", cfg->control_topic, rd_kafka_err2str(e));
 		goto fail;
 	}
-	log_info("intake: subscribed to %s as group %s", cfg->control_topic, cfg->group);
+	log_info("intake: subscribed to %s%s as group %s", in->topics.pattern ? "the topics matching " : "",
+	         cfg->control_topic, cfg->group);
 	return in;
 fail:
 	if (in && in->rk)
 		rd_kafka_destroy(in->rk);
 	if (in && in->done)
 		rd_kafka_topic_partition_list_destroy(in->done);
-	if (in)
+	if (in) {
 		free(in->metadata);
+		topics_free(&in->topics);
+	}
 	free(in);
 	return NULL;
 }
@@ -770,15 +798,22 @@ static int batch_grow(intake_batch *b)
 	return 0;
 }
 
-static void validate(const txhub_config *cfg, store_record *r)
+/* A forward into a control topic (any of them) would come back as an
+ * envelope, and one into the progress topic would corrupt the markers. */
+static void validate(const intake *in, store_record *r)
 {
-	if (envelope_parse(r->value, r->value_len, (size_t)cfg->envelope_max_bytes, &r->env,
+	if (envelope_parse(r->value, r->value_len, (size_t)in->cfg->envelope_max_bytes, &r->env,
 	                   r->reason, sizeof r->reason) != 0) {
 		r->valid = 0;
 		return;
 	}
-	if (r->env.forward_topic && strcmp(r->env.forward_topic, cfg->control_topic) == 0) {
-		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names the control topic");
+	const char *ft = r->env.forward_topic;
+	const char *named = !ft ? NULL
+	                    : topics_match(&in->topics, ft) ? "a control topic"
+	                    : *in->progress && strcmp(ft, in->progress) == 0 ? "the progress topic"
+	                    : NULL;
+	if (named) {
+		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names %s", named);
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;
@@ -799,19 +834,20 @@ void intake_poll(intake *in, intake_batch *b)
 		if (!m)
 			break;
 		timeout = 0;
+		tp_key tp = intake_msg_tp(m);
 		if (in->unreadable && (!m->err || m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF))
-			intake_note_readable(in, m->partition);
+			intake_note_readable(in, tp);
 		if (m->err) {
 			/* auto.offset.reset = error: librdkafka stopped the partition
 			 * rather than jump to another offset on its own */
 			if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt)
-				stall(in, m->partition, m->offset, rd_kafka_message_errstr(m));
+				stall(in, tp, m->offset, rd_kafka_message_errstr(m));
 			else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
 				intake_note_consume_error(in, m);
 			rd_kafka_message_destroy(m);
 			continue;
 		}
-		if (!owned_has(in->owned, m->partition)) {
+		if (!owned_has(in->owned, tp)) {
 			/* fenced, or fetched before a revoke: not ours to apply, and
 			 * not acknowledged, so the owner reads it */
 			rd_kafka_message_destroy(m);
@@ -826,16 +862,18 @@ void intake_poll(intake *in, intake_batch *b)
 		}
 		store_record *r = &b->recs[b->n];
 		memset(r, 0, sizeof *r);
+		r->src_topic = tp_topic(tp); /* (owned: interned) */
+		r->tp = tp;
 		r->partition = m->partition;
 		r->offset = m->offset;
 		r->key = m->key;
 		r->key_len = m->key_len;
 		r->value = m->payload;
 		r->value_len = m->len;
-		validate(in->cfg, r);
+		validate(in, r);
 		if (!r->valid) {
 			char ek[128];
-			log_about about = {NULL, NULL, m->partition};
+			log_about about = {NULL, NULL, tp};
 			log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
 			              (long long)m->offset,
 			              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
@@ -859,6 +897,7 @@ void intake_close(intake *in)
 	free(in->fenced);
 	free(in->slots);
 	free(in->refused);
+	topics_free(&in->topics);
 	free(in);
 }
 

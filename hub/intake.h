@@ -58,10 +58,10 @@ void intake_batch_free(intake_batch *b);
  * be asked again later (PostgreSQL away): it waits until then. May be
  * NULL (read on from g->resume). */
 typedef struct {
-	int (*take)(void *opaque, const int32_t *parts, size_t n, store_owned *own,
+	int (*take)(void *opaque, const tp_key *parts, size_t n, store_owned *own,
 	            int64_t *next_offset);
 	void (*assigned)(void *opaque, const store_owned *own, size_t n);
-	void (*revoking)(void *opaque, const int32_t *partitions, size_t n);
+	void (*revoking)(void *opaque, const tp_key *partitions, size_t n);
 	int (*gap)(void *opaque, const gap *g);
 	void *opaque;
 } intake_hooks;
@@ -117,11 +117,11 @@ size_t intake_unreadable(const intake *in, char *why, size_t whysz);
  * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
  * still assigns them here, until taken again (a new assignment, or
  * intake_retake()) or revoked. */
-void intake_fence(intake *in, const int32_t *parts, size_t n);
+void intake_fence(intake *in, const tp_key *parts, size_t n);
 
 /* Partitions Kafka assigns here that were fenced off, sorted. The pointer
  * stays valid until the next call into intake. */
-const int32_t *intake_fenced(const intake *in, size_t *n);
+const tp_key *intake_fenced(const intake *in, size_t *n);
 
 /* A next_offset for intake_retake(): the partition's first offset. */
 #define INTAKE_FROM_BEGINNING (-2)
@@ -144,18 +144,18 @@ size_t intake_refusals(const intake *in, char *why, size_t whysz, int *mismatch)
  * accept (up to max) those that may be taken now (their metadata names
  * this database or pg.adopt_from, or none); returns how many. The caller
  * takes them in PostgreSQL, then calls intake_retake(). */
-size_t intake_recheck(intake *in, int32_t *accept, size_t max);
+size_t intake_recheck(intake *in, tp_key *accept, size_t max);
 
 /* The lag of each owned partition: the high watermark last seen by the
  * consumer minus its position (both from librdkafka's cache, no broker
  * round trip). Fills up to max entries, skipping partitions whose position
  * or watermark is not known yet; returns how many. */
-size_t intake_lag(intake *in, int32_t *parts, int64_t *lag, size_t max);
+size_t intake_lag(intake *in, tp_key *parts, int64_t *lag, size_t max);
 
 /* The group's committed offsets of these partitions (out[i] for parts[i];
  * -1 where none), asked of the broker (at most 5 s). Returns 0, or -1
  * when the broker did not answer. */
-int intake_committed(intake *in, const int32_t *parts, size_t n, int64_t *out);
+int intake_committed(intake *in, const tp_key *parts, size_t n, int64_t *out);
 
 /* Pause / resume reading every owned partition (PostgreSQL is away). The
  * consumer is still polled while paused, so the replica stays in its
@@ -165,6 +165,6 @@ void intake_resume(intake *in);
 
 /* Remove the records of these partitions from b (not acknowledged: they
  * are read again by whoever owns them). Returns how many. */
-size_t intake_batch_drop(intake_batch *b, const int32_t *parts, size_t n);
+size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 #define TXHUB_INTAKE_INT_H
 
 #include "intake.h"
+#include "topics.h"
 
 /* Offsets done are committed at most this often ... */
 #define COMMIT_EVERY_MS 1000
@@ -14,7 +15,7 @@
 
 /* A partition Kafka assigns here that is not read (intake.h). */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	dbid other;    /* the database it was last worked against; unknown: ... */
 	char why[256]; /* ... why its committed offset could not be read */
 } refusal;
@@ -22,7 +23,7 @@ typedef struct {
 /* An assigned partition: where it was last started, and whether the
  * broker stopped it with an offset out of range (gap.h). */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int64_t start;    /* the offset it was (re)started at; RD_KAFKA_OFFSET_INVALID: the group's */
 	int stalled;      /* stopped: librdkafka fetches it no more until it is assigned again */
 	int64_t wanted;   /* ... the offset it could not read */
@@ -37,9 +38,11 @@ struct intake {
 	rd_kafka_t *rk;
 	rd_kafka_queue_t *queue;
 	const txhub_config *cfg;
+	topics_spec topics; /* the control topics (cfg->control_topic, fixed while running) */
+	char progress[300]; /* exactly_once: the progress topic; "": none */
 	intake_hooks hooks;
 	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
-	int32_t *fenced;    /* assigned by Kafka, but taken by another replica */
+	tp_key *fenced;    /* assigned by Kafka, but taken by another replica */
 	size_t nfenced;
 	refusal *refused;   /* assigned by Kafka, but worked against another database */
 	size_t nrefused;
@@ -58,8 +61,17 @@ struct intake {
 	char unreadable_why[128]; /* ... the broker's last word on it */
 };
 
+/* Add (topic, partition) k to l; returns the element. */
+rd_kafka_topic_partition_t *intake_list_add(rd_kafka_topic_partition_list_t *l, tp_key k);
+
+/* The key of an element of a list (-1 when its topic cannot be interned). */
+tp_key intake_elem_tp(const rd_kafka_topic_partition_t *e);
+
+/* The key of a message (-1 without a topic). */
+tp_key intake_msg_tp(const rd_kafka_message_t *m);
+
 /* The slot of assigned partition p, or NULL. */
-slot *intake_slot_find(intake *in, int32_t p);
+slot *intake_slot_find(intake *in, tp_key p);
 
 /* The consumer's error_cb: logged, and kept for intake_trouble() (a
  * specific reason is not replaced within a minute by "all brokers are
@@ -74,12 +86,12 @@ void intake_note_consume_error(intake *in, const rd_kafka_message_t *m);
 
 /* Partition p was read (a record, its end, or an offset committed): no
  * longer unreadable. Cheap enough for every record while in->unreadable. */
-void intake_note_readable(intake *in, int32_t p);
+void intake_note_readable(intake *in, tp_key p);
 
 /* Note offset as partition p's next to commit (never backwards). */
-void intake_done_set(intake *in, int32_t p, int64_t offset);
+void intake_done_set(intake *in, tp_key p, int64_t offset);
 /* The same, back too: a partition read again from offset (taken back). */
-void intake_done_reset(intake *in, int32_t p, int64_t offset);
+void intake_done_reset(intake *in, tp_key p, int64_t offset);
 
 /* The consumer's offset_commit_cb (opaque: the intake). */
 void intake_offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -98,16 +110,16 @@ int intake_may_take(dbid_verdict v);
 /* Read where parts[0..n) stand (out[i] for parts[i]). Without an identity
  * of our own, nothing is read: every verdict is DBID_ABSENT. Returns 0, or
  * -1 with err when the committed offsets could not be read. */
-int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_standing *out,
+int intake_read_standing(intake *in, const tp_key *parts, size_t n, intake_standing *out,
                          char *err, size_t errsz);
 
 /* Refuse p (other: what its metadata names; NULL or unknown: its
  * committed offset could not be read, why says why). Returns 1 when that
  * is news (newly refused, or for another database than before). */
-int intake_refuse(intake *in, int32_t p, const dbid *other, const char *why);
+int intake_refuse(intake *in, tp_key p, const dbid *other, const char *why);
 
 /* p is no longer refused (taken, or revoked). */
-void intake_unrefuse(intake *in, int32_t p);
+void intake_unrefuse(intake *in, tp_key p);
 
 /* Log what is refused (after news). */
 void intake_log_refusals(const intake *in);

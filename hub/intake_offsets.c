@@ -12,21 +12,21 @@
 
 /* ---- offsets committed to the group, with this hub's database ---- */
 
-void intake_done_reset(intake *in, int32_t p, int64_t offset)
+void intake_done_reset(intake *in, tp_key p, int64_t offset)
 {
 	rd_kafka_topic_partition_t *e =
-		rd_kafka_topic_partition_list_find(in->done, in->cfg->control_topic, p);
+		rd_kafka_topic_partition_list_find(in->done, tp_topic(p), tp_part(p));
 	if (!e)
-		e = rd_kafka_topic_partition_list_add(in->done, in->cfg->control_topic, p);
+		e = intake_list_add(in->done, p);
 	e->offset = offset;
 }
 
-void intake_done_set(intake *in, int32_t p, int64_t offset)
+void intake_done_set(intake *in, tp_key p, int64_t offset)
 {
 	rd_kafka_topic_partition_t *e =
-		rd_kafka_topic_partition_list_find(in->done, in->cfg->control_topic, p);
+		rd_kafka_topic_partition_list_find(in->done, tp_topic(p), tp_part(p));
 	if (!e) {
-		e = rd_kafka_topic_partition_list_add(in->done, in->cfg->control_topic, p);
+		e = intake_list_add(in->done, p);
 		e->offset = offset;
 	} else if (offset > e->offset) {
 		e->offset = offset;
@@ -53,13 +53,13 @@ static void commit_result(intake *in, rd_kafka_resp_err_t err,
 		const rd_kafka_topic_partition_t *e = &offsets->elems[i];
 		if (!err && !e->err) {
 			if (in->unreadable) /* (committing takes Read on the topic too) */
-				intake_note_readable(in, e->partition);
+				intake_note_readable(in, intake_elem_tp(e));
 			continue;
 		}
 		if (!why)
 			why = rd_kafka_err2str(e->err);
-		if (owned_has(in->owned, e->partition))
-			intake_done_set(in, e->partition, e->offset);
+		if (owned_has(in->owned, intake_elem_tp(e)))
+			intake_done_set(in, intake_elem_tp(e), e->offset);
 	}
 	if (why && strcmp(why, in->commit_err) != 0) {
 		log_warn("intake: committing offsets to the group: %s; tried again at the next commit "
@@ -85,10 +85,10 @@ static void commit_done(intake *in, int async)
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(in->done->cnt + 1);
 	for (int i = 0; i < in->done->cnt; i++) {
 		const rd_kafka_topic_partition_t *d = &in->done->elems[i];
-		if (!owned_has(in->owned, d->partition))
+		if (!owned_has(in->owned, intake_elem_tp(d)))
 			continue; /* revoked or fenced since: its owner commits it */
 		rd_kafka_topic_partition_t *e =
-			rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, d->partition);
+			intake_list_add(l, intake_elem_tp(d));
 		e->offset = d->offset;
 		if (in->metadata && (e->metadata = strdup(in->metadata)))
 			e->metadata_size = strlen(in->metadata);
@@ -116,15 +116,15 @@ void intake_commit(intake *in) { commit_done(in, 0); }
 
 /* ---- partitions refused: last worked against another database ---- */
 
-static refusal *refused_find(intake *in, int32_t p)
+static refusal *refused_find(intake *in, tp_key p)
 {
 	for (size_t i = 0; i < in->nrefused; i++)
-		if (in->refused[i].partition == p)
+		if (in->refused[i].tp == p)
 			return &in->refused[i];
 	return NULL;
 }
 
-int intake_refuse(intake *in, int32_t p, const dbid *other, const char *why)
+int intake_refuse(intake *in, tp_key p, const dbid *other, const char *why)
 {
 	static const dbid unknown;
 	const dbid *o = other ? other : &unknown;
@@ -135,30 +135,30 @@ int intake_refuse(intake *in, int32_t p, const dbid *other, const char *why)
 		refusal *n = realloc(in->refused, (in->nrefused + 1) * sizeof *n);
 		if (!n) {
 			/* then it is assigned here and read by nobody: unread is safe */
-			log_error("intake: out of memory refusing partition %d", p);
+			log_error("intake: out of memory refusing " TP_FMT, TP_ARG(p));
 			return 0;
 		}
 		in->refused = n;
 		r = &in->refused[in->nrefused++];
-		r->partition = p;
+		r->tp = p;
 	}
 	r->other = *o;
 	snprintf(r->why, sizeof r->why, "%s", dbid_known(o) ? "" : why);
 	return news;
 }
 
-void intake_unrefuse(intake *in, int32_t p)
+void intake_unrefuse(intake *in, tp_key p)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < in->nrefused; i++)
-		if (in->refused[i].partition != p)
+		if (in->refused[i].tp != p)
 			in->refused[k++] = in->refused[i];
 	in->nrefused = k;
 }
 
 int intake_may_take(dbid_verdict v) { return v != DBID_OTHER; }
 
-int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_standing *out,
+int intake_read_standing(intake *in, const tp_key *parts, size_t n, intake_standing *out,
                          char *err, size_t errsz)
 {
 	memset(out, 0, n * sizeof *out);
@@ -170,7 +170,7 @@ int intake_read_standing(intake *in, const int32_t *parts, size_t n, intake_stan
 	int adopting = dbid_parse(in->cfg->pg_adopt_from, &adopt) == 0;
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
 	for (size_t i = 0; i < n; i++)
-		rd_kafka_topic_partition_list_add(l, in->cfg->control_topic, parts[i]);
+		intake_list_add(l, parts[i]);
 	rd_kafka_resp_err_t e = rd_kafka_committed(in->rk, l, COMMITTED_TIMEOUT_MS);
 	for (size_t i = 0; !e && i < n; i++) {
 		const rd_kafka_topic_partition_t *p = &l->elems[i];
@@ -194,29 +194,29 @@ size_t intake_refusals(const intake *in, char *why, size_t whysz, int *mismatch)
 	if (in->nrefused == 0)
 		return 0;
 	const refusal *first = NULL;
-	int32_t parts[32] = {0};
+	tp_key parts[32] = {0};
 	size_t np = 0;
 	for (size_t i = 0; i < in->nrefused; i++)
 		if (dbid_known(&in->refused[i].other) && !first)
 			first = &in->refused[i];
 	for (size_t i = 0; i < in->nrefused && np < 32; i++)
 		if (first ? dbid_equal(&in->refused[i].other, &first->other) : 1)
-			parts[np++] = in->refused[i].partition;
+			parts[np++] = in->refused[i].tp;
 	char named[256], a[200], b[200], f[128];
 	log_partitions(parts, np, named, sizeof named);
 	if (!first) {
-		snprintf(why, whysz, "%s of %s not read for now: cannot tell which database %s last "
-		         "worked against (%s); checked again every 5 s", named, in->cfg->control_topic,
+		snprintf(why, whysz, "%s not read for now: cannot tell which database %s last "
+		         "worked against (%s); checked again every 5 s", named,
 		         np == 1 ? "it was" : "they were", in->refused[0].why);
 		return in->nrefused;
 	}
 	*mismatch = 1;
-	snprintf(why, whysz, "%s of %s refused: last worked against %s, while this hub works "
+	snprintf(why, whysz, "%s refused: last worked against %s, while this hub works "
 	         "against %s. Two databases behind consumer group \"%s\" split transactions "
 	         "between them (a prepare in one, its decision in the other): point every hub of "
 	         "the group at one database (pg); if this database takes over from the other on "
 	         "purpose (a move, a restore into a new cluster), set pg.adopt_from = %s on this "
-	         "hub. Nothing of %s is read or applied until then", named, in->cfg->control_topic,
+	         "hub. Nothing of %s is read or applied until then", named,
 	         dbid_describe(&first->other, a, sizeof a), dbid_describe(&in->self, b, sizeof b),
 	         in->cfg->group, dbid_format(&first->other, f, sizeof f), np == 1 ? "it" : "them");
 	return in->nrefused;
@@ -234,19 +234,19 @@ void intake_log_refusals(const intake *in)
 	}
 }
 
-size_t intake_recheck(intake *in, int32_t *accept, size_t max)
+size_t intake_recheck(intake *in, tp_key *accept, size_t max)
 {
 	size_t n = in->nrefused, k = 0;
 	if (n == 0)
 		return 0;
-	int32_t *ps = calloc(n + 1, sizeof *ps);
+	tp_key *ps = calloc(n + 1, sizeof *ps);
 	intake_standing *st = calloc(n + 1, sizeof *st);
 	char why[256];
 	int news = 0;
 	if (!ps || !st)
 		goto done;
 	for (size_t i = 0; i < n; i++)
-		ps[i] = in->refused[i].partition;
+		ps[i] = in->refused[i].tp;
 	int rc = intake_read_standing(in, ps, n, st, why, sizeof why);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0 && intake_may_take(st[i].verdict) && k < max)
@@ -268,6 +268,6 @@ void intake_ack(intake *in, const intake_batch *b)
 {
 	/* the highest offset per partition is enough: commit offset + 1 */
 	for (size_t i = 0; i < b->n; i++)
-		intake_done_set(in, b->msgs[i]->partition, b->msgs[i]->offset + 1);
+		intake_done_set(in, b->recs[i].tp, b->msgs[i]->offset + 1);
 }
 

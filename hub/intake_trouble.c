@@ -41,7 +41,7 @@ static void count_unreadable(intake *in)
 void intake_note_consume_error(intake *in, const rd_kafka_message_t *m)
 {
 	const char *why = rd_kafka_message_errstr(m);
-	slot *s = m->rkt && m->partition >= 0 ? intake_slot_find(in, m->partition) : NULL;
+	slot *s = m->rkt && m->partition >= 0 ? intake_slot_find(in, intake_msg_tp(m)) : NULL;
 	if (m->err != RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED || !s) {
 		log_warn("intake: consume: %s", why);
 		snprintf(in->trouble, sizeof in->trouble, "%s", why);
@@ -54,18 +54,17 @@ void intake_note_consume_error(intake *in, const rd_kafka_message_t *m)
 		return;
 	s->unreadable = 1;
 	in->unreadable = 1;
-	log_error("intake: Kafka refuses reading partition %d of %s (%s): the hub's principal "
+	log_error("intake: Kafka refuses reading " TP_FMT " (%s): the hub's principal "
 	          "needs Read on the topic (README: Kafka ACLs); nothing of it is read until "
-	          "then, and reading goes on by itself once it is granted", m->partition,
-	          in->cfg->control_topic, why);
+	          "then, and reading goes on by itself once it is granted", TP_ARG(s->tp), why);
 }
 
-void intake_note_readable(intake *in, int32_t p)
+void intake_note_readable(intake *in, tp_key p)
 {
 	slot *s = intake_slot_find(in, p);
 	if (s && s->unreadable) {
 		s->unreadable = 0;
-		log_info("intake: partition %d of %s is read again", p, in->cfg->control_topic);
+		log_info("intake: " TP_FMT " is read again", TP_ARG(p));
 	}
 	count_unreadable(in);
 }
@@ -74,17 +73,17 @@ size_t intake_unreadable(const intake *in, char *why, size_t whysz)
 {
 	if (whysz)
 		why[0] = '\0';
-	int32_t parts[64];
+	tp_key parts[64];
 	size_t n = 0;
 	for (size_t i = 0; in->unreadable && i < in->nslots && n < 64; i++)
 		if (in->slots[i].unreadable)
-			parts[n++] = in->slots[i].partition;
+			parts[n++] = in->slots[i].tp;
 	if (n == 0)
 		return 0;
 	char named[400];
-	snprintf(why, whysz, "Kafka refuses reading %s of %s (%s): the hub's principal needs Read "
+	snprintf(why, whysz, "Kafka refuses reading %s (%s): the hub's principal needs Read "
 	         "on the topic (README: Kafka ACLs)", log_partitions(parts, n, named, sizeof named),
-	         in->cfg->control_topic, in->unreadable_why);
+	         in->unreadable_why);
 	return n;
 }
 

@@ -35,7 +35,7 @@ int janitor_foreign_holder(const txhub_config *cfg, const store_partition_row *r
 static void note_contested(const txhub_config *cfg, const store_partition_row *rows, size_t n,
                            janitor_findings *f)
 {
-	int32_t parts[32] = {0};
+	tp_key parts[32] = {0};
 	size_t np = 0;
 	const char *waiting = NULL;
 	for (size_t i = 0; i < n && np < 32; i++)
@@ -43,15 +43,15 @@ static void note_contested(const txhub_config *cfg, const store_partition_row *r
 		    rows[i].contested_age_ms < STORE_HEARTBEAT_STALE_MS &&
 		    (!waiting || strcmp(waiting, rows[i].contested_by) == 0)) {
 			waiting = rows[i].contested_by;
-			parts[np++] = rows[i].partition;
+			parts[np++] = rows[i].tp;
 		}
 	if (!waiting)
 		return;
 	char named[256];
 	log_partitions(parts, np, named, sizeof named);
-	snprintf(f->problem, sizeof f->problem, "a replica of consumer group \"%s\" waits for %s "
-	         "of %s, which this replica of group \"%s\" holds: %s", waiting, named,
-	         cfg->control_topic, cfg->group, OPS_GROUP_CLASH_ADVICE);
+	snprintf(f->problem, sizeof f->problem, "a replica of consumer group \"%s\" waits for %s, "
+	         "which this replica of group \"%s\" holds: %s", waiting, named, cfg->group,
+	         OPS_GROUP_CLASH_ADVICE);
 }
 
 /* held[0..n): fenced partitions whose live holders are of other groups.
@@ -59,16 +59,16 @@ static void note_contested(const txhub_config *cfg, const store_partition_row *r
 static void describe_held(const txhub_config *cfg, const store_partition_row *held, size_t n,
                           janitor_findings *f)
 {
-	int32_t parts[32] = {0};
+	tp_key parts[32] = {0};
 	size_t np = 0;
 	for (size_t i = 0; i < n && np < 32; i++)
 		if (strcmp(held[i].owner, held[0].owner) == 0 && strcmp(held[i].group, held[0].group) == 0)
-			parts[np++] = held[i].partition;
+			parts[np++] = held[i].tp;
 	char named[256];
 	log_partitions(parts, np, named, sizeof named);
-	snprintf(f->problem, sizeof f->problem, "%s of %s %s held by %s of consumer group \"%s\", "
+	snprintf(f->problem, sizeof f->problem, "%s %s held by %s of consumer group \"%s\", "
 	         "not by this replica's group \"%s\"%s: %s; this replica takes %s back when %s "
-	         "gone", named, cfg->control_topic, np == 1 ? "is" : "are", held[0].owner,
+	         "gone", named, np == 1 ? "is" : "are", held[0].owner,
 	         held[0].group, cfg->group, np < n ? " (and more by other replicas)" : "",
 	         OPS_GROUP_CLASH_ADVICE, np == 1 ? "it" : "them", np < n ? "their holders are" :
 	         "that holder is");
@@ -76,7 +76,7 @@ static void describe_held(const txhub_config *cfg, const store_partition_row *he
 
 /* Sort the fenced partitions into gone (take back) and held by another
  * group (contest, and describe the clash). */
-static int look_at_fenced(store *st, const txhub_config *cfg, const int32_t *fenced, size_t n,
+static int look_at_fenced(store *st, const txhub_config *cfg, const tp_key *fenced, size_t n,
                           janitor_findings *f, char *err, size_t errsz)
 {
 	store_partition_row *rows = calloc(n, sizeof *rows);
@@ -95,7 +95,7 @@ static int look_at_fenced(store *st, const txhub_config *cfg, const int32_t *fen
 		if (!holder_alive(&rows[i])) {
 			f->gone[f->ngone++] = fenced[i];
 		} else if (other_group(cfg, rows[i].group)) {
-			held[nheld].partition = rows[i].partition;
+			held[nheld].tp = rows[i].tp;
 			held[nheld].epoch = rows[i].epoch;
 			foreign[nheld++] = rows[i];
 		}
@@ -111,7 +111,7 @@ done:
 	return rc;
 }
 
-void janitor_log_fenced(store *st, const txhub_config *cfg, const int32_t *lost, size_t n)
+void janitor_log_fenced(store *st, const txhub_config *cfg, const tp_key *lost, size_t n)
 {
 	char err[512] = "out of memory";
 	store_partition_row *rows = calloc(n ? n : 1, sizeof *rows);
@@ -122,24 +122,24 @@ void janitor_log_fenced(store *st, const txhub_config *cfg, const int32_t *lost,
 	for (size_t i = 0; i < n; i++) {
 		const store_partition_row *r = rows ? &rows[i] : NULL;
 		if (!r)
-			log_error("hub: partition %d of %s was taken by another replica (which one is not "
+			log_error("hub: " TP_FMT " was taken by another replica (which one is not "
 			          "known: %s); it is left alone until Kafka assigns it here again or its "
-			          "holder is gone", lost[i], cfg->control_topic, err);
+			          "holder is gone", TP_ARG(lost[i]), err);
 		else if (other_group(cfg, r->group))
-			log_error("hub: partition %d of %s was taken by %s of consumer group \"%s\", not "
+			log_error("hub: " TP_FMT " was taken by %s of consumer group \"%s\", not "
 			          "of this replica's group \"%s\": %s; this replica takes it back when "
-			          "that holder is gone", lost[i], cfg->control_topic, r->owner, r->group,
+			          "that holder is gone", TP_ARG(lost[i]), r->owner, r->group,
 			          cfg->group, OPS_GROUP_CLASH_ADVICE);
 		else
-			log_error("hub: partition %d of %s was taken by another replica of this group "
+			log_error("hub: " TP_FMT " was taken by another replica of this group "
 			          "(%s); it is left alone until Kafka assigns it here again or its holder "
-			          "is gone", lost[i], cfg->control_topic, *r->owner ? r->owner : "unknown");
+			          "is gone", TP_ARG(lost[i]), *r->owner ? r->owner : "unknown");
 	}
 	free(rows);
 }
 
 int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *own, size_t nown,
-                       const int32_t *fenced, size_t nfenced, janitor_findings *f, char *err,
+                       const tp_key *fenced, size_t nfenced, janitor_findings *f, char *err,
                        size_t errsz)
 {
 	memset(f, 0, sizeof *f);
@@ -187,20 +187,26 @@ int janitor_retention_batch(store *st, const txhub_config *cfg, const store_owne
 	if (cfg->retention_finished_hours == 0 || nown == 0)
 		return 0;
 	int32_t *parts = malloc(nown * sizeof *parts);
-	if (!parts) {
+	const char **topics = malloc(nown * sizeof *topics);
+	if (!parts || !topics) {
+		free(parts);
+		free(topics);
 		snprintf(err, errsz, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < nown; i++)
-		parts[i] = own[i].partition;
+	for (size_t i = 0; i < nown; i++) {
+		parts[i] = tp_part(own[i].tp);
+		topics[i] = tp_topic(own[i].tp);
+	}
 	/* retention.rejected_hours = 0 keeps rejected and conflict rows */
 	int64_t rejected_ms =
 		cfg->retention_rejected_hours > 0 ? cfg->retention_rejected_hours * 3600000 : -1;
-	ops_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, parts, nown,
-	                    cfg->control_topic, OPS_PURGE_BATCH_MAX, 0};
+	ops_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, topics, parts,
+	                    nown, OPS_PURGE_BATCH_MAX, 0};
 	ops_purge_counts c;
 	ops_rc rc = ops_purge_batch(store_conn(st), &o, &c, err, errsz);
 	free(parts);
+	free(topics);
 	if (rc != OPS_OK)
 		return -1;
 	sweep->messages += c.committed + c.rolled_back;

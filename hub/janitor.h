@@ -22,9 +22,9 @@
 #include "store.h"
 
 typedef struct {
-	int32_t *lost;     /* owned partitions another replica took: fence them */
+	tp_key *lost;      /* owned partitions another replica took: fence them */
 	size_t nlost;
-	int32_t *gone;     /* fenced partitions whose holder is gone: take them back */
+	tp_key *gone;      /* fenced partitions whose holder is gone: take them back */
 	size_t ngone;
 	char problem[1024]; /* a clash with a replica of another consumer group, or "" */
 } janitor_findings;
@@ -38,14 +38,14 @@ int janitor_foreign_holder(const txhub_config *cfg, const store_partition_row *r
 /* Heartbeat the owned partitions and look at the fenced ones. f is filled
  * as far as it got (clear it either way). Returns 0, or -1 with err. */
 int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *own, size_t nown,
-                       const int32_t *fenced, size_t nfenced, janitor_findings *f, char *err,
+                       const tp_key *fenced, size_t nfenced, janitor_findings *f, char *err,
                        size_t errsz);
 
 /* Log, for each owned partition another replica took (lost[0..n)), who
  * took it: its holder and, when that is of another consumer group, the
  * group and what to do (OPS_GROUP_CLASH_ADVICE). Reads their rows; when
  * that fails the lines say the holder is not known. */
-void janitor_log_fenced(store *st, const txhub_config *cfg, const int32_t *lost, size_t n);
+void janitor_log_fenced(store *st, const txhub_config *cfg, const tp_key *lost, size_t n);
 
 /* Raise prepare_missing (through al, may be NULL) for the decisions of the
  * owned partitions that have waited alert.awaiting_prepare_ms, each once.

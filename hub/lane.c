@@ -71,20 +71,30 @@ struct lane {
 	size_t ntopics;
 };
 
-void lane_progress_topic(const txhub_config *cfg, char *out, size_t outsz)
+void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out)
 {
-	if (*cfg->forward_progress_topic)
-		snprintf(out, outsz, "%s", cfg->forward_progress_topic);
+	topics_spec s;
+	char err[256];
+	int single = 1;
+	if (topics_parse(cfg->control_topic, &s, err, sizeof err) == 0) {
+		topics_progress_name(&s, cfg->forward_progress_topic, out->progress,
+		                     sizeof out->progress);
+		single = topics_single(&s);
+	} else { /* (validated when loaded: not reached) */
+		snprintf(out->progress, sizeof out->progress, "%s", TOPICS_PROGRESS_DEFAULT);
+	}
+	topics_free(&s);
+	snprintf(out->txn_id, sizeof out->txn_id, "txhub-%s-%s-%d", cfg->group, tp_topic(tp),
+	         tp_part(tp));
+	/* one control topic: 0.4.0's key, so that its markers are found */
+	if (single)
+		snprintf(out->marker_key, sizeof out->marker_key, "%s/%d", cfg->group, tp_part(tp));
 	else
-		snprintf(out, outsz, "%s.progress", cfg->control_topic);
+		snprintf(out->marker_key, sizeof out->marker_key, "%s/%s/%d", cfg->group, tp_topic(tp),
+		         tp_part(tp));
 }
 
-void lane_transactional_id(const txhub_config *cfg, int32_t partition, char *out, size_t outsz)
-{
-	snprintf(out, outsz, "txhub-%s-%s-%d", cfg->group, cfg->control_topic, partition);
-}
-
-int32_t lane_partition(const lane *l) { return l->own.partition; }
+tp_key lane_tp(const lane *l) { return l->own.tp; }
 int64_t lane_epoch(const lane *l) { return l->own.epoch; }
 
 static int is_stopping(lane *l, int past_grace)
@@ -138,7 +148,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	metrics_kafka_error();
 	char line[1200];
 	kafka_describe_error(err, reason, line, sizeof line);
-	log_warn("lane %d: kafka: %s", l->own.partition, line);
+	log_warn("lane %d of %s: kafka: %s", TP_ARG(l->own.tp), line);
 }
 
 static rd_kafka_t *new_producer(lane *l, char *err, size_t errsz)
@@ -208,7 +218,7 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 	char sub[512];
 	int rc = -1, n = partitions_of(rk, l->progress, err, errsz);
 	if (n == 0) {
-		int nctl = partitions_of(rk, l->cfg->control_topic, err, errsz);
+		int nctl = partitions_of(rk, tp_topic(l->own.tp), err, errsz);
 		if (nctl < 0)
 			goto done;
 		rd_kafka_NewTopic_t *nt =
@@ -231,8 +241,8 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 		                        : cnt == 1 ? rd_kafka_topic_result_error(tr[0])
 		                                   : RD_KAFKA_RESP_ERR__FAIL;
 		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-			log_info("lane %d: created the progress topic %s (%d partition(s), compacted)",
-			         l->own.partition, l->progress, nctl);
+			log_info("lane %d of %s: created the progress topic %s (%d partition(s), compacted)",
+			         TP_ARG(l->own.tp), l->progress, nctl);
 		else if (e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
 			snprintf(err, errsz, "creating the progress topic %s: %s", l->progress,
 			         cnt == 1 && rd_kafka_topic_result_error_string(tr[0])
@@ -258,7 +268,7 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 	} else if (n < 0) {
 		goto done;
 	}
-	l->marker_part = l->own.partition % n;
+	l->marker_part = tp_part(l->own.tp) % n;
 	rc = 0;
 done:
 	rd_kafka_destroy(rk);
@@ -300,8 +310,8 @@ static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker
 			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
 				*found = mk; /* the later one wins */
 			else
-				log_warn("lane %d: the record in %s [%d] at offset %lld is not a progress "
-				         "marker txhub can read; ignored", l->own.partition, l->progress,
+				log_warn("lane %d of %s: the record in %s [%d] at offset %lld is not a progress "
+				         "marker txhub can read; ignored", TP_ARG(l->own.tp), l->progress,
 				         l->marker_part, (long long)m->offset);
 		}
 		rd_kafka_message_destroy(m);
@@ -414,7 +424,7 @@ static int take_partition(lane *l)
 			rd_kafka_error_destroy(e);
 			if (fatal || fenced) {
 				end_with(l, fenced, err);
-				log_error("lane %d: %s", l->own.partition, err);
+				log_error("lane %d of %s: %s", TP_ARG(l->own.tp), err);
 				return -1;
 			}
 		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
@@ -439,10 +449,10 @@ static int take_partition(lane *l)
 			 * (a lane ended between the two) */
 			int64_t failed[STORE_MARKER_DEAD_MAX];
 			size_t nfailed = 0;
-			if (store_failed_seqs(l->st, l->own.partition, failed, STORE_MARKER_DEAD_MAX,
+			if (store_failed_seqs(l->st, l->own.tp, failed, STORE_MARKER_DEAD_MAX,
 			                      &nfailed, err, sizeof err) != STORE_OK)
-				log_warn("lane %d: reading the failed forwards: %s (the markers list "
-				         "only those this lane sees fail)", l->own.partition, err);
+				log_warn("lane %d of %s: reading the failed forwards: %s (the markers list "
+				         "only those this lane sees fail)", TP_ARG(l->own.tp), err);
 			for (size_t i = 0; i < nfailed; i++)
 				marker_dead_add(&l->dead, failed[i]);
 			pthread_mutex_lock(&l->mu);
@@ -451,16 +461,16 @@ static int take_partition(lane *l)
 				l->want_seq = 1; /* look for what is due */
 			pthread_mutex_unlock(&l->mu);
 			if (mismatch)
-				log_error("lane %d: the progress marker in %s (sequence %lld, row %s/%s, "
+				log_error("lane %d of %s: the progress marker in %s (sequence %lld, row %s/%s, "
 				          "origin %s) was not written for this database (origin %s), or for "
 				          "an earlier history of it (restored from a backup?): nothing is "
 				          "taken as forwarded, every pending row of the partition is "
-				          "forwarded again (some may be duplicates)", l->own.partition,
+				          "forwarded again (some may be duplicates)", TP_ARG(l->own.tp),
 				          l->progress, (long long)marker.seq, marker.biz_id,
 				          marker.message_key, marker.origin, l->origin);
-			log_info("lane %d: taken at epoch %lld (transactional.id %s); progress marker at "
+			log_info("lane %d of %s: taken at epoch %lld (transactional.id %s); progress marker at "
 			         "sequence %lld, %lld forward(s) of the previous owner found sent",
-			         l->own.partition, (long long)l->own.epoch, l->txn_id,
+			         TP_ARG(l->own.tp), (long long)l->own.epoch, l->txn_id,
 			         (long long)marker.seq, (long long)marked);
 			return 0;
 		}
@@ -473,7 +483,7 @@ static int take_partition(lane *l)
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		int changed = take_failed(l, err, about);
 		log_msg(changed ? LOG_WARN : LOG_DEBUG,
-		        "lane %d: taking the partition: %s; retrying in %lld ms%s", l->own.partition, err,
+		        "lane %d of %s: taking the partition: %s; retrying in %lld ms%s", TP_ARG(l->own.tp), err,
 		        (long long)d, changed ? " (the same error again is logged at debug)" : "");
 		pause_ms(l, d);
 	}
@@ -498,7 +508,7 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		const store_forward *f = &items[i];
 		d[i].biz_id = f->biz_id;
 		d[i].message_key = f->message_key;
-		d[i].partition = f->src_partition;
+		d[i].tp = f->src_tp;
 		d[i].ok = !failed || !failed[i];
 		if (!d[i].ok) {
 			forward_describe_failure(why[i], sizeof why[i], f->topic, 0, failed[i]);
@@ -514,8 +524,8 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts, 1,
 		                            &gave_up, err, sizeof err) == STORE_OK) {
 			for (size_t i = 0; i < gave_up.n; i++) {
-				log_error("lane %d: forwarding %s/%s to %s failed %d times: send_status "
-				          "failed", l->own.partition, gave_up.items[i].biz_id,
+				log_error("lane %d of %s: forwarding %s/%s to %s failed %d times: send_status "
+				          "failed", TP_ARG(l->own.tp), gave_up.items[i].biz_id,
 				          gave_up.items[i].message_key, gave_up.items[i].topic,
 				          gave_up.items[i].send_attempts);
 				alert_raise(l->al, "send_failed", gave_up.items[i].biz_id,
@@ -540,7 +550,7 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		if (is_stopping(l, 1))
 			break;
 		int64_t wait = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("lane %d: recording forwards: %s; retrying in %lld ms", l->own.partition, err,
+		log_warn("lane %d of %s: recording forwards: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
 		         (long long)wait);
 		pause_ms(l, wait);
 	}
@@ -662,7 +672,7 @@ static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward_list *lis
 	marker_dead d = l->dead;
 	marker_dead_sent(&d, list->items, list->n);
 	char *value = marker_encode(&list->items[list->n - 1], l->origin, l->own.epoch,
-	                            l->own.partition, &d);
+	                            tp_part(l->own.tp), &d);
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
 	rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -703,7 +713,7 @@ static void crash_at(lane *l, const char *name)
 {
 	if (l->failpoint && strcmp(l->failpoint, name) == 0) {
 		rd_kafka_flush(l->rk, 10000); /* what the transaction holds reaches the broker */
-		log_error("lane %d: failpoint %s: exiting at once", l->own.partition, name);
+		log_error("lane %d of %s: failpoint %s: exiting at once", TP_ARG(l->own.tp), name);
 		_exit(86);
 	}
 }
@@ -777,7 +787,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	 * retried, never aborted, until it says how it ended */
 	while ((e = rd_kafka_commit_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
 	       !rd_kafka_error_is_fatal(e) && !rd_kafka_error_txn_requires_abort(e)) {
-		log_warn("lane %d: committing a transaction: %s; trying again", l->own.partition,
+		log_warn("lane %d of %s: committing a transaction: %s; trying again", TP_ARG(l->own.tp),
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 		e = NULL;
@@ -804,7 +814,7 @@ error:
 	snprintf(err, sizeof err, "%s", rd_kafka_error_string(e));
 	if (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e))) {
 		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
-		log_error("lane %d: %s; the lane stops", l->own.partition, err);
+		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
 		result = -1;
 		goto done;
 	}
@@ -813,7 +823,7 @@ abort:
 		rd_kafka_error_destroy(e);
 	while ((e = rd_kafka_abort_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
 	       !rd_kafka_error_is_fatal(e)) {
-		log_warn("lane %d: aborting a transaction: %s; trying again", l->own.partition,
+		log_warn("lane %d of %s: aborting a transaction: %s; trying again", TP_ARG(l->own.tp),
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 		e = NULL;
@@ -825,7 +835,7 @@ abort:
 	if (e && (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e)))) {
 		snprintf(err, sizeof err, "abort: %s", rd_kafka_error_string(e));
 		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
-		log_error("lane %d: %s; the lane stops", l->own.partition, err);
+		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
 		result = -1;
 		goto done;
 	}
@@ -849,13 +859,13 @@ abort:
 			if (failed[i])
 				last = i;
 		l->singles_left = last + 1;
-		log_warn("lane %d: a transaction of %zu forward(s) aborted (%s); %zu of them failed: "
+		log_warn("lane %d of %s: a transaction of %zu forward(s) aborted (%s); %zu of them failed: "
 		         "the next %zu go one per transaction to find the one(s) at fault",
-		         l->own.partition, n, err, nfailed, l->singles_left);
+		         TP_ARG(l->own.tp), n, err, nfailed, l->singles_left);
 		*backoff = 0;
 		goto done;
 	}
-	log_warn("lane %d: a transaction of %zu forward(s) aborted (%s)%s", l->own.partition, n,
+	log_warn("lane %d of %s: a transaction of %zu forward(s) aborted (%s)%s", TP_ARG(l->own.tp), n,
 	         err, nfailed ? "; the forward that failed for its own sake is recorded" : "");
 	if (nfailed > 0) {
 		if (take_out_failed(l, list, failed) != 0)
@@ -907,11 +917,11 @@ static void forward_due(lane *l)
 		int64_t t0 = clock_ms();
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
-			rc = store_next_forwards(l->st, l->own.partition, l->done_seq,
+			rc = store_next_forwards(l->st, l->own.tp, l->done_seq,
 			                         l->singles_left ? 1 : LANE_RUN_MAX, &list, err, sizeof err);
 		if (rc != STORE_OK) {
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
-			log_warn("lane %d: reading forwards: %s; retrying in %lld ms", l->own.partition, err,
+			log_warn("lane %d of %s: reading forwards: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
 			         (long long)d);
 			pause_ms(l, d);
 			continue;
@@ -943,8 +953,8 @@ static void forward_due(lane *l)
 		int64_t t1 = clock_ms();
 		next_run = n < LANE_RUN_MAX ? t0 + LANE_TICK_MS : 0;
 		int backoff, r = send_run(l, &list, &unrec, &backoff);
-		log_debug("lane %d: a run of %zu: read in %lld ms, sent and committed in %lld ms",
-		          l->own.partition, n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
+		log_debug("lane %d of %s: a run of %zu: read in %lld ms, sent and committed in %lld ms",
+		          TP_ARG(l->own.tp), n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
 		if (r < 0)
 			break;
 		if (singles > 0 && l->singles_left == singles)
@@ -992,9 +1002,11 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, cha
 	l->al = al;
 	l->own = *own;
 	l->failpoint = getenv("TXHUB_FAILPOINT");
-	lane_progress_topic(cfg, l->progress, sizeof l->progress);
-	lane_transactional_id(cfg, own->partition, l->txn_id, sizeof l->txn_id);
-	snprintf(l->marker_key, sizeof l->marker_key, "%s/%d", cfg->group, own->partition);
+	lane_name_set names;
+	lane_names(cfg, own->tp, &names);
+	snprintf(l->progress, sizeof l->progress, "%s", names.progress);
+	snprintf(l->txn_id, sizeof l->txn_id, "%s", names.txn_id);
+	snprintf(l->marker_key, sizeof l->marker_key, "%s", names.marker_key);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	if (!(l->rk = new_producer(l, err, errsz)))

@@ -47,13 +47,21 @@ typedef struct lane lane;
  * README, Benchmark. */
 #define LANE_TICK_MS 40
 
-/* The progress topic of cfg's control topic (forward.progress_topic, or
- * "<control_topic>.progress") into out. */
-void lane_progress_topic(const txhub_config *cfg, char *out, size_t outsz);
+/* What a partition's lane is called in Kafka. */
+typedef struct {
+	/* the progress topic: forward.progress_topic, or "<control_topic>.progress"
+	 * for one control topic and "txhub.progress" for a list or a pattern */
+	char progress[300];
+	/* the transactional.id: txhub-<group>-<control topic>-<partition>,
+	 * the record's own topic (0.4.0's for one control topic) */
+	char txn_id[600];
+	/* the key of its markers in the progress topic: "<group>/<partition>"
+	 * for one control topic (0.4.0's), "<group>/<topic>/<partition>" for a
+	 * list or a pattern (several topics share the progress topic) */
+	char marker_key[600];
+} lane_name_set;
 
-/* The transactional.id of a partition: txhub-<group>-<control topic>-<partition>. */
-void lane_transactional_id(const txhub_config *cfg, int32_t partition, char *out,
-                           size_t outsz);
+void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out);
 
 /* Start the lane of own->partition at own->epoch (its thread takes the
  * partition, waiting out Kafka and PostgreSQL being away). cfg must
@@ -61,7 +69,7 @@ void lane_transactional_id(const txhub_config *cfg, int32_t partition, char *out
 lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, char *err,
                  size_t errsz);
 
-int32_t lane_partition(const lane *l);
+tp_key lane_tp(const lane *l);
 int64_t lane_epoch(const lane *l);
 
 /* Rows of the partition up to forward sequence seq are due: wake the lane. */

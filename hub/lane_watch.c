@@ -8,10 +8,10 @@
 #include "log.h"
 #include "metrics.h"
 
-static lane_wait *find(lane_watch *w, int32_t partition)
+static lane_wait *find(lane_watch *w, tp_key partition)
 {
 	for (size_t i = 0; i < w->n; i++)
-		if (w->waits[i].partition == partition)
+		if (w->waits[i].tp == partition)
 			return &w->waits[i];
 	return NULL;
 }
@@ -21,12 +21,12 @@ static void end_wait(lane_watch *w, size_t i, const char *how, int64_t now)
 {
 	const lane_wait *x = &w->waits[i];
 	if (x->alerted)
-		log_info("forward: partition %d %s after %lld s: the lane_stuck alert is over",
-		         x->partition, how, (long long)((now - x->since) / 1000));
+		log_info("forward: " TP_FMT " %s after %lld s: the lane_stuck alert is over",
+		         TP_ARG(x->tp), how, (long long)((now - x->since) / 1000));
 	w->waits[i] = w->waits[--w->n];
 }
 
-void lane_watch_see(lane_watch *w, int32_t partition, int taken, const char *why,
+void lane_watch_see(lane_watch *w, tp_key partition, int taken, const char *why,
                     const char *topic, int64_t now)
 {
 	lane_wait *x = find(w, partition);
@@ -42,7 +42,7 @@ void lane_watch_see(lane_watch *w, int32_t partition, int taken, const char *why
 		w->waits = n;
 		x = &w->waits[w->n++];
 		memset(x, 0, sizeof *x);
-		x->partition = partition;
+		x->tp = partition;
 		x->since = now;
 	}
 	x->seen = 1;
@@ -52,8 +52,7 @@ void lane_watch_see(lane_watch *w, int32_t partition, int taken, const char *why
 	}
 }
 
-void lane_watch_end(lane_watch *w, alert *al, const char *control_topic, int64_t stuck_ms,
-                    int64_t now)
+void lane_watch_end(lane_watch *w, alert *al, int64_t stuck_ms, int64_t now)
 {
 	const lane_wait *first = NULL;
 	w->nstuck = 0;
@@ -67,8 +66,8 @@ void lane_watch_end(lane_watch *w, alert *al, const char *control_topic, int64_t
 		if (now - x->since >= stuck_ms) {
 			if (!x->alerted) {
 				char msg[900];
-				snprintf(msg, sizeof msg, "exactly_once: partition %d of %s not taken for %lld s: %s",
-				         x->partition, control_topic, (long long)((now - x->since) / 1000),
+				snprintf(msg, sizeof msg, "exactly_once: " TP_FMT " not taken for %lld s: %s",
+				         TP_ARG(x->tp), (long long)((now - x->since) / 1000),
 				         x->why[0] ? x->why : "no attempt has ended yet");
 				alert_raise(al, "lane_stuck", NULL, NULL, 0, x->topic[0] ? x->topic : NULL, msg);
 				x->alerted = 1;
@@ -85,7 +84,7 @@ void lane_watch_end(lane_watch *w, alert *al, const char *control_topic, int64_t
 		char why[512];
 		snprintf(w->reason, sizeof w->reason,
 		         "exactly_once: %zu partition(s) not taken by their lane for %lld s or more; "
-		         "partition %d: %s", w->nstuck, (long long)(stuck_ms / 1000), first->partition,
+		         TP_FMT ": %s", w->nstuck, (long long)(stuck_ms / 1000), TP_ARG(first->tp),
 		         log_printable(first->why[0] ? first->why : "no attempt has ended yet", why,
 		                       sizeof why));
 	}

@@ -19,9 +19,10 @@
 #include <stdint.h>
 
 #include "alert.h"
+#include "topics.h"
 
 typedef struct {
-	int32_t partition;
+	tp_key tp;       /* the control topic and partition */
 	int64_t since;   /* clock_ms: not taken since */
 	int alerted;     /* lane_stuck raised for this episode */
 	int seen;        /* seen in the current look */
@@ -39,15 +40,14 @@ typedef struct {
 /* One look at partition (owned now): whether its lane has taken it, and
  * when not, why its last attempt failed and which topic that was about
  * (why NULL: no lane now, the last failure stands). */
-void lane_watch_see(lane_watch *w, int32_t partition, int taken, const char *why,
+void lane_watch_see(lane_watch *w, tp_key partition, int taken, const char *why,
                     const char *topic, int64_t now);
 
 /* After lane_watch_see() for every owned partition: episodes of partitions
  * not seen end; those of stuck_ms or more raise lane_stuck (once) through
- * al (may be NULL); the gauge and the reason follow. control_topic is named
- * in the alert. */
-void lane_watch_end(lane_watch *w, alert *al, const char *control_topic, int64_t stuck_ms,
-                    int64_t now);
+ * al (may be NULL), naming the partition and its control topic; the gauge
+ * and the reason follow. */
+void lane_watch_end(lane_watch *w, alert *al, int64_t stuck_ms, int64_t now);
 
 /* Partitions stuck at the last look (0: none), with the reason. */
 size_t lane_watch_stuck(const lane_watch *w, char *why, size_t whysz);

@@ -103,9 +103,11 @@ static void emit(log_level lvl, const char *msg, const log_about *about)
 			json_str(line, sizeof line - 2, &n, about->message_key);
 			put(line, sizeof line, &n, "\"");
 		}
-		if (about && about->partition >= 0) {
+		if (about && about->tp != -1) {
 			char p[32];
-			snprintf(p, sizeof p, ",\"partition\":%d", about->partition);
+			put(line, sizeof line, &n, ",\"topic\":\"");
+			json_str(line, sizeof line - 2, &n, tp_topic(about->tp));
+			snprintf(p, sizeof p, "\",\"partition\":%d", tp_part(about->tp));
 			put(line, sizeof line, &n, p);
 		}
 		put(line, sizeof line, &n, "}");
@@ -144,9 +146,10 @@ void log_msg_about(log_level lvl, const char *what, const log_about *about, cons
 		emit(lvl, msg, about);
 		return;
 	}
-	char eb[160], ek[600], part[32] = "";
-	if (about->partition >= 0)
-		snprintf(part, sizeof part, "partition=%d ", about->partition);
+	char eb[160], ek[600], part[300] = "";
+	if (about->tp != -1)
+		snprintf(part, sizeof part, "topic=%s partition=%d ", tp_topic(about->tp),
+		         tp_part(about->tp));
 	snprintf(msg, sizeof msg, "%s: %s%s%s%s%s%s", what, about->biz_id ? "biz_id=" : "",
 	         about->biz_id ? log_escape(about->biz_id, strlen(about->biz_id), eb, sizeof eb) : "",
 	         about->biz_id ? " " : "", about->message_key ? "message_key=" : "",
@@ -201,12 +204,18 @@ const char *log_printable(const char *s, char *out, size_t outsize)
 	return escape(s, strlen(s), out, outsize, 1);
 }
 
-const char *log_partitions(const int32_t *parts, size_t n, char *out, size_t outsize)
+const char *log_partitions(const tp_key *parts, size_t n, char *out, size_t outsize)
 {
 	size_t used = (size_t)snprintf(out, outsize, "partition%s", n == 1 ? "" : "s");
-	for (size_t i = 0; i < n && used < outsize; i++)
-		used += (size_t)snprintf(out + used, outsize - used, "%s%d",
-		                         i == 0 ? " " : i + 1 == n ? " and " : ", ", parts[i]);
+	for (size_t i = 0; i < n && used < outsize; i++) {
+		/* a topic's name after its last partition of a run */
+		int last = i + 1 == n || tp_tid(parts[i + 1]) != tp_tid(parts[i]);
+		used += (size_t)snprintf(out + used, outsize - used, "%s%d%s%s",
+		                         i == 0 ? " " : i + 1 == n ? " and " : ", ", tp_part(parts[i]),
+		                         last ? " of " : "", last ? tp_topic(parts[i]) : "");
+	}
+	if (used >= outsize && outsize > 4)
+		memcpy(out + outsize - 4, "...", 4);
 	return out;
 }
 

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topics.h"
+
 typedef enum {
 	LOG_DEBUG = 0,
 	LOG_INFO = 1,
@@ -18,7 +20,8 @@ typedef enum {
 
 /* Lines are text (the default) or, with log.format = json, one JSON object
  * each: {"ts":"...","level":"info","msg":"...","biz_id":"...",
- * "message_key":"...","partition":3}, the last three where they apply. */
+ * "message_key":"...","topic":"...","partition":3}, the last four where they
+ * apply. */
 typedef enum { LOG_TEXT = 0, LOG_JSON = 1 } log_format;
 
 /* Parse "text" or "json". Returns 0 on success, -1 else. */
@@ -38,11 +41,11 @@ void log_msg(log_level lvl, const char *fmt, ...)
 typedef struct {
 	const char *biz_id;      /* NULL: none */
 	const char *message_key; /* NULL: none */
-	int32_t partition;       /* -1: none */
+	tp_key tp;               /* the control topic and partition (topics.h); -1: none */
 } log_about;
 
 /* A line about a message or partition: as text "<what>: biz_id=B
- * message_key=K partition=P <rest>" (ids escaped), as JSON with msg
+ * message_key=K topic=T partition=P <rest>" (ids escaped), as JSON with msg
  * "<what>: <rest>" and the ids as fields. */
 void log_msg_about(log_level lvl, const char *what, const log_about *about, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
@@ -68,8 +71,9 @@ const char *log_printable(const char *s, char *out, size_t outsize);
  * lines). */
 void log_one_line(char *s);
 
-/* "partition 3", or "partitions 0, 1 and 3", into out (cut to fit);
- * returns out. */
-const char *log_partitions(const int32_t *parts, size_t n, char *out, size_t outsize);
+/* "partition 3 of T", or "partitions 0, 1 of T and 3 of U" (a topic is
+ * named after each run of its partitions: sorted keys name it once), into
+ * out (cut to fit, "..." then); returns out. */
+const char *log_partitions(const tp_key *parts, size_t n, char *out, size_t outsize);
 
 #endif

@@ -262,7 +262,7 @@ int main(int argc, char **argv)
 		if (!st) {
 			log_error("migrate: %s", err);
 			status = 1;
-		} else if (migrate_apply(st, &applied, err, sizeof err) != 0) {
+		} else if (migrate_apply(st, cfg.control_topic, &applied, err, sizeof err) != 0) {
 			log_error("migrate: %s", err);
 			status = 1;
 		} else {

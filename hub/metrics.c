@@ -60,12 +60,12 @@ static struct registry {
 	_Atomic int64_t by_status[5], parked, sampled;
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
 	pthread_mutex_t lag_mu; /* the lag table: set every few seconds */
-	int32_t lag_partition[MAX_LAG];
+	tp_key lag_partition[MAX_LAG];
 	int64_t lag[MAX_LAG];
 	size_t nlag;
 	/* txhub_control_records_lost_total, sorted by partition: every
 	 * partition ever counted, at 0 too (guarded by lag_mu too) */
-	int32_t lost_partition[MAX_LOST];
+	tp_key lost_partition[MAX_LOST];
 	uint64_t lost[MAX_LOST];
 	size_t nlost;
 } m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER};
@@ -172,7 +172,7 @@ void metrics_set_owned_partitions(size_t n)
 
 /* The lost counter of partition p, made (at 0) when missing; NULL when
  * the table is full. The caller holds lag_mu. */
-static uint64_t *lost_of(int32_t p)
+static uint64_t *lost_of(tp_key p)
 {
 	size_t i = 0;
 	while (i < m.nlost && m.lost_partition[i] < p)
@@ -190,7 +190,7 @@ static uint64_t *lost_of(int32_t p)
 	return &m.lost[i];
 }
 
-void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n)
+void metrics_set_lag(const tp_key *partitions, const int64_t *lag, size_t n)
 {
 	pthread_mutex_lock(&m.lag_mu);
 	m.nlag = n < MAX_LAG ? n : MAX_LAG;
@@ -199,7 +199,7 @@ void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n)
 	pthread_mutex_unlock(&m.lag_mu);
 }
 
-void metrics_control_records_lost(int32_t partition, uint64_t offsets)
+void metrics_control_records_lost(tp_key partition, uint64_t offsets)
 {
 	pthread_mutex_lock(&m.lag_mu);
 	uint64_t *c = lost_of(partition);
@@ -293,8 +293,9 @@ static void write_counters(sbuf *o)
 	     "hub.");
 	pthread_mutex_lock(&m.lag_mu);
 	for (size_t i = 0; i < m.nlost; i++)
-		sbuf_printf(o, "txhub_control_records_lost_total{partition=\"%d\"} %llu\n",
-		            m.lost_partition[i], (unsigned long long)m.lost[i]);
+		sbuf_printf(o, "txhub_control_records_lost_total{topic=\"%s\",partition=\"%d\"} %llu\n",
+		            tp_topic(m.lost_partition[i]), tp_part(m.lost_partition[i]),
+		            (unsigned long long)m.lost[i]);
 	pthread_mutex_unlock(&m.lag_mu);
 }
 
@@ -340,7 +341,8 @@ static void write_gauges(sbuf *o)
 	     "Records of an owned control-topic partition not read yet.");
 	pthread_mutex_lock(&m.lag_mu);
 	for (size_t i = 0; i < m.nlag; i++)
-		sbuf_printf(o, "txhub_consumer_lag{partition=\"%d\"} %lld\n", m.lag_partition[i],
+		sbuf_printf(o, "txhub_consumer_lag{topic=\"%s\",partition=\"%d\"} %lld\n",
+		            tp_topic(m.lag_partition[i]), tp_part(m.lag_partition[i]),
 		            (long long)m.lag[i]);
 	pthread_mutex_unlock(&m.lag_mu);
 	if (!atomic_load(&m.sampled))

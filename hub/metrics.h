@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "sbuf.h"
+#include "topics.h"
 
 /* txhub_envelopes_total{type,outcome} */
 typedef enum {
@@ -99,18 +100,19 @@ void metrics_forwards_decided_again(uint64_t n);
  * control_partition_truncated; anything else counts as "other". */
 void metrics_alert(const char *kind);
 
-/* txhub_control_records_lost_total{partition}: offsets of a control-topic
+/* txhub_control_records_lost_total{topic,partition}: offsets of a control-topic
  * partition the broker deleted before they were read, which this hub
  * skipped. Counting 0 makes the series (intake does for each partition it
  * takes, so that an alert rule sees it rise); a series stays. */
-void metrics_control_records_lost(int32_t partition, uint64_t offsets);
+void metrics_control_records_lost(tp_key partition, uint64_t offsets);
 
 /* Gauges. */
 void metrics_set_owned_partitions(size_t n);
-/* The consumer's lag per owned partition (high watermark minus the next
- * offset to read); partitions not listed are dropped from the exposition.
- * Called from one thread (the run loop). */
-void metrics_set_lag(const int32_t *partitions, const int64_t *lag, size_t n);
+/* txhub_consumer_lag{topic,partition}: the consumer's lag per owned
+ * partition (high watermark minus the next offset to read); partitions not
+ * listed are dropped from the exposition. Called from one thread (the run
+ * loop). */
+void metrics_set_lag(const tp_key *partitions, const int64_t *lag, size_t n);
 /* Sampled from PostgreSQL: messages by status (prepared, committed,
  * rolled_back, check_failed, awaiting_prepare), parked rows, and the age
  * of the oldest prepared row and pending send (-1: none). */

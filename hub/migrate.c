@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "topics.h"
 
 /* pg_advisory_lock key: "txhub" in ASCII */
 #define MIGRATE_LOCK_KEY "499394606690"
@@ -39,8 +40,22 @@ static int run(PGconn *c, const char *sql, int nparams, const char *const *param
 	return 0;
 }
 
-int migrate_apply(store *st, int *applied, char *err, size_t errsz)
+/* The one topic control_topic names, or "" (a list or a pattern). */
+static void single_topic(const char *control_topic, char *out, size_t outsz)
 {
+	topics_spec s;
+	char err[256];
+	out[0] = '\0';
+	if (topics_parse(control_topic, &s, err, sizeof err) == 0 && topics_single(&s))
+		snprintf(out, outsz, "%s", s.names[0]);
+	topics_free(&s);
+}
+
+int migrate_apply(store *st, const char *control_topic, int *applied, char *err, size_t errsz)
+{
+	char topic[300];
+	single_topic(control_topic, topic, sizeof topic);
+	const char *tp[1] = {topic};
 	PGconn *c = (PGconn *)store_conn(st);
 	*applied = 0;
 	if (run(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, err, errsz) != 0)
@@ -48,6 +63,8 @@ int migrate_apply(store *st, int *applied, char *err, size_t errsz)
 	int rc = -1;
 	/* "already exists, skipping" notices are noise on every later run */
 	if (run(c, "SET client_min_messages = warning", 0, NULL, err, errsz) != 0 ||
+	    run(c, "SELECT set_config('txhub.migrate_control_topic', $1, false)", 1, tp, err,
+	        errsz) != 0 ||
 	    run(c, "CREATE SCHEMA IF NOT EXISTS txhub", 0, NULL, err, errsz) != 0 ||
 	    run(c, "CREATE TABLE IF NOT EXISTS txhub.schema_migrations ("
 	           "version integer PRIMARY KEY, name text NOT NULL, "

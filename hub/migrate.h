@@ -20,8 +20,10 @@ extern const migration migrations[];
 int migrate_latest(void);
 
 /* Apply every pending migration, each in its own transaction, under an
- * advisory lock so replicas may run this at the same time. Returns 0, or -1
- * with a reason in err. *applied receives how many were applied. */
-int migrate_apply(store *st, int *applied, char *err, size_t errsz);
+ * advisory lock so replicas may run this at the same time. control_topic
+ * is cfg->control_topic: migration 0009 names the topic of the messages
+ * stored before by it when it is one topic. Returns 0, or -1 with a reason
+ * in err. *applied receives how many were applied. */
+int migrate_apply(store *st, const char *control_topic, int *applied, char *err, size_t errsz);
 
 #endif

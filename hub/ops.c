@@ -26,6 +26,7 @@
 #include "sbuf.h"
 #include "store.h"
 #include "tenant_rules.h"
+#include "topics.h"
 
 const char *const ops_status_names[OPS_NSTATUS] = {"prepared", "awaiting_prepare", "committed",
                                                    "rolled_back", "check_failed"};
@@ -292,45 +293,80 @@ static int has_partition(const ops_status *st, const char *topic, int32_t part)
 	return 0;
 }
 
-/* The control topic's partitions that have no row: a partition no replica
- * ever took is worth seeing (nothing reads it). */
-static void add_unowned(rd_kafka_t *rk, const char *topic, ops_status *st, int timeout_ms)
+/* The partitions of mt that have no row. */
+static void add_topic_unowned(const rd_kafka_metadata_topic_t *mt, ops_status *st)
+{
+	size_t want = st->npartitions + (size_t)mt->partition_cnt;
+	ops_partition *grown = realloc(st->partitions, (want ? want : 1) * sizeof *grown);
+	if (!grown)
+		return;
+	st->partitions = grown;
+	for (int i = 0; i < mt->partition_cnt; i++) {
+		int32_t part = mt->partitions[i].id;
+		if (has_partition(st, mt->topic, part))
+			continue;
+		ops_partition *p = &st->partitions[st->npartitions++];
+		memset(p, 0, sizeof *p);
+		snprintf(p->topic, sizeof p->topic, "%s", mt->topic);
+		p->partition = part;
+		p->next_offset = p->high_watermark = p->lag = p->heartbeat_age_ms = -1;
+		p->gap_from = p->gap_to = p->gap_age_s = -1;
+	}
+}
+
+/* The broker's metadata of topic, or of every topic (NULL); NULL with
+ * st->lag_note when it did not answer. */
+static const rd_kafka_metadata_t *metadata_of(rd_kafka_t *rk, const char *topic, ops_status *st,
+                                              int timeout_ms)
 {
 	const rd_kafka_metadata_t *md = NULL;
-	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
-	if (!t)
-		return;
-	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, timeout_ms);
-	rd_kafka_topic_destroy(t);
+	rd_kafka_topic_t *t = topic ? rd_kafka_topic_new(rk, topic, NULL) : NULL;
+	if (topic && !t)
+		return NULL;
+	rd_kafka_resp_err_t e = rd_kafka_metadata(rk, !topic, t, &md, timeout_ms);
+	if (t)
+		rd_kafka_topic_destroy(t);
 	if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
 		snprintf(st->lag_note, sizeof st->lag_note, "the broker did not answer within %d ms "
 		         "(%s)", OPS_LAG_BUDGET_MS, rd_kafka_err2str(e));
+		return NULL;
+	}
+	return md;
+}
+
+/* The control topics' partitions that have no row: a partition no replica
+ * ever took is worth seeing (nothing reads it). Each topic of a list is
+ * asked about; a pattern is matched against every topic the broker lets
+ * this principal see. */
+static void add_unowned(rd_kafka_t *rk, const char *control_topic, ops_status *st,
+                        int timeout_ms)
+{
+	topics_spec spec;
+	char err[256];
+	if (topics_parse(control_topic, &spec, err, sizeof err) != 0) {
+		snprintf(st->lag_note, sizeof st->lag_note, "control_topic: %s", err);
+		topics_free(&spec);
 		return;
 	}
-	if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-		/* e.g. an ACL that does not let this principal describe it */
-		snprintf(st->lag_note, sizeof st->lag_note, "%s: %s", topic,
-		         rd_kafka_err2str(md->topics[0].err));
-	if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-		const rd_kafka_metadata_topic_t *mt = &md->topics[0];
-		size_t want = st->npartitions + (size_t)mt->partition_cnt;
-		ops_partition *grown = realloc(st->partitions, (want ? want : 1) * sizeof *grown);
-		if (grown) {
-			st->partitions = grown;
-			for (int i = 0; i < mt->partition_cnt; i++) {
-				int32_t part = mt->partitions[i].id;
-				if (has_partition(st, topic, part))
-					continue;
-				ops_partition *p = &st->partitions[st->npartitions++];
-				memset(p, 0, sizeof *p);
-				snprintf(p->topic, sizeof p->topic, "%s", topic);
-				p->partition = part;
-				p->next_offset = p->high_watermark = p->lag = p->heartbeat_age_ms = -1;
-				p->gap_from = p->gap_to = p->gap_age_s = -1;
-			}
+	int64_t deadline = clock_ms() + timeout_ms;
+	for (size_t k = 0; k < (spec.pattern ? 1 : spec.n) && !st->lag_note[0]; k++) {
+		int left = (int)(deadline - clock_ms());
+		const rd_kafka_metadata_t *md =
+			metadata_of(rk, spec.pattern ? NULL : spec.names[k], st, left > 0 ? left : 1);
+		for (int i = 0; md && i < md->topic_cnt; i++) {
+			const rd_kafka_metadata_topic_t *mt = &md->topics[i];
+			if (spec.pattern && (!topics_match(&spec, mt->topic) || mt->err))
+				continue;
+			if (mt->err) /* e.g. an ACL that does not let this principal describe it */
+				snprintf(st->lag_note, sizeof st->lag_note, "%s: %s", mt->topic,
+				         rd_kafka_err2str(mt->err));
+			else
+				add_topic_unowned(mt, st);
 		}
+		if (md)
+			rd_kafka_metadata_destroy(md);
 	}
-	rd_kafka_metadata_destroy(md);
+	topics_free(&spec);
 }
 
 static void fill_lag(rd_kafka_t *rk, ops_status *st, int64_t deadline)

@@ -292,12 +292,12 @@ typedef struct {
 	/* rejected and conflict rows whose created_at is older than this;
 	 * < 0: none */
 	int64_t rejected_older_ms;
-	/* only rows of these control-topic partitions (src_partition); NULL:
-	 * every partition. A replica's retention passes the partitions it owns. */
+	/* only rows of these control-topic partitions: (topics[i],
+	 * partitions[i]) as (src_topic, src_partition); NULL: every partition
+	 * of every topic. A replica's retention passes the partitions it owns. */
+	const char *const *topics;
 	const int32_t *partitions;
 	size_t npartitions;
-	/* rejected and conflict rows of this control topic only; NULL: any */
-	const char *topic;
 	int batch;   /* 1..OPS_PURGE_BATCH_MAX rows per table per call */
 	int dry_run; /* count what a purge would delete now, delete nothing */
 } ops_purge_opts;

@@ -282,12 +282,13 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
  * own transaction). Per partition, a range scan of messages_finished
  * (src_partition, updated_at): a partition with nothing old costs one
  * index probe, however many recent rows it has. $1 age in ms, $2 batch,
- * `parts` the partitions to walk (a CTE named parts(p)). */
+ * `parts` the partitions to walk (a CTE named parts(t, p): t null for
+ * every topic). */
 #define SQL_PURGE_MESSAGES(parts)                                                          \
 	"WITH RECURSIVE " parts ", "                                                           \
 	"c AS (SELECT x.biz_id, x.message_key FROM parts CROSS JOIN LATERAL ("                 \
 	"SELECT biz_id, message_key FROM txhub.messages WHERE " FINISHED " "                   \
-	"AND src_partition = parts.p "                                                         \
+	"AND src_partition = parts.p AND (parts.t IS NULL OR src_topic = parts.t) "            \
 	"AND updated_at < now() - $1::bigint * interval '1 millisecond' "                      \
 	"LIMIT $2 FOR UPDATE SKIP LOCKED) x LIMIT $2), "                                        \
 	"d AS (DELETE FROM txhub.messages m USING c "                                          \
@@ -298,8 +299,9 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 	"SELECT (SELECT count(*) FROM d WHERE status = 'committed'), "                         \
 	"(SELECT count(*) FROM d WHERE status = 'rolled_back'), (SELECT count(*) FROM h)"
 
-/* $3: the partitions given */
-static const char *SQL_PURGE_GIVEN = SQL_PURGE_MESSAGES("parts(p) AS (SELECT unnest($3::int[]))");
+/* $3, $4: the partitions and their topics given */
+static const char *SQL_PURGE_GIVEN =
+	SQL_PURGE_MESSAGES("parts(t, p) AS (SELECT * FROM unnest($4::text[], $3::int[]))");
 
 /* Every partition that has finished rows, found by skipping through the
  * index (one probe per partition) instead of reading the table. */
@@ -307,33 +309,33 @@ static const char *SQL_PURGE_EVERY = SQL_PURGE_MESSAGES(
 	"seen(p) AS (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
 	"UNION ALL SELECT (SELECT min(src_partition) FROM txhub.messages WHERE " FINISHED " "
 	"AND src_partition > seen.p) FROM seen WHERE seen.p IS NOT NULL), "
-	"parts(p) AS (SELECT p FROM seen WHERE p IS NOT NULL)");
+	"parts(t, p) AS (SELECT NULL::text, p FROM seen WHERE p IS NOT NULL)");
 
 /* One batch of txhub.rejected or txhub.conflicts, oldest first on the
- * created_at index. $1 age, $2 batch, $3 partitions or null, $4 topic or
- * null. */
+ * created_at index. $1 age, $2 batch, $3 partitions and $4 their topics,
+ * or null. */
 #define SQL_PURGE_SOURCE(table)                                                            \
 	"WITH d AS (DELETE FROM txhub." table " WHERE id IN (SELECT id FROM txhub." table " "  \
 	"WHERE created_at < now() - $1::bigint * interval '1 millisecond' "                   \
-	"AND ($3::int[] IS NULL OR src_partition = ANY($3::int[])) "                          \
-	"AND ($4::text IS NULL OR src_topic = $4::text) "                                     \
+	"AND ($3::int[] IS NULL OR (src_topic, src_partition) IN "                            \
+	"(SELECT * FROM unnest($4::text[], $3::int[]))) "                                     \
 	"ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) "                  \
 	"SELECT count(*) FROM d"
 
 static const char *SQL_PURGE_REJECTED = SQL_PURGE_SOURCE("rejected");
 static const char *SQL_PURGE_CONFLICTS = SQL_PURGE_SOURCE("conflicts");
 
-/* What a purge would delete now. $1 finished age or null, $2 partitions or
- * null, $3 rejected age or null, $4 topic or null. */
+/* What a purge would delete now. $1 finished age or null, $2 partitions
+ * and $4 their topics, or null, $3 rejected age or null. */
+#define DRY_PARTS                                                                          \
+	"($2::int[] IS NULL OR (src_topic, src_partition) IN "                                \
+	"(SELECT * FROM unnest($4::text[], $2::int[])))"
 #define DRY_FINISHED                                                                       \
 	"$1::bigint IS NOT NULL AND " FINISHED " "                                              \
-	"AND updated_at < now() - $1::bigint * interval '1 millisecond' "                      \
-	"AND ($2::int[] IS NULL OR src_partition = ANY($2::int[]))"
+	"AND updated_at < now() - $1::bigint * interval '1 millisecond' AND " DRY_PARTS
 #define DRY_SOURCE(table)                                                                  \
 	"(SELECT count(*) FROM txhub." table " WHERE $3::bigint IS NOT NULL "                  \
-	"AND created_at < now() - $3::bigint * interval '1 millisecond' "                     \
-	"AND ($2::int[] IS NULL OR src_partition = ANY($2::int[])) "                          \
-	"AND ($4::text IS NULL OR src_topic = $4::text))"
+	"AND created_at < now() - $3::bigint * interval '1 millisecond' AND " DRY_PARTS ")"
 static const char *SQL_PURGE_DRY =
 	"SELECT (SELECT count(*) FROM txhub.messages WHERE " DRY_FINISHED
 	" AND status = 'committed'), "
@@ -347,13 +349,17 @@ static ops_rc check_purge(const ops_purge_opts *o, char *err, size_t errsz)
 	if (o->batch < 1 || o->batch > OPS_PURGE_BATCH_MAX)
 		return ops_bad(err, errsz, "batch %d is out of range (1..%d)", o->batch,
 		               OPS_PURGE_BATCH_MAX);
-	if (o->npartitions > 0 && !o->partitions)
+	if (o->npartitions > 0 && (!o->partitions || !o->topics))
 		return ops_bad(err, errsz, "partitions: %zu announced, none given", o->npartitions);
-	for (size_t i = 0; i < o->npartitions; i++)
+	if (!o->partitions != !o->topics)
+		return ops_bad(err, errsz, "partitions and topics: one given without the other");
+	for (size_t i = 0; i < o->npartitions; i++) {
 		if (o->partitions[i] < 0)
 			return ops_bad(err, errsz, "partition %d is negative", o->partitions[i]);
-	if (o->topic && !envelope_valid_topic(o->topic, strlen(o->topic)))
-		return ops_bad(err, errsz, "\"%s\" is not a valid topic name", o->topic);
+		if (!o->topics[i] || !envelope_valid_topic(o->topics[i], strlen(o->topics[i])))
+			return ops_bad(err, errsz, "\"%s\" is not a valid topic name",
+			               o->topics[i] ? o->topics[i] : "(null)");
+	}
 	return OPS_OK;
 }
 
@@ -371,7 +377,7 @@ static ops_rc purge_run(PGconn *conn, const char *sql, const char *const *p, int
 }
 
 static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *parts,
-                           ops_purge_counts *out, char *err, size_t errsz)
+                           const char *topics, ops_purge_counts *out, char *err, size_t errsz)
 {
 	char fms[32], rms[32], batch[16];
 	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
@@ -379,9 +385,9 @@ static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *pa
 	snprintf(batch, sizeof batch, "%d", o->batch);
 	ops_rc rc = OPS_OK;
 	if (o->finished_older_ms >= 0) {
-		const char *p[3] = {fms, batch, parts};
+		const char *p[4] = {fms, batch, parts, topics};
 		int64_t v[3];
-		rc = purge_run(conn, parts ? SQL_PURGE_GIVEN : SQL_PURGE_EVERY, p, parts ? 3 : 2, v, 3,
+		rc = purge_run(conn, parts ? SQL_PURGE_GIVEN : SQL_PURGE_EVERY, p, parts ? 4 : 2, v, 3,
 		               err, errsz);
 		if (rc != OPS_OK)
 			return rc;
@@ -391,7 +397,7 @@ static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *pa
 		out->more |= v[0] + v[1] >= o->batch;
 	}
 	if (o->rejected_older_ms >= 0) {
-		const char *p[4] = {rms, batch, parts, o->topic};
+		const char *p[4] = {rms, batch, parts, topics};
 		if ((rc = purge_run(conn, SQL_PURGE_REJECTED, p, 4, &out->rejected, 1, err, errsz)) !=
 		        OPS_OK ||
 		    (rc = purge_run(conn, SQL_PURGE_CONFLICTS, p, 4, &out->conflicts, 1, err, errsz)) !=
@@ -403,13 +409,13 @@ static ops_rc purge_delete(PGconn *conn, const ops_purge_opts *o, const char *pa
 }
 
 static ops_rc purge_count(PGconn *conn, const ops_purge_opts *o, const char *parts,
-                          ops_purge_counts *out, char *err, size_t errsz)
+                          const char *topics, ops_purge_counts *out, char *err, size_t errsz)
 {
 	char fms[32], rms[32];
 	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
 	snprintf(rms, sizeof rms, "%lld", (long long)o->rejected_older_ms);
 	const char *p[4] = {o->finished_older_ms >= 0 ? fms : NULL, parts,
-	                    o->rejected_older_ms >= 0 ? rms : NULL, o->topic};
+	                    o->rejected_older_ms >= 0 ? rms : NULL, topics};
 	int64_t v[5];
 	ops_rc rc = purge_run(conn, SQL_PURGE_DRY, p, 4, v, 5, err, errsz);
 	if (rc == OPS_OK) {
@@ -429,24 +435,31 @@ ops_rc ops_purge_batch(PGconn *conn, const ops_purge_opts *o, ops_purge_counts *
 	ops_rc rc = check_purge(o, err, errsz);
 	if (rc != OPS_OK)
 		return rc;
-	sbuf pb = {0};
+	sbuf pb = {0}, tb = {0};
 	if (o->partitions) {
 		sbuf_arr_begin(&pb);
-		for (size_t i = 0; i < o->npartitions; i++)
+		sbuf_arr_begin(&tb);
+		for (size_t i = 0; i < o->npartitions; i++) {
 			sbuf_arr_int(&pb, o->partitions[i]);
+			sbuf_arr_text(&tb, o->topics[i]);
+		}
 		sbuf_arr_end(&pb);
-		if (pb.oom) {
+		sbuf_arr_end(&tb);
+		if (pb.oom || tb.oom) {
 			sbuf_free(&pb);
+			sbuf_free(&tb);
 			snprintf(err, errsz, "out of memory");
 			return OPS_DB_ERROR;
 		}
 	}
 	const char *parts = o->partitions ? sbuf_str(&pb) : NULL;
+	const char *topics = o->partitions ? sbuf_str(&tb) : NULL;
 	if (o->dry_run)
-		rc = purge_count(conn, o, parts, out, err, errsz);
+		rc = purge_count(conn, o, parts, topics, out, err, errsz);
 	else
-		rc = purge_delete(conn, o, parts, out, err, errsz);
+		rc = purge_delete(conn, o, parts, topics, out, err, errsz);
 	sbuf_free(&pb);
+	sbuf_free(&tb);
 	return rc;
 }
 

@@ -13,12 +13,12 @@ static atomic_uint_fast64_t versions;
 static void changed(owned_set *s) { s->gen = (uint64_t)atomic_fetch_add(&versions, 1) + 1; }
 
 /* Where p is, or where it would go to keep parts sorted. */
-static size_t position(const owned_set *s, int32_t p)
+static size_t position(const owned_set *s, tp_key p)
 {
 	size_t lo = 0, hi = s->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (s->parts[mid].partition < p)
+		if (s->parts[mid].tp < p)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -32,15 +32,15 @@ void owned_free(owned_set *s)
 	memset(s, 0, sizeof *s);
 }
 
-const store_owned *owned_find(const owned_set *s, int32_t p)
+const store_owned *owned_find(const owned_set *s, tp_key p)
 {
 	size_t i = position(s, p);
-	return i < s->n && s->parts[i].partition == p ? &s->parts[i] : NULL;
+	return i < s->n && s->parts[i].tp == p ? &s->parts[i] : NULL;
 }
 
-int owned_has(const owned_set *s, int32_t p) { return owned_find(s, p) != NULL; }
+int owned_has(const owned_set *s, tp_key p) { return owned_find(s, p) != NULL; }
 
-int owned_has_at(const owned_set *s, int32_t p, int64_t epoch)
+int owned_has_at(const owned_set *s, tp_key p, int64_t epoch)
 {
 	const store_owned *o = owned_find(s, p);
 	return o && o->epoch == epoch;
@@ -48,8 +48,8 @@ int owned_has_at(const owned_set *s, int32_t p, int64_t epoch)
 
 int owned_take(owned_set *s, const store_owned *o)
 {
-	size_t i = position(s, o->partition);
-	if (i < s->n && s->parts[i].partition == o->partition) {
+	size_t i = position(s, o->tp);
+	if (i < s->n && s->parts[i].tp == o->tp) {
 		if (s->parts[i].epoch != o->epoch) {
 			s->parts[i].epoch = o->epoch;
 			changed(s);
@@ -71,10 +71,10 @@ int owned_take(owned_set *s, const store_owned *o)
 	return 0;
 }
 
-int owned_drop(owned_set *s, int32_t p)
+int owned_drop(owned_set *s, tp_key p)
 {
 	size_t i = position(s, p);
-	if (i == s->n || s->parts[i].partition != p)
+	if (i == s->n || s->parts[i].tp != p)
 		return 0;
 	memmove(&s->parts[i], &s->parts[i + 1], (s->n - i - 1) * sizeof *s->parts);
 	s->n--;

@@ -1,6 +1,7 @@
-/* owned.h: the partitions of the control topic this replica owns, each at
- * the epoch it was taken at in txhub.partitions: one small set, sorted by
- * partition, that the run loop holds and passes down.
+/* owned.h: the control-topic partitions this replica owns, each a (topic,
+ * partition) pair (tp_key, topics.h) at the epoch it was taken at in
+ * txhub.partitions: one small set, sorted by key, that the run loop holds
+ * and passes down.
  *
  * Lifetime. The run loop (hub.c) holds the one live set for as long as it
  * runs; intake (intake.h) is its only writer, always on the loop's thread,
@@ -28,7 +29,7 @@
 #include "store.h"
 
 typedef struct {
-	store_owned *parts; /* sorted by partition, one entry each: read-only to all but the writer */
+	store_owned *parts; /* sorted by key, one entry each: read-only to all but the writer */
 	size_t n;
 	size_t cap;
 	/* The version of the contents: every change draws a new one from a
@@ -41,24 +42,24 @@ typedef struct {
 /* An empty set is all zeros ({0}); owned_free makes it one again. */
 void owned_free(owned_set *s);
 
-/* The entry of partition p, or NULL when it is not owned (binary search).
+/* The entry of partition p (a tp_key), or NULL when it is not owned (binary search).
  * Valid until the set next changes. */
-const store_owned *owned_find(const owned_set *s, int32_t p);
+const store_owned *owned_find(const owned_set *s, tp_key p);
 
 /* Whether partition p is owned (at any epoch) ... */
-int owned_has(const owned_set *s, int32_t p);
+int owned_has(const owned_set *s, tp_key p);
 
 /* ... and whether at exactly this epoch (0: not owned is never at an epoch). */
-int owned_has_at(const owned_set *s, int32_t p, int64_t epoch);
+int owned_has_at(const owned_set *s, tp_key p, int64_t epoch);
 
-/* Own o->partition at o->epoch: added, or its epoch replaced when it is
+/* Own o->tp at o->epoch: added, or its epoch replaced when it is
  * owned already (a retake). Returns 0, or -1 when out of memory (the set
  * is then unchanged). gen changes only when the contents do. */
 int owned_take(owned_set *s, const store_owned *o);
 
 /* Stop owning p (revoked, lost or fenced). Returns 1 when it was owned, 0
  * when not (the set is then unchanged). */
-int owned_drop(owned_set *s, int32_t p);
+int owned_drop(owned_set *s, tp_key p);
 
 /* Stop owning everything (gen changes when the set was not empty). */
 void owned_clear(owned_set *s);

@@ -5,18 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rewind_mark *find(const rewind_table *t, int32_t partition)
+static rewind_mark *find(const rewind_table *t, tp_key tp)
 {
 	for (size_t i = 0; i < t->n; i++)
-		if (t->marks[i].partition == partition)
+		if (t->marks[i].tp == tp)
 			return &t->marks[i];
 	return NULL;
 }
 
-int rewind_taken(rewind_table *t, int32_t partition, int64_t epoch, int64_t next_offset,
+int rewind_taken(rewind_table *t, tp_key tp, int64_t epoch, int64_t next_offset,
                  const char *origin)
 {
-	rewind_mark *m = find(t, partition);
+	rewind_mark *m = find(t, tp);
 	if (!m) {
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 16;
@@ -28,30 +28,30 @@ int rewind_taken(rewind_table *t, int32_t partition, int64_t epoch, int64_t next
 		}
 		m = &t->marks[t->n++];
 	}
-	m->partition = partition;
+	m->tp = tp;
 	m->epoch = epoch;
 	m->next_offset = next_offset;
 	snprintf(m->origin, sizeof m->origin, "%s", origin ? origin : "");
 	return 0;
 }
 
-void rewind_advance(rewind_table *t, int32_t partition, int64_t next_offset)
+void rewind_advance(rewind_table *t, tp_key tp, int64_t next_offset)
 {
-	rewind_mark *m = find(t, partition);
+	rewind_mark *m = find(t, tp);
 	if (m && next_offset > m->next_offset)
 		m->next_offset = next_offset;
 }
 
-void rewind_set_offset(rewind_table *t, int32_t partition, int64_t next_offset)
+void rewind_set_offset(rewind_table *t, tp_key tp, int64_t next_offset)
 {
-	rewind_mark *m = find(t, partition);
+	rewind_mark *m = find(t, tp);
 	if (m)
 		m->next_offset = next_offset;
 }
 
-const rewind_mark *rewind_find(const rewind_table *t, int32_t partition)
+const rewind_mark *rewind_find(const rewind_table *t, tp_key tp)
 {
-	return find(t, partition);
+	return find(t, tp);
 }
 
 void rewind_table_free(rewind_table *t)

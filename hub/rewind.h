@@ -17,11 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topics.h"
+
 #define REWIND_ORIGIN_MAX 64
 
 /* What this replica last read from or wrote to a partition's row. */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int64_t epoch;       /* the epoch it took */
 	int64_t next_offset; /* the highest next_offset it read or wrote; -1: none */
 	char origin[REWIND_ORIGIN_MAX]; /* the row's fwd_origin when taken */
@@ -35,18 +37,18 @@ typedef struct {
 /* A partition was taken (its row read back at epoch, next_offset, origin):
  * forget what was known before. Returns 0, or -1 when out of memory (the
  * partition is then not watched, as before this module). */
-int rewind_taken(rewind_table *t, int32_t partition, int64_t epoch, int64_t next_offset,
+int rewind_taken(rewind_table *t, tp_key tp, int64_t epoch, int64_t next_offset,
                  const char *origin);
 
 /* A batch moved the partition's next_offset on (never back). */
-void rewind_advance(rewind_table *t, int32_t partition, int64_t next_offset);
+void rewind_advance(rewind_table *t, tp_key tp, int64_t next_offset);
 
 /* The partition's next_offset was set to next_offset by this replica on
  * purpose, back too (the control partition was truncated: gap.h). */
-void rewind_set_offset(rewind_table *t, int32_t partition, int64_t next_offset);
+void rewind_set_offset(rewind_table *t, tp_key tp, int64_t next_offset);
 
 /* The mark of a partition, or NULL when it was never taken here. */
-const rewind_mark *rewind_find(const rewind_table *t, int32_t partition);
+const rewind_mark *rewind_find(const rewind_table *t, tp_key tp);
 
 void rewind_table_free(rewind_table *t);
 

@@ -28,7 +28,6 @@
 struct store {
 	PGconn *conn;
 	char *conninfo;
-	char *topic;            /* the control topic: txhub.partitions rows */
 	int64_t first_after_ms; /* default check-back delay */
 	int64_t lease_ms;       /* how long a forward in flight is leased */
 	rewind_table known;     /* what this store last read or wrote per partition */
@@ -149,7 +148,7 @@ store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	st->first_after_ms = cfg->checkback_first_after_ms;
 	st->lease_ms = 360000;
-	if (!(st->conninfo = strdup(cfg->pg)) || !(st->topic = strdup(cfg->control_topic))) {
+	if (!(st->conninfo = strdup(cfg->pg))) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
@@ -185,7 +184,6 @@ void store_close(store *st)
 	if (st->conn)
 		PQfinish(st->conn);
 	free(st->conninfo);
-	free(st->topic);
 	rewind_table_free(&st->known);
 	free(st);
 }
@@ -207,12 +205,12 @@ store_rc store_ensure(store *st, char *err, size_t errsz)
 	return STORE_OK;
 }
 
-void store_note_offset(store *st, int32_t partition, int64_t next_offset, int exact)
+void store_note_offset(store *st, tp_key tp, int64_t next_offset, int exact)
 {
 	if (exact)
-		rewind_set_offset(&st->known, partition, next_offset);
+		rewind_set_offset(&st->known, tp, next_offset);
 	else
-		rewind_advance(&st->known, partition, next_offset);
+		rewind_advance(&st->known, tp, next_offset);
 }
 
 int store_reconnected(store *st)
@@ -316,7 +314,7 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
 	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
 	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
-	"coalesce(m.fwd_seq, 0)"
+	"coalesce(m.fwd_seq, 0), m.src_topic"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
@@ -339,14 +337,17 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 		f->topic = bin_text(r, i, first + 3);
 		f->key = bin_text(r, i, first + 4);
 		f->headers = bin_text(r, i, first + 5);
-		f->src_partition = bin_int4(r, i, first + 6);
+		char *topic = bin_text(r, i, first + 11);
+		f->src_tp = topic ? tp_of(topic, bin_int4(r, i, first + 6)) : -1;
+		free(topic);
 		f->src_offset = bin_int8(r, i, first + 7);
 		f->send_attempts = bin_int4(r, i, first + 8);
 		/* a first send's row was last updated by its decision */
 		if (f->send_attempts == 0)
 			f->decided_ms = clock_ms() - bin_int8(r, i, first + 9);
 		f->fwd_seq = bin_int8(r, i, first + 10);
-		if (!f->biz_id || !f->message_key || !f->topic || (!f->payload && !PQgetisnull(r, i, first + 2)))
+		if (!f->biz_id || !f->message_key || !f->topic || f->src_tp == -1 ||
+		    (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
 	}
 	return 0;
@@ -355,8 +356,8 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 static int cmp_forward(const void *a, const void *b)
 {
 	const store_forward *x = a, *y = b;
-	if (x->src_partition != y->src_partition)
-		return x->src_partition < y->src_partition ? -1 : 1;
+	if (x->src_tp != y->src_tp)
+		return x->src_tp < y->src_tp ? -1 : 1;
 	return x->src_offset < y->src_offset ? -1 : x->src_offset > y->src_offset;
 }
 
@@ -368,7 +369,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_NCOLS };
+       W_SN, W_ST, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision "
@@ -383,24 +384,26 @@ static const char *SQL_FIRST_PREPARE =
 
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
- * says so: assign_seqs) */
+ * says so: assign_seqs), $17 the source topics */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset, fwd_seq) "
+	"next_send_at, src_partition, src_offset, fwd_seq, src_topic) "
 	"SELECT x.b, x.k, x.s, x.d, "
 	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
 	"x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
-	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq "
+	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq, "
+	"x.st "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[]) AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn) "
+	"$15::bigint[], $16::bool[], $17::text[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st) "
 	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
 
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
- * the forward sequences, $17 forwarded already */
+ * the forward sequences, $17 forwarded already, $18 the source topics */
 static const char *SQL_UPDATE =
 	"UPDATE txhub.messages AS m SET status = x.s, decision = x.d, "
 	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
@@ -413,109 +416,123 @@ static const char *SQL_UPDATE =
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
 	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
 	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
-	"src_partition = x.sp, src_offset = x.so, updated_at = now(), "
+	"src_topic = x.st, src_partition = x.sp, src_offset = x.so, updated_at = now(), "
 	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[], $17::bool[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn) "
+	"$15::bool[], $16::bigint[], $17::bool[], $18::text[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
 	"RETURNING x.c AND NOT x.sn, " FORWARD_COLUMNS;
 
 static const char *SQL_CONFLICTS =
 	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
 	"src_topic, src_partition, src_offset) "
-	"SELECT x.b, x.k, x.a, x.m, x.d, $6, x.p, x.o "
-	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $7::int[], "
-	"$8::bigint[]) AS x(b, k, a, m, d, p, o) "
+	"SELECT x.b, x.k, x.a, x.m, x.d, x.t, x.p, x.o "
+	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
+	"$7::int[], $8::bigint[]) AS x(b, k, a, m, d, t, p, o) "
 	"ON CONFLICT (src_topic, src_partition, src_offset) WHERE src_offset IS NOT NULL "
 	"DO NOTHING";
 
 static const char *SQL_REJECTED =
 	"INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, record_key, "
 	"record_value, reason) "
-	"SELECT $1, x.p, x.o, decode(x.k, 'hex'), decode(x.v, 'hex'), x.r "
-	"FROM unnest($2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[]) "
-	"AS x(p, o, k, v, r) "
+	"SELECT x.t, x.p, x.o, decode(x.k, 'hex'), decode(x.v, 'hex'), x.r "
+	"FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[]) "
+	"AS x(t, p, o, k, v, r) "
 	"ON CONFLICT (src_topic, src_partition, src_offset) DO NOTHING";
 
-/* ---- partition ownership ---- */
+/* ---- partition ownership ----
+ *
+ * Every partition is a (topic, partition) pair (tp_key): SQL gets two
+ * arrays, the topics' names and the partitions, unnested side by side. */
 
 /* Columns of a txhub.partitions row, in the order read_partition_row()
  * expects. */
 #define PARTITION_COLUMNS                                                          \
-	"tp.partition, tp.epoch, tp.owner, coalesce(tp.group_id, ''), "                  \
+	"tp.topic, tp.partition, tp.epoch, tp.owner, coalesce(tp.group_id, ''), "        \
 	"coalesce(ceil(extract(epoch FROM now() - tp.heartbeat_at) * 1000)::bigint, -1), " \
 	"tp.released_at IS NOT NULL, coalesce(tp.contested_by, ''), "                   \
 	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1)"
 
+/* The key of a row whose first two columns are a topic and a partition. */
+static tp_key row_tp(const PGresult *r, int row)
+{
+	return tp_of(PQgetvalue(r, row, 0), (int32_t)atoi(PQgetvalue(r, row, 1)));
+}
+
 static void read_partition_row(const PGresult *r, int row, store_partition_row *out)
 {
 	memset(out, 0, sizeof *out);
-	out->partition = (int32_t)atoi(PQgetvalue(r, row, 0));
-	out->epoch = atoll(PQgetvalue(r, row, 1));
-	snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, row, 2));
-	snprintf(out->group, sizeof out->group, "%s", PQgetvalue(r, row, 3));
-	out->heartbeat_age_ms = atoll(PQgetvalue(r, row, 4));
-	out->released = PQgetvalue(r, row, 5)[0] == 't';
-	snprintf(out->contested_by, sizeof out->contested_by, "%s", PQgetvalue(r, row, 6));
-	out->contested_age_ms = atoll(PQgetvalue(r, row, 7));
+	out->tp = row_tp(r, row);
+	out->epoch = atoll(PQgetvalue(r, row, 2));
+	snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, row, 3));
+	snprintf(out->group, sizeof out->group, "%s", PQgetvalue(r, row, 4));
+	out->heartbeat_age_ms = atoll(PQgetvalue(r, row, 5));
+	out->released = PQgetvalue(r, row, 6)[0] == 't';
+	snprintf(out->contested_by, sizeof out->contested_by, "%s", PQgetvalue(r, row, 7));
+	out->contested_age_ms = atoll(PQgetvalue(r, row, 8));
 }
 
-static void int_array(sbuf *b, const int32_t *v, size_t n)
+/* The topics and the partitions of keys, as two arrays. */
+static void tp_arrays(sbuf *tb, sbuf *pb, const tp_key *k, size_t n)
 {
-	sbuf_arr_begin(b);
-	for (size_t i = 0; i < n; i++)
-		sbuf_arr_int(b, v[i]);
-	sbuf_arr_end(b);
+	sbuf_arr_begin(tb);
+	sbuf_arr_begin(pb);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_text(tb, tp_topic(k[i]));
+		sbuf_arr_int(pb, tp_part(k[i]));
+	}
+	sbuf_arr_end(tb);
+	sbuf_arr_end(pb);
 }
 
 /* rows[i] for parts[i] from the rows of r (epoch 0 where r has none). */
-static void match_partition_rows(const PGresult *r, const int32_t *parts, size_t n,
+static void match_partition_rows(const PGresult *r, const tp_key *parts, size_t n,
                                  store_partition_row *rows)
 {
 	for (size_t i = 0; i < n; i++) {
 		memset(&rows[i], 0, sizeof rows[i]);
-		rows[i].partition = parts[i];
+		rows[i].tp = parts[i];
 		rows[i].heartbeat_age_ms = -1;
 		rows[i].contested_age_ms = -1;
 		for (int row = 0; row < PQntuples(r); row++)
-			if (atoi(PQgetvalue(r, row, 0)) == parts[i])
+			if (row_tp(r, row) == parts[i])
 				read_partition_row(r, row, &rows[i]);
 	}
 }
 
 store_rc store_take_partitions(store *st, const char *owner, const char *group,
-                               const int32_t *parts, size_t n, store_owned *own,
+                               const tp_key *parts, size_t n, store_owned *own,
                                int64_t *next_offset, store_partition_row *prev, char *err,
                                size_t errsz)
 {
-	/* rows in partition order, in both statements: two replicas taking
-	 * overlapping sets cannot deadlock */
+	/* rows in (topic, partition) order, in both statements: two replicas
+	 * taking overlapping sets cannot deadlock */
 	static const char *sql_prev =
 		"SELECT " PARTITION_COLUMNS " FROM txhub.partitions tp "
-		"WHERE tp.topic = $1 AND tp.partition = ANY($2::int[]) ORDER BY tp.partition "
-		"FOR UPDATE";
+		"JOIN unnest($1::text[], $2::int[]) AS o(t, p) ON tp.topic = o.t AND tp.partition = o.p "
+		"ORDER BY tp.topic, tp.partition FOR UPDATE OF tp";
 	static const char *sql_take =
 		"INSERT INTO txhub.partitions AS tp (topic, partition, epoch, owner, group_id, "
 		"heartbeat_at) "
-		"SELECT $1, o.p, o.m + 1, $2, $4, now() FROM unnest($3::int[], $5::bigint[]) AS o(p, m) "
-		"ORDER BY o.p "
+		"SELECT o.t, o.p, o.m + 1, $3, $4, now() "
+		"FROM unnest($1::text[], $2::int[], $5::bigint[]) AS o(t, p, m) ORDER BY o.t, o.p "
 		"ON CONFLICT (topic, partition) DO UPDATE SET "
 		"epoch = greatest(tp.epoch, EXCLUDED.epoch - 1) + 1, "
 		"owner = EXCLUDED.owner, group_id = EXCLUDED.group_id, taken_at = now(), "
 		"updated_at = now(), heartbeat_at = now(), released_at = NULL, contested_by = NULL, "
 		"contested_at = NULL "
-		"RETURNING partition, epoch, coalesce(next_offset, -1), fwd_origin";
+		"RETURNING topic, partition, epoch, coalesce(next_offset, -1), fwd_origin";
 	if (n == 0)
 		return STORE_OK;
-	sbuf pb = {0};
-	int_array(&pb, parts, n);
+	sbuf tb = {0}, pb = {0};
+	tp_arrays(&tb, &pb, parts, n);
 	PGresult *r = NULL;
 	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
 	if (rc != STORE_OK)
 		goto done;
-	const char *pp[2] = {st->topic, sbuf_str(&pb)};
+	const char *pp[2] = {sbuf_str(&tb), sbuf_str(&pb)};
 	r = exec_params(st, sql_prev, 2, pp, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
@@ -535,8 +552,8 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		sbuf_arr_int(&mb, k ? k->epoch : 0);
 	}
 	sbuf_arr_end(&mb);
-	const char *p[5] = {st->topic, owner, sbuf_str(&pb), group, sbuf_str(&mb)};
-	r = mb.oom ? NULL : exec_params(st, sql_take, 5, p, 0);
+	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), owner, group, sbuf_str(&mb)};
+	r = mb.oom || tb.oom || pb.oom ? NULL : exec_params(st, sql_take, 5, p, 0);
 	sbuf_free(&mb);
 	if (!r) {
 		snprintf(err, errsz, "out of memory");
@@ -548,17 +565,18 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++) {
-		own[i].partition = parts[i];
+		own[i].tp = parts[i];
 		own[i].epoch = 0;
 		next_offset[i] = -1;
 		for (int row = 0; row < PQntuples(r); row++) {
-			if (atoi(PQgetvalue(r, row, 0)) != parts[i])
+			if (row_tp(r, row) != parts[i])
 				continue;
-			own[i].epoch = atoll(PQgetvalue(r, row, 1));
-			next_offset[i] = atoll(PQgetvalue(r, row, 2));
+			own[i].epoch = atoll(PQgetvalue(r, row, 2));
+			next_offset[i] = atoll(PQgetvalue(r, row, 3));
 		}
 		if (own[i].epoch <= 0) {
-			snprintf(err, errsz, "taking partition %d returned no epoch", parts[i]);
+			snprintf(err, errsz, "taking partition %d of %s returned no epoch",
+			         tp_part(parts[i]), tp_topic(parts[i]));
 			rc = STORE_RETRY;
 			goto done;
 		}
@@ -567,34 +585,55 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 	/* remembered once it is so: a take that did not commit changes nothing */
 	for (size_t i = 0; rc == STORE_OK && i < n; i++)
 		for (int row = 0; row < PQntuples(r); row++)
-			if (atoi(PQgetvalue(r, row, 0)) == parts[i] &&
+			if (row_tp(r, row) == parts[i] &&
 			    rewind_taken(&st->known, parts[i], own[i].epoch, next_offset[i],
-			                 PQgetvalue(r, row, 3)) != 0)
-				log_warn("store: out of memory: partition %d is not watched for a "
-				         "database that loses its last transactions", parts[i]);
+			                 PQgetvalue(r, row, 4)) != 0)
+				log_warn("store: out of memory: partition %d of %s is not watched for a "
+				         "database that loses its last transactions", tp_part(parts[i]),
+				         tp_topic(parts[i]));
 done:
 	if (rc != STORE_OK)
 		rollback(st);
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	return rc;
 }
 
-static void owned_array(sbuf *b, const store_owned *own, size_t n);
+/* The topics, partitions and (when eb is not NULL) epochs of own, as
+ * arrays. */
+static void owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
+{
+	sbuf_arr_begin(tb);
+	sbuf_arr_begin(pb);
+	if (eb)
+		sbuf_arr_begin(eb);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_text(tb, tp_topic(own[i].tp));
+		sbuf_arr_int(pb, tp_part(own[i].tp));
+		if (eb)
+			sbuf_arr_int(eb, own[i].epoch);
+	}
+	sbuf_arr_end(tb);
+	sbuf_arr_end(pb);
+	if (eb)
+		sbuf_arr_end(eb);
+}
 
 store_rc store_check_history(store *st, const store_owned *own, size_t nown,
                              store_rewound **out, size_t *nout, char *err, size_t errsz)
 {
 	static const char *sql =
-		"SELECT partition, epoch, coalesce(next_offset, -1), fwd_origin "
-		"FROM txhub.partitions WHERE topic = $1 AND partition = ANY($2::int[])";
+		"SELECT tp.topic, tp.partition, tp.epoch, coalesce(tp.next_offset, -1), tp.fwd_origin "
+		"FROM txhub.partitions tp JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
+		"ON tp.topic = o.t AND tp.partition = o.p";
 	*out = NULL;
 	*nout = 0;
 	if (nown == 0)
 		return STORE_OK;
-	sbuf pb = {0};
-	owned_array(&pb, own, nown);
-	const char *p[2] = {st->topic, sbuf_str(&pb)};
+	sbuf tb = {0}, pb = {0};
+	owned_arrays(&tb, &pb, NULL, own, nown);
+	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
 	PGresult *r = exec_params(st, sql, 2, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -609,36 +648,38 @@ store_rc store_check_history(store *st, const store_owned *own, size_t nown,
 	for (size_t i = 0; i < nown; i++) {
 		rewind_row db = {.next_offset = -1};
 		for (int row = 0; row < PQntuples(r); row++) {
-			if (atoi(PQgetvalue(r, row, 0)) != own[i].partition)
+			if (row_tp(r, row) != own[i].tp)
 				continue;
 			db.present = 1;
-			db.epoch = atoll(PQgetvalue(r, row, 1));
-			db.next_offset = atoll(PQgetvalue(r, row, 2));
-			snprintf(db.origin, sizeof db.origin, "%s", PQgetvalue(r, row, 3));
+			db.epoch = atoll(PQgetvalue(r, row, 2));
+			db.next_offset = atoll(PQgetvalue(r, row, 3));
+			snprintf(db.origin, sizeof db.origin, "%s", PQgetvalue(r, row, 4));
 		}
-		const rewind_mark *m = rewind_find(&st->known, own[i].partition);
+		const rewind_mark *m = rewind_find(&st->known, own[i].tp);
 		rewind_verdict v = rewind_judge(m, own[i].epoch, &db);
 		if (v <= REWIND_FENCED)
 			continue;
-		(*out)[(*nout)++] = (store_rewound){own[i].partition, (int)v, own[i].epoch,
+		(*out)[(*nout)++] = (store_rewound){own[i].tp, (int)v, own[i].epoch,
 		                                    m->next_offset, db.epoch, db.next_offset};
 	}
 done:
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	return rc;
 }
 
-store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
+store_rc store_partition_rows(store *st, const tp_key *parts, size_t n,
                               store_partition_row *rows, char *err, size_t errsz)
 {
 	static const char *sql = "SELECT " PARTITION_COLUMNS " FROM txhub.partitions tp "
-	                         "WHERE tp.topic = $1 AND tp.partition = ANY($2::int[])";
+	                         "JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
+	                         "ON tp.topic = o.t AND tp.partition = o.p";
 	if (n == 0)
 		return STORE_OK;
-	sbuf pb = {0};
-	int_array(&pb, parts, n);
-	const char *p[2] = {st->topic, sbuf_str(&pb)};
+	sbuf tb = {0}, pb = {0};
+	tp_arrays(&tb, &pb, parts, n);
+	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
 	PGresult *r = exec_params(st, sql, 2, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -646,28 +687,16 @@ store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
 	else
 		match_partition_rows(r, parts, n, rows);
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	return rc;
 }
 
-/* $p and $e arrays: the partitions of own and their epochs. */
-static void owned_epoch_arrays(sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
-{
-	sbuf_arr_begin(pb);
-	sbuf_arr_begin(eb);
-	for (size_t i = 0; i < n; i++) {
-		sbuf_arr_int(pb, own[i].partition);
-		sbuf_arr_int(eb, own[i].epoch);
-	}
-	sbuf_arr_end(pb);
-	sbuf_arr_end(eb);
-}
-
-/* Run sql ($1 topic, $2 partitions, $3 epochs of own; returns
+/* Run sql ($1 topics, $2 partitions, $3 epochs of own; returns
  * PARTITION_COLUMNS of the rows it touched): *rows (caller frees) receives
  * them, *lost (caller frees) the owned partitions it did not touch. */
 static store_rc update_owned(store *st, const char *sql, const store_owned *own, size_t nown,
-                             store_partition_row **rows, size_t *nrows, int32_t **lost,
+                             store_partition_row **rows, size_t *nrows, tp_key **lost,
                              size_t *nlost, char *err, size_t errsz)
 {
 	*rows = NULL;
@@ -676,9 +705,9 @@ static store_rc update_owned(store *st, const char *sql, const store_owned *own,
 	*nlost = 0;
 	if (nown == 0)
 		return STORE_OK;
-	sbuf pb = {0}, eb = {0};
-	owned_epoch_arrays(&pb, &eb, own, nown);
-	const char *p[3] = {st->topic, sbuf_str(&pb), sbuf_str(&eb)};
+	sbuf tb = {0}, pb = {0}, eb = {0};
+	owned_arrays(&tb, &pb, &eb, own, nown);
+	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb)};
 	PGresult *r = exec_params(st, sql, 3, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -697,12 +726,13 @@ static store_rc update_owned(store *st, const char *sql, const store_owned *own,
 	for (size_t i = 0; i < nown; i++) {
 		int found = 0;
 		for (size_t k = 0; k < *nrows && !found; k++)
-			found = (*rows)[k].partition == own[i].partition;
+			found = (*rows)[k].tp == own[i].tp;
 		if (!found)
-			(*lost)[(*nlost)++] = own[i].partition;
+			(*lost)[(*nlost)++] = own[i].tp;
 	}
 done:
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&eb);
 	return rc;
@@ -710,12 +740,12 @@ done:
 
 #define SQL_UPDATE_OWNED(set)                                                     \
 	"UPDATE txhub.partitions AS tp SET " set " "                                 \
-	"FROM unnest($2::int[], $3::bigint[]) AS o(p, e) "                            \
-	"WHERE tp.topic = $1 AND tp.partition = o.p AND tp.epoch = o.e "              \
+	"FROM unnest($1::text[], $2::int[], $3::bigint[]) AS o(t, p, e) "             \
+	"WHERE tp.topic = o.t AND tp.partition = o.p AND tp.epoch = o.e "             \
 	"RETURNING " PARTITION_COLUMNS
 
 store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
-                         store_partition_row **rows, size_t *nrows, int32_t **lost,
+                         store_partition_row **rows, size_t *nrows, tp_key **lost,
                          size_t *nlost, char *err, size_t errsz)
 {
 	return update_owned(st, SQL_UPDATE_OWNED("heartbeat_at = now()"), own, nown, rows, nrows,
@@ -726,7 +756,7 @@ store_rc store_release_partitions(store *st, const store_owned *own, size_t nown
                                   size_t errsz)
 {
 	store_partition_row *rows;
-	int32_t *lost;
+	tp_key *lost;
 	size_t nrows, nlost;
 	store_rc rc = update_owned(st, SQL_UPDATE_OWNED("released_at = now()"), own, nown, &rows,
 	                           &nrows, &lost, &nlost, err, errsz);
@@ -740,23 +770,24 @@ store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
 {
 	static const char *sql =
 		"UPDATE txhub.partitions AS tp SET contested_by = $4, contested_at = now() "
-		"FROM unnest($2::int[], $3::bigint[]) AS o(p, e) "
-		"WHERE tp.topic = $1 AND tp.partition = o.p AND tp.epoch = o.e";
+		"FROM unnest($1::text[], $2::int[], $3::bigint[]) AS o(t, p, e) "
+		"WHERE tp.topic = o.t AND tp.partition = o.p AND tp.epoch = o.e";
 	if (n == 0)
 		return STORE_OK;
-	sbuf pb = {0}, eb = {0};
-	owned_epoch_arrays(&pb, &eb, held, n);
-	const char *p[4] = {st->topic, sbuf_str(&pb), sbuf_str(&eb), group};
+	sbuf tb = {0}, pb = {0}, eb = {0};
+	owned_arrays(&tb, &pb, &eb, held, n);
+	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb), group};
 	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&eb);
 	return rc;
 }
 
-static int64_t epoch_of(const store_owned *own, size_t nown, int32_t partition)
+static int64_t epoch_of(const store_owned *own, size_t nown, tp_key tp)
 {
 	for (size_t i = 0; i < nown; i++)
-		if (own[i].partition == partition)
+		if (own[i].tp == tp)
 			return own[i].epoch;
 	return 0;
 }
@@ -776,11 +807,11 @@ typedef enum {
 } owned_lock;
 
 /* In the open transaction, lock the ownership rows of own[0..nown) in
- * partition order (see owned_lock) and return in *kept (allocated, caller
- * frees, also on failure) those still at their epoch. A new owner's take
- * waits for the exclusive and shared locks, and a write that comes after
- * the take sees the new epoch: so such a write either lands before the
- * hand-over, where the new owner sees it, or not at all. */
+ * (topic, partition) order (see owned_lock) and return in *kept
+ * (allocated, caller frees, also on failure) those still at their epoch.
+ * A new owner's take waits for the exclusive and shared locks, and a write
+ * that comes after the take sees the new epoch: so such a write either
+ * lands before the hand-over, where the new owner sees it, or not at all. */
 /* A locked partition row: its next forward sequence, what rewind_judge()
  * compares, and what its last progress marker said was forwarded
  * (migration 0006). */
@@ -793,9 +824,9 @@ typedef struct {
 	size_t ndead;
 } owned_row;
 
-static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
-                               size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
-                               owned_row *rows, char *err, size_t errsz);
+static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
+                               store_owned **kept, size_t *nkept, owned_row *rows, char *err,
+                               size_t errsz);
 
 /* The sequences of txhub.partitions.fwd_dead as array_to_string() wrote
  * them ("1048576,3145728"), at most max into out; returns how many. */
@@ -813,25 +844,26 @@ static size_t seq_list(const char *s, int64_t *out, size_t max)
 	return n;
 }
 
-static store_rc lock_owned(store *st, const char *topic, const store_owned *own, size_t nown,
-                           owned_lock mode, store_owned **kept, size_t *nkept, char *err,
-                           size_t errsz)
+static store_rc lock_owned(store *st, const store_owned *own, size_t nown, owned_lock mode,
+                           store_owned **kept, size_t *nkept, char *err, size_t errsz)
 {
-	return lock_owned_seq(st, topic, own, nown, mode, kept, nkept, NULL, err, errsz);
+	return lock_owned_seq(st, own, nown, mode, kept, nkept, NULL, err, errsz);
 }
 
 /* lock_owned(), and rows[i] (when not NULL, nown long) the row of
  * (*kept)[i]'s partition as locked. */
-static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *own,
-                               size_t nown, owned_lock mode, store_owned **kept, size_t *nkept,
-                               owned_row *rows, char *err, size_t errsz)
+static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
+                               store_owned **kept, size_t *nkept, owned_row *rows, char *err,
+                               size_t errsz)
 {
 #define SQL_OWNED_ROWS                                                             \
-	"SELECT tp.partition, tp.epoch, tp.next_fwd_seq, coalesce(tp.next_offset, -1), " \
-	"tp.fwd_origin, coalesce(tp.fwd_sent_upto, -1), coalesce(tp.fwd_unsure_from, -1), " \
-	"coalesce(array_to_string(tp.fwd_dead, ','), '') FROM txhub.partitions tp "    \
-	"JOIN unnest($2::int[], $3::bigint[]) AS o(p, e) ON tp.partition = o.p "       \
-	"AND tp.epoch = o.e WHERE tp.topic = $1 ORDER BY tp.partition "
+	"SELECT tp.topic, tp.partition, tp.epoch, tp.next_fwd_seq, "                     \
+	"coalesce(tp.next_offset, -1), tp.fwd_origin, coalesce(tp.fwd_sent_upto, -1), "  \
+	"coalesce(tp.fwd_unsure_from, -1), coalesce(array_to_string(tp.fwd_dead, ','), '') " \
+	"FROM txhub.partitions tp "                                                     \
+	"JOIN unnest($1::text[], $2::int[], $3::bigint[]) AS o(t, p, e) "              \
+	"ON tp.topic = o.t AND tp.partition = o.p AND tp.epoch = o.e "                 \
+	"ORDER BY tp.topic, tp.partition "
 	static const char *sql[] = {SQL_OWNED_ROWS "FOR NO KEY UPDATE OF tp",
 	                            SQL_OWNED_ROWS "FOR SHARE OF tp",
 	                            SQL_OWNED_ROWS "FOR KEY SHARE OF tp"};
@@ -843,32 +875,33 @@ static store_rc lock_owned_seq(store *st, const char *topic, const store_owned *
 	}
 	if (nown == 0)
 		return STORE_OK;
-	sbuf pb = {0}, eb = {0};
-	owned_epoch_arrays(&pb, &eb, own, nown);
-	const char *p[3] = {topic, sbuf_str(&pb), sbuf_str(&eb)};
+	sbuf tb = {0}, pb = {0}, eb = {0};
+	owned_arrays(&tb, &pb, &eb, own, nown);
+	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb)};
 	store_rc rc = STORE_OK;
 	PGresult *r = exec_params(st, sql[mode], 3, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);
 	} else {
 		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
-			(*kept)[*nkept].partition = (int32_t)atoi(PQgetvalue(r, row, 0));
-			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 1));
+			(*kept)[*nkept].tp = row_tp(r, row);
+			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 2));
 			if (rows) {
 				owned_row *o = &rows[*nkept];
-				o->next_seq = atoll(PQgetvalue(r, row, 2));
+				o->next_seq = atoll(PQgetvalue(r, row, 3));
 				o->db.present = 1;
 				o->db.epoch = (*kept)[*nkept].epoch;
-				o->db.next_offset = atoll(PQgetvalue(r, row, 3));
-				snprintf(o->db.origin, sizeof o->db.origin, "%s", PQgetvalue(r, row, 4));
-				o->sent_upto = atoll(PQgetvalue(r, row, 5));
-				o->unsure_from = atoll(PQgetvalue(r, row, 6));
-				o->ndead = seq_list(PQgetvalue(r, row, 7), o->dead, STORE_MARKER_DEAD_MAX);
+				o->db.next_offset = atoll(PQgetvalue(r, row, 4));
+				snprintf(o->db.origin, sizeof o->db.origin, "%s", PQgetvalue(r, row, 5));
+				o->sent_upto = atoll(PQgetvalue(r, row, 6));
+				o->unsure_from = atoll(PQgetvalue(r, row, 7));
+				o->ndead = seq_list(PQgetvalue(r, row, 8), o->dead, STORE_MARKER_DEAD_MAX);
 			}
 			(*nkept)++;
 		}
 	}
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&eb);
 	return rc;
@@ -881,7 +914,7 @@ static store_rc begin_locked(store *st, owned_lock mode, const store_owned *own,
 	*kept = NULL;
 	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
 	if (rc == STORE_OK)
-		rc = lock_owned(st, st->topic, own, nown, mode, kept, nkept, err, errsz);
+		rc = lock_owned(st, own, nown, mode, kept, nkept, err, errsz);
 	if (rc != STORE_OK)
 		rollback(st);
 	return rc;
@@ -894,34 +927,28 @@ static store_rc begin_owned(store *st, const store_owned *own, size_t nown, stor
 	return begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
 }
 
-static void owned_array(sbuf *b, const store_owned *own, size_t n)
-{
-	sbuf_arr_begin(b);
-	for (size_t i = 0; i < n; i++)
-		sbuf_arr_int(b, own[i].partition);
-	sbuf_arr_end(b);
-}
-
 /* In one transaction: lock the owned partitions (shared), run sql with $1
- * the array of those still ours and $2.. the extra parameters, and commit.
- * On STORE_OK *res holds sql's rows (caller clears) and *nkept how many
- * partitions were still ours. fmt: 0 text results, 1 binary. */
+ * and $2 the topics and partitions of those still ours and $3.. the extra
+ * parameters, and commit. On STORE_OK *res holds sql's rows (caller
+ * clears) and *nkept how many partitions were still ours. fmt: 0 text
+ * results, 1 binary. */
 static store_rc run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
                           const char *const *extra, int nextra, int fmt, PGresult **res,
                           size_t *nkept, char *err, size_t errsz)
 {
 	store_owned *kept = NULL;
-	sbuf pb = {0};
+	sbuf tb = {0}, pb = {0};
 	const char *p[8];
 	*res = NULL;
 	store_rc rc = begin_owned(st, own, nown, &kept, nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
-	owned_array(&pb, kept, *nkept);
-	p[0] = sbuf_str(&pb);
-	for (int i = 0; i < nextra && i < 7; i++)
-		p[i + 1] = extra[i];
-	*res = exec_params(st, sql, nextra + 1, p, fmt);
+	owned_arrays(&tb, &pb, NULL, kept, *nkept);
+	p[0] = sbuf_str(&tb);
+	p[1] = sbuf_str(&pb);
+	for (int i = 0; i < nextra && i < 6; i++)
+		p[i + 2] = extra[i];
+	*res = exec_params(st, sql, nextra + 2, p, fmt);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, *res, err, errsz);
 	else
@@ -932,11 +959,11 @@ static store_rc run_owned(store *st, const store_owned *own, size_t nown, const 
 		*res = NULL;
 	}
 done:
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	free(kept);
 	return rc;
 }
-
 /* The batch's partitions with their epochs (from own) and next offsets. */
 typedef struct {
 	store_owned *own; /* epoch 0: not in own */
@@ -957,11 +984,11 @@ static int batch_parts_of(const store_record *recs, size_t n, const store_owned 
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		size_t j;
-		for (j = 0; j < bp->n && bp->own[j].partition != recs[i].partition; j++)
+		for (j = 0; j < bp->n && bp->own[j].tp != recs[i].tp; j++)
 			;
 		if (j == bp->n) {
-			bp->own[j].partition = recs[i].partition;
-			bp->own[j].epoch = epoch_of(own, nown, recs[i].partition);
+			bp->own[j].tp = recs[i].tp;
+			bp->own[j].epoch = epoch_of(own, nown, recs[i].tp);
 			bp->next[j] = 0;
 			bp->n++;
 		}
@@ -983,13 +1010,13 @@ static void batch_parts_free(batch_parts *bp)
  * STORE_FENCED with *lost set when some are not, STORE_REWOUND with *lost
  * set when the database is behind what this store wrote for some (it lost
  * its last transactions: rewind.h). */
-static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32_t **lost,
-                            size_t *nlost, char *err, size_t errsz)
+static store_rc fence_batch(store *st, batch_parts *bp, tp_key **lost, size_t *nlost,
+                            char *err, size_t errsz)
 {
 	store_owned *kept = NULL;
 	size_t nkept = 0, nl = 0;
 	owned_row *rows = calloc(bp->n ? bp->n : 1, sizeof *rows);
-	int32_t *l = calloc(bp->n ? bp->n : 1, sizeof *l);
+	tp_key *l = calloc(bp->n ? bp->n : 1, sizeof *l);
 	store_rc rc = STORE_RETRY;
 	free(bp->rows);
 	bp->rows = calloc(bp->n ? bp->n : 1, sizeof *bp->rows);
@@ -997,17 +1024,16 @@ static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32
 		snprintf(err, errsz, "out of memory");
 		goto done;
 	}
-	rc = lock_owned_seq(st, topic, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, rows, err,
-	                    errsz);
+	rc = lock_owned_seq(st, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, rows, err, errsz);
 	for (size_t i = 0; rc == STORE_OK && i < bp->n; i++) {
 		for (size_t k = 0; k < nkept; k++) {
-			if (kept[k].partition != bp->own[i].partition)
+			if (kept[k].tp != bp->own[i].tp)
 				continue;
 			bp->seq[i] = rows[k].next_seq;
 			bp->rows[i] = rows[k];
-			const rewind_mark *m = rewind_find(&st->known, kept[k].partition);
+			const rewind_mark *m = rewind_find(&st->known, kept[k].tp);
 			if (rewind_judge(m, kept[k].epoch, &rows[k].db) > REWIND_FENCED)
-				l[nl++] = kept[k].partition;
+				l[nl++] = kept[k].tp;
 		}
 	}
 	if (rc == STORE_OK && nl > 0) {
@@ -1016,9 +1042,9 @@ static store_rc fence_batch(store *st, const char *topic, batch_parts *bp, int32
 		rc = STORE_REWOUND;
 	} else if (rc == STORE_OK && nkept < bp->n) {
 		for (size_t i = 0; i < bp->n; i++)
-			if (epoch_of(kept, nkept, bp->own[i].partition) != bp->own[i].epoch ||
+			if (epoch_of(kept, nkept, bp->own[i].tp) != bp->own[i].epoch ||
 			    bp->own[i].epoch == 0)
-				l[nl++] = bp->own[i].partition;
+				l[nl++] = bp->own[i].tp;
 		snprintf(err, errsz, "%zu partition(s) of the batch are owned by another replica "
 		                     "now", nl);
 		rc = STORE_FENCED;
@@ -1035,29 +1061,27 @@ done:
 	return rc;
 }
 
-static store_rc store_offsets(store *st, const char *topic, const batch_parts *bp, char *err,
-                              size_t errsz)
+static store_rc store_offsets(store *st, const batch_parts *bp, char *err, size_t errsz)
 {
 	/* never backwards: records before next_offset are already applied */
 	static const char *sql =
 		"UPDATE txhub.partitions AS tp SET next_offset = greatest(tp.next_offset, o.n), "
 		"next_fwd_seq = greatest(tp.next_fwd_seq, o.q), updated_at = now() "
-		"FROM unnest($2::int[], $3::bigint[], $4::bigint[]) AS o(p, n, q) "
-		"WHERE tp.topic = $1 AND tp.partition = o.p";
-	sbuf pb = {0}, nb = {0}, qb = {0};
-	sbuf_arr_begin(&pb);
+		"FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) AS o(t, p, n, q) "
+		"WHERE tp.topic = o.t AND tp.partition = o.p";
+	sbuf tb = {0}, pb = {0}, nb = {0}, qb = {0};
+	owned_arrays(&tb, &pb, NULL, bp->own, bp->n);
 	sbuf_arr_begin(&nb);
 	sbuf_arr_begin(&qb);
 	for (size_t i = 0; i < bp->n; i++) {
-		sbuf_arr_int(&pb, bp->own[i].partition);
 		sbuf_arr_int(&nb, bp->next[i]);
 		sbuf_arr_int(&qb, bp->seq[i]);
 	}
-	sbuf_arr_end(&pb);
 	sbuf_arr_end(&nb);
 	sbuf_arr_end(&qb);
-	const char *p[4] = {topic, sbuf_str(&pb), sbuf_str(&nb), sbuf_str(&qb)};
+	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&nb), sbuf_str(&qb)};
 	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&nb);
 	sbuf_free(&qb);
@@ -1182,7 +1206,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[17];
+	const char *p[18];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
@@ -1192,6 +1216,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 		p[n++] = sbuf_str(&w[W_TP]);
 	p[n++] = sbuf_str(&w[W_SQ]);
 	p[n++] = sbuf_str(&w[W_SN]);
+	p[n++] = sbuf_str(&w[W_ST]);
 	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
@@ -1219,6 +1244,7 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_text(&w[W_CU], pe ? pe->checkback_url : NULL);
 	sbuf_arr_int(&w[W_FA], pe && pe->first_after_ms >= 0 ? pe->first_after_ms
 	                                                     : default_first_after);
+	sbuf_arr_text(&w[W_ST], k->src_topic);
 	sbuf_arr_int(&w[W_SP], k->src_partition);
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
@@ -1281,10 +1307,10 @@ static void met_text(rules_state met, char *buf, size_t sz)
 }
 
 /* Log the fold's conflicts and keep them in txhub.conflicts. */
-static store_rc write_conflicts(store *st, const char *topic, const fold *f,
+static store_rc write_conflicts(store *st, const fold *f,
                                 const store_record *recs, char *err, size_t errsz)
 {
-	enum { C_B, C_K, C_A, C_M, C_D, C_P, C_O, C_NCOLS };
+	enum { C_B, C_K, C_A, C_M, C_D, C_T, C_P, C_O, C_NCOLS };
 	sbuf cw[C_NCOLS] = {{0}};
 	if (f->nconflicts == 0)
 		return STORE_OK;
@@ -1300,9 +1326,10 @@ static store_rc write_conflicts(store *st, const char *topic, const fold *f,
 		sbuf_arr_text(&cw[C_A], rules_step_name(fc->step));
 		sbuf_arr_text(&cw[C_M], met);
 		sbuf_arr_text(&cw[C_D], fc->detail);
+		sbuf_arr_text(&cw[C_T], rec->src_topic);
 		sbuf_arr_int(&cw[C_P], rec->partition);
 		sbuf_arr_int(&cw[C_O], rec->offset);
-		log_about about = {rec->env.biz_id, rec->env.message_key, rec->partition};
+		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp};
 		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)",
 		              rules_step_name(fc->step), met, (long long)rec->offset);
 	}
@@ -1311,7 +1338,7 @@ static store_rc write_conflicts(store *st, const char *topic, const fold *f,
 	store_rc rc = arrays_ok(cw, C_NCOLS, err, errsz);
 	if (rc == STORE_OK) {
 		const char *p[8] = {sbuf_str(&cw[C_B]), sbuf_str(&cw[C_K]), sbuf_str(&cw[C_A]),
-		                    sbuf_str(&cw[C_M]), sbuf_str(&cw[C_D]), topic,
+		                    sbuf_str(&cw[C_M]), sbuf_str(&cw[C_D]), sbuf_str(&cw[C_T]),
 		                    sbuf_str(&cw[C_P]), sbuf_str(&cw[C_O])};
 		rc = exec_command(st, SQL_CONFLICTS, 8, p, err, errsz);
 	}
@@ -1321,10 +1348,10 @@ static store_rc write_conflicts(store *st, const char *topic, const fold *f,
 }
 
 /* Keep the batch's invalid records in txhub.rejected (CONTRACT §2). */
-static store_rc write_rejected(store *st, const char *topic, const store_record *recs,
-                               size_t n, char *err, size_t errsz)
+static store_rc write_rejected(store *st, const store_record *recs, size_t n, char *err,
+                               size_t errsz)
 {
-	enum { R_P, R_O, R_K, R_V, R_R, R_NCOLS };
+	enum { R_T, R_P, R_O, R_K, R_V, R_R, R_NCOLS };
 	sbuf rw[R_NCOLS] = {{0}};
 	size_t nrej = 0;
 	for (int c = 0; c < R_NCOLS; c++)
@@ -1332,6 +1359,7 @@ static store_rc write_rejected(store *st, const char *topic, const store_record 
 	for (size_t i = 0; i < n; i++) {
 		if (recs[i].valid)
 			continue;
+		sbuf_arr_text(&rw[R_T], recs[i].src_topic);
 		sbuf_arr_int(&rw[R_P], recs[i].partition);
 		sbuf_arr_int(&rw[R_O], recs[i].offset);
 		sbuf_arr_hex(&rw[R_K], recs[i].key, recs[i].key_len);
@@ -1343,8 +1371,8 @@ static store_rc write_rejected(store *st, const char *topic, const store_record 
 		sbuf_arr_end(&rw[c]);
 	store_rc rc = arrays_ok(rw, R_NCOLS, err, errsz);
 	if (rc == STORE_OK && nrej > 0) {
-		const char *p[6] = {topic, sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]), sbuf_str(&rw[R_K]),
-		                    sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R])};
+		const char *p[6] = {sbuf_str(&rw[R_T]), sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]),
+		                    sbuf_str(&rw[R_K]), sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R])};
 		rc = exec_command(st, SQL_REJECTED, 6, p, err, errsz);
 	}
 	for (int c = 0; c < R_NCOLS; c++)
@@ -1386,7 +1414,7 @@ static int64_t *assign_seqs(const fold *f, batch_parts *bp, unsigned char *sent,
 			continue;
 		seq[i] = STORE_OFFSET_SEQ(k->src_offset);
 		for (size_t j = 0; j < bp->n; j++) {
-			if (bp->own[j].partition != k->src_partition)
+			if (bp->own[j].tp != k->src_tp)
 				continue;
 			if (seq[i] + 1 > bp->seq[j])
 				bp->seq[j] = seq[i] + 1;
@@ -1400,9 +1428,9 @@ static int64_t *assign_seqs(const fold *f, batch_parts *bp, unsigned char *sent,
 	return seq;
 }
 
-store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
-                     const store_owned *own, size_t nown, store_forward_list *out,
-                     store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz)
+store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned *own,
+                     size_t nown, store_forward_list *out, store_stats *stats, tp_key **lost,
+                     size_t *nlost, char *err, size_t errsz)
 {
 	batch_parts bp = {0};
 	fold f = {0};
@@ -1423,7 +1451,7 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 	/* the ownership rows first, then the messages in key order: every
 	 * transaction locks in the same order */
 	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK ||
-	    (rc = fence_batch(st, topic, &bp, lost, nlost, err, errsz)) != STORE_OK ||
+	    (rc = fence_batch(st, &bp, lost, nlost, err, errsz)) != STORE_OK ||
 	    (rc = read_current(st, &f, err, errsz)) != STORE_OK ||
 	    (rc = read_first_prepares(st, &f, &first, err, errsz)) != STORE_OK)
 		goto done;
@@ -1438,13 +1466,13 @@ store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
 		goto done;
 	}
 	if ((rc = write_messages(st, &f, seq, sent, recs, &ins, &upd, err, errsz)) != STORE_OK ||
-	    (rc = write_conflicts(st, topic, &f, recs, err, errsz)) != STORE_OK ||
-	    (rc = write_rejected(st, topic, recs, n, err, errsz)) != STORE_OK ||
-	    (rc = store_offsets(st, topic, &bp, err, errsz)) != STORE_OK ||
+	    (rc = write_conflicts(st, &f, recs, err, errsz)) != STORE_OK ||
+	    (rc = write_rejected(st, recs, n, err, errsz)) != STORE_OK ||
+	    (rc = store_offsets(st, &bp, err, errsz)) != STORE_OK ||
 	    (rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
 	for (size_t i = 0; i < bp.n; i++)
-		rewind_advance(&st->known, bp.own[i].partition, bp.next[i]);
+		rewind_advance(&st->known, bp.own[i].tp, bp.next[i]);
 
 	if ((ins && collect_forwards(ins, 1, 0, out) != 0) ||
 	    (upd && collect_forwards(upd, 1, 0, out) != 0)) {
@@ -1471,14 +1499,22 @@ done:
 
 /* ---- forwards ---- */
 
+/* A message row (alias prefix m: "" or "m.") of the partitions given as
+ * topics t and partitions p (array parameters): the partition numbers
+ * first, which the partial indexes on src_partition serve, then the
+ * pairs. */
+#define OF_PARTS(m, t, p)                                                        \
+	m "src_partition = ANY(" p "::int[]) AND (" m "src_topic, " m "src_partition) IN " \
+	"(SELECT * FROM unnest(" t "::text[], " p "::int[]))"
+
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
-		"UPDATE txhub.messages AS m SET next_send_at = now() + $3::bigint * interval "
+		"UPDATE txhub.messages AS m SET next_send_at = now() + $4::bigint * interval "
 		"'1 millisecond' FROM (SELECT biz_id, message_key FROM txhub.messages "
-		"WHERE send_status = 'pending' AND src_partition = ANY($1::int[]) "
-		"AND next_send_at <= now() ORDER BY src_partition, next_send_at LIMIT $2 "
+		"WHERE send_status = 'pending' AND " OF_PARTS("", "$1", "$2") " "
+		"AND next_send_at <= now() ORDER BY src_partition, next_send_at LIMIT $3 "
 		"FOR UPDATE SKIP LOCKED) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING " FORWARD_COLUMNS;
@@ -1510,25 +1546,26 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 	 * producer, and releasing it would send it twice */
 	static const char *sql =
 		"UPDATE txhub.messages AS m SET next_send_at = now() FROM txhub.partitions p "
-		"WHERE p.topic = $2 AND p.partition = m.src_partition "
-		"AND m.send_status = 'pending' AND m.src_partition = ANY($1::int[]) "
+		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
+		"AND m.send_status = 'pending' AND " OF_PARTS("m.", "$1", "$2") " "
 		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
 	size_t nkept = 0;
-	sbuf pb = {0};
+	sbuf tb = {0}, pb = {0};
 	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
-	owned_array(&pb, kept, nkept);
-	const char *p[2] = {sbuf_str(&pb), st->topic};
+	owned_arrays(&tb, &pb, NULL, kept, nkept);
+	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
 	rc = exec_command(st, sql, 2, p, err, errsz);
 	if (rc == STORE_OK)
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
 		rollback(st);
 done:
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	free(kept);
 	return rc;
@@ -1551,7 +1588,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
-		"AND m.src_partition = ANY($3::int[])";
+		"AND " OF_PARTS("m.", "$3", "$4");
 	static const char *sql_failed =
 		"UPDATE txhub.messages AS m SET send_attempts = m.send_attempts + 1, "
 		"last_error = x.e, updated_at = now(), "
@@ -1563,7 +1600,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"AS y(b, k, e, ms) JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
-		"AND m.src_partition = ANY($6::int[]) "
+		"AND " OF_PARTS("m.", "$8", "$6") " "
 		"RETURNING m.send_status = 'failed' AS gave_up, " FORWARD_COLUMNS ", x.e AS error";
 	/* each failed attempt and each send_failed alert go to the history in
 	 * the same statement; the rows come back as above (error last) */
@@ -1579,8 +1616,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
-		"AND m.src_partition = ANY($3::int[])";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kb = {0};
+		"AND " OF_PARTS("m.", "$3", "$4");
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kt = {0}, kb = {0};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1590,7 +1627,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		goto done;
 	/* a row counts for the partition it belongs to now, not the one the
 	 * report remembers */
-	owned_array(&kb, kept, nkept);
+	owned_arrays(&kt, &kb, NULL, kept, nkept);
 	char maxs[16];
 	snprintf(maxs, sizeof maxs, "%d", max_attempts);
 	for (int i = 0; i < 2; i++)
@@ -1600,7 +1637,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	for (int i = 0; i < 2; i++)
 		sbuf_arr_begin(&rq[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (epoch_of(kept, nkept, d[i].partition) == 0) {
+		if (epoch_of(kept, nkept, d[i].tp) == 0) {
 			dropped++; /* the partition's new owner sends it again */
 			continue;
 		}
@@ -1630,8 +1667,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
 		         "replica now", dropped);
 	if (nok > 0) {
-		const char *p[3] = {sbuf_str(&ok[0]), sbuf_str(&ok[1]), sbuf_str(&kb)};
-		r = exec_params(st, sql_sent, 3, p, 0);
+		const char *p[4] = {sbuf_str(&ok[0]), sbuf_str(&ok[1]), sbuf_str(&kt), sbuf_str(&kb)};
+		r = exec_params(st, sql_sent, 4, p, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1640,16 +1677,17 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		r = NULL;
 	}
 	if (nrq > 0) {
-		const char *p[3] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kb)};
-		if ((rc = exec_command(st, sql_requeue, 3, p, err, errsz)) != STORE_OK)
+		const char *p[4] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb)};
+		if ((rc = exec_command(st, sql_requeue, 4, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
 	if (nbad > 0) {
-		const char *p[7] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
-		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), resequence ? "t" : "f"};
+		const char *p[8] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
+		                    sbuf_str(&bad[3]), maxs,     sbuf_str(&kb),
+		                    resequence ? "t" : "f", sbuf_str(&kt)};
 		char sql[4096];
 		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
-		r = exec_params(st, sql, 7, p, 1);
+		r = exec_params(st, sql, 8, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto done;
@@ -1669,6 +1707,7 @@ done:
 		sbuf_free(&bad[i]);
 	for (int i = 0; i < 2; i++)
 		sbuf_free(&rq[i]);
+	sbuf_free(&kt);
 	sbuf_free(&kb);
 	free(kept);
 	return rc;
@@ -1698,45 +1737,48 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	 * (fwd_lost_oob, migration 0008) may have gone out there: counted in
 	 * *again. */
 	static const char *sql =
-		"WITH b AS (SELECT tp.partition, greatest(tp.next_fwd_seq, "
+		"WITH b AS (SELECT tp.topic, tp.partition, greatest(tp.next_fwd_seq, "
 		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
 		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim, tp.fwd_lost_oob >> $4::int AS lost "
-		"FROM txhub.partitions tp WHERE tp.topic = $3 AND tp.partition = ANY($1::int[]) "
-		"AND tp.fwd_recovered_epoch = tp.epoch), "
-		"l AS (SELECT m.biz_id, m.message_key, m.src_partition, m.src_offset, m.updated_at "
-		"FROM txhub.messages m WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"FROM txhub.partitions tp JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
+		"ON tp.topic = o.t AND tp.partition = o.p WHERE tp.fwd_recovered_epoch = tp.epoch), "
+		"l AS (SELECT m.biz_id, m.message_key, m.src_topic, m.src_partition, m.src_offset, "
+		"m.updated_at FROM txhub.messages m WHERE m.send_status = 'pending' "
+		"AND m.fwd_seq IS NULL "
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
+		"AND (m.src_topic, m.src_partition) IN (SELECT topic, partition FROM b WHERE base < lim) "
 		"AND m.next_send_at <= now() "
-		"ORDER BY m.src_partition, m.updated_at LIMIT $2 FOR UPDATE SKIP LOCKED), "
-		"n AS (SELECT l.biz_id, l.message_key, l.src_partition, b.lim, "
+		"ORDER BY m.src_topic, m.src_partition, m.updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), "
+		"n AS (SELECT l.biz_id, l.message_key, l.src_topic, l.src_partition, b.lim, "
 		"coalesce(l.src_offset < b.lost, false) AS again, b.base - 1 + "
-		"row_number() OVER (PARTITION BY l.src_partition "
+		"row_number() OVER (PARTITION BY l.src_topic, l.src_partition "
 		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
-		"FROM l JOIN b ON b.partition = l.src_partition), "
+		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
 		"u AS (UPDATE txhub.messages AS m SET fwd_seq = k.sq FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
 		"RETURNING k.again, " FORWARD_COLUMNS "), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
-		"FROM (SELECT src_partition, max(sq) AS top FROM k GROUP BY src_partition) x "
-		"WHERE tp.topic = $3 AND tp.partition = x.src_partition) "
+		"FROM (SELECT src_topic, src_partition, max(sq) AS top FROM k "
+		"GROUP BY src_topic, src_partition) x "
+		"WHERE tp.topic = x.src_topic AND tp.partition = x.src_partition) "
 		"SELECT * FROM u";
 	*again = 0;
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
 	size_t nkept = 0;
-	sbuf pb = {0};
+	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
 	store_rc rc = begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", limit);
-	owned_array(&pb, kept, nkept);
+	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[4] = {sbuf_str(&pb), lim, st->topic, shift};
+	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift};
 	r = exec_params(st, sql, 4, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
@@ -1754,6 +1796,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	}
 done:
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	free(kept);
 	return rc;
@@ -1777,15 +1820,15 @@ done:
  * (store_sequence_forwards counts them). $1 partition, $2 seq, $3 dead,
  * $4 unsure_from, $5
  * topic, $6 oob, $7 the lane's epoch, $8 STORE_SEQ_SHIFT. */
-static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
+static store_rc recover_v2(store *st, const char *topic, const char *part, int64_t own_epoch,
                            const store_marker *m, int64_t *marked, char *err, size_t errsz)
 {
 #define BEHIND "(SELECT tp.next_fwd_seq <= $2::bigint FROM txhub.partitions tp " \
                "WHERE tp.topic = $5 AND tp.partition = $1::int)"
 	static const char *sql_mark =
 		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
-		"WHERE src_partition = $1::int AND send_status = 'pending' AND fwd_seq <= $2::bigint "
-		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
+		"WHERE src_partition = $1::int AND src_topic = $5 AND send_status = 'pending' "
+		"AND fwd_seq <= $2::bigint AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
 		"AND (NOT " BEHIND " OR fwd_seq = (src_offset + 1) << $6::int)";
 	static const char *sql_note =
 		"UPDATE txhub.partitions tp SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
@@ -1810,7 +1853,7 @@ static store_rc recover_v2(store *st, const char *part, int64_t own_epoch,
 	snprintf(epoch, sizeof epoch, "%lld", (long long)own_epoch);
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
 	const char *p[8] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
-	                    st->topic, m->oob > 0 ? oob : NULL, epoch, shift};
+	                    topic, m->oob > 0 ? oob : NULL, epoch, shift};
 	store_rc rc = db.oom ? STORE_RETRY : STORE_OK;
 	if (rc != STORE_OK)
 		snprintf(err, errsz, "out of memory");
@@ -1835,12 +1878,13 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 		"SELECT fwd_origin FROM txhub.partitions WHERE topic = $1 AND partition = $2";
 	static const char *sql_mark =
 		"UPDATE txhub.messages SET send_status = 'sent', last_error = NULL, updated_at = now() "
-		"WHERE src_partition = $1 AND send_status = 'pending' AND fwd_seq <= $2 "
+		"WHERE src_partition = $1 AND src_topic = $5 AND send_status = 'pending' "
+		"AND fwd_seq <= $2 "
 		"AND EXISTS (SELECT 1 FROM txhub.messages x WHERE x.src_partition = $1 "
-		"AND x.fwd_seq = $2 AND x.biz_id = $3 AND x.message_key = $4 "
+		"AND x.src_topic = $5 AND x.fwd_seq = $2 AND x.biz_id = $3 AND x.message_key = $4 "
 		"AND x.send_status = 'pending')";
 	static const char *sql_below =
-		"SELECT count(*) FROM txhub.messages WHERE src_partition = $1 "
+		"SELECT count(*) FROM txhub.messages WHERE src_partition = $1 AND src_topic = $3 "
 		"AND send_status = 'pending' AND fwd_seq <= $2";
 	store_owned *kept = NULL;
 	size_t nkept = 0;
@@ -1851,20 +1895,23 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	if (rc != STORE_OK)
 		goto done;
 	if (nkept == 0) {
-		snprintf(err, errsz, "partition %d is owned by another replica now", own->partition);
+		snprintf(err, errsz, "partition %d of %s is owned by another replica now",
+		         tp_part(own->tp), tp_topic(own->tp));
 		rc = STORE_FENCED;
 		rollback(st);
 		goto done;
 	}
 	char part[16], seq[32];
-	snprintf(part, sizeof part, "%d", own->partition);
+	const char *topic = tp_topic(own->tp);
+	snprintf(part, sizeof part, "%d", tp_part(own->tp));
 	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
-	const char *po[2] = {st->topic, part};
+	const char *po[2] = {topic, part};
 	r = exec_params(st, sql_origin, 2, po, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
 		rc = PQresultStatus(r) != PGRES_TUPLES_OK ? classify(st->conn, r, err, errsz) : STORE_RETRY;
 		if (rc == STORE_RETRY && PQresultStatus(r) == PGRES_TUPLES_OK)
-			snprintf(err, errsz, "partition %d has no row in txhub.partitions", own->partition);
+			snprintf(err, errsz, "partition %d of %s has no row in txhub.partitions",
+			         tp_part(own->tp), topic);
 		goto fail;
 	}
 	snprintf(origin_out, 64, "%s", PQgetvalue(r, 0, 0));
@@ -1873,11 +1920,11 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	if (m->seq > 0 && strcmp(origin_out, m->origin) != 0) {
 		*mismatch = 1;
 	} else if (m->seq > 0 && m->version >= 2) {
-		if ((rc = recover_v2(st, part, own->epoch, m, marked, err, errsz)) != STORE_OK)
+		if ((rc = recover_v2(st, topic, part, own->epoch, m, marked, err, errsz)) != STORE_OK)
 			goto fail;
 	} else if (m->seq > 0) {
-		const char *p[4] = {part, seq, m->biz_id, m->message_key};
-		r = exec_params(st, sql_mark, 4, p, 0);
+		const char *p[5] = {part, seq, m->biz_id, m->message_key, topic};
+		r = exec_params(st, sql_mark, 5, p, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
 			rc = classify(st->conn, r, err, errsz);
 			goto fail;
@@ -1886,7 +1933,8 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 		PQclear(r);
 		r = NULL;
 		if (*marked == 0) { /* pending rows below a marker that is not theirs? */
-			r = exec_params(st, sql_below, 2, p, 0);
+			const char *pb[3] = {part, seq, topic};
+			r = exec_params(st, sql_below, 3, pb, 0);
 			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 				rc = classify(st->conn, r, err, errsz);
 				goto fail;
@@ -1903,7 +1951,7 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 			"WHERE topic = $1 AND partition = $2::int";
 		char ep[32];
 		snprintf(ep, sizeof ep, "%lld", (long long)own->epoch);
-		const char *pr[3] = {st->topic, part, ep};
+		const char *pr[3] = {topic, part, ep};
 		if ((rc = exec_command(st, sql_recovered, 3, pr, err, errsz)) != STORE_OK)
 			goto fail;
 	}
@@ -1918,21 +1966,22 @@ done:
 	return rc;
 }
 
-store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t max, size_t *n,
+store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_t *n,
                            char *err, size_t errsz)
 {
 	static const char *sql =
 		"SELECT (src_offset + 1) << $3::int AS s FROM txhub.messages "
-		"WHERE src_partition = $1::int AND status = 'committed' AND send_attempts > 0 "
+		"WHERE src_partition = $1::int AND src_topic = $4 AND status = 'committed' "
+		"AND send_attempts > 0 "
 		"AND send_status IN ('pending', 'failed') "
 		"AND fwd_seq IS DISTINCT FROM (src_offset + 1) << $3::int ORDER BY s DESC LIMIT $2";
 	char part[16], lim[16], shift[8];
-	snprintf(part, sizeof part, "%d", partition);
+	snprintf(part, sizeof part, "%d", tp_part(tp));
 	snprintf(lim, sizeof lim, "%zu", max);
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[3] = {part, lim, shift};
+	const char *p[4] = {part, lim, shift, tp_topic(tp)};
 	*n = 0;
-	PGresult *r = exec_params(st, sql, 3, p, 0);
+	PGresult *r = exec_params(st, sql, 4, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
@@ -1943,7 +1992,7 @@ store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t ma
 	return rc;
 }
 
-store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,
+store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
                              store_forward_list *out, char *err, size_t errsz)
 {
 	/* one statement, one snapshot: a batch's sequences are all visible or
@@ -1951,13 +2000,14 @@ store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int li
 	 * lock), so no sequence below a visible one is still to come */
 	static const char *sql =
 		"SELECT " FORWARD_COLUMNS " FROM txhub.messages m WHERE m.src_partition = $1 "
-		"AND m.send_status = 'pending' AND m.fwd_seq > $2 ORDER BY m.fwd_seq LIMIT $3";
+		"AND m.src_topic = $4 AND m.send_status = 'pending' AND m.fwd_seq > $2 "
+		"ORDER BY m.fwd_seq LIMIT $3";
 	char part[16], seq[32], lim[16];
-	snprintf(part, sizeof part, "%d", partition);
+	snprintf(part, sizeof part, "%d", tp_part(tp));
 	snprintf(seq, sizeof seq, "%lld", (long long)after);
 	snprintf(lim, sizeof lim, "%d", limit);
-	const char *p[3] = {part, seq, lim};
-	PGresult *r = exec_params(st, sql, 3, p, 1);
+	const char *p[4] = {part, seq, lim, tp_topic(tp)};
+	PGresult *r = exec_params(st, sql, 4, p, 1);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
@@ -2045,12 +2095,13 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 	static const char *sql =
 		"UPDATE txhub.messages AS m SET alerted_at = now() "
 		"FROM (SELECT biz_id, message_key FROM txhub.messages "
-		"WHERE status = 'awaiting_prepare' AND src_partition = ANY($1::int[]) "
-		"AND alerted_at IS NULL AND created_at < now() - $2::bigint * interval '1 millisecond' "
-		"ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) d "
+		"WHERE status = 'awaiting_prepare' AND " OF_PARTS("", "$1", "$2") " "
+		"AND alerted_at IS NULL AND created_at < now() - $3::bigint * interval '1 millisecond' "
+		"ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) d "
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, '') AS decision, "
-		"m.src_partition, floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint AS age";
+		"m.src_partition, floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint AS age, "
+		"m.src_topic";
 	/* the alert goes to the message's history in the same statement */
 	static const char *sql_history =
 		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
@@ -2082,7 +2133,7 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 		m->biz_id = strdup(PQgetvalue(r, (int)i, 0));
 		m->message_key = strdup(PQgetvalue(r, (int)i, 1));
 		m->decision = strdup(PQgetvalue(r, (int)i, 2));
-		m->partition = (int32_t)atoi(PQgetvalue(r, (int)i, 3));
+		m->tp = tp_of(PQgetvalue(r, (int)i, 5), (int32_t)atoi(PQgetvalue(r, (int)i, 3)));
 		m->age_ms = atoll(PQgetvalue(r, (int)i, 4));
 	}
 	out->cap = out->n;
@@ -2127,17 +2178,20 @@ static store_check *check_add(store_check_list *l)
 static const char *SQL_CLAIM_CHECKS =
 	"UPDATE txhub.messages AS m SET next_check_at = now() + $3::bigint * interval "
 	"'1 millisecond' "
-	"FROM (SELECT c.biz_id, c.message_key FROM unnest($1::int[]) AS p(part) "
+	"FROM (SELECT c.biz_id, c.message_key FROM unnest($5::text[], $1::int[]) AS p(topic, part) "
 	"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.messages "
-	"WHERE status = 'prepared' AND src_partition = p.part AND next_check_at <= now() "
+	"WHERE status = 'prepared' AND src_partition = p.part AND src_topic = p.topic "
+	"AND next_check_at <= now() "
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
 	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
-	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts";
+	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts, "
+	"m.src_topic";
 
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
-	"FROM unnest($1::int[]) AS p(part) CROSS JOIN LATERAL (SELECT next_check_at AS t "
-	"FROM txhub.messages WHERE status = 'prepared' AND src_partition = p.part "
+	"FROM unnest($2::text[], $1::int[]) AS p(topic, part) CROSS JOIN LATERAL "
+	"(SELECT next_check_at AS t FROM txhub.messages WHERE status = 'prepared' "
+	"AND src_partition = p.part AND src_topic = p.topic "
 	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
 
 store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
@@ -2149,18 +2203,18 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		return STORE_OK;
 	store_owned *kept = NULL;
 	size_t nkept = 0;
-	sbuf pb = {0};
+	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
 	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16], share[16], lease[32];
-	owned_array(&pb, kept, nkept);
+	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(share, sizeof share, "%d", (int)(((size_t)limit + nkept - 1) / (nkept ? nkept : 1)));
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-	const char *p[4] = {sbuf_str(&pb), lim, lease, share};
-	r = exec_params(st, SQL_CLAIM_CHECKS, 4, p, 0);
+	const char *p[5] = {sbuf_str(&pb), lim, lease, share, sbuf_str(&tb)};
+	r = exec_params(st, SQL_CLAIM_CHECKS, 5, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
@@ -2177,7 +2231,7 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		c->biz_id = strdup(PQgetvalue(r, i, 0));
 		c->message_key = strdup(PQgetvalue(r, i, 1));
 		c->url = PQgetisnull(r, i, 2) ? NULL : strdup(PQgetvalue(r, i, 2));
-		c->partition = (int32_t)atoi(PQgetvalue(r, i, 3));
+		c->tp = tp_of(PQgetvalue(r, i, 5), (int32_t)atoi(PQgetvalue(r, i, 3)));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 4));
 		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)))
 			goto oom;
@@ -2188,8 +2242,8 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		*next_due_ms = 0;
 		goto done;
 	}
-	const char *q[1] = {sbuf_str(&pb)};
-	r = exec_params(st, SQL_NEXT_CHECK, 1, q, 0);
+	const char *q[2] = {sbuf_str(&pb), sbuf_str(&tb)};
+	r = exec_params(st, SQL_NEXT_CHECK, 2, q, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		/* the claim itself is done and must not be lost: guess instead */
 		*next_due_ms = 1000;
@@ -2208,6 +2262,7 @@ oom:
 	store_check_list_clear(out);
 done:
 	PQclear(r);
+	sbuf_free(&tb);
 	sbuf_free(&pb);
 	free(kept);
 	return rc;
@@ -2230,7 +2285,7 @@ static const char *SQL_RECORD_CHECKS =
 	"JOIN txhub.messages t ON t.biz_id = y.b AND t.message_key = y.k "
 	"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
-	"AND m.check_attempts = x.p AND m.src_partition = ANY($8::int[]) "
+	"AND m.check_attempts = x.p AND " OF_PARTS("m.", "$9", "$8") " "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
 	"x.p AS claimed, x.o AS outcome, x.e AS error";
 
@@ -2264,7 +2319,7 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	for (int i = 0; i < 7; i++)
 		sbuf_arr_begin(&a[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (epoch_of(kept, nkept, res[i].partition) == 0)
+		if (epoch_of(kept, nkept, res[i].tp) == 0)
 			continue; /* no longer ours: the new owner asks again */
 		nwrite++;
 		sbuf_arr_text(&a[0], res[i].biz_id);
@@ -2288,12 +2343,14 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	if (nwrite < n)
 		log_warn("checkback: %zu answer(s) dropped: their partitions belong to another "
 		         "replica now", n - nwrite);
-	sbuf kb = {0};
-	owned_array(&kb, kept, nkept);
-	const char *p8[8] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb)};
+	sbuf kt = {0}, kb = {0};
+	owned_arrays(&kt, &kb, NULL, kept, nkept);
+	const char *p9[9] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb),
+	                     sbuf_str(&kt)};
 	char sql[4096];
 	snprintf(sql, sizeof sql, SQL_RECORD_CHECKS_HISTORY, SQL_RECORD_CHECKS);
-	r = exec_params(st, sql, 8, p8, 0);
+	r = exec_params(st, sql, 9, p9, 0);
+	sbuf_free(&kt);
 	sbuf_free(&kb);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		rc = classify(st->conn, r, err, errsz);

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "envelope.h"
 #include "metrics.h"
+#include "topics.h"
 
 typedef struct store store;
 
@@ -26,18 +27,22 @@ typedef enum {
 	                    * partition of the batch (it lost its last transactions) */
 } store_rc;
 
-/* A control-topic partition this replica owns, at the epoch its assignment
- * took in txhub.partitions. Every write for a partition first locks that
- * row and checks the epoch is still this one: a replica that lost the
- * partition without noticing (paused, cut off) can no longer write for it. */
+/* A control-topic partition (topic, partition: topics.h's tp_key) this
+ * replica owns, at the epoch its assignment took in txhub.partitions. Every
+ * write for a partition first locks that row and checks the epoch is still
+ * this one: a replica that lost the partition without noticing (paused,
+ * cut off) can no longer write for it. */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int64_t epoch;
 } store_owned;
 
 /* One control-topic record of a batch. The byte pointers belong to the
  * caller (intake keeps the Kafka message alive until the batch is done). */
 typedef struct {
+	const char *src_topic; /* the control topic it arrived on: interned (topics.h), never
+	                        * freed per record; the tenant rules trust this, never the envelope */
+	tp_key tp;             /* (src_topic, partition) */
 	int32_t partition;
 	int64_t offset;
 	const void *key;
@@ -58,7 +63,7 @@ typedef struct {
 	char *topic;
 	char *key;      /* NULL: null record key */
 	char *headers;  /* JSON object text or NULL */
-	int32_t src_partition;
+	tp_key src_tp;  /* its control topic and partition */
 	int64_t src_offset;
 	int32_t send_attempts; /* attempts that already failed */
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
@@ -104,7 +109,7 @@ store_rc store_schema_version(store *st, int *version, char *err, size_t errsz);
 
 /* A control-topic partition's row in txhub.partitions, as read. */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int64_t epoch;             /* 0: no row yet */
 	char owner[128];           /* host/pid of the replica holding the epoch */
 	char group[256];           /* its consumer group ("" when unknown: before 0.4) */
@@ -125,19 +130,19 @@ typedef struct {
  * none stored yet); prev[i] (when prev is not NULL) its row as it was
  * before. Waits for a write in progress by the previous owner to finish. */
 store_rc store_take_partitions(store *st, const char *owner, const char *group,
-                               const int32_t *parts, size_t n, store_owned *own,
+                               const tp_key *parts, size_t n, store_owned *own,
                                int64_t *next_offset, store_partition_row *prev, char *err,
                                size_t errsz);
 
 /* The rows of these partitions (rows[i] for parts[i]; epoch 0 where none). */
-store_rc store_partition_rows(store *st, const int32_t *parts, size_t n,
+store_rc store_partition_rows(store *st, const tp_key *parts, size_t n,
                               store_partition_row *rows, char *err, size_t errsz);
 
 /* A partition whose row is behind what this store last read or wrote: the
  * database lost its last transactions (a failover to an asynchronous
  * standby, a restore to a point in time). rewind.h. */
 typedef struct {
-	int32_t partition;
+	tp_key tp;
 	int verdict;          /* a rewind_verdict above REWIND_FENCED */
 	int64_t epoch;        /* the epoch this replica holds */
 	int64_t known_next;   /* the next_offset it last read or wrote (-1: none) */
@@ -156,7 +161,7 @@ store_rc store_check_history(store *st, const store_owned *own, size_t nown,
  * (exact = 0: never back) or as it is (exact = 1: a truncated partition is
  * read again from its start), so that it is not taken for a database that
  * lost transactions. */
-void store_note_offset(store *st, int32_t partition, int64_t next_offset, int exact);
+void store_note_offset(store *st, tp_key tp, int64_t next_offset, int exact);
 
 /* 1 once after the connection was lost and made again (store_ensure):
  * the database on the other end may be another one now (a failover). */
@@ -166,7 +171,7 @@ int store_reconnected(store *st);
  * return their rows in *rows (caller frees). The others were taken by
  * another replica: *lost (caller frees) lists them. */
 store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
-                         store_partition_row **rows, size_t *nrows, int32_t **lost,
+                         store_partition_row **rows, size_t *nrows, tp_key **lost,
                          size_t *nlost, char *err, size_t errsz);
 
 /* Say that a fenced replica of consumer group `group` waits for these
@@ -187,9 +192,9 @@ store_rc store_release_partitions(store *st, const store_owned *own, size_t nown
  * forwarding. On STORE_FENCED nothing was written and *lost (caller frees)
  * lists the partitions of the batch that are no longer ours. On any other
  * result nothing was written and the batch can be applied again. */
-store_rc store_apply(store *st, const char *topic, store_record *recs, size_t n,
+store_rc store_apply(store *st, store_record *recs, size_t n,
                      const store_owned *own, size_t nown, store_forward_list *out,
-                     store_stats *stats, int32_t **lost, size_t *nlost, char *err, size_t errsz);
+                     store_stats *stats, tp_key **lost, size_t *nlost, char *err, size_t errsz);
 
 /* Claim up to `limit` pending forwards of the owned partitions whose next
  * attempt is due, leasing them so that no other scan returns them. */
@@ -205,7 +210,7 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown,
 typedef struct {
 	const char *biz_id;
 	const char *message_key;
-	int32_t partition;   /* source partition: written only while we own it */
+	tp_key tp;           /* source partition: written only while we own it */
 	int ok;
 	const char *error;   /* when !ok */
 	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
@@ -290,12 +295,12 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
  * that were not sent since (pending under another sequence or none, or
  * failed for good), highest first, into out; *n how many. A lane taking
  * the partition adds them to its dead ones (marker.h). */
-store_rc store_failed_seqs(store *st, int32_t partition, int64_t *out, size_t max, size_t *n,
+store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_t *n,
                            char *err, size_t errsz);
 
 /* The pending rows of a partition with a forward sequence above `after`,
  * at most limit, in sequence order. */
-store_rc store_next_forwards(store *st, int32_t partition, int64_t after, int limit,
+store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
                              store_forward_list *out, char *err, size_t errsz);
 
 /* A message waiting in awaiting_prepare for too long (CONTRACT §7,
@@ -304,7 +309,7 @@ typedef struct {
 	char *biz_id;
 	char *message_key;
 	char *decision;    /* "commit" or "rollback": the decision held */
-	int32_t partition;
+	tp_key tp;
 	int64_t age_ms;    /* since the decision arrived */
 } store_missing;
 
@@ -329,7 +334,7 @@ typedef struct {
 	char *biz_id;
 	char *message_key;
 	char *url;         /* the prepare's checkback.url, or NULL */
-	int32_t partition; /* source partition */
+	tp_key tp;         /* source partition */
 	int32_t attempts;  /* check_attempts when claimed */
 	char *last_error;  /* only in store_record_checks' failed_out */
 } store_check;
@@ -361,7 +366,7 @@ typedef enum {
 typedef struct {
 	const char *biz_id;
 	const char *message_key;
-	int32_t partition;        /* source partition: written only while we own it */
+	tp_key tp;                /* source partition: written only while we own it */
 	int32_t claimed_attempts; /* check_attempts when claimed */
 	int32_t attempts;         /* check_attempts to write */
 	store_check_outcome outcome;

@@ -46,7 +46,7 @@ txhub_commit_to_forward_seconds_bucket{le="+Inf"} 3
 txhub_commit_to_forward_seconds_sum 0.2
 txhub_commit_to_forward_seconds_count 3
 # TYPE txhub_consumer_lag gauge
-txhub_consumer_lag{partition="0"} 5
+txhub_consumer_lag{topic="txhub.control",partition="0"} 5
 # TYPE txhub_parked gauge
 txhub_parked 1
 # TYPE txhub_build_info gauge
@@ -104,7 +104,7 @@ class Checking(unittest.TestCase):
             'histogram_quantile(0.5, sum by (le) (rate(txhub_commit_to_forward_seconds_bucket[5m])))'),
             [])
         self.assertEqual(problems('max by (job) (txhub_parked) > 0 or up{job="txhub"} == 0'), [])
-        self.assertEqual(problems("txhub_consumer_lag", ["partition", "instance"]), [])
+        self.assertEqual(problems("txhub_consumer_lag", ["topic", "partition", "instance"]), [])
 
     def test_unknown_metric(self):
         self.assertEqual(problems("max(txhub_parkd) > 0"), ["t: unknown metric txhub_parkd"])

@@ -90,6 +90,26 @@ void h_setup(h_env *e, const char *name)
 	cr_assert(PQstatus(e->db) == CONNECTION_OK);
 }
 
+PGconn *h_fresh_database(const char *name, char *conninfo, size_t sz)
+{
+	const char *base = env_or_die("TXHUB_PG");
+	PGconn *admin = PQconnectdb(base);
+	cr_assert(PQstatus(admin) == CONNECTION_OK, "connect: %s", PQerrorMessage(admin));
+	char q[256];
+	PQclear(PQexec(admin, "SET client_min_messages = warning"));
+	snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", name);
+	PQclear(PQexec(admin, q));
+	snprintf(q, sizeof q, "CREATE DATABASE %s", name);
+	PGresult *r = PQexec(admin, q);
+	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(admin));
+	PQclear(r);
+	PQfinish(admin);
+	snprintf(conninfo, sz, "%s dbname=%s", base, name);
+	PGconn *c = PQconnectdb(conninfo);
+	cr_assert(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+	return c;
+}
+
 void h_teardown(h_env *e)
 {
 	if (e->db)

@@ -22,6 +22,11 @@ typedef struct {
 	PGconn *db;
 } h_env;
 
+/* An empty database named name (made again when it exists), not
+ * migrated, for a test of migrations; its conninfo into conninfo. The
+ * caller closes the connection returned. */
+PGconn *h_fresh_database(const char *name, char *conninfo, size_t sz);
+
 /* A fresh database (migrated) and names for this test. */
 void h_setup(h_env *e, const char *name);
 void h_teardown(h_env *e);

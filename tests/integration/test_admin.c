@@ -742,9 +742,9 @@ Test(admin, purge_older_than_zero_is_every_finished_row, .timeout = 120)
 static void retention_rows(h_env *e)
 {
 	sql(e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, "
-	       "forward_topic, src_partition, src_offset, created_at, updated_at) "
+	       "forward_topic, src_topic, src_partition, src_offset, created_at, updated_at) "
 	       "SELECT 'r', 'm-' || p || '-' || i, CASE WHEN i % 3 = 0 THEN 'rolled_back' ELSE "
-	       "'committed' END, CASE WHEN i % 3 = 0 THEN NULL ELSE 'sent' END, 'x', 'fw', p, i, "
+	       "'committed' END, CASE WHEN i % 3 = 0 THEN NULL ELSE 'sent' END, 'x', 'fw', 'ctl', p, i, "
 	       "now() - interval '3 days', now() - interval '2 days' "
 	       "FROM generate_series(0, 2) p, generate_series(1, 10) i");
 	sql(e, "INSERT INTO txhub.history (biz_id, message_key, event, detail) "
@@ -752,10 +752,10 @@ static void retention_rows(h_env *e)
 	sql(e, "INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, reason, created_at) "
 	       "SELECT 'ctl', p, p, 'bad', now() - interval '2 days' FROM generate_series(0, 2) p");
 	/* unfinished rows of partition 1, as old: never deleted */
-	sql(e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, src_partition, "
-	       "src_offset, updated_at) VALUES ('r', 'stuck-1', 'committed', 'failed', 1, 99, "
-	       "now() - interval '9 days'), ('r', 'wait-1', 'prepared', NULL, 1, 98, "
-	       "now() - interval '9 days')");
+	sql(e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, src_topic, "
+	       "src_partition, src_offset, updated_at) VALUES ('r', 'stuck-1', 'committed', 'failed', "
+	       "'ctl', 1, 99, now() - interval '9 days'), ('r', 'wait-1', 'prepared', NULL, 'ctl', 1, "
+	       "98, now() - interval '9 days')");
 }
 
 static long long in_partition(h_env *e, const char *table, int part)
@@ -772,8 +772,9 @@ Test(admin, purge_batch_keeps_to_its_partitions_and_batch_size_and_never_waits, 
 	retention_rows(&e);
 	char err[512];
 	int32_t parts[] = {1};
+	const char *topics[] = {"ctl"};
 	ops_purge_opts o = {.finished_older_ms = 86400000, .rejected_older_ms = 86400000,
-	                    .partitions = parts, .npartitions = 1, .batch = 4};
+	                    .topics = topics, .partitions = parts, .npartitions = 1, .batch = 4};
 	ops_purge_counts c;
 
 	o.dry_run = 1;
@@ -821,14 +822,25 @@ Test(admin, purge_batch_keeps_to_its_partitions_and_batch_size_and_never_waits, 
 	cr_expect_eq(in_partition(&e, "rejected", 0), 1);
 	cr_expect_eq(in_partition(&e, "rejected", 2), 1);
 
-	/* every partition (NULL), and a topic filter for rejected rows */
-	o.partitions = NULL;
-	o.npartitions = 0;
-	o.topic = "elsewhere";
+	/* the same partitions of another control topic: nothing of ctl's */
+	int32_t all[] = {0, 1, 2};
+	const char *elsewhere[] = {"elsewhere", "elsewhere", "elsewhere"};
+	o.topics = elsewhere;
+	o.partitions = all;
+	o.npartitions = 3;
 	o.batch = 5000;
 	cr_assert_eq(ops_purge_batch(e.db, &o, &c, err, sizeof err), OPS_OK, "%s", err);
-	cr_expect_eq(c.committed + c.rolled_back, 21, "partitions 0 and 2, and m-1-1 now");
+	cr_expect_eq(c.committed + c.rolled_back, 0, "messages of another topic stay");
 	cr_expect_eq(c.rejected, 0, "rejected rows of another topic stay");
+	/* a topic without its partition, or the other way round: refused */
+	o.topics = NULL;
+	cr_expect_eq(ops_purge_batch(e.db, &o, &c, err, sizeof err), OPS_BAD_ARG);
+	/* every partition of every topic (NULL) */
+	o.partitions = NULL;
+	o.npartitions = 0;
+	cr_assert_eq(ops_purge_batch(e.db, &o, &c, err, sizeof err), OPS_OK, "%s", err);
+	cr_expect_eq(c.committed + c.rolled_back, 21, "partitions 0 and 2, and m-1-1 now");
+	cr_expect_eq(c.rejected, 2);
 	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 2);
 
 	o.batch = OPS_PURGE_BATCH_MAX + 1;

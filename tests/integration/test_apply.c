@@ -23,9 +23,9 @@ typedef struct {
 static void open_store(fixture *f, const char *name)
 {
 	char err[512];
-	int32_t part = 0;
 	int64_t next;
 	h_setup(&f->e, name);
+	tp_key part = tp_of(f->e.topic, 0);
 	cr_assert_eq(config_init(&f->cfg), 0);
 	cr_assert_eq(config_set(&f->cfg, "pg", f->e.conninfo, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(config_set(&f->cfg, "control_topic", f->e.topic, err, sizeof err), 0, "%s", err);
@@ -53,6 +53,8 @@ static store_stats apply(fixture *f, int64_t *off, const char *const *json, size
 	cr_assert(n <= MAXB);
 	for (size_t i = 0; i < n; i++) {
 		memset(&r[i], 0, sizeof r[i]);
+		r[i].src_topic = topic_intern(f->e.topic);
+		r[i].tp = tp_of(f->e.topic, 0);
 		r[i].offset = (*off)++;
 		r[i].value = json[i];
 		r[i].value_len = strlen(json[i]);
@@ -60,7 +62,7 @@ static store_stats apply(fixture *f, int64_t *off, const char *const *json, size
 		                            sizeof r[i].reason) == 0;
 		cr_assert(r[i].valid, "%s: %s", json[i], r[i].reason);
 	}
-	cr_assert_eq(store_apply(f->st, f->e.topic, r, n, f->own, 1, out, &stats, NULL, NULL, err,
+	cr_assert_eq(store_apply(f->st, r, n, f->own, 1, out, &stats, NULL, NULL, err,
 	                         sizeof err), STORE_OK, "%s", err);
 	for (size_t i = 0; i < n; i++)
 		envelope_free(&r[i].env);

@@ -17,10 +17,12 @@
 
 #define N 200
 
-static store_record oneshot(int i, const char *fwd, char *buf, size_t bufsz)
+static store_record oneshot(const char *topic, int i, const char *fwd, char *buf, size_t bufsz)
 {
 	store_record r;
 	memset(&r, 0, sizeof r);
+	r.src_topic = topic_intern(topic);
+	r.tp = tp_of(topic, 0);
 	snprintf(buf, bufsz, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"m-%d\","
 	                     "\"payload\":\"p-%d\",\"forward\":{\"topic\":\"%s\"}}", i, i, fwd);
 	r.partition = 0;
@@ -45,7 +47,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 	cr_assert_eq(config_set(&cfg, "brokers", e.brokers, err, sizeof err), 0);
 	store *st = store_connect(&cfg, err, sizeof err);
 	cr_assert_not_null(st, "%s", err);
-	int32_t p0 = 0;
+	tp_key p0 = tp_of(e.topic, 0);
 	store_owned own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(st, "me", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
@@ -60,11 +62,11 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 	static char texts[N][512];
 	store_record recs[N];
 	for (int i = 0; i < N; i++)
-		recs[i] = oneshot(i, fwd, texts[i], sizeof texts[i]);
+		recs[i] = oneshot(e.topic, i, fwd, texts[i], sizeof texts[i]);
 	for (int half = 0; half < 2; half++) {
 		store_forward_list out = {0};
 		store_stats stats;
-		cr_assert_eq(store_apply(st, e.topic, recs + half * N / 2, N / 2, &own, 1, &out, &stats,
+		cr_assert_eq(store_apply(st, recs + half * N / 2, N / 2, &own, 1, &out, &stats,
 		                         NULL, NULL, err, sizeof err), STORE_OK, "%s", err);
 		forward_send(fw, &out);
 		store_forward_list_clear(&out);

@@ -26,9 +26,16 @@ typedef struct {
 	store *a, *b; /* two replicas */
 } two;
 
+/* The control topic of the records rec() makes (the test's). */
+static const char *rec_topic;
+
+/* Partition p of the test's control topic. */
+static tp_key part(int32_t p) { return tp_of(rec_topic, p); }
+
 static void two_open(two *t, h_env *e)
 {
 	char err[512];
+	rec_topic = topic_intern(e->topic);
 	cr_assert_eq(config_init(&t->cfg), 0);
 	cr_assert_eq(config_set(&t->cfg, "pg", e->conninfo, err, sizeof err), 0, "%s", err);
 	cr_assert_eq(config_set(&t->cfg, "control_topic", e->topic, err, sizeof err), 0, "%s", err);
@@ -49,7 +56,9 @@ static store_record rec(int32_t partition, int64_t offset, const char *json)
 {
 	store_record r;
 	memset(&r, 0, sizeof r);
+	r.src_topic = rec_topic;
 	r.partition = partition;
+	r.tp = part(partition);
 	r.offset = offset;
 	r.value = json;
 	r.value_len = strlen(json);
@@ -66,14 +75,13 @@ static void rec_free(store_record *r) { envelope_free(&r->env); }
 	"\"checkback\":{\"url\":\"http://127.0.0.1:1/\",\"first_after_ms\":0}}"
 #define COMMIT(mk) "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"" mk "\"}"
 
-static store_rc apply1(store *st, const char *topic, store_record *r, const store_owned *own,
-                       size_t nown, int32_t **lost, size_t *nlost)
+static store_rc apply1(store *st, store_record *r, const store_owned *own, size_t nown,
+                       tp_key **lost, size_t *nlost)
 {
 	char err[512];
 	store_forward_list out = {0};
 	store_stats stats;
-	store_rc rc = store_apply(st, topic, r, 1, own, nown, &out, &stats, lost, nlost, err,
-	                          sizeof err);
+	store_rc rc = store_apply(st, r, 1, own, nown, &out, &stats, lost, nlost, err, sizeof err);
 	cr_assert(rc == STORE_OK || rc == STORE_FENCED, "apply: %s", err);
 	store_forward_list_clear(&out);
 	return rc;
@@ -86,7 +94,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	int32_t parts[2] = {0, 1};
+	tp_key parts[2] = {part(0), part(1)};
 	store_owned a_own[2], b_own[1];
 	int64_t next[2];
 
@@ -100,8 +108,8 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	/* A applies a prepare on each partition; offsets move with the state */
 	store_record r0 = rec(0, 41, PREPARE("k0"));
 	store_record r1 = rec(1, 7, PREPARE("k1"));
-	cr_assert_eq(apply1(t.a, e.topic, &r0, a_own, 2, NULL, NULL), STORE_OK);
-	cr_assert_eq(apply1(t.a, e.topic, &r1, a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &r0, a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &r1, a_own, 2, NULL, NULL), STORE_OK);
 	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 42);
 	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 1"), 8);
 
@@ -118,25 +126,25 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	/* A's next batch for partition 0 is refused as a whole and writes
 	 * nothing, not even its offset; partition 1 is still A's */
 	store_record c0 = rec(0, 42, COMMIT("k0"));
-	int32_t *lost = NULL;
+	tp_key *lost = NULL;
 	size_t nlost = 0;
 	store_record both[2] = {c0, rec(1, 8, COMMIT("k1"))};
 	char e2[512];
 	store_forward_list out = {0};
 	store_stats stats;
-	cr_assert_eq(store_apply(t.a, e.topic, both, 2, a_own, 2, &out, &stats, &lost, &nlost, e2,
+	cr_assert_eq(store_apply(t.a, both, 2, a_own, 2, &out, &stats, &lost, &nlost, e2,
 	                         sizeof e2), STORE_FENCED);
 	cr_assert_eq(nlost, 1);
-	cr_assert_eq(lost[0], 0);
+	cr_assert_eq(lost[0], part(0));
 	free(lost);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'"), 0);
 	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 1"), 8);
 	/* without partition 0 the batch goes through */
-	cr_assert_eq(apply1(t.a, e.topic, &both[1], a_own, 2, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &both[1], a_own, 2, NULL, NULL), STORE_OK);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k1' "
 	                         "AND status = 'committed'"), 1);
 	/* B applies the commit for partition 0 */
-	cr_assert_eq(apply1(t.b, e.topic, &c0, b_own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.b, &c0, b_own, 1, NULL, NULL), STORE_OK);
 	cr_assert_eq(h_count(&e, "SELECT next_offset FROM txhub.partitions WHERE partition = 0"), 43);
 
 	/* forwards: A may claim only partition 1's, and its delivery report
@@ -148,8 +156,8 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	cr_assert_eq(fl.n, 1);
 	cr_assert_str_eq(fl.items[0].message_key, "k1");
 	store_forward_list_clear(&fl);
-	store_delivery d[2] = {{.biz_id = "f", .message_key = "k0", .partition = 0, .ok = 1},
-	                       {.biz_id = "f", .message_key = "k1", .partition = 1, .ok = 1}};
+	store_delivery d[2] = {{.biz_id = "f", .message_key = "k0", .tp = part(0), .ok = 1},
+	                       {.biz_id = "f", .message_key = "k1", .tp = part(1), .ok = 1}};
 	cr_assert_eq(store_record_deliveries(t.a, a_own, 2, d, 2, 15, 0, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'k0' "
@@ -179,13 +187,13 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	int32_t p0 = 0;
+	tp_key p0 = part(0);
 	store_owned a_own[1], b_own[1];
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, a_own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	store_record r = rec(0, 0, PREPARE("c0"));
-	cr_assert_eq(apply1(t.a, e.topic, &r, a_own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &r, a_own, 1, NULL, NULL), STORE_OK);
 
 	/* A claims the due check-back, then loses the partition to B */
 	store_check_list l = {0};
@@ -236,7 +244,7 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	int32_t p0 = 0;
+	tp_key p0 = part(0);
 	store_owned own[1];
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, own, &next, NULL, err, sizeof err),
@@ -254,11 +262,11 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	cr_assert_neq(PQresultStatus(r), PGRES_COMMAND_OK, "the frozen transaction survived");
 	PQclear(r);
 	cr_assert_eq(store_ensure(t.a, err, sizeof err), STORE_OK, "%s", err);
-	store_owned stale = {0, 1};
+	store_owned stale = {part(0), 1};
 	store_record rec0 = rec(0, 5, PREPARE("late"));
-	int32_t *lost = NULL;
+	tp_key *lost = NULL;
 	size_t nlost = 0;
-	cr_assert_eq(apply1(t.a, e.topic, &rec0, &stale, 1, &lost, &nlost), STORE_FENCED);
+	cr_assert_eq(apply1(t.a, &rec0, &stale, 1, &lost, &nlost), STORE_FENCED);
 	free(lost);
 	rec_free(&rec0);
 	two_close(&t);
@@ -805,14 +813,14 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	int32_t p0 = 0;
+	tp_key p0 = part(0);
 	store_owned own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
 	store_record r = rec(0, 0, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"k\","
 	                           "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
-	cr_assert_eq(apply1(t.a, e.topic, &r, &own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &r, &own, 1, NULL, NULL), STORE_OK);
 	/* a batch in progress on A's connection holds partition 0 */
 	PGconn *a = store_conn(t.a), *b = store_conn(t.b);
 	PQclear(PQexec(a, "BEGIN"));
@@ -823,7 +831,7 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	cr_assert_eq(PQresultStatus(res), PGRES_TUPLES_OK);
 	PQclear(res);
 	PQclear(PQexec(b, "SET lock_timeout = '1s'"));
-	store_delivery d = {.biz_id = "f", .message_key = "k", .partition = 0, .ok = 1};
+	store_delivery d = {.biz_id = "f", .message_key = "k", .tp = part(0), .ok = 1};
 	cr_assert_eq(store_record_deliveries(t.b, &own, 1, &d, 1, 15, 0, NULL, err, sizeof err),
 	             STORE_OK, "the report waited for the batch: %s", err);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'"), 1);
@@ -850,14 +858,14 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	int32_t p0 = 0;
+	tp_key p0 = part(0);
 	store_owned a_own, b_own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "replica-a", "g", &p0, 1, &a_own, &next, NULL, err,
 	                                   sizeof err), STORE_OK, "%s", err);
 	store_record old = rec(0, 1, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"old\","
 	                                "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
-	cr_assert_eq(apply1(t.a, e.topic, &old, &a_own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.a, &old, &a_own, 1, NULL, NULL), STORE_OK);
 	/* B takes the partition, then applies a commit of its own */
 	h_pause_ms(20);
 	cr_assert_eq(store_take_partitions(t.b, "replica-b", "g", &p0, 1, &b_own, &next, NULL, err,
@@ -865,7 +873,7 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	h_pause_ms(20);
 	store_record mine = rec(0, 2, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"mine\","
 	                                 "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
-	cr_assert_eq(apply1(t.b, e.topic, &mine, &b_own, 1, NULL, NULL), STORE_OK);
+	cr_assert_eq(apply1(t.b, &mine, &b_own, 1, NULL, NULL), STORE_OK);
 	/* both are leased (in flight); B's release frees only A's */
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE next_send_at > now()"), 2);
 	cr_assert_eq(store_release_forwards(t.b, &b_own, 1, err, sizeof err), STORE_OK, "%s", err);

@@ -581,26 +581,6 @@ Test(tenants, hub_takes_changes_and_keeps_good_rules)
 
 /* ---- migration 0010 on a database with rows ---- */
 
-static PGconn *fresh_database(const char *name, char *conninfo, size_t sz)
-{
-	const char *base = getenv("TXHUB_PG");
-	cr_assert_not_null(base);
-	PGconn *admin = PQconnectdb(base);
-	cr_assert(PQstatus(admin) == CONNECTION_OK);
-	char q[256];
-	PQclear(PQexec(admin, "SET client_min_messages = warning"));
-	snprintf(q, sizeof q, "DROP DATABASE IF EXISTS %s", name);
-	PQclear(PQexec(admin, q));
-	snprintf(q, sizeof q, "CREATE DATABASE %s", name);
-	PGresult *r = PQexec(admin, q);
-	cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(admin));
-	PQclear(r);
-	PQfinish(admin);
-	snprintf(conninfo, sz, "%s dbname=%s", base, name);
-	PGconn *c = PQconnectdb(conninfo);
-	cr_assert(PQstatus(c) == CONNECTION_OK);
-	return c;
-}
 
 /* A database at schema 7 (0.4.0 and issue 20), as `txhub migrate` of then
  * left it, with rows. */
@@ -644,7 +624,7 @@ Test(tenants, migration_rewrites_no_table)
 	h_setup(&e, "tn_mig");
 	char name[96], conninfo[700], pg[720];
 	snprintf(name, sizeof name, "%s_old", e.name);
-	PGconn *old = fresh_database(name, conninfo, sizeof conninfo);
+	PGconn *old = h_fresh_database(name, conninfo, sizeof conninfo);
 	schema_7(old);
 	char before[512], after[512];
 	filenodes(old, before, sizeof before);

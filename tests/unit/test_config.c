@@ -668,6 +668,42 @@ Test(config, validate_names_and_topics)
 	cr_assert(strstr(err, "group"), "message: %s", err);
 }
 
+/* control_topic as a list or a pattern (topics.h has the cases): refused
+ * forms name the key; a progress topic among the control topics is too. */
+Test(config, validate_control_topic_lists_and_patterns)
+{
+	static const char *const good[] = {"a,b,c", "^team-.*\\.control$", " a , b "};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "control_topic", good[i], err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s: %s", good[i], err);
+	}
+	static const char *const bad[][2] = {
+		{"^a(b", "not a valid regular expression"},
+		{"a,,b", "empty"},
+		{"a,b,a", "named twice"},
+		{"a,^b", "pattern"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "control_topic", bad[i][0], err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "%s accepted", bad[i][0]);
+		cr_assert(strstr(err, "control_topic: ") == err, "message: %s", err);
+		cr_assert(strstr(err, bad[i][1]), "message: %s", err);
+	}
+	/* the progress topic may not be one of the control topics */
+	cr_assert_eq(config_set(&cfg, "control_topic", "^txhub\\..*", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "txhub.progress"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "forward.progress_topic", "ops.progress", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(config_set(&cfg, "control_topic", "a,ops.progress", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "ops.progress"), "message: %s", err);
+	cr_assert_eq(config_set(&cfg, "forward.progress_topic", "bad topic", err, sizeof err), 0);
+	cr_assert_eq(config_set(&cfg, "control_topic", "a", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), -1);
+	cr_assert(strstr(err, "forward.progress_topic"), "message: %s", err);
+}
+
 Test(config, free_twice_and_zeroed)
 {
 	cr_assert_eq(config_set(&cfg, "kafka.a", "b", err, sizeof err), 0);

@@ -29,7 +29,7 @@ Test(gap, decisions)
 		gap g;
 		gap_decide(7, cases[i].wanted, cases[i].low, cases[i].high, &g);
 		cr_assert_eq(g.kind, cases[i].kind, "case %zu", i);
-		cr_assert_eq(g.partition, 7);
+		cr_assert_eq(g.tp, 7);
 		cr_assert_eq(g.wanted, cases[i].wanted);
 		cr_assert_eq(g.low, cases[i].low);
 		cr_assert_eq(g.high, cases[i].high);

@@ -60,7 +60,7 @@ static void capture(void (*write_lines)(void))
 
 static void two_lines(void)
 {
-	log_about about = {"shop", "k\"1\\", 3};
+	log_about about = {"shop", "k\"1\\", tp_of("txhub.control", 3)};
 	log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", 2, "bad\nthing");
 	log_info("plain %s", "line");
 	log_debug("not shown at info");
@@ -77,7 +77,7 @@ Test(log, json_lines_carry_the_ids_as_fields)
 	*nl = '\0';
 	cr_assert(strstr(captured, "\"level\":\"warn\",\"msg\":\"forward: attempt 2: bad\\u000athing\","
 	                           "\"biz_id\":\"shop\",\"message_key\":\"k\\\"1\\\\\","
-	                           "\"partition\":3}"), "%s", captured);
+	                           "\"topic\":\"txhub.control\",\"partition\":3}"), "%s", captured);
 	cr_assert_eq(strncmp(captured, "{\"ts\":\"20", 9), 0, "%s", captured);
 	cr_assert(strstr(nl + 1, "\"level\":\"info\",\"msg\":\"plain line\"}\n"), "%s", nl + 1);
 	cr_assert_null(strstr(nl + 1, "not shown"));
@@ -89,7 +89,7 @@ Test(log, text_lines_put_the_ids_after_the_subsystem)
 	log_set_format(LOG_TEXT);
 	capture(two_lines);
 	/* one line, whatever the message held */
-	cr_assert(strstr(captured, " warn  forward: biz_id=shop message_key=k\"1\\x5c partition=3 "
+	cr_assert(strstr(captured, " warn  forward: biz_id=shop message_key=k\"1\\x5c topic=txhub.control partition=3 "
 	                           "attempt 2: bad thing\n"), "%s", captured);
 }
 

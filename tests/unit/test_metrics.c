@@ -90,7 +90,7 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	free(t);
 	metrics_sample s = {{1, 2, 3, 4, 5}, 9, 12.5, -1};
 	metrics_set_sample(&s);
-	int32_t parts[] = {0, 7};
+	tp_key parts[] = {tp_of("ctl", 0), tp_of("ctl", 7)};
 	int64_t lag[] = {5, 0};
 	metrics_set_lag(parts, lag, 2);
 	metrics_set_lag(parts + 1, lag + 1, 1); /* partition 0 went away */
@@ -99,8 +99,8 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	cr_assert_eq(value(t, "txhub_parked"), 9);
 	cr_assert_eq(value(t, "txhub_oldest_prepared_age_seconds"), 12.5);
 	cr_assert_eq(value(t, "txhub_oldest_pending_send_age_seconds"), 0);
-	cr_assert_eq(value(t, "txhub_consumer_lag{partition=\"7\"}"), 0);
-	cr_assert_eq(value(t, "txhub_consumer_lag{partition=\"0\"}"), -1);
+	cr_assert_eq(value(t, "txhub_consumer_lag{topic=\"ctl\",partition=\"7\"}"), 0);
+	cr_assert_eq(value(t, "txhub_consumer_lag{topic=\"ctl\",partition=\"0\"}"), -1);
 	free(t);
 }
 
@@ -110,24 +110,24 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 Test(metrics, control_records_lost_per_partition)
 {
 	metrics_reset();
-	metrics_control_records_lost(3, 0);
-	metrics_control_records_lost(1, 0);
-	metrics_control_records_lost(3, 100);
-	metrics_control_records_lost(3, 50);
-	metrics_control_records_lost(9, 7);
+	metrics_control_records_lost(tp_of("ctl", 3), 0);
+	metrics_control_records_lost(tp_of("ctl", 1), 0);
+	metrics_control_records_lost(tp_of("ctl", 3), 100);
+	metrics_control_records_lost(tp_of("ctl", 3), 50);
+	metrics_control_records_lost(tp_of("ctl", 9), 7);
 	metrics_alert("control_records_lost");
 	metrics_alert("control_partition_truncated");
 	char *t = exposition();
-	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"1\"}"), 0);
-	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"3\"}"), 150);
-	cr_assert_eq(value(t, "txhub_control_records_lost_total{partition=\"9\"}"), 7);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"1\"}"), 0);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"3\"}"), 150);
+	cr_assert_eq(value(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"9\"}"), 7);
 	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_records_lost\"}"), 1);
 	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"control_partition_truncated\"}"), 1);
 	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"other\"}"), 0);
 	/* in partition order */
-	char *p1 = strstr(t, "txhub_control_records_lost_total{partition=\"1\"}");
-	char *p3 = strstr(t, "txhub_control_records_lost_total{partition=\"3\"}");
-	char *p9 = strstr(t, "txhub_control_records_lost_total{partition=\"9\"}");
+	char *p1 = strstr(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"1\"}");
+	char *p3 = strstr(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"3\"}");
+	char *p9 = strstr(t, "txhub_control_records_lost_total{topic=\"ctl\",partition=\"9\"}");
 	cr_assert(p1 && p1 < p3 && p3 < p9);
 	free(t);
 	metrics_reset();

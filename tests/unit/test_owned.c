@@ -14,10 +14,10 @@ static void check_invariants(const owned_set *s, const char *name)
 	cr_assert_leq(s->n, s->cap, "%s: n %zu over cap %zu", name, s->n, s->cap);
 	for (size_t i = 0; i < s->n; i++) {
 		if (i > 0)
-			cr_assert_lt(s->parts[i - 1].partition, s->parts[i].partition,
+			cr_assert_lt(s->parts[i - 1].tp, s->parts[i].tp,
 			             "%s: not sorted at %zu", name, i);
-		cr_assert_eq(owned_find(s, s->parts[i].partition), &s->parts[i],
-		             "%s: partition %d not found where it is", name, s->parts[i].partition);
+		cr_assert_eq(owned_find(s, s->parts[i].tp), &s->parts[i],
+		             "%s: partition %lld not found where it is", name, (long long)s->parts[i].tp);
 	}
 }
 
@@ -102,10 +102,10 @@ Test(owned, scenarios)
 		}
 		cr_expect_eq(s.n, sc->nwant, "%s: %zu owned, want %zu", sc->name, s.n, sc->nwant);
 		for (size_t i = 0; i < s.n && i < sc->nwant; i++) {
-			cr_expect_eq(s.parts[i].partition, sc->want[i].partition, "%s: entry %zu",
+			cr_expect_eq(s.parts[i].tp, sc->want[i].tp, "%s: entry %zu",
 			             sc->name, i);
-			cr_expect_eq(s.parts[i].epoch, sc->want[i].epoch, "%s: epoch of %d", sc->name,
-			             s.parts[i].partition);
+			cr_expect_eq(s.parts[i].epoch, sc->want[i].epoch, "%s: epoch of %lld", sc->name,
+			             (long long)s.parts[i].tp);
 		}
 		owned_free(&s);
 		cr_expect_eq(s.n, 0);
@@ -141,6 +141,27 @@ Test(owned, lookups)
 	/* the empty set, never allocated */
 	cr_expect_null(owned_find(&s, 0));
 	cr_expect_not(owned_has(&s, 0));
+}
+
+/* Partitions of two topics with the same numbers are distinct entries,
+ * each topic's sorted by partition; dropping one leaves the other. */
+Test(owned, two_topics)
+{
+	owned_set s = {0};
+	int32_t a = topic_id("owned.test.a"), b = topic_id("owned.test.b");
+	for (int32_t p = 3; p >= 0; p--) {
+		cr_assert_eq(owned_take(&s, &(store_owned){tp_make(b, p), 10 + p}), 0);
+		cr_assert_eq(owned_take(&s, &(store_owned){tp_make(a, p), 20 + p}), 0);
+	}
+	cr_assert_eq(s.n, 8);
+	check_invariants(&s, "two topics");
+	cr_expect_eq(owned_find(&s, tp_make(a, 2))->epoch, 22);
+	cr_expect_eq(owned_find(&s, tp_make(b, 2))->epoch, 12);
+	cr_assert_eq(owned_drop(&s, tp_make(a, 2)), 1);
+	cr_expect_not(owned_has(&s, tp_make(a, 2)));
+	cr_expect(owned_has_at(&s, tp_make(b, 2), 12), "the other topic's partition 2 stays");
+	cr_expect_not(owned_has(&s, tp_make(topic_id("owned.test.c"), 2)));
+	owned_free(&s);
 }
 
 /* Past the first allocation, in the worst order (each one at the front). */
