@@ -7,10 +7,14 @@
 #   1. drain: N transactions (default 100000) produced on 8 control
 #      partitions first, then one hub started to drain them;
 #   2. open loop at each RATE:SECONDS of TXHUB_BENCH_RATES (default
-#      "2000:60 10000:30"), the hub running: commit-to-forward latency;
+#      "2000:60 10000:30"; "none": no open loop), the hub running:
+#      commit-to-forward latency;
 #
 # both for each forward.mode of TXHUB_BENCH_MODES (default "at_least_once
-# exactly_once").
+# exactly_once"), each TXHUB_BENCH_REPEAT times (default 1), with the
+# arguments of TXHUB_BENCH_VARIANTS in turn when set: "|"-separated
+# argument lists for txhub bench, alternated run by run, e.g.
+# TXHUB_BENCH_VARIANTS="--tenants 100|--tenants 100 --no-enforce".
 #
 # Each run prints one JSON line on stdout (see README, Benchmark); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
@@ -21,6 +25,10 @@ cd "$(dirname "$0")/.."
 txhub=$(realpath "$1")
 n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
+[ "$rates" = none ] && rates=
+repeat=${TXHUB_BENCH_REPEAT:-1}
+IFS='|' read -r -a variants <<< "${TXHUB_BENCH_VARIANTS:-}"
+[ ${#variants[@]} -gt 0 ] || variants=("")
 modes=${TXHUB_BENCH_MODES:-at_least_once exactly_once}
 out=${TXHUB_BENCH_OUT:-/tmp/txhub-bench-real}
 mkdir -p "$out"
@@ -60,12 +68,20 @@ run() {
   "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
     -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
 }
+seq=0
 for mode in $modes; do
   tag=${mode%%_*} # at, exactly
-  run "drain_$tag" --start-hub --preload --count "$n" -X forward.mode="$mode"
-  for r in $rates; do
-    rate=${r%%:*} secs=${r##*:}
-    run "rate${rate}_$tag" --start-hub --rate "$rate" --count $((rate * secs)) --ceiling-tx 50000 \
-      -X forward.mode="$mode"
+  for ((rep = 1; rep <= repeat; rep++)); do
+    for v in "${variants[@]}"; do
+      seq=$((seq + 1))
+      # shellcheck disable=SC2086 # a variant is a list of arguments
+      run "drain_${tag}_$seq" --start-hub --preload --count "$n" -X forward.mode="$mode" $v
+      for r in $rates; do
+        rate=${r%%:*} secs=${r##*:}
+        # shellcheck disable=SC2086
+        run "rate${rate}_${tag}_$seq" --start-hub --rate "$rate" --count $((rate * secs)) \
+          --ceiling-tx 50000 -X forward.mode="$mode" $v
+      done
+    done
   done
 done

@@ -42,6 +42,8 @@ typedef struct {
 	int drain_s;
 	int warmup_s;         /* commits of the first seconds: verified, not timed */
 	int exactly_once;     /* a duplicate is a failure */
+	int tenants;          /* tenants to define (bench-0 owns the control topic); 0: leave them */
+	int enforce;          /* ... and tenants.enforce for the hub it starts */
 	char hub_log[256];
 } opts;
 
@@ -66,7 +68,8 @@ static void usage(FILE *out)
 	        "                   [--keys N] [--partitions N] [--forward-topic NAME]\n"
 	        "                   [--start-hub [--preload] [--hub-log FILE] | --hub-pid PID]\n"
 	        "                   [--no-ceilings] [--ceiling-tx N] [--drain SECONDS]\n"
-	        "                   [--exactly-once] [--run-id ID] [-c FILE] [-X key=value]...\n"
+	        "                   [--exactly-once] [--tenants N [--no-enforce]] [--run-id ID]\n"
+	        "                   [-c FILE] [-X key=value]...\n"
 	        "\n"
 	        "  --count N          transactions (prepare, then commit or rollback); 10000\n"
 	        "  --rate N           transactions per second, open loop; default flat out\n"
@@ -74,6 +77,11 @@ static void usage(FILE *out)
 	        "  --payload BYTES    payload size; 200\n"
 	        "  --keys N           distinct control-record keys; default one per transaction\n"
 	        "  --partitions N     partitions of the topics it creates; 4\n"
+	        "  --tenants N        define tenants bench-0..bench-<N-1> in txhub.tenants (replacing\n"
+	        "                     earlier bench-* ones): bench-0 owns the control topic, the\n"
+	        "                     bench's biz ids and forward topic, each other one a control\n"
+	        "                     topic, biz prefix and forward topic of its own; the hub it\n"
+	        "                     starts runs with tenants.enforce=true (--no-enforce: false)\n"
 	        "  --forward-topic T  where the forwards go; <control_topic>.bench\n"
 	        "  --start-hub        start `txhub run` with the same -c/-X, stop it at the end\n"
 	        "  --preload          with --start-hub: produce everything first, then start the\n"
@@ -135,6 +143,8 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			o->keys = x;
 		else if (strcmp(k, "--partitions") == 0 && int_arg(k, v, 1, 1000, &x) == 0)
 			o->partitions = (int)x;
+		else if (strcmp(k, "--tenants") == 0 && int_arg(k, v, 1, 1000, &x) == 0)
+			o->tenants = (int)x, o->enforce = 1;
 		else if (strcmp(k, "--hub-pid") == 0 && int_arg(k, v, 1, 1 << 30, &x) == 0)
 			o->hub_pid = (pid_t)x;
 		else if (strcmp(k, "--ceiling-tx") == 0 && int_arg(k, v, 100, 10000000, &x) == 0)
@@ -158,6 +168,8 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			o->ceilings = 0;
 		else if (strcmp(k, "--exactly-once") == 0)
 			o->exactly_once = 1;
+		else if (strcmp(k, "--no-enforce") == 0)
+			o->enforce = -1;
 		else if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
 			usage(stdout);
 			return 1;
@@ -171,6 +183,10 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			return -1;
 		}
 		i += takes;
+	}
+	if (o->enforce < 0 && !o->tenants) {
+		fprintf(stderr, "txhub bench: --no-enforce goes with --tenants\n");
+		return -1;
 	}
 	if (o->preload && !o->start_hub) {
 		fprintf(stderr, "txhub bench: --preload needs --start-hub (the hub starts after the "
@@ -372,14 +388,55 @@ static void *verify(void *arg)
 
 /* ---- the hub ---- */
 
+/* Define o->tenants tenants (--tenants): bench-0 owns the control topic,
+ * the bench's biz ids and forward topic; bench-i (i > 0) owns
+ * <control_topic>.t<i>, biz ids bench-t<i>-* and <control_topic>.t<i>.out,
+ * so that the hub judges every record among N tenants' rules. Earlier
+ * bench-* tenants are replaced. Returns 0, or -1 (said on stderr). */
+static int define_tenants(const txhub_config *cfg, const opts *o)
+{
+	static const char *sql =
+		"INSERT INTO txhub.tenants (name, control_topics, biz_ids, forward_topics) "
+		"SELECT 'bench-' || i, "
+		"CASE WHEN i = 0 THEN ARRAY[$1] ELSE ARRAY[$1 || '.t' || i] END, "
+		"CASE WHEN i = 0 THEN ARRAY['bench', 'bench-ceiling-*'] "
+		"ELSE ARRAY['bench-t' || i || '-*'] END, "
+		"CASE WHEN i = 0 THEN ARRAY[$2] ELSE ARRAY[$1 || '.t' || i || '.out'] END "
+		"FROM generate_series(0, $3::int - 1) i";
+	char n[16];
+	snprintf(n, sizeof n, "%d", o->tenants);
+	const char *p[3] = {cfg->control_topic, o->forward_topic, n};
+	PGconn *c = PQconnectdb(cfg->pg);
+	/* (one statement could not delete and insert the same names) */
+	PGresult *r = PQstatus(c) == CONNECTION_OK
+	                  ? PQexec(c, "BEGIN; DELETE FROM txhub.tenants WHERE name LIKE 'bench-%'")
+	                  : NULL;
+	int ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	r = ok ? PQexecParams(c, sql, 3, NULL, p, NULL, NULL, 0) : NULL;
+	ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	PQclear(r);
+	r = ok ? PQexec(c, "COMMIT") : NULL;
+	ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+	if (!ok)
+		fprintf(stderr, "txhub bench: defining %d tenants: %s", o->tenants, PQerrorMessage(c));
+	PQclear(r);
+	PQfinish(c);
+	return ok ? 0 : -1;
+}
+
 static pid_t start_hub(const opts *o, char **hub_args)
 {
 	char *argv[200];
 	int n = 0;
 	argv[n++] = "txhub";
 	argv[n++] = "run";
-	for (; hub_args && *hub_args && n < 198; hub_args++)
+	for (; hub_args && *hub_args && n < 196; hub_args++)
 		argv[n++] = *hub_args;
+	if (o->tenants) {
+		argv[n++] = "-X";
+		argv[n++] = o->enforce > 0 ? "tenants.enforce=true" : "tenants.enforce=false";
+	}
 	argv[n] = NULL;
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -739,10 +796,11 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	for (size_t i = 0; i < total && !d.failed; i += per) {
 		size_t k = total - i < per ? total - i : per;
 		batch_node *node = calloc(1, sizeof *node);
-		store_stats stats;
+		store_stats stats = {0};
 		store_rc rc = node ? store_apply(a, recs + i, k, own, (size_t)parts, &node->l,
 		                                 &stats, NULL, NULL, err, sizeof err)
 		                   : STORE_RETRY;
+		store_stats_free(&stats);
 		if (rc != STORE_OK) {
 			fprintf(stderr, "txhub bench: PostgreSQL ceiling: %s\n", err);
 			d.failed = 1;
@@ -1102,6 +1160,8 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 	}
 	create_topic(gen, cfg->control_topic, o.partitions);
 	create_topic(gen, o.forward_topic, o.partitions);
+	if (o.tenants && define_tenants(cfg, &o) != 0)
+		goto out;
 	if (verifier_init(&v, cfg, &o, gen) != 0) {
 		fprintf(stderr, "txhub bench: cannot read the forward topic %s\n", o.forward_topic);
 		goto out;

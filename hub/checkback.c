@@ -68,6 +68,7 @@ typedef struct slot {
 	struct slot *next_waiting; /* its host's queue */
 	tp_key tp;
 	int32_t claimed_attempts;
+	metrics_tenant tenant;    /* the message's tenant label */
 	int64_t timeout_ms;       /* checkback.timeout_ms when claimed: the lease is for it */
 	int64_t start_by_ms;      /* a request started later could outlast the lease */
 	int64_t started_ms;
@@ -428,7 +429,7 @@ static int check_target(checkback *cb, const store_check *c, const char *base,
 	}
 	add_pending(cb, c->biz_id, c->message_key, c->tp, c->attempts, c->attempts,
 	            CHECK_FAILED, msg, 0);
-	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	metrics_checkback_done(c->tenant, METRICS_CB_NOT_REQUESTED, 0);
 	return -1;
 }
 
@@ -443,7 +444,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 		            CHECK_FAILED,
 		            "no check-back URL: the prepare named none and checkback.default_url is empty",
 		            0);
-		metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+		metrics_checkback_done(c->tenant, METRICS_CB_NOT_REQUESTED, 0);
 		return;
 	}
 	if (check_target(cb, c, base, &target) != 0)
@@ -466,6 +467,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	s->message_key = strdup(c->message_key);
 	s->tp = c->tp;
 	s->claimed_attempts = c->attempts;
+	s->tenant = c->tenant;
 	s->timeout_ms = cb->cfg->checkback_timeout_ms;
 	s->start_by_ms = now + lease_ms - s->timeout_ms;
 	if (!s->url || !s->host || !s->biz_id || !s->message_key) {
@@ -606,7 +608,7 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	}
 	static const metrics_checkback outcome[] = {METRICS_CB_COMMITTED, METRICS_CB_ROLLED_BACK,
 	                                            METRICS_CB_UNDECIDED, METRICS_CB_ERROR};
-	metrics_checkback_done(outcome[a], mono_ms() - s->started_ms);
+	metrics_checkback_done(s->tenant, outcome[a], mono_ms() - s->started_ms);
 	switch (a) {
 	case CHECKBACK_COMMITTED:
 		count(cb, &cb->stats.committed);

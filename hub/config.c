@@ -119,12 +119,11 @@ const config_option config_options[] = {
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
-	/* CONTRACT §14: read, checked, not acted on yet (enforcement at intake
-	 * is later work) */
+	/* CONTRACT §14: at intake (hub/enforce.c); a restart applies a change */
 	STR("tenants.enforce", NULL, "false", tenants_enforce,
 	    "true: a record is accepted only within the rules of the tenant whose control topic "
-	    "it arrived on (txhub tenant); NOT ENFORCED YET in this version: it is read and "
-	    "checked only"),
+	    "it arrived on (txhub tenant), else rejected; a decision for another tenant's "
+	    "message is a conflict; no rules loaded yet: intake waits"),
 	/* txhub console (CONTRACT §7, §9); the hub itself never reads them */
 	STR("console.listen", NULL, "127.0.0.1:8080", console_listen,
 	    "host:port the web console (txhub console) listens on"),
@@ -154,6 +153,11 @@ const config_option config_options[] = {
 int config_exactly_once(const txhub_config *cfg)
 {
 	return strcmp(cfg->forward_mode, "exactly_once") == 0;
+}
+
+int config_tenants_enforce(const txhub_config *cfg)
+{
+	return cfg->tenants_enforce && strcmp(cfg->tenants_enforce, "true") == 0;
 }
 
 static const config_option *find_option(const char *key)

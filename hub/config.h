@@ -54,7 +54,7 @@ typedef struct txhub_config {
 	int64_t intake_poll_ms;
 	int64_t retention_finished_hours;
 	int64_t retention_rejected_hours;
-	char *tenants_enforce; /* "true" or "false" (validated); not acted on yet */
+	char *tenants_enforce; /* "true" or "false" (validated): config_tenants_enforce() */
 	char *console_listen;
 	char *console_token;
 	char *console_open; /* "true" or "false" (validated) */
@@ -87,6 +87,8 @@ extern const config_option config_options[];
 
 /* Whether forward.mode is exactly_once. */
 int config_exactly_once(const txhub_config *cfg);
+/* tenants.enforce = true (CONTRACT §14). */
+int config_tenants_enforce(const txhub_config *cfg);
 
 /* Fill cfg with the built-in defaults. Returns 0, or -1 on allocation failure. */
 int config_init(txhub_config *cfg);

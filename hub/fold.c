@@ -7,6 +7,7 @@
  * the final state of each key. */
 #include "fold.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 static const char *const DETAIL_PREPARE =
 	"a second prepare with a different payload or forward; the first stays";
 static const char *const DETAIL_DECISION = "the decision contradicts the state; the state stays";
+static const char *const DETAIL_FOREIGN = "the message belongs to another tenant";
 
 /* FNV-1a over both ids, with a separator so ("ab","c") != ("a","bc"). */
 static uint64_t key_hash(const char *biz, const char *mk)
@@ -53,8 +55,9 @@ fold_key *fold_find(fold *f, const char *biz_id, const char *message_key)
 }
 
 /* The key of a valid record, added on its first appearance. */
-static uint32_t key_add(fold *f, const envelope *env)
+static uint32_t key_add(fold *f, const store_record *rec)
 {
+	const envelope *env = &rec->env;
 	uint64_t h = key_hash(env->biz_id, env->message_key);
 	uint32_t *s = key_slot(f, env->biz_id, env->message_key, h);
 	if (*s == 0) {
@@ -64,6 +67,7 @@ static uint32_t key_add(fold *f, const envelope *env)
 		k->message_key = env->message_key;
 		k->hash = h;
 		k->payload_rec = -1;
+		memcpy(k->tenant, rec->tenant, sizeof k->tenant);
 		*s = (uint32_t)++f->nkeys;
 	}
 	return *s - 1;
@@ -108,17 +112,18 @@ int fold_begin(fold *f, const store_record *recs, size_t n)
 		const envelope *env = &recs[i].env;
 		if (!recs[i].valid)
 			continue;
-		f->rec_key[i] = key_add(f, env);
+		f->rec_key[i] = key_add(f, &recs[i]);
 		if (env->type == ENVELOPE_PREPARE || envelope_is_oneshot(env))
 			f->keys[f->rec_key[i]].has_prepare = 1;
 	}
 	return 0;
 }
 
-void fold_set_current(fold_key *k, rules_state stored)
+void fold_set_current(fold_key *k, rules_state stored, const char *tenant)
 {
 	k->existed = 1;
 	k->state = stored;
+	snprintf(k->tenant, sizeof k->tenant, "%s", tenant ? tenant : "");
 }
 
 int fold_needs_first(const fold_key *k)
@@ -188,13 +193,14 @@ static int record_steps(const envelope *env, rules_step steps[2])
 	return 2;
 }
 
-static void note_conflict(fold *f, size_t rec, rules_step step, rules_state met)
+static void note_conflict(fold *f, size_t rec, rules_step step, rules_state met, int foreign)
 {
 	fold_conflict *c = &f->conflicts[f->nconflicts++];
 	c->rec = rec;
 	c->step = step;
 	c->met = met;
-	c->detail = step == STEP_PREPARE ? DETAIL_PREPARE : DETAIL_DECISION;
+	c->foreign = foreign;
+	c->detail = foreign ? DETAIL_FOREIGN : step == STEP_PREPARE ? DETAIL_PREPARE : DETAIL_DECISION;
 }
 
 /* Apply record i to its key; returns its metrics outcome. */
@@ -205,10 +211,14 @@ static metrics_outcome fold_record(fold *f, size_t i)
 	rules_step steps[2];
 	int nsteps = record_steps(&rec->env, steps);
 	int changed = 0, noted = 0;
+	if (f->enforce && rec->tenant[0] && k->tenant[0] && strcmp(rec->tenant, k->tenant) != 0) {
+		note_conflict(f, i, steps[0], k->state, 1);
+		return METRICS_CONFLICT;
+	}
 	for (int s = 0; s < nsteps; s++) {
 		rules_outcome o = rules_apply(k->state, steps[s], same_as_first(f, k, &rec->env, steps[s]));
 		if (o.conflict && !noted) {
-			note_conflict(f, i, steps[s], k->state);
+			note_conflict(f, i, steps[s], k->state, 0);
 			noted = 1;
 		}
 		if (!o.changed)
@@ -243,7 +253,7 @@ void fold_run(fold *f)
 	for (size_t i = 0; i < f->nrecs; i++) {
 		metrics_outcome o = f->recs[i].valid ? fold_record(f, i) : METRICS_REJECTED;
 		f->outcome[i] = (unsigned char)o;
-		st->by.n[type_of(&f->recs[i])][o]++;
+		metrics_envelopes_count(&st->by, f->recs[i].label, type_of(&f->recs[i]), o);
 		if (o == METRICS_REJECTED)
 			st->rejected++;
 		else if (o == METRICS_APPLIED)
@@ -258,6 +268,7 @@ void fold_run(fold *f)
 
 void fold_free(fold *f)
 {
+	metrics_tally_free(&f->stats.by);
 	free(f->keys); /* the one block of fold_alloc() */
 	memset(f, 0, sizeof *f);
 }

@@ -36,6 +36,8 @@ typedef struct {
 	rules_step step;    /* what arrived */
 	rules_state met;    /* the state it met, which stays */
 	const char *detail; /* static text for txhub.conflicts */
+	int foreign;        /* the message belongs to another tenant (detail names the
+	                     * record's tenant: "tenant b: " before it) */
 } fold_conflict;
 
 /* One distinct (biz_id, message_key) of the batch's valid records. */
@@ -53,6 +55,10 @@ typedef struct {
 	tp_key src_tp;
 	int32_t src_partition;
 	int64_t src_offset;
+	/* the message's tenant ("": none): as stored, or, for a new row, the
+	 * tenant of the first record naming it, which makes the row (a decision
+	 * never changes a stored message's tenant) */
+	char tenant[64];
 	/* private to fold.c */
 	uint64_t hash;
 	int has_prepare;      /* a record of the batch prepares it (prepare, one-shot commit) */
@@ -69,7 +75,16 @@ typedef struct {
 	fold_conflict *conflicts; /* nconflicts, in record order */
 	size_t nconflicts;
 	unsigned char *outcome;   /* metrics_outcome of each record (METRICS_REJECTED: invalid) */
-	store_stats stats;        /* applied, noops, conflicts, committed, rejected, by */
+	store_stats stats;        /* applied, noops, conflicts, committed, rejected, by
+	                           * (by's rows are freed by fold_free() unless moved out) */
+	/* set before fold_run(): tenants.enforce. Then a record of tenant b
+	 * (its topic's) for a message of tenant a is a conflict and changes
+	 * nothing. A record or a message of no tenant is never one: with
+	 * enforcement a record of no tenant is rejected at intake, and a
+	 * message stored with no tenant (before tenants, or with enforcement
+	 * off) takes the decisions of the tenant that owns its biz_id, which
+	 * intake checked. */
+	int enforce;
 	/* private to fold.c */
 	const store_record *recs;
 	size_t nrecs;
@@ -88,8 +103,9 @@ int fold_begin(fold *f, const store_record *recs, size_t n);
  * not name it. */
 fold_key *fold_find(fold *f, const char *biz_id, const char *message_key);
 
-/* The stored row of key k, its state as SELECT ... FOR UPDATE read it. */
-void fold_set_current(fold_key *k, rules_state stored);
+/* The stored row of key k, its state and tenant (NULL or "": none) as
+ * SELECT ... FOR UPDATE read them. */
+void fold_set_current(fold_key *k, rules_state stored, const char *tenant);
 
 /* Whether the key's stored first prepare must be read before fold_run(): its
  * row is prepared and the batch prepares it again, so the two payloads and

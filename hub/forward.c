@@ -30,6 +30,7 @@ typedef struct {
 	tp_key tp;         /* source partition */
 	int32_t send_attempts;
 	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
+	metrics_tenant tenant; /* from store_forward */
 	int64_t produced_ms; /* handed to the producer; 0: refused outright */
 	int ok;
 	int requeue;         /* not attempted after all: the producer died */
@@ -434,6 +435,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		it->send_attempts = f->send_attempts;
 		it->tp = f->src_tp;
 		it->decided_ms = f->decided_ms;
+		it->tenant = f->tenant;
 		it->produced_ms = clock_ms();
 		produced++;
 		for (;;) {
@@ -470,7 +472,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 
 /* The metrics of the reports in l, nfailed of which ended the forward for
  * good: one update of the shared counters for all of them. */
-static void count_reports(const fw_list *l, size_t nfailed)
+static void count_reports(const fw_list *l, const store_forward_list *failed)
 {
 	metrics_forwards m;
 	memset(&m, 0, sizeof m);
@@ -480,10 +482,10 @@ static void count_reports(const fw_list *l, size_t nfailed)
 		if (it->requeue)
 			continue;
 		if (!it->ok) {
-			m.outcomes[METRICS_FW_RETRIED]++;
+			metrics_forwards_count(&m, it->tenant, METRICS_FW_RETRIED, 1);
 			continue;
 		}
-		m.outcomes[METRICS_FW_SENT]++;
+		metrics_forwards_count(&m, it->tenant, METRICS_FW_SENT, 1);
 		if (it->produced_ms)
 			metrics_forwards_observe(m.produce_bucket, &m.produce_count, &m.produce_sum_us,
 			                         now - it->produced_ms);
@@ -491,11 +493,13 @@ static void count_reports(const fw_list *l, size_t nfailed)
 			metrics_forwards_observe(m.commit_bucket, &m.commit_count, &m.commit_sum_us,
 			                         now - it->decided_ms);
 	}
-	if (nfailed > m.outcomes[METRICS_FW_RETRIED])
-		nfailed = m.outcomes[METRICS_FW_RETRIED];
-	m.outcomes[METRICS_FW_RETRIED] -= nfailed;
-	m.outcomes[METRICS_FW_FAILED] = nfailed;
+	/* those that failed for good were counted as retried above */
+	for (size_t i = 0; i < failed->n; i++) {
+		metrics_forwards_count(&m, failed->items[i].tenant, METRICS_FW_RETRIED, -1);
+		metrics_forwards_count(&m, failed->items[i].tenant, METRICS_FW_FAILED, 1);
+	}
 	metrics_add_forwards(&m);
+	metrics_tally_free(&m.outcomes);
 }
 
 /* Whether partition's lane is cooling down (any partition's, when
@@ -681,7 +685,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
 		            f->topic, why);
 	}
-	count_reports(l, failed->n);
+	count_reports(l, failed);
 	uint64_t ok = 0, bad = 0, requeued = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];

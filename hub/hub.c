@@ -59,7 +59,8 @@ typedef struct {
 	checkback *cb;
 	alert *al;
 	monitor *mon;
-	tenants *tenants;      /* the tenants' rules (enforcement comes later) */
+	tenants *tenants;      /* the tenants' rules, intake judges records by them */
+	int held;              /* tenants.enforce with no rules loaded: the batch waits */
 	int joined;            /* the consumer has had an assignment */
 	owned_set owned;       /* the partitions this replica owns: intake changes it */
 	intake_batch batch;
@@ -402,6 +403,7 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 		metrics_observe_batch(1);
 		send_forwards(h, &committed);
 	}
+	store_stats_free(&stats);
 	store_forward_list_clear(&committed);
 	if (rc != STORE_REFUSED)
 		return rc;
@@ -422,6 +424,7 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 	snprintf(rej.reason, sizeof rej.reason, "PostgreSQL refused the envelope: %s",
 	         log_escape(err, strlen(err), esc, sizeof esc));
 	rc = apply(h, &rej, 1, &committed, &stats, err2, sizeof err2);
+	store_stats_free(&stats);
 	store_forward_list_clear(&committed);
 	if (rc == STORE_OK) {
 		log_error("hub: PostgreSQL refuses the record at " TP_FMT " offset %lld for its "
@@ -431,10 +434,13 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 		h->rejected++;
 		metrics_envelopes m;
 		memset(&m, 0, sizeof m);
-		m.n[r->env.type == ENVELOPE_PREPARE  ? METRICS_PREPARE
-		    : r->env.type == ENVELOPE_COMMIT ? METRICS_COMMIT
-		                                     : METRICS_ROLLBACK][METRICS_REJECTED] = 1;
+		metrics_envelopes_count(&m, r->label,
+		                        r->env.type == ENVELOPE_PREPARE  ? METRICS_PREPARE
+		                        : r->env.type == ENVELOPE_COMMIT ? METRICS_COMMIT
+		                                                         : METRICS_ROLLBACK,
+		                        METRICS_REJECTED);
 		metrics_add_envelopes(&m);
+		metrics_tally_free(&m);
 		metrics_observe_batch(1);
 		return STORE_OK;
 	}
@@ -450,6 +456,24 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 static int flush_batch(hub *h)
 {
 	char err[1024];
+	if (!intake_judge(h->in, &h->batch)) {
+		/* tenants.enforce with no rules loaded: never let a record through
+		 * unjudged; keep it, unacknowledged, until rules load */
+		if (!h->held)
+			log_error("hub: tenants.enforce is on and no tenant rules are loaded yet (%s): "
+			          "intake waits, the records stay in Kafka",
+			          tenants_failing(h->tenants) ? tenants_failing(h->tenants)
+			                                      : "not read yet");
+		h->held = 1;
+		intake_pause(h->in);
+		return -1;
+	}
+	if (h->held) {
+		log_info("hub: tenant rules loaded: intake goes on");
+		h->held = 0;
+		if (h->batch.n == 0)
+			intake_resume(h->in);
+	}
 	if (h->batch.n > 0 && (now_ms() < h->retry_at || store_ready(h) != 0)) {
 		intake_pause(h->in);
 		return -1;
@@ -478,12 +502,14 @@ static int flush_batch(hub *h)
 			log_debug("hub: batch of %zu: %zu applied, %zu no-op, %zu committed, %zu rejected, "
 			          "%zu conflicts", h->batch.n, stats.applied, stats.noops, stats.committed,
 			          stats.rejected, stats.conflicts);
+			store_stats_free(&stats);
 			batch_done(h);
 			send_forwards(h, &committed);
 			store_forward_list_clear(&committed);
 			return 0;
 		}
 		store_forward_list_clear(&committed);
+		store_stats_free(&stats);
 		if (rc == STORE_RETRY)
 			return batch_wait(h, err);
 		if (rc == STORE_REFUSED) {
@@ -828,6 +854,12 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 		snprintf(buf, bufsz, "Kafka: %s", intake_trouble(h->in));
 		return buf;
 	}
+	if (config_tenants_enforce(h->cfg) && !tenants_rules(h->tenants)) {
+		snprintf(buf, bufsz, "tenants.enforce is on and no tenant rules are loaded yet: intake "
+		         "waits (%s)", tenants_failing(h->tenants) ? tenants_failing(h->tenants)
+		                                                   : "not read yet");
+		return buf;
+	}
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
 		const fault *f = faults[i];
 		if (f->since_ms && (f->attempts >= 2 || now - f->since_ms >= 1000)) {
@@ -852,6 +884,14 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 	if (!h->problem[0] && forward_stuck(h->fw, buf, bufsz) > 0)
 		return buf;
 	return h->problem;
+}
+
+/* Read the tenants' rules again when due (tenants.h), and hand a new
+ * snapshot to intake. */
+static void refresh_tenants(hub *h, int64_t now)
+{
+	if (tenants_refresh(h->tenants, store_conn(h->st), now) == 1) /* logs its count */
+		intake_set_rules(h->in, tenants_rules(h->tenants));
 }
 
 static void publish_lag(hub *h)
@@ -939,7 +979,7 @@ static int scan_step(hub *h, int64_t now)
 		h->scan_failed |= retention(h, now);
 		break;
 	default:
-		tenants_refresh(h->tenants, store_conn(h->st), now); /* logs its count */
+		refresh_tenants(h, now);
 		if (!h->scan_failed)
 			fault_ok(&h->f_scan);
 		h->scan_step = 0;
@@ -1041,6 +1081,10 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		log_error("hub: %s", err);
 		goto done;
 	}
+	/* the rules before the first record (each record's tenant is recorded,
+	 * enforcement or not); failing, tenants.enforce holds intake until they
+	 * load (flush_batch) */
+	refresh_tenants(&h, now_ms());
 	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
 	         cfg->group, cfg->brokers);
 

@@ -22,6 +22,7 @@ void intake_batch_reset(intake_batch *b)
 	}
 	b->n = 0;
 	b->bytes = 0;
+	b->judged = 0;
 }
 
 void intake_batch_free(intake_batch *b)
@@ -57,7 +58,7 @@ static int in_list(const tp_key *parts, size_t n, tp_key p)
 
 size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n)
 {
-	size_t kept = 0, dropped = 0;
+	size_t kept = 0, dropped = 0, judged = 0;
 	b->bytes = 0;
 	for (size_t i = 0; i < b->n; i++) {
 		if (in_list(parts, n, b->recs[i].tp)) {
@@ -66,12 +67,14 @@ size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n)
 			dropped++;
 			continue;
 		}
+		judged += i < b->judged;
 		b->recs[kept] = b->recs[i];
 		b->msgs[kept] = b->msgs[i];
 		b->bytes += b->msgs[kept]->len + b->msgs[kept]->key_len;
 		kept++;
 	}
 	b->n = kept;
+	b->judged = judged; /* still a prefix: records keep their order */
 	return dropped;
 }
 
@@ -683,6 +686,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	in->cfg = cfg;
+	enforce_init(&in->tenants, config_tenants_enforce(cfg));
 	if (topics_parse(cfg->control_topic, &in->topics, err, errsz) != 0)
 		goto fail;
 	if (config_exactly_once(cfg))
@@ -798,6 +802,37 @@ static int batch_grow(intake_batch *b)
 	return 0;
 }
 
+void intake_set_rules(intake *in, const tenant_rules *rules)
+{
+	enforce_set_rules(&in->tenants, rules);
+}
+
+/* The tenant rules' verdict on a record (enforce.h), logged when it is
+ * rejected for them. */
+static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
+{
+	int was_valid = r->valid;
+	const char *topic = r->src_topic ? r->src_topic : rd_kafka_topic_name(m->rkt);
+	enforce_record(&in->tenants, topic, r);
+	if (was_valid && !r->valid) {
+		char ek[128];
+		log_about about = {NULL, NULL, m->partition};
+		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
+		              (long long)m->offset,
+		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
+		              r->reason);
+	}
+}
+
+int intake_judge(intake *in, intake_batch *b)
+{
+	if (!enforce_ready(&in->tenants))
+		return b->judged == b->n;
+	for (; b->judged < b->n; b->judged++)
+		judge(in, &b->recs[b->judged], b->msgs[b->judged]);
+	return 1;
+}
+
 /* A forward into a control topic (any of them) would come back as an
  * envelope, and one into the progress topic would corrupt the markers. */
 static void validate(const intake *in, store_record *r)
@@ -882,6 +917,7 @@ void intake_poll(intake *in, intake_batch *b)
 		b->msgs[b->n++] = m;
 		b->bytes += m->len + m->key_len;
 	}
+	intake_judge(in, b);
 }
 
 void intake_close(intake *in)
@@ -897,6 +933,7 @@ void intake_close(intake *in)
 	free(in->fenced);
 	free(in->slots);
 	free(in->refused);
+	enforce_clear(&in->tenants);
 	topics_free(&in->topics);
 	free(in);
 }

@@ -26,6 +26,7 @@
 #include "gap.h"
 #include "owned.h"
 #include "store.h"
+#include "tenant_rules.h"
 
 typedef struct intake intake;
 
@@ -35,6 +36,8 @@ typedef struct {
 	rd_kafka_message_t **msgs; /* kept alive: recs point into them */
 	size_t n, cap;
 	size_t bytes;
+	size_t judged; /* recs[0..judged) have their tenant, and were held to its rules
+	                * (enforce.h); the rest wait for rules (intake_judge) */
 } intake_batch;
 
 void intake_batch_reset(intake_batch *b); /* destroys the messages */
@@ -77,6 +80,17 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 /* A reload: read pg.adopt_from (and the live keys) from cfg from now on;
  * cfg must outlive the intake. */
 void intake_reconfigure(intake *in, const txhub_config *cfg);
+
+/* The tenants' rules to judge records by from now on (NULL: none loaded
+ * yet), after every change of the snapshot (tenants.h: a refresh that
+ * returned 1); rules must stay valid until the next call or intake_close().
+ * With tenants.enforce on and no rules, records read are held unjudged. */
+void intake_set_rules(intake *in, const tenant_rules *rules);
+
+/* Judge the records of b not judged yet, when rules allow (enforce.h).
+ * Returns 1 when every record of b is judged (b may be stored), 0 while
+ * some wait for the first rules to load (b must be kept, unacknowledged). */
+int intake_judge(intake *in, intake_batch *b);
 
 /* Add records to b until it holds cfg batch_max records or batch_bytes
  * bytes, or nothing more is ready; waits up to intake.poll_ms for the first. */

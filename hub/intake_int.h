@@ -5,6 +5,7 @@
 #ifndef TXHUB_INTAKE_INT_H
 #define TXHUB_INTAKE_INT_H
 
+#include "enforce.h"
 #include "intake.h"
 #include "topics.h"
 
@@ -59,6 +60,7 @@ struct intake {
 	int64_t trouble_ms; /* ... when it came */
 	int unreadable;     /* some slot is unreadable ... */
 	char unreadable_why[128]; /* ... the broker's last word on it */
+	enforce tenants;    /* each record's tenant, and tenants.enforce (enforce.h) */
 };
 
 /* Add (topic, partition) k to l; returns the element. */

@@ -534,14 +534,20 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 			}
 			metrics_forwards m;
 			memset(&m, 0, sizeof m);
-			m.outcomes[METRICS_FW_FAILED] = gave_up.n;
-			m.outcomes[METRICS_FW_RETRIED] = nfailed - gave_up.n;
+			for (size_t i = 0; i < n; i++)
+				if (!d[i].ok)
+					metrics_forwards_count(&m, items[i].tenant, METRICS_FW_RETRIED, 1);
+			for (size_t i = 0; i < gave_up.n; i++) {
+				metrics_forwards_count(&m, gave_up.items[i].tenant, METRICS_FW_RETRIED, -1);
+				metrics_forwards_count(&m, gave_up.items[i].tenant, METRICS_FW_FAILED, 1);
+			}
 			pthread_mutex_lock(&l->mu);
 			l->stats.failed_attempts += nfailed;
 			l->stats.failed_final += gave_up.n;
 			pthread_mutex_unlock(&l->mu);
 			if (nfailed)
 				metrics_add_forwards(&m);
+			metrics_tally_free(&m.outcomes);
 			store_forward_list_clear(&gave_up);
 			rc = 0;
 			break;
@@ -697,8 +703,10 @@ static void count_sent(lane *l, const store_forward_list *list, int64_t started)
 			metrics_forwards_observe(m.commit_bucket, &m.commit_count, &m.commit_sum_us,
 			                         now - list->items[i].decided_ms);
 	}
-	m.outcomes[METRICS_FW_SENT] = list->n;
+	for (size_t i = 0; i < list->n; i++)
+		metrics_forwards_count(&m, list->items[i].tenant, METRICS_FW_SENT, 1);
 	metrics_add_forwards(&m);
+	metrics_tally_free(&m.outcomes);
 	pthread_mutex_lock(&l->mu);
 	l->stats.produced += list->n;
 	l->stats.delivered += list->n;

@@ -47,12 +47,20 @@ typedef struct {
 #define MAX_LAG 1024 /* partitions shown in txhub_consumer_lag */
 #define MAX_LOST 1024 /* ... and in txhub_control_records_lost_total */
 
+_Static_assert(METRICS_NTYPES * METRICS_NOUTCOMES <= METRICS_TALLY_WIDTH,
+               "an envelope tally row holds every type and outcome");
+_Static_assert(METRICS_FW_NOUTCOMES <= METRICS_TALLY_WIDTH, "a forward tally row");
+
+#define TENANT_LABEL_MAX 64 /* a tenant's name: at most 63 bytes (tenant_rules.h) */
+
 static struct registry {
-	counter envelopes[METRICS_NTYPES][METRICS_NOUTCOMES];
+	/* by tenant label: slot 0 is tenant="", METRICS_TENANT_OTHER "_other" */
+	counter envelopes[METRICS_TENANT_SLOTS][METRICS_NTYPES][METRICS_NOUTCOMES];
 	counter batch_bucket[BATCH_BUCKETS + 1], batch_count, batch_sum;
-	counter checkbacks[METRICS_CB_NOUTCOMES];
+	counter checkbacks[METRICS_TENANT_SLOTS][METRICS_CB_NOUTCOMES];
 	latency checkback_latency, forward_latency, commit_latency;
-	counter forwards[METRICS_FW_NOUTCOMES];
+	counter forwards[METRICS_TENANT_SLOTS][METRICS_FW_NOUTCOMES];
+	_Atomic int other_used; /* some name counted under "_other" */
 	counter database_errors, kafka_errors;
 	counter rewinds, rewound_offsets, after_rewind[3];
 	counter alerts[NALERTS];
@@ -68,7 +76,12 @@ static struct registry {
 	tp_key lost_partition[MAX_LOST];
 	uint64_t lost[MAX_LOST];
 	size_t nlost;
-} m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER};
+	/* the tenant labels: names[1..ntenants] are slots 1..ntenants, written
+	 * once each under tenant_mu; ntenants grows only, read without it */
+	pthread_mutex_t tenant_mu;
+	char tenant_names[METRICS_TENANTS_MAX + 1][TENANT_LABEL_MAX];
+	_Atomic size_t ntenants;
+} m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER, .tenant_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void add(counter *c, uint64_t v)
 {
@@ -78,11 +91,64 @@ static void add(counter *c, uint64_t v)
 
 static uint64_t get(counter *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 
+metrics_tenant metrics_tenant_of(const char *name)
+{
+	if (!name || !*name)
+		return 0;
+	pthread_mutex_lock(&m.tenant_mu);
+	size_t n = atomic_load_explicit(&m.ntenants, memory_order_relaxed);
+	metrics_tenant t = METRICS_TENANT_OTHER;
+	for (size_t i = 1; i <= n; i++)
+		if (strcmp(m.tenant_names[i], name) == 0) {
+			t = (metrics_tenant)i;
+			goto done;
+		}
+	if (n < METRICS_TENANTS_MAX && strlen(name) < TENANT_LABEL_MAX) {
+		snprintf(m.tenant_names[n + 1], TENANT_LABEL_MAX, "%s", name);
+		atomic_store_explicit(&m.ntenants, n + 1, memory_order_release);
+		t = (metrics_tenant)(n + 1);
+	} else {
+		atomic_store_explicit(&m.other_used, 1, memory_order_relaxed);
+	}
+done:
+	pthread_mutex_unlock(&m.tenant_mu);
+	return t;
+}
+
+uint64_t *metrics_tally_row_of(metrics_tally *t, metrics_tenant tenant)
+{
+	if (tenant >= METRICS_TENANT_SLOTS)
+		tenant = METRICS_TENANT_OTHER;
+	if (t->row_of[tenant])
+		return t->rows[t->row_of[tenant] - 1].n;
+	if (t->nrows == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 4;
+		metrics_tally_row *r = realloc(t->rows, cap * sizeof *r);
+		if (!r)
+			return NULL;
+		t->rows = r;
+		t->cap = cap;
+	}
+	metrics_tally_row *r = &t->rows[t->nrows++];
+	memset(r, 0, sizeof *r);
+	r->tenant = tenant;
+	t->row_of[tenant] = (uint16_t)t->nrows;
+	return r->n;
+}
+
+void metrics_tally_free(metrics_tally *t)
+{
+	free(t->rows);
+	memset(t, 0, sizeof *t);
+}
+
 void metrics_add_envelopes(const metrics_envelopes *e)
 {
-	for (int t = 0; t < METRICS_NTYPES; t++)
-		for (int o = 0; o < METRICS_NOUTCOMES; o++)
-			add(&m.envelopes[t][o], e->n[t][o]);
+	for (size_t r = 0; r < e->nrows; r++)
+		for (int t = 0; t < METRICS_NTYPES; t++)
+			for (int o = 0; o < METRICS_NOUTCOMES; o++)
+				add(&m.envelopes[e->rows[r].tenant][t][o],
+				    e->rows[r].n[t * METRICS_NOUTCOMES + o]);
 }
 
 void metrics_observe_batch(size_t records)
@@ -103,9 +169,9 @@ static int latency_bucket(int64_t ms)
 	return b;
 }
 
-void metrics_checkback_done(metrics_checkback outcome, int64_t duration_ms)
+void metrics_checkback_done(metrics_tenant t, metrics_checkback outcome, int64_t duration_ms)
 {
-	add(&m.checkbacks[outcome], 1);
+	add(&m.checkbacks[t < METRICS_TENANT_SLOTS ? t : METRICS_TENANT_OTHER][outcome], 1);
 	if (outcome == METRICS_CB_NOT_REQUESTED)
 		return;
 	if (duration_ms < 0)
@@ -132,10 +198,22 @@ static void add_latency(latency *l, const uint64_t *bucket, uint64_t count, uint
 	add(&l->sum_us, sum_us);
 }
 
+void metrics_forwards_count(metrics_forwards *f, metrics_tenant t, metrics_forward o, int64_t n)
+{
+	uint64_t *row = metrics_tally_row_of(&f->outcomes, t);
+	if (!row)
+		return;
+	if (n < 0 && row[o] < (uint64_t)-n)
+		row[o] = 0;
+	else
+		row[o] += (uint64_t)n; /* (wraps back for a negative n) */
+}
+
 void metrics_add_forwards(const metrics_forwards *f)
 {
-	for (int o = 0; o < METRICS_FW_NOUTCOMES; o++)
-		add(&m.forwards[o], f->outcomes[o]);
+	for (size_t r = 0; r < f->outcomes.nrows; r++)
+		for (int o = 0; o < METRICS_FW_NOUTCOMES; o++)
+			add(&m.forwards[f->outcomes.rows[r].tenant][o], f->outcomes.rows[r].n[o]);
 	add_latency(&m.forward_latency, f->produce_bucket, f->produce_count, f->produce_sum_us);
 	add_latency(&m.commit_latency, f->commit_bucket, f->commit_count, f->commit_sum_us);
 }
@@ -244,23 +322,48 @@ static void write_latency(sbuf *o, const char *name, const char *help, latency *
 	            (unsigned long long)cum);
 }
 
+/* The tenant label of slot s, or NULL when s shows no series: "" always,
+ * the names taken so far, "_other" once a name went there. */
+static const char *tenant_label(size_t s, size_t ntenants)
+{
+	if (s == 0)
+		return "";
+	if (s <= ntenants)
+		return m.tenant_names[s];
+	if (s == METRICS_TENANT_OTHER && atomic_load_explicit(&m.other_used, memory_order_relaxed))
+		return "_other";
+	return NULL;
+}
+
 static void write_counters(sbuf *o)
 {
+	size_t nt = atomic_load_explicit(&m.ntenants, memory_order_acquire);
 	head(o, "txhub_envelopes_total", "counter",
-	     "Control records by envelope type and what applying them did.");
-	for (int t = 0; t < METRICS_NTYPES; t++)
-		for (int x = 0; x < METRICS_NOUTCOMES; x++)
-			sbuf_printf(o, "txhub_envelopes_total{type=\"%s\",outcome=\"%s\"} %llu\n",
-			            type_names[t], outcome_names[x],
-			            (unsigned long long)get(&m.envelopes[t][x]));
-	head(o, "txhub_checkbacks_total", "counter", "Check-backs by outcome.");
-	for (int x = 0; x < METRICS_CB_NOUTCOMES; x++)
-		sbuf_printf(o, "txhub_checkbacks_total{outcome=\"%s\"} %llu\n", cb_names[x],
-		            (unsigned long long)get(&m.checkbacks[x]));
-	head(o, "txhub_forwards_total", "counter", "Forward delivery attempts by outcome.");
-	for (int x = 0; x < METRICS_FW_NOUTCOMES; x++)
-		sbuf_printf(o, "txhub_forwards_total{outcome=\"%s\"} %llu\n", fw_names[x],
-		            (unsigned long long)get(&m.forwards[x]));
+	     "Control records by envelope type, what applying them did, and the tenant of the "
+	     "topic they arrived on.");
+	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
+		const char *tn = tenant_label(s, nt);
+		for (int t = 0; tn && t < METRICS_NTYPES; t++)
+			for (int x = 0; x < METRICS_NOUTCOMES; x++)
+				sbuf_printf(o,
+				            "txhub_envelopes_total{type=\"%s\",outcome=\"%s\",tenant=\"%s\"} "
+				            "%llu\n", type_names[t], outcome_names[x], tn,
+				            (unsigned long long)get(&m.envelopes[s][t][x]));
+	}
+	head(o, "txhub_checkbacks_total", "counter", "Check-backs by outcome and tenant.");
+	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
+		const char *tn = tenant_label(s, nt);
+		for (int x = 0; tn && x < METRICS_CB_NOUTCOMES; x++)
+			sbuf_printf(o, "txhub_checkbacks_total{outcome=\"%s\",tenant=\"%s\"} %llu\n",
+			            cb_names[x], tn, (unsigned long long)get(&m.checkbacks[s][x]));
+	}
+	head(o, "txhub_forwards_total", "counter", "Forward delivery attempts by outcome and tenant.");
+	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
+		const char *tn = tenant_label(s, nt);
+		for (int x = 0; tn && x < METRICS_FW_NOUTCOMES; x++)
+			sbuf_printf(o, "txhub_forwards_total{outcome=\"%s\",tenant=\"%s\"} %llu\n",
+			            fw_names[x], tn, (unsigned long long)get(&m.forwards[s][x]));
+	}
 	head(o, "txhub_database_errors_total", "counter", "Failed PostgreSQL operations.");
 	sbuf_printf(o, "txhub_database_errors_total %llu\n",
 	            (unsigned long long)get(&m.database_errors));
@@ -404,4 +507,7 @@ void metrics_reset(void)
 	/* the atomics are plain memory when no other thread runs */
 	size_t off = offsetof(struct registry, lag_mu);
 	memset((void *)&m, 0, off);
+	pthread_mutex_lock(&m.tenant_mu);
+	atomic_store(&m.ntenants, 0);
+	pthread_mutex_unlock(&m.tenant_mu);
 }

@@ -32,11 +32,58 @@ typedef enum {
 	METRICS_NOUTCOMES
 } metrics_outcome;
 
-/* Counts of one batch, added to the totals in one go. */
-typedef struct {
-	uint64_t n[METRICS_NTYPES][METRICS_NOUTCOMES];
-} metrics_envelopes;
+/* The tenant label (CONTRACT §14) of txhub_envelopes_total,
+ * txhub_checkbacks_total and txhub_forwards_total: a small number standing
+ * for a tenant's name. 0 is tenant="" (no tenant). The first
+ * METRICS_TENANTS_MAX names get one each, for the life of the process (a
+ * removed tenant's series stay, as counters do); later names all count
+ * under tenant="_other", so that a churn of names cannot grow the
+ * exposition without bound. */
+#define METRICS_TENANTS_MAX 1000
+#define METRICS_TENANT_OTHER (METRICS_TENANTS_MAX + 1)
+#define METRICS_TENANT_SLOTS (METRICS_TENANTS_MAX + 2)
+typedef uint16_t metrics_tenant;
 
+/* The label of a tenant's name (NULL or "": 0). Takes a lock and compares
+ * names: callers look a name up once and keep the number (the name's
+ * number never changes). */
+metrics_tenant metrics_tenant_of(const char *name);
+
+/* Per-tenant counts of one batch, added to the totals in one go: a row of
+ * up to METRICS_TALLY_WIDTH counters per tenant the batch names. Zero it
+ * before use ({0} or memset); free it with metrics_tally_free(). Owned by
+ * one thread. */
+#define METRICS_TALLY_WIDTH 16
+typedef struct {
+	metrics_tenant tenant;
+	uint64_t n[METRICS_TALLY_WIDTH];
+} metrics_tally_row;
+
+typedef struct {
+	metrics_tally_row *rows; /* nrows, in order of first use */
+	size_t nrows, cap;
+	uint16_t row_of[METRICS_TENANT_SLOTS]; /* 1 + index into rows; 0: none yet */
+} metrics_tally;
+
+/* The counters of tenant t in this batch (zeroed the first time), or NULL
+ * when out of memory (what would have been counted there is not). */
+uint64_t *metrics_tally_row_of(metrics_tally *t, metrics_tenant tenant);
+/* Free the rows; t is zeroed again. */
+void metrics_tally_free(metrics_tally *t);
+
+/* txhub_envelopes_total{type,outcome,tenant}: counters type *
+ * METRICS_NOUTCOMES + outcome of each row. */
+typedef metrics_tally metrics_envelopes;
+
+static inline void metrics_envelopes_count(metrics_envelopes *e, metrics_tenant t,
+                                           metrics_type type, metrics_outcome o)
+{
+	uint64_t *row = metrics_tally_row_of(e, t);
+	if (row)
+		row[type * METRICS_NOUTCOMES + o]++;
+}
+
+/* Add a batch's counts (e stays the caller's to free). */
 void metrics_add_envelopes(const metrics_envelopes *e);
 
 /* txhub_batch_records: records in a batch applied in one transaction. */
@@ -52,7 +99,7 @@ typedef enum {
 	METRICS_CB_NOUTCOMES
 } metrics_checkback;
 
-void metrics_checkback_done(metrics_checkback outcome, int64_t duration_ms);
+void metrics_checkback_done(metrics_tenant t, metrics_checkback outcome, int64_t duration_ms);
 
 /* txhub_forwards_total{outcome}, txhub_forward_duration_seconds (produce
  * to delivery report) and txhub_commit_to_forward_seconds (decision
@@ -68,8 +115,11 @@ typedef enum {
  * histograms: 1 ms to 60 s. */
 #define METRICS_LATENCY_BUCKETS 16
 
+/* A batch of delivery reports: outcomes per tenant (counters by
+ * metrics_forward of each row; zero the struct before use, free the tally
+ * with metrics_tally_free()), latencies for all. */
 typedef struct {
-	uint64_t outcomes[METRICS_FW_NOUTCOMES];
+	metrics_tally outcomes;
 	uint64_t produce_bucket[METRICS_LATENCY_BUCKETS + 1]; /* last: +Inf */
 	uint64_t produce_count, produce_sum_us;
 	uint64_t commit_bucket[METRICS_LATENCY_BUCKETS + 1];
@@ -79,6 +129,9 @@ typedef struct {
 /* Add one observation in ms to a batch's latency buckets. */
 void metrics_forwards_observe(uint64_t *bucket, uint64_t *count, uint64_t *sum_us,
                               int64_t ms);
+/* Count n outcomes of tenant t; a negative n takes back what was counted
+ * (a retry found to be the last attempt). */
+void metrics_forwards_count(metrics_forwards *f, metrics_tenant t, metrics_forward o, int64_t n);
 void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);

@@ -32,6 +32,7 @@ struct store {
 	int64_t lease_ms;       /* how long a forward in flight is leased */
 	rewind_table known;     /* what this store last read or wrote per partition */
 	int reconnected;        /* the connection was made again since last asked */
+	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
 };
 
 /* ---- results and errors ---- */
@@ -147,6 +148,7 @@ store *store_connect(const txhub_config *cfg, char *err, size_t errsz)
 		return NULL;
 	}
 	st->first_after_ms = cfg->checkback_first_after_ms;
+	st->enforce = config_tenants_enforce(cfg);
 	st->lease_ms = 360000;
 	if (!(st->conninfo = strdup(cfg->pg))) {
 		snprintf(err, errsz, "out of memory");
@@ -257,6 +259,8 @@ void store_forward_free(store_forward *f)
 	memset(f, 0, sizeof *f);
 }
 
+void store_stats_free(store_stats *s) { metrics_tally_free(&s->by); }
+
 void store_forward_list_clear(store_forward_list *l)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -314,12 +318,14 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
 	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
 	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
-	"coalesce(m.fwd_seq, 0), m.src_topic"
+	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
 static int collect_forwards(const PGresult *r, int first, int flag, store_forward_list *out)
 {
+	char last[64] = ""; /* the last tenant looked up, and its label */
+	metrics_tenant label = 0;
 	for (int i = 0; i < PQntuples(r); i++) {
 		if (flag >= 0 && (PQgetisnull(r, i, flag) || PQgetvalue(r, i, flag)[0] == 0))
 			continue;
@@ -346,6 +352,12 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 		if (f->send_attempts == 0)
 			f->decided_ms = clock_ms() - bin_int8(r, i, first + 9);
 		f->fwd_seq = bin_int8(r, i, first + 10);
+		const char *tn = PQgetisnull(r, i, first + 12) ? "" : PQgetvalue(r, i, first + 12);
+		if (strcmp(tn, last) != 0) {
+			snprintf(last, sizeof last, "%s", tn);
+			label = metrics_tenant_of(tn);
+		}
+		f->tenant = label;
 		if (!f->biz_id || !f->message_key || !f->topic || f->src_tp == -1 ||
 		    (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
@@ -369,10 +381,10 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_ST, W_NCOLS };
+       W_SN, W_ST, W_TN, W_NCOLS };
 
 static const char *SQL_LOCK =
-	"SELECT m.biz_id, m.message_key, m.status, m.decision "
+	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
 	"FROM txhub.messages m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
 	"ON m.biz_id = x.b AND m.message_key = x.k "
 	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
@@ -384,21 +396,22 @@ static const char *SQL_FIRST_PREPARE =
 
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
- * says so: assign_seqs), $17 the source topics */
+ * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
+ * good) */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.messages AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset, fwd_seq, src_topic) "
+	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant) "
 	"SELECT x.b, x.k, x.s, x.d, "
 	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
 	"x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
 	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq, "
-	"x.st "
+	"x.st, x.tn "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[], $17::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st) "
+	"$15::bigint[], $16::bool[], $17::text[], $18::text[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn) "
 	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
 
@@ -427,19 +440,19 @@ static const char *SQL_UPDATE =
 
 static const char *SQL_CONFLICTS =
 	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
-	"src_topic, src_partition, src_offset) "
-	"SELECT x.b, x.k, x.a, x.m, x.d, x.t, x.p, x.o "
+	"src_topic, src_partition, src_offset, tenant) "
+	"SELECT x.b, x.k, x.a, x.m, x.d, x.t, x.p, x.o, x.tn "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
-	"$7::int[], $8::bigint[]) AS x(b, k, a, m, d, t, p, o) "
+	"$7::int[], $8::bigint[], $9::text[]) AS x(b, k, a, m, d, t, p, o, tn) "
 	"ON CONFLICT (src_topic, src_partition, src_offset) WHERE src_offset IS NOT NULL "
 	"DO NOTHING";
 
 static const char *SQL_REJECTED =
 	"INSERT INTO txhub.rejected (src_topic, src_partition, src_offset, record_key, "
-	"record_value, reason) "
-	"SELECT x.t, x.p, x.o, decode(x.k, 'hex'), decode(x.v, 'hex'), x.r "
-	"FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[]) "
-	"AS x(t, p, o, k, v, r) "
+	"record_value, reason, tenant) "
+	"SELECT x.t, x.p, x.o, decode(x.k, 'hex'), decode(x.v, 'hex'), x.r, x.tn "
+	"FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[], "
+	"$7::text[]) AS x(t, p, o, k, v, r, tn) "
 	"ON CONFLICT (src_topic, src_partition, src_offset) DO NOTHING";
 
 /* ---- partition ownership ----
@@ -1158,7 +1171,7 @@ static store_rc read_current(store *st, fold *f, char *err, size_t errsz)
 			rc = STORE_RETRY;
 			goto done;
 		}
-		fold_set_current(k, cur);
+		fold_set_current(k, cur, PQgetisnull(r, i, 4) ? NULL : PQgetvalue(r, i, 4));
 	}
 done:
 	PQclear(r);
@@ -1217,6 +1230,8 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_SQ]);
 	p[n++] = sbuf_str(&w[W_SN]);
 	p[n++] = sbuf_str(&w[W_ST]);
+	if (!update) /* a stored message's tenant never changes */
+		p[n++] = sbuf_str(&w[W_TN]);
 	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
@@ -1248,6 +1263,7 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_int(&w[W_SP], k->src_partition);
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
+	sbuf_arr_text(&w[W_TN], k->tenant[0] ? k->tenant : NULL);
 	if (seq > 0)
 		sbuf_arr_int(&w[W_SQ], seq);
 	else
@@ -1310,7 +1326,7 @@ static void met_text(rules_state met, char *buf, size_t sz)
 static store_rc write_conflicts(store *st, const fold *f,
                                 const store_record *recs, char *err, size_t errsz)
 {
-	enum { C_B, C_K, C_A, C_M, C_D, C_T, C_P, C_O, C_NCOLS };
+	enum { C_B, C_K, C_A, C_M, C_D, C_T, C_P, C_O, C_TN, C_NCOLS };
 	sbuf cw[C_NCOLS] = {{0}};
 	if (f->nconflicts == 0)
 		return STORE_OK;
@@ -1325,22 +1341,28 @@ static store_rc write_conflicts(store *st, const fold *f,
 		sbuf_arr_text(&cw[C_K], rec->env.message_key);
 		sbuf_arr_text(&cw[C_A], rules_step_name(fc->step));
 		sbuf_arr_text(&cw[C_M], met);
-		sbuf_arr_text(&cw[C_D], fc->detail);
+		char detail[160];
+		/* a message of another tenant: named by the record's own tenant only */
+		snprintf(detail, sizeof detail, "%s%s%s%s", fc->foreign ? "tenant " : "",
+		         fc->foreign ? rec->tenant : "", fc->foreign ? ": " : "", fc->detail);
+		sbuf_arr_text(&cw[C_D], detail);
 		sbuf_arr_text(&cw[C_T], rec->src_topic);
 		sbuf_arr_int(&cw[C_P], rec->partition);
 		sbuf_arr_int(&cw[C_O], rec->offset);
+		sbuf_arr_text(&cw[C_TN], rec->tenant[0] ? rec->tenant : NULL);
 		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp};
-		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)",
-		              rules_step_name(fc->step), met, (long long)rec->offset);
+		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)%s%s",
+		              rules_step_name(fc->step), met, (long long)rec->offset,
+		              fc->foreign ? ": " : "", fc->foreign ? detail : "");
 	}
 	for (int c = 0; c < C_NCOLS; c++)
 		sbuf_arr_end(&cw[c]);
 	store_rc rc = arrays_ok(cw, C_NCOLS, err, errsz);
 	if (rc == STORE_OK) {
-		const char *p[8] = {sbuf_str(&cw[C_B]), sbuf_str(&cw[C_K]), sbuf_str(&cw[C_A]),
+		const char *p[9] = {sbuf_str(&cw[C_B]), sbuf_str(&cw[C_K]), sbuf_str(&cw[C_A]),
 		                    sbuf_str(&cw[C_M]), sbuf_str(&cw[C_D]), sbuf_str(&cw[C_T]),
-		                    sbuf_str(&cw[C_P]), sbuf_str(&cw[C_O])};
-		rc = exec_command(st, SQL_CONFLICTS, 8, p, err, errsz);
+		                    sbuf_str(&cw[C_P]), sbuf_str(&cw[C_O]), sbuf_str(&cw[C_TN])};
+		rc = exec_command(st, SQL_CONFLICTS, 9, p, err, errsz);
 	}
 	for (int c = 0; c < C_NCOLS; c++)
 		sbuf_free(&cw[c]);
@@ -1351,7 +1373,7 @@ static store_rc write_conflicts(store *st, const fold *f,
 static store_rc write_rejected(store *st, const store_record *recs, size_t n, char *err,
                                size_t errsz)
 {
-	enum { R_T, R_P, R_O, R_K, R_V, R_R, R_NCOLS };
+	enum { R_T, R_P, R_O, R_K, R_V, R_R, R_TN, R_NCOLS };
 	sbuf rw[R_NCOLS] = {{0}};
 	size_t nrej = 0;
 	for (int c = 0; c < R_NCOLS; c++)
@@ -1365,15 +1387,17 @@ static store_rc write_rejected(store *st, const store_record *recs, size_t n, ch
 		sbuf_arr_hex(&rw[R_K], recs[i].key, recs[i].key_len);
 		sbuf_arr_hex(&rw[R_V], recs[i].value, recs[i].value_len);
 		sbuf_arr_text(&rw[R_R], recs[i].reason);
+		sbuf_arr_text(&rw[R_TN], recs[i].tenant[0] ? recs[i].tenant : NULL);
 		nrej++;
 	}
 	for (int c = 0; c < R_NCOLS; c++)
 		sbuf_arr_end(&rw[c]);
 	store_rc rc = arrays_ok(rw, R_NCOLS, err, errsz);
 	if (rc == STORE_OK && nrej > 0) {
-		const char *p[6] = {sbuf_str(&rw[R_T]), sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]),
-		                    sbuf_str(&rw[R_K]), sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R])};
-		rc = exec_command(st, SQL_REJECTED, 6, p, err, errsz);
+		const char *p[7] = {sbuf_str(&rw[R_T]), sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]),
+		                    sbuf_str(&rw[R_K]), sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R]),
+		                    sbuf_str(&rw[R_TN])};
+		rc = exec_command(st, SQL_REJECTED, 7, p, err, errsz);
 	}
 	for (int c = 0; c < R_NCOLS; c++)
 		sbuf_free(&rw[c]);
@@ -1455,10 +1479,12 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	    (rc = read_current(st, &f, err, errsz)) != STORE_OK ||
 	    (rc = read_first_prepares(st, &f, &first, err, errsz)) != STORE_OK)
 		goto done;
+	f.enforce = st->enforce;
 	fold_run(&f);
 	PQclear(first); /* the fold is done with the stored first prepares */
 	first = NULL;
-	*stats = f.stats;
+	*stats = f.stats; /* by's rows move to the caller */
+	memset(&f.stats.by, 0, sizeof f.stats.by);
 	if (!(sent = calloc(f.nkeys ? f.nkeys : 1, 1)) ||
 	    !(seq = assign_seqs(&f, &bp, sent, stats))) {
 		snprintf(err, errsz, "out of memory");
@@ -1485,8 +1511,10 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 
 done:
-	if (rc != STORE_OK)
+	if (rc != STORE_OK) {
 		rollback(st);
+		store_stats_free(stats);
+	}
 	PQclear(first);
 	PQclear(ins);
 	PQclear(upd);
@@ -1606,10 +1634,10 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	 * the same statement; the rows come back as above (error last) */
 	static const char *sql_failed_history =
 		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, "
-		"detail) SELECT biz_id, message_key, 'forward_failed', 'attempt ' || send_attempts "
-		"|| ': ' || error FROM upd UNION ALL SELECT biz_id, message_key, 'alert', "
-		"'send_failed after ' || send_attempts || ' attempt(s): ' || error FROM upd "
-		"WHERE gave_up) SELECT * FROM upd";
+		"detail, tenant) SELECT biz_id, message_key, 'forward_failed', 'attempt ' || "
+		"send_attempts || ': ' || error, tenant FROM upd UNION ALL SELECT biz_id, message_key, "
+		"'alert', 'send_failed after ' || send_attempts || ' attempt(s): ' || error, tenant "
+		"FROM upd WHERE gave_up) SELECT * FROM upd";
 	static const char *sql_requeue =
 		"UPDATE txhub.messages AS m SET next_send_at = now() "
 		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
@@ -2101,12 +2129,12 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 		"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 		"RETURNING m.biz_id, m.message_key, coalesce(m.decision, '') AS decision, "
 		"m.src_partition, floor(extract(epoch FROM now() - m.created_at) * 1000)::bigint AS age, "
-		"m.src_topic";
+		"m.src_topic, m.tenant";
 	/* the alert goes to the message's history in the same statement */
 	static const char *sql_history =
-		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
-		"SELECT biz_id, message_key, 'alert', 'prepare_missing: a ' || decision || "
-		"' arrived ' || age / 1000 || ' s ago and its prepare never did' FROM upd) "
+		"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, "
+		"tenant) SELECT biz_id, message_key, 'alert', 'prepare_missing: a ' || decision || "
+		"' arrived ' || age / 1000 || ' s ago and its prepare never did', tenant FROM upd) "
 		"SELECT * FROM upd";
 	char full[2048];
 	snprintf(full, sizeof full, sql_history, sql);
@@ -2185,7 +2213,7 @@ static const char *SQL_CLAIM_CHECKS =
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
 	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts, "
-	"m.src_topic";
+	"m.src_topic, m.tenant";
 
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
@@ -2233,6 +2261,7 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		c->url = PQgetisnull(r, i, 2) ? NULL : strdup(PQgetvalue(r, i, 2));
 		c->tp = tp_of(PQgetvalue(r, i, 5), (int32_t)atoi(PQgetvalue(r, i, 3)));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 4));
+		c->tenant = metrics_tenant_of(PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6));
 		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)))
 			goto oom;
 	}
@@ -2287,17 +2316,18 @@ static const char *SQL_RECORD_CHECKS =
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND " OF_PARTS("m.", "$9", "$8") " "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
-	"x.p AS claimed, x.o AS outcome, x.e AS error";
+	"x.p AS claimed, x.o AS outcome, x.e AS error, m.tenant";
 
 /* ... with the history of each attempt made (a lease given back is none)
  * and of each check_failed alert, in the same statement. */
 static const char *SQL_RECORD_CHECKS_HISTORY =
-	"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail) "
-	"SELECT biz_id, message_key, 'checkback', 'attempt ' || check_attempts || ': ' || "
+	"WITH upd AS (%s), h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, "
+	"tenant) SELECT biz_id, message_key, 'checkback', 'attempt ' || check_attempts || ': ' || "
 	"CASE outcome WHEN 'committed' THEN 'committed' WHEN 'rolled_back' THEN 'rolled back' "
-	"ELSE coalesce(error, outcome) END FROM upd WHERE check_attempts > claimed "
+	"ELSE coalesce(error, outcome) END, tenant FROM upd WHERE check_attempts > claimed "
 	"UNION ALL SELECT biz_id, message_key, 'alert', 'check_failed after ' || check_attempts || "
-	"' attempt(s): ' || coalesce(last_error, '') FROM upd WHERE status = 'check_failed') "
+	"' attempt(s): ' || coalesce(last_error, ''), tenant FROM upd "
+	"WHERE status = 'check_failed') "
 	"SELECT biz_id, message_key, status, check_attempts, last_error FROM upd";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,

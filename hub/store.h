@@ -51,7 +51,12 @@ typedef struct {
 	size_t value_len;
 	int valid;          /* env holds a parsed envelope; else reason says why not */
 	envelope env;
-	char reason[256];
+	char reason[512];
+	/* the tenant of the topic it arrived on (CONTRACT §14), "" for none:
+	 * stored with the rows it makes (messages, rejected, conflicts); and
+	 * its tenant label in the metrics */
+	char tenant[64];
+	metrics_tenant label;
 } store_record;
 
 /* A committed message to forward, as stored. Owns its strings. */
@@ -68,6 +73,7 @@ typedef struct {
 	int32_t send_attempts; /* attempts that already failed */
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
 	int64_t fwd_seq;       /* its partition's forward sequence; 0: none yet */
+	metrics_tenant tenant; /* the message's tenant, as a metrics label */
 } store_forward;
 
 typedef struct {
@@ -85,8 +91,12 @@ typedef struct {
 	 * and found forwarded before by the progress marker (stored as sent),
 	 * or forwarded again because the marker cannot rule that out */
 	size_t recognised, maybe_duplicated;
-	metrics_envelopes by; /* each record by envelope type and outcome */
+	metrics_envelopes by; /* each record by tenant, envelope type and outcome */
 } store_stats;
+
+/* Free what a store_stats holds (by's rows); it is zeroed again. Call it
+ * after every store_apply(), whatever it returned. */
+void store_stats_free(store_stats *s);
 
 /* Connect with cfg->pg (a conninfo string or URI; empty: libpq defaults).
  * Returns NULL with a reason in err. */
@@ -337,6 +347,7 @@ typedef struct {
 	tp_key tp;         /* source partition */
 	int32_t attempts;  /* check_attempts when claimed */
 	char *last_error;  /* only in store_record_checks' failed_out */
+	metrics_tenant tenant; /* the message's tenant, as a metrics label */
 } store_check;
 
 typedef struct {

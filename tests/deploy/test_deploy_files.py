@@ -35,11 +35,12 @@ import yaml  # noqa: E402
 
 # A small exposition in the hub's format (hub/metrics.c).
 EXPOSITION = """\
-# HELP txhub_forwards_total Forward delivery attempts by outcome.
+# HELP txhub_forwards_total Forward delivery attempts by outcome and tenant.
 # TYPE txhub_forwards_total counter
-txhub_forwards_total{outcome="sent"} 3
-txhub_forwards_total{outcome="retried"} 0
-txhub_forwards_total{outcome="failed"} 0
+txhub_forwards_total{outcome="sent",tenant=""} 3
+txhub_forwards_total{outcome="retried",tenant=""} 0
+txhub_forwards_total{outcome="failed",tenant=""} 0
+txhub_forwards_total{outcome="sent",tenant="team-a"} 1
 # TYPE txhub_commit_to_forward_seconds histogram
 txhub_commit_to_forward_seconds_bucket{le="0.001"} 0
 txhub_commit_to_forward_seconds_bucket{le="+Inf"} 3
@@ -63,6 +64,7 @@ class Exposition(unittest.TestCase):
     def test_series_and_labels(self):
         s = check_names.parse_exposition(EXPOSITION)
         self.assertEqual(s["txhub_forwards_total"]["outcome"], {"sent", "retried", "failed"})
+        self.assertEqual(s["txhub_forwards_total"]["tenant"], {"", "team-a"})
         self.assertIn("txhub_commit_to_forward_seconds_bucket", s)
         self.assertEqual(s["txhub_commit_to_forward_seconds_bucket"]["le"], {"0.001", "+Inf"})
         self.assertEqual(s["txhub_parked"], {})

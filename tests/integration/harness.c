@@ -567,13 +567,45 @@ int h_http_wait(int port, const char *path, long want, int timeout_ms, char **la
 	}
 }
 
+/* Whether the series line p (up to its value) has the label pair want
+ * ("k=\"v\"", len wl) among its labels. */
+static int has_label(const char *p, size_t len, const char *want, size_t wl)
+{
+	for (size_t i = 0; i + wl <= len; i++)
+		if ((p[i] == '{' || p[i] == ',') && strncmp(p + i + 1, want, wl) == 0 &&
+		    (p[i + 1 + wl] == ',' || p[i + 1 + wl] == '}'))
+			return 1;
+	return 0;
+}
+
 double h_series(const char *text, const char *name)
 {
-	size_t l = strlen(name);
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, name, l) == 0 && p[l] == ' ')
-			return atof(p + l + 1);
-	return -1;
+	size_t nl = strcspn(name, "{");
+	const char *labels = name[nl] == '{' ? name + nl + 1 : "";
+	double sum = 0;
+	int found = 0;
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (*p == '#' || strncmp(p, name, nl) != 0 || (p[nl] != ' ' && p[nl] != '{'))
+			continue;
+		size_t len = strcspn(p, " \n"); /* label values hold no space here */
+		int all = 1;
+		/* each pair k="v" of the query, up to its closing quote */
+		for (const char *q = labels; all && *q && *q != '}';) {
+			const char *end = strchr(q, '"');
+			end = end ? strchr(end + 1, '"') : NULL;
+			if (!end)
+				break;
+			all = has_label(p, len, q, (size_t)(end + 1 - q));
+			q = end + 1;
+			if (*q == ',')
+				q++;
+		}
+		if (!all)
+			continue;
+		sum += atof(p + len + 1);
+		found = 1;
+	}
+	return found ? sum : -1;
 }
 
 int h_real_kafka(void)

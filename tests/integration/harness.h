@@ -111,8 +111,9 @@ long h_http_get(int port, const char *path, char **out);
 /* GET until the status is want or timeout_ms pass; returns 1 on want. The
  * last body is in *last (freed first when set; the caller frees it). */
 int h_http_wait(int port, const char *path, long want, int timeout_ms, char **last);
-/* The value of the series written exactly as `name` (with its labels) in a
- * Prometheus exposition, or -1 when absent. */
+/* In a Prometheus exposition, the sum of the series named like `name` whose
+ * labels include every label `name` gives (`txhub_forwards_total{outcome="sent"}`
+ * sums over the tenants), or -1 when there is none. */
 double h_series(const char *text, const char *name);
 
 /* Whether the tests run against Apache Kafka (TXHUB_TEST_KAFKA_DIR, from

@@ -68,6 +68,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 		store_stats stats;
 		cr_assert_eq(store_apply(st, recs + half * N / 2, N / 2, &own, 1, &out, &stats,
 		                         NULL, NULL, err, sizeof err), STORE_OK, "%s", err);
+		store_stats_free(&stats);
 		forward_send(fw, &out);
 		store_forward_list_clear(&out);
 		if (half == 0)

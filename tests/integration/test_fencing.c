@@ -84,6 +84,7 @@ static store_rc apply1(store *st, store_record *r, const store_owned *own, size_
 	store_rc rc = store_apply(st, r, 1, own, nown, &out, &stats, lost, nlost, err, sizeof err);
 	cr_assert(rc == STORE_OK || rc == STORE_FENCED, "apply: %s", err);
 	store_forward_list_clear(&out);
+	store_stats_free(&stats);
 	return rc;
 }
 
@@ -134,6 +135,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	store_stats stats;
 	cr_assert_eq(store_apply(t.a, both, 2, a_own, 2, &out, &stats, &lost, &nlost, e2,
 	                         sizeof e2), STORE_FENCED);
+	store_stats_free(&stats);
 	cr_assert_eq(nlost, 1);
 	cr_assert_eq(lost[0], part(0));
 	free(lost);

@@ -326,6 +326,7 @@ Test(topics, partition_zero_of_two_topics_are_two_partitions, .timeout = 60)
 	size_t nlost = 0;
 	cr_assert_eq(store_apply(x, r, 2, xo, 2, &out, &stats, &lost, &nlost, err, sizeof err),
 	             STORE_FENCED);
+	store_stats_free(&stats);
 	cr_assert_eq(nlost, 1);
 	cr_assert_eq(lost[0], b0, "the partition lost is b's, not a's");
 	free(lost);
@@ -333,8 +334,10 @@ Test(topics, partition_zero_of_two_topics_are_two_partitions, .timeout = 60)
 	/* a's record alone goes through for x, b's for y */
 	cr_assert_eq(store_apply(x, r, 1, xo, 2, &out, &stats, NULL, NULL, err, sizeof err), STORE_OK,
 	             "%s", err);
+	store_stats_free(&stats);
 	cr_assert_eq(store_apply(y, r + 1, 1, yo, 1, &out, &stats, NULL, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
+	store_stats_free(&stats);
 	store_forward_list_clear(&out);
 	snprintf(q, sizeof q, "SELECT string_agg(message_key || '=' || src_topic, ',' ORDER BY "
 	         "message_key) FROM txhub.messages");

@@ -275,7 +275,7 @@ static void feed_stored(const row *t, fold *f)
 		split_key(t->stored[s].key, biz, sizeof biz, &mk);
 		fold_key *k = fold_find(f, biz, mk);
 		if (k)
-			fold_set_current(k, parse_state(t->stored[s].state));
+			fold_set_current(k, parse_state(t->stored[s].state), NULL);
 	}
 	for (size_t s = 0; s < MAXK && t->stored[s].key; s++) {
 		char biz[64];
@@ -360,14 +360,19 @@ static void check_outcomes(const row *t, const fold *f, const store_record *recs
 		                  : recs[i].env.type == ENVELOPE_PREPARE ? METRICS_PREPARE
 		                  : recs[i].env.type == ENVELOPE_COMMIT  ? METRICS_COMMIT
 		                                                         : METRICS_ROLLBACK;
-		by.n[ty][o]++;
+		metrics_envelopes_count(&by, 0, ty, o);
 		applied += o == METRICS_APPLIED;
 		noops += o == METRICS_DUPLICATE || o == METRICS_CONFLICT;
 		rejected += o == METRICS_REJECTED;
 	}
 	for (size_t i = 0; i < MAXK && t->keys[i].key; i++)
 		committed += t->keys[i].committed != 0;
-	cr_expect_eq(memcmp(&f->stats.by, &by, sizeof by), 0, "%s: stats.by differs", t->name);
+	cr_expect_eq(f->stats.by.nrows, by.nrows, "%s: stats.by has %zu tenants", t->name,
+	             f->stats.by.nrows);
+	for (size_t r = 0; r < by.nrows && r < f->stats.by.nrows; r++)
+		cr_expect_eq(memcmp(&f->stats.by.rows[r], &by.rows[r], sizeof by.rows[r]), 0,
+		             "%s: stats.by differs", t->name);
+	metrics_tally_free(&by);
 	cr_expect_eq(f->stats.applied, applied, "%s: applied %zu", t->name, f->stats.applied);
 	cr_expect_eq(f->stats.noops, noops, "%s: noops %zu", t->name, f->stats.noops);
 	cr_expect_eq(f->stats.rejected, rejected, "%s: rejected %zu", t->name, f->stats.rejected);
@@ -447,7 +452,8 @@ Test(fold, a_missing_first_prepare_counts_as_the_same)
 	cr_assert(r.valid);
 	fold f;
 	cr_assert_eq(fold_begin(&f, &r, 1), 0);
-	fold_set_current(fold_find(&f, "shop", "a"), (rules_state){STATUS_PREPARED, DECISION_NONE});
+	fold_set_current(fold_find(&f, "shop", "a"), (rules_state){STATUS_PREPARED, DECISION_NONE},
+	                 NULL);
 	cr_assert(fold_needs_first(&f.keys[0]));
 	fold_run(&f);
 	cr_assert_eq(f.nconflicts, 0);
@@ -513,5 +519,56 @@ Test(fold, many_keys_in_one_batch)
 	cr_assert_eq(f.nconflicts, 0);
 	fold_free(&f);
 	for (int i = 0; i < 2 * N; i++)
+		envelope_free(&r[i].env);
+}
+
+/* A record for the tenant tests: envelope json of tenant tn. */
+static void tenant_rec(store_record *r, const char *json, const char *tn)
+{
+	memset(r, 0, sizeof *r);
+	r->valid = envelope_parse(json, strlen(json), 1 << 20, &r->env, r->reason,
+	                          sizeof r->reason) == 0;
+	cr_assert(r->valid, "%s", r->reason);
+	snprintf(r->tenant, sizeof r->tenant, "%s", tn);
+}
+
+Test(fold, a_record_for_another_tenants_message_is_a_conflict_with_enforcement)
+{
+	/* one batch: team-a makes m, team-b's commit of it conflicts, team-a's applies;
+	 * a stored message of no tenant takes team-b's rollback */
+	store_record r[4];
+	tenant_rec(&r[0], P("m", "p"), "team-a");
+	tenant_rec(&r[1], "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"m\"}",
+	           "team-b");
+	tenant_rec(&r[2], "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"m\"}",
+	           "team-a");
+	tenant_rec(&r[3], "{\"type\":\"rollback\",\"biz_id\":\"shop\",\"message_key\":\"old\"}",
+	           "team-b");
+	for (int enforce = 0; enforce < 2; enforce++) {
+		fold f;
+		cr_assert_eq(fold_begin(&f, r, 4), 0);
+		fold_set_current(fold_find(&f, "shop", "old"),
+		                 (rules_state){STATUS_PREPARED, DECISION_NONE}, NULL);
+		f.enforce = enforce;
+		fold_run(&f);
+		cr_assert_str_eq(f.keys[0].tenant, "team-a", "the row's tenant is its maker's");
+		cr_assert_eq(f.keys[1].tenant[0], '\0');
+		cr_assert_eq(f.outcome[3], METRICS_APPLIED);
+		if (enforce) {
+			cr_assert_eq(f.nconflicts, 1);
+			cr_assert_eq(f.conflicts[0].rec, 1);
+			cr_assert(f.conflicts[0].foreign);
+			cr_assert_str_eq(f.conflicts[0].detail, "the message belongs to another tenant");
+			cr_assert_eq(f.outcome[1], METRICS_CONFLICT);
+			cr_assert_eq(f.outcome[2], METRICS_APPLIED); /* its own: committed by it */
+		} else {
+			cr_assert_eq(f.nconflicts, 0);
+			cr_assert_eq(f.outcome[1], METRICS_APPLIED);
+			cr_assert_eq(f.outcome[2], METRICS_DUPLICATE);
+		}
+		cr_assert_eq(f.keys[0].state.status, STATUS_COMMITTED);
+		fold_free(&f);
+	}
+	for (int i = 0; i < 4; i++)
 		envelope_free(&r[i].env);
 }

@@ -31,22 +31,25 @@ Test(metrics, counters_add_up_per_batch)
 	metrics_reset();
 	metrics_envelopes e;
 	memset(&e, 0, sizeof e);
-	e.n[METRICS_PREPARE][METRICS_APPLIED] = 5;
-	e.n[METRICS_COMMIT][METRICS_CONFLICT] = 1;
-	e.n[METRICS_INVALID][METRICS_REJECTED] = 2;
+	for (int i = 0; i < 5; i++)
+		metrics_envelopes_count(&e, 0, METRICS_PREPARE, METRICS_APPLIED);
+	metrics_envelopes_count(&e, 0, METRICS_COMMIT, METRICS_CONFLICT);
+	metrics_envelopes_count(&e, 0, METRICS_INVALID, METRICS_REJECTED);
+	metrics_envelopes_count(&e, 0, METRICS_INVALID, METRICS_REJECTED);
 	metrics_add_envelopes(&e);
 	metrics_add_envelopes(&e);
-	metrics_checkback_done(METRICS_CB_COMMITTED, 30);
-	metrics_checkback_done(METRICS_CB_NOT_REQUESTED, 0);
+	metrics_tally_free(&e);
+	metrics_checkback_done(0, METRICS_CB_COMMITTED, 30);
+	metrics_checkback_done(0, METRICS_CB_NOT_REQUESTED, 0);
 	metrics_alert("prepare_missing");
 	metrics_alert("something new");
 	char *t = exposition();
-	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"prepare\",outcome=\"applied\"}"), 10);
-	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"commit\",outcome=\"conflict\"}"), 2);
-	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"invalid\",outcome=\"rejected\"}"), 4);
-	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"rollback\",outcome=\"applied\"}"), 0);
-	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"committed\"}"), 1);
-	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"not_requested\"}"), 1);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"prepare\",outcome=\"applied\",tenant=\"\"}"), 10);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"commit\",outcome=\"conflict\",tenant=\"\"}"), 2);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"invalid\",outcome=\"rejected\",tenant=\"\"}"), 4);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"rollback\",outcome=\"applied\",tenant=\"\"}"), 0);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"committed\",tenant=\"\"}"), 1);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"not_requested\",tenant=\"\"}"), 1);
 	/* a check-back not requested takes no time: not in the histogram */
 	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_count"), 1);
 	cr_assert_eq(value(t, "txhub_checkback_duration_seconds_bucket{le=\"0.025\"}"), 0);
@@ -62,15 +65,16 @@ Test(metrics, forwards_histograms_are_cumulative)
 	metrics_reset();
 	metrics_forwards f;
 	memset(&f, 0, sizeof f);
-	f.outcomes[METRICS_FW_SENT] = 3;
-	f.outcomes[METRICS_FW_FAILED] = 1;
+	metrics_forwards_count(&f, 0, METRICS_FW_SENT, 3);
+	metrics_forwards_count(&f, 0, METRICS_FW_FAILED, 1);
 	int64_t ms[] = {0, 7, 70000};
 	for (int i = 0; i < 3; i++)
 		metrics_forwards_observe(f.commit_bucket, &f.commit_count, &f.commit_sum_us, ms[i]);
 	metrics_add_forwards(&f);
+	metrics_tally_free(&f.outcomes);
 	char *t = exposition();
-	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"sent\"}"), 3);
-	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"failed\"}"), 1);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"sent\",tenant=\"\"}"), 3);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"failed\",tenant=\"\"}"), 1);
 	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"0.001\"}"), 1);
 	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"0.01\"}"), 2);
 	cr_assert_eq(value(t, "txhub_commit_to_forward_seconds_bucket{le=\"60\"}"), 2);
@@ -79,6 +83,61 @@ Test(metrics, forwards_histograms_are_cumulative)
 	cr_assert_float_eq(value(t, "txhub_commit_to_forward_seconds_sum"), 70.007, 1e-9);
 	cr_assert_eq(value(t, "txhub_forward_duration_seconds_count"), 0);
 	free(t);
+}
+
+Test(metrics, tenants_label_their_series_and_are_bounded)
+{
+	metrics_reset();
+	metrics_tenant a = metrics_tenant_of("team-a"), b = metrics_tenant_of("team-b");
+	cr_assert_neq(a, 0);
+	cr_assert_neq(a, b);
+	cr_assert_eq(metrics_tenant_of("team-a"), a, "a name keeps its label");
+	cr_assert_eq(metrics_tenant_of(""), 0);
+	cr_assert_eq(metrics_tenant_of(NULL), 0);
+	metrics_envelopes e;
+	memset(&e, 0, sizeof e);
+	metrics_envelopes_count(&e, a, METRICS_PREPARE, METRICS_APPLIED);
+	metrics_envelopes_count(&e, b, METRICS_PREPARE, METRICS_APPLIED);
+	metrics_envelopes_count(&e, a, METRICS_PREPARE, METRICS_APPLIED);
+	metrics_envelopes_count(&e, 0, METRICS_COMMIT, METRICS_REJECTED);
+	metrics_add_envelopes(&e);
+	metrics_tally_free(&e);
+	metrics_forwards f;
+	memset(&f, 0, sizeof f);
+	metrics_forwards_count(&f, b, METRICS_FW_RETRIED, 2);
+	metrics_forwards_count(&f, b, METRICS_FW_RETRIED, -1); /* the last attempt: failed */
+	metrics_forwards_count(&f, b, METRICS_FW_FAILED, 1);
+	metrics_add_forwards(&f);
+	metrics_tally_free(&f.outcomes);
+	metrics_checkback_done(a, METRICS_CB_ERROR, 5);
+	char *t = exposition();
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"prepare\",outcome=\"applied\","
+	                      "tenant=\"team-a\"}"), 2);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"prepare\",outcome=\"applied\","
+	                      "tenant=\"team-b\"}"), 1);
+	cr_assert_eq(value(t, "txhub_envelopes_total{type=\"commit\",outcome=\"rejected\","
+	                      "tenant=\"\"}"), 1);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"retried\",tenant=\"team-b\"}"), 1);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"failed\",tenant=\"team-b\"}"), 1);
+	cr_assert_eq(value(t, "txhub_forwards_total{outcome=\"sent\",tenant=\"team-a\"}"), 0);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"error\",tenant=\"team-a\"}"), 1);
+	cr_assert_null(strstr(t, "_other"), "no overflow yet");
+	free(t);
+	/* past METRICS_TENANTS_MAX names, the rest share one label */
+	char name[32];
+	for (int i = 2; i < METRICS_TENANTS_MAX; i++) {
+		snprintf(name, sizeof name, "t%d", i);
+		cr_assert_lt(metrics_tenant_of(name), METRICS_TENANT_OTHER);
+	}
+	cr_assert_eq(metrics_tenant_of("one-more"), METRICS_TENANT_OTHER);
+	cr_assert_eq(metrics_tenant_of("and-another"), METRICS_TENANT_OTHER);
+	metrics_checkback_done(metrics_tenant_of("one-more"), METRICS_CB_ERROR, 5);
+	metrics_checkback_done(metrics_tenant_of("and-another"), METRICS_CB_ERROR, 5);
+	t = exposition();
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"error\",tenant=\"_other\"}"), 2);
+	cr_assert_eq(value(t, "txhub_checkbacks_total{outcome=\"error\",tenant=\"t999\"}"), 0);
+	free(t);
+	metrics_reset();
 }
 
 Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
