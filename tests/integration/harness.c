@@ -705,6 +705,14 @@ void h_control_topic(h_env *e)
 	          e->topic, rd_kafka_err2name(err), es);
 }
 
+h_env h_on_topic(const h_env *e, const char *suffix)
+{
+	h_env t = *e;
+	int n = snprintf(t.topic, sizeof t.topic, "%.80s.%.10s", e->topic, suffix);
+	cr_assert(n > 0 && (size_t)n < sizeof t.topic);
+	return t;
+}
+
 void h_records_free(h_record *r, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {

@@ -140,6 +140,9 @@ int h_create_topic(const h_env *e, const char *topic, int partitions,
  * creates a topic on a produce, not on a consumer's subscription. (The
  * embedded broker creates it on the subscription: nothing to do there.) */
 void h_control_topic(h_env *e);
+/* e with another control topic, <e's topic>.<suffix>, for sending to it
+ * (e's database and brokers; nothing is made). */
+h_env h_on_topic(const h_env *e, const char *suffix);
 void h_records_free(h_record *r, size_t n);
 
 /* Apache Kafka only: make the broker delete partition part of e's control

@@ -5,8 +5,11 @@
  * tenant owns, rules changed while running, a row broken by hand (the last
  * good rules stay: never open), intake held until the first rules load
  * (nothing lost), a decision for another tenant's message (a conflict,
- * through store_apply: one control topic here), and the tenant label on the
- * counters. */
+ * through store_apply: one control topic here), the tenant label on the
+ * counters, and two teams end to end: one hub on two control topics (a
+ * list), tenants a and b, each team's messages on its own forward topic
+ * only, a's reach for b's forward topic or biz ids rejected naming a alone,
+ * b's decisions for a message of a (its biz id moved to b) conflicts. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,4 +406,208 @@ Test(enforce, off_a_decision_of_another_topic_applies, .timeout = 120)
 	cr_assert_str_eq(h_query(&f.e, "SELECT status || ':' || tenant FROM txhub.messages", row,
 	                         sizeof row), "committed:team-a");
 	close_store(&f);
+}
+
+/* ---- two teams on two control topics, end to end ---- */
+
+/* An envelope on t's control topic, partition 0 (one order per team): a
+ * prepare (payload and forward topic given) or a decision (NULL, NULL). */
+static void send_on(h_env *t, const char *type, const char *biz, const char *key,
+                    const char *payload, const char *fwd)
+{
+	char json[512];
+	if (payload)
+		snprintf(json, sizeof json, "{\"type\":\"%s\",\"biz_id\":\"%s\",\"message_key\":"
+		         "\"%s\",\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\"}}", type, biz, key,
+		         payload, fwd);
+	else
+		snprintf(json, sizeof json, "{\"type\":\"%s\",\"biz_id\":\"%s\",\"message_key\":"
+		         "\"%s\"}", type, biz, key);
+	h_send_str(t, 0, key, json);
+}
+
+/* A counter's value, 0 when it has no series. */
+static double counted(const char *metrics, const char *name)
+{
+	double v = h_series(metrics, name);
+	return v < 0 ? 0 : v;
+}
+
+/* The hub's log lines holding needle, once there are more than `than`
+ * (within timeout_ms). */
+static long wait_more_lines(h_env *e, const char *needle, long than, int timeout_ms)
+{
+	char log[256];
+	h_hub_log(log, sizeof log, e);
+	long n;
+	for (int waited = 0; (n = h_log_lines(log, needle)) <= than; waited += 100) {
+		cr_assert_lt(waited, timeout_ms, "no new \"%s\" in %s within %d ms", needle, log,
+		             timeout_ms);
+		h_pause_ms(100);
+	}
+	return n;
+}
+
+/* Run `txhub tenant set NAME --biz BIZ...` and wait until the hub has
+ * loaded the change (its count line again after the command). */
+static void move_biz(h_env *e, const char *const *set)
+{
+	static const char *loaded = "tenants: 2 enabled tenant(s) in force";
+	char log[256];
+	long before = h_log_lines(h_hub_log(log, sizeof log, e), loaded);
+	cr_assert_eq(tn_run(e, set), 0, "%s", tn_err);
+	wait_more_lines(e, loaded, before, 30000);
+}
+
+/* The values on fwd, sorted, comma-separated: what a consumer of it sees. */
+static const char *values_on(h_env *e, const char *fwd, char *out, size_t outsz)
+{
+	h_record *r;
+	size_t got = h_read_topic(e, fwd, 2000, &r);
+	const char *v[64];
+	cr_assert_leq(got, 64, "%zu records on %s", got, fwd);
+	for (size_t i = 0; i < got; i++)
+		v[i] = (const char *)r[i].value;
+	for (size_t i = 1; i < got; i++) /* insertion sort: a handful */
+		for (size_t j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
+			const char *t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	size_t n = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < got; i++)
+		n += (size_t)snprintf(out + n, n < outsz ? outsz - n : 0, "%s%s", i ? "," : "", v[i]);
+	h_records_free(r, got);
+	return out;
+}
+
+/* One hub on control_topic = "<t>.a,<t>.b" with tenants.enforce = true;
+ * tenants a and b (`txhub tenant add`), each with its own control topic,
+ * biz ids and forward topic. Each team's transactions reach its own
+ * forward topic only; a's envelopes naming b's forward topic or b's biz
+ * id are rejected naming tenant a alone; a biz id moved from a to b
+ * (README: conflicts between tenants): b's decisions for the message a
+ * prepared are conflicts and change nothing, and a may no longer decide
+ * it. Rows and counters carry their tenant. */
+Test(enforce, two_teams_on_two_control_topics, .timeout = 300)
+{
+	h_env e;
+	h_setup(&e, "enf_teams");
+	h_env ta = h_on_topic(&e, "a"), tb = h_on_topic(&e, "b");
+	char fa[128], fb[128], list[256], setting[300], listen[64];
+	snprintf(fa, sizeof fa, "%s.fwd-a", e.topic);
+	snprintf(fb, sizeof fb, "%s.fwd-b", e.topic);
+	snprintf(list, sizeof list, "%s,%s", ta.topic, tb.topic);
+	snprintf(setting, sizeof setting, "control_topic=%s", list);
+	const char *add_a[] = {"tenant", "add", "a", "--control-topic", ta.topic, "--biz", "shop-a",
+	                       "move", "--forward-topic", fa, NULL};
+	const char *add_b[] = {"tenant", "add", "b", "--control-topic", tb.topic, "--biz", "shop-b",
+	                       "--forward-topic", fb, NULL};
+	cr_assert_eq(tn_run(&e, add_a), 0, "%s", tn_err);
+	cr_assert_eq(tn_run(&e, add_b), 0, "%s", tn_err);
+	h_control_topic(&ta);
+	h_control_topic(&tb);
+	int port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	/* m-1 stays prepared: no check-back while the test runs */
+	const char *settings[] = {setting, listen, "tenants.enforce=true",
+	                          "checkback.first_after_ms=600000", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+
+	/* each team's own transactions; a's prepare of "move" stays open */
+	for (int i = 1; i <= 3; i++) {
+		char k[16], v[32];
+		snprintf(k, sizeof k, "a-%d", i);
+		snprintf(v, sizeof v, "%s@a", k);
+		send_on(&ta, "prepare", "shop-a", k, v, fa);
+		send_on(&ta, "commit", "shop-a", k, NULL, NULL);
+		snprintf(k, sizeof k, "b-%d", i);
+		snprintf(v, sizeof v, "%s@b", k);
+		send_on(&tb, "prepare", "shop-b", k, v, fb);
+		send_on(&tb, "commit", "shop-b", k, NULL, NULL);
+	}
+	send_on(&ta, "prepare", "move", "m-1", "m-1@a", fa);
+	/* a reaches for b's forward topic, and for b's biz id */
+	send_on(&ta, "prepare", "shop-a", "steal-fwd", "steal@a", fb);
+	send_on(&ta, "prepare", "shop-b", "steal-biz", "steal@a", fa);
+	send_on(&ta, "commit", "shop-b", "b-1", NULL, NULL);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT string_agg(message_key || ':' || status || ':' || "
+	                     "coalesce(send_status, '-') || ':' || coalesce(tenant, '(null)'), ',' "
+	                     "ORDER BY message_key) FROM txhub.messages",
+	                 "a-1:committed:sent:a,a-2:committed:sent:a,a-3:committed:sent:a,"
+	                 "b-1:committed:sent:b,b-2:committed:sent:b,b-3:committed:sent:b,"
+	                 "m-1:prepared:-:a", 60000));
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.rejected", "3", 30000));
+	char q[512], got[2048], want[1024];
+	snprintf(q, sizeof q, "SELECT string_agg(convert_from(record_key, 'UTF8') || ' | ' || "
+	         "coalesce(tenant, '(null)') || ' | ' || src_topic || ' | ' || reason, E'\\n' ORDER "
+	         "BY id) FROM txhub.rejected");
+	snprintf(want, sizeof want,
+	         "steal-fwd | a | %s | tenant a: forward topic %s is not one of tenant a's forward "
+	         "topics\n"
+	         "steal-biz | a | %s | tenant a: biz_id shop-b is not one of tenant a's biz ids\n"
+	         "b-1 | a | %s | tenant a: biz_id shop-b is not one of tenant a's biz ids",
+	         ta.topic, fb, ta.topic, ta.topic);
+	cr_expect_str_eq(h_query(&e, q, got, sizeof got), want);
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.rejected WHERE reason LIKE '%tenant b%' "
+	                         "OR reason LIKE '%shop-b''s%'"), 0, "a's reasons name b");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.conflicts"), 0);
+	cr_expect_str_eq(values_on(&e, fa, got, sizeof got), "a-1@a,a-2@a,a-3@a");
+	cr_expect_str_eq(values_on(&e, fb, got, sizeof got), "b-1@b,b-2@b,b-3@b",
+	                 "only b's messages on b's forward topic");
+
+	/* the operator moves biz id "move" from a to b: b's decisions for the
+	 * message a prepared are conflicts, and a's are no longer its own */
+	const char *a_keeps[] = {"tenant", "set", "a", "--biz", "shop-a", NULL};
+	const char *b_takes[] = {"tenant", "set", "b", "--biz", "shop-b", "move", NULL};
+	move_biz(&e, a_keeps);
+	move_biz(&e, b_takes);
+	send_on(&tb, "commit", "move", "m-1", NULL, NULL);
+	send_on(&tb, "rollback", "move", "m-1", NULL, NULL);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.conflicts", "2", 30000));
+	snprintf(want, sizeof want,
+	         "m-1 | commit | prepared | b | %s | tenant b: the message belongs to another tenant\n"
+	         "m-1 | rollback | prepared | b | %s | tenant b: the message belongs to another tenant",
+	         tb.topic, tb.topic);
+	cr_expect_str_eq(h_query(&e, "SELECT string_agg(message_key || ' | ' || arrived || ' | ' || "
+	                             "met_status || ' | ' || tenant || ' | ' || src_topic || ' | ' || "
+	                             "detail, E'\\n' ORDER BY id) FROM txhub.conflicts", got,
+	                         sizeof got), want);
+	send_on(&ta, "rollback", "move", "m-1", NULL, NULL);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.rejected", "4", 30000));
+	cr_expect_str_eq(h_query(&e, "SELECT tenant || ' | ' || reason FROM txhub.rejected ORDER BY "
+	                             "id DESC LIMIT 1", got, sizeof got),
+	                 "a | tenant a: biz_id move is not one of tenant a's biz ids");
+	cr_expect_str_eq(h_query(&e, "SELECT status || ':' || tenant FROM txhub.messages WHERE "
+	                             "message_key = 'm-1'", got, sizeof got), "prepared:a");
+	cr_expect_str_eq(values_on(&e, fb, got, sizeof got), "b-1@b,b-2@b,b-3@b");
+
+	/* the counters by tenant (forwards counted once delivered: wait for them) */
+	char *m = NULL;
+	for (int waited = 0; waited < 20000; waited += 200) {
+		free(m);
+		m = NULL;
+		cr_assert_eq(h_http_get(port, "/metrics", &m), 200);
+		if (counted(m, "txhub_forwards_total{outcome=\"sent\"}") >= 6 &&
+		    counted(m, "txhub_envelopes_total{outcome=\"conflict\"}") >= 2 &&
+		    counted(m, "txhub_envelopes_total{outcome=\"rejected\"}") >= 4)
+			break;
+		h_pause_ms(200);
+	}
+	cr_expect_eq(h_series(m, "txhub_envelopes_total{outcome=\"applied\",tenant=\"a\"}"), 7);
+	cr_expect_eq(h_series(m, "txhub_envelopes_total{outcome=\"rejected\",tenant=\"a\"}"), 4);
+	cr_expect_eq(counted(m, "txhub_envelopes_total{outcome=\"conflict\",tenant=\"a\"}"), 0);
+	cr_expect_eq(h_series(m, "txhub_envelopes_total{outcome=\"applied\",tenant=\"b\"}"), 6);
+	cr_expect_eq(counted(m, "txhub_envelopes_total{outcome=\"rejected\",tenant=\"b\"}"), 0);
+	cr_expect_eq(h_series(m, "txhub_envelopes_total{outcome=\"conflict\",tenant=\"b\"}"), 2);
+	cr_expect_eq(counted(m, "txhub_envelopes_total{tenant=\"\"}"), 0);
+	cr_expect_eq(h_series(m, "txhub_forwards_total{outcome=\"sent\",tenant=\"a\"}"), 3);
+	cr_expect_eq(h_series(m, "txhub_forwards_total{outcome=\"sent\",tenant=\"b\"}"), 3);
+	free(m);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
 }

@@ -8,8 +8,9 @@
  * Read on the control topic or Write on the forward topic: a clear error
  * line, /readyz 503 with a one-line reason naming the cause, and every
  * envelope produced meanwhile applied and forwarded once it is put right.
- * Team principals: a team writes its own control topic only, its
- * read_committed consumer reads its own forward topics only.
+ * Team principals with tenants enforced: a team writes its own control
+ * topic only, the hub rejects its envelope naming another team's forward
+ * topic, its read_committed consumer reads its own forward topics only.
  *
  * Each test makes its own principals (deploy/kafka.sh user) and grants
  * (CreateAcls as admin), so all share one broker. Skipped unless
@@ -29,6 +30,7 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "tenants_common.h"
 
 #define N 20 /* transactions per test */
 
@@ -486,39 +488,58 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 	d->reported = 1;
 }
 
-/* Produce one record to topic as p; the delivery's outcome. */
-static rd_kafka_resp_err_t produce_as(sec *s, const principal *p, const char *topic,
-                                      const char *key, const char *value)
+/* Produce n records to topic as p, in one producer (keys[i], values[i]);
+ * the first delivery error (0: every one delivered). */
+static rd_kafka_resp_err_t produce_all(sec *s, const principal *p, const char *topic, size_t n,
+                                       const char *const *keys, const char *const *values)
 {
 	static const char *more[] = {"message.timeout.ms", "15000", NULL};
 	rd_kafka_conf_t *c = conf_as(s, p, more);
 	rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
 	rd_kafka_t *rk = client_new(RD_KAFKA_PRODUCER, c);
-	delivery d = {0, 0};
-	rd_kafka_resp_err_t e = rd_kafka_producev(
-		rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
-		RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		RD_KAFKA_V_OPAQUE(&d), RD_KAFKA_V_END);
-	if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-		for (int i = 0; i < 200 && !d.reported; i++)
-			rd_kafka_poll(rk, 100);
-		cr_assert(d.reported, "no delivery report for %s", topic);
-		e = d.err;
+	delivery d[16];
+	rd_kafka_resp_err_t first = RD_KAFKA_RESP_ERR_NO_ERROR;
+	size_t sent = 0;
+	cr_assert_leq(n, 16);
+	for (size_t i = 0; i < n && !first; i++, sent++) {
+		d[i] = (delivery){0, 0};
+		first = rd_kafka_producev(
+			rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+			RD_KAFKA_V_KEY(keys[i], strlen(keys[i])),
+			RD_KAFKA_V_VALUE((void *)values[i], strlen(values[i])),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(&d[i]), RD_KAFKA_V_END);
+		if (first)
+			sent--; /* refused before it was queued: no report comes */
+	}
+	rd_kafka_flush(rk, 20000);
+	for (size_t i = 0; i < sent; i++) {
+		cr_assert(d[i].reported, "no delivery report for %s", topic);
+		if (!first)
+			first = d[i].err;
 	}
 	rd_kafka_destroy(rk);
-	return e;
+	return first;
 }
+
+/* Produce one record to topic as p; the delivery's outcome. */
+static rd_kafka_resp_err_t produce_as(sec *s, const principal *p, const char *topic,
+                                      const char *key, const char *value)
+{
+	return produce_all(s, p, topic, 1, &key, &value);
+}
+
+static int by_text(const void *x, const void *y) { return strcmp(x, y); }
 
 /* Read topic from the start as p, subscribed in a group of its own
  * (<p>.reader-<n>, nothing committed) with isolation.level=read_committed,
  * until want records came and 2 s more passed, an error came, or 30 s
- * passed: how many records; the first error the consumer met into *err
- * (0: none). */
+ * passed: how many records, their values sorted and comma-separated into
+ * seen; the first error the consumer met into *err (0: none). */
 static size_t consume_as(sec *s, const principal *p, const char *topic, size_t want,
-                         rd_kafka_resp_err_t *err)
+                         rd_kafka_resp_err_t *err, char *seen, size_t seensz)
 {
 	static int readers;
-	char group[96];
+	char group[96], v[32][64];
 	snprintf(group, sizeof group, "%s.reader-%d", p->name, readers++);
 	const char *more[] = {"isolation.level", "read_committed", "group.id", group,
 	                      "enable.auto.commit", "false", "auto.offset.reset", "earliest", NULL};
@@ -538,82 +559,141 @@ static size_t consume_as(sec *s, const principal *p, const char *topic, size_t w
 			continue;
 		if (m->err)
 			*err = m->err;
-		else
-			n++;
+		else if (n < 32)
+			snprintf(v[n++], sizeof v[0], "%.*s", (int)m->len, (const char *)m->payload);
 		rd_kafka_message_destroy(m);
 	}
 	rd_kafka_consumer_close(rk);
 	rd_kafka_destroy(rk);
+	qsort(v, n, sizeof v[0], by_text);
+	size_t used = 0;
+	seen[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(seen + used, used < seensz ? seensz - used : 0, "%s%s",
+		                         i ? "," : "", v[i]);
 	return n;
 }
 
-/* Two teams: each producer principal may write its own control topic
- * only; the hub's principal reads every control topic (a prefixed ACL on
- * "txhub.control.") and writes each team's forward topics, in exactly_once
- * mode (its transactional ids and progress topic too); team B's
- * read_committed consumer reads its own forward topics only. */
-Test(secure, team_principals, .timeout = 300)
+/* Team t's principal (team_<t>-<pid>), control topic
+ * txhub.control.<t>-<pid> and forward topics <t>-<pid>.*, tenant <t>. */
+typedef struct {
+	principal p;
+	char control[96], prefix[32], fwd[96];
+} team;
+
+static void team_setup(sec *s, team *t, const char *name)
+{
+	int u = (int)getpid();
+	char user[64];
+	snprintf(t->control, sizeof t->control, "txhub.control.%s-%d", name, u);
+	snprintf(t->prefix, sizeof t->prefix, "%s-%d.", name, u);
+	snprintf(t->fwd, sizeof t->fwd, "%sorders", t->prefix);
+	snprintf(user, sizeof user, "team_%s-%d", name, u);
+	load_user(s, &t->p, user);
+	create_topic(s, t->control, 2);
+	create_topic(s, t->fwd, 1);
+	/* README: Kafka ACLs, "Several teams": its own control topic, its own
+	 * forward topics in groups of its own */
+	char groups[80];
+	snprintf(groups, sizeof groups, "%s.", t->p.name);
+	allow(s, t->p.name, "--topic", t->control, 0, "Write,Describe");
+	allow(s, t->p.name, "--topic", t->prefix, 1, "Read,Describe");
+	allow(s, t->p.name, "--group", groups, 1, "Read");
+	/* README: Sharing one hub between teams */
+	char fwd_pattern[48];
+	snprintf(fwd_pattern, sizeof fwd_pattern, "%s*", t->prefix);
+	const char *add[] = {"tenant", "add", name, "--control-topic", t->control, "--biz", name,
+	                     "--forward-topic", fwd_pattern, NULL};
+	cr_assert_eq(tn_run(&s->e, add), 0, "tenant add %s: %s", name, tn_err);
+}
+
+/* n transactions of team t (its keys <prefix><i>, its biz id, value
+ * <key>), a prepare and a commit each, on t's control topic as t; the
+ * producer's outcome. */
+static rd_kafka_resp_err_t team_sends(sec *s, const team *t, const char *biz, const char *fwd,
+                                      int n)
+{
+	char k[8][48], v[16][400];
+	const char *keys[16], *values[16];
+	cr_assert_leq(n, 8);
+	for (int i = 0; i < n; i++) {
+		snprintf(k[i], sizeof k[i], "%s%d", t->prefix, i);
+		snprintf(v[2 * i], sizeof v[0], "{\"type\":\"prepare\",\"biz_id\":\"%s\",\"message_key\":"
+		         "\"%s\",\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\"}}", biz, k[i], k[i], fwd);
+		snprintf(v[2 * i + 1], sizeof v[0], "{\"type\":\"commit\",\"biz_id\":\"%s\","
+		         "\"message_key\":\"%s\"}", biz, k[i]);
+		keys[2 * i] = keys[2 * i + 1] = k[i];
+		values[2 * i] = v[2 * i];
+		values[2 * i + 1] = v[2 * i + 1];
+	}
+	return produce_all(s, &t->p, t->control, (size_t)n * 2, keys, values);
+}
+
+/* Two teams, tenants a and b with tenants.enforce on: each producer
+ * principal may write its own control topic only; the hub's principal
+ * reads both control topics (control_topic a list of them, through a
+ * prefixed ACL on "txhub.control.") and writes each team's forward topics
+ * in exactly_once mode (the shared progress topic and the transactional
+ * ids too). Kafka refuses team a writing b's control topic; the hub
+ * rejects a's envelope naming b's forward topic; b's read_committed
+ * consumer sees exactly b's messages; neither team reads the other's
+ * forward topic. */
+Test(secure, team_principals, .timeout = 400)
 {
 	sec s;
 	sec_setup(&s, "sec_teams");
-	int u = (int)getpid();
-	char ca[96], cb[96], fa[96], fb[96], pa[32], pb[32], name[64];
-	snprintf(ca, sizeof ca, "txhub.control.a-%d", u);
-	snprintf(cb, sizeof cb, "txhub.control.b-%d", u);
-	snprintf(pa, sizeof pa, "a-%d.", u);
-	snprintf(pb, sizeof pb, "b-%d.", u);
-	snprintf(fa, sizeof fa, "%sorders", pa);
-	snprintf(fb, sizeof fb, "%sorders", pb);
-	principal team_a, team_b;
-	snprintf(name, sizeof name, "team_a-%d", u);
-	load_user(&s, &team_a, name);
-	snprintf(name, sizeof name, "team_b-%d", u);
-	load_user(&s, &team_b, name);
-	create_topic(&s, ca, 2);
-	create_topic(&s, cb, 2);
-	create_topic(&s, fa, 1);
-	create_topic(&s, fb, 1);
-	/* README: Kafka ACLs, "Several teams" */
-	allow(&s, team_a.name, "--topic", ca, 0, "Write,Describe");
-	allow(&s, team_b.name, "--topic", cb, 0, "Write,Describe");
-	allow(&s, team_b.name, "--topic", pb, 1, "Read,Describe");
-	allow(&s, team_b.name, "--group", team_b.name, 1, "Read");
+	team a, b;
+	team_setup(&s, &a, "a");
+	team_setup(&s, &b, "b");
+	/* README: Kafka ACLs, "Several teams": the hub */
+	char txn[200], list[256], got[2048], want[1024];
 	allow(&s, s.hub.name, "--topic", "txhub.control.", 1, "Read,Describe");
 	allow(&s, s.hub.name, "--group", s.e.name, 0, "Read");
-	allow(&s, s.hub.name, "--topic", pa, 1, "Write,Describe");
-	allow(&s, s.hub.name, "--topic", pb, 1, "Write,Describe");
-	char progress[160], txn[200];
-	snprintf(progress, sizeof progress, "%s.progress", cb);
-	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, cb);
-	allow(&s, s.hub.name, "--topic", progress, 0, "Write,Create");
+	allow(&s, s.hub.name, "--topic", a.prefix, 1, "Write,Describe");
+	allow(&s, s.hub.name, "--topic", b.prefix, 1, "Write,Describe");
+	allow(&s, s.hub.name, "--topic", "txhub.progress", 0, "Read,Write,Create,Describe");
+	snprintf(txn, sizeof txn, "txhub-%s-txhub.control.", s.e.name);
 	allow(&s, s.hub.name, "--transactional-id", txn, 1, "Write,Describe");
 
-	/* team A writes its own control topic, and not team B's */
-	cr_assert_eq(produce_as(&s, &team_a, ca, "x", "{}"), RD_KAFKA_RESP_ERR_NO_ERROR);
-	rd_kafka_resp_err_t e = produce_as(&s, &team_a, cb, "x", "{}");
-	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team A writing %s: %s", cb,
+	/* team a writes its own control topic, and Kafka refuses it b's */
+	rd_kafka_resp_err_t e = produce_as(&s, &a.p, b.control, "x", "{}");
+	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team a writing %s: %s",
+	             b.control, rd_kafka_err2name(e));
+	snprintf(list, sizeof list, "control_topic=%s,%s", a.control, b.control);
+	const char *more[] = {list, "forward.mode=exactly_once", "tenants.enforce=true", NULL};
+	start_hub(&s, &s.hub, more);
+	cr_assert_eq(team_sends(&s, &a, "a", a.fwd, 5), 0);
+	cr_assert_eq(team_sends(&s, &b, "b", b.fwd, 5), 0);
+	/* a's envelope naming b's forward topic, on a's own topic */
+	char steal[400];
+	snprintf(steal, sizeof steal, "{\"type\":\"prepare\",\"biz_id\":\"a\",\"message_key\":"
+	         "\"steal\",\"payload\":\"steal\",\"forward\":{\"topic\":\"%s\"}}", b.fwd);
+	cr_assert_eq(produce_as(&s, &a.p, a.control, "steal", steal), 0);
+	cr_assert(h_wait(&s.e, "SELECT string_agg(tenant || ':' || count, ',' ORDER BY tenant) FROM "
+	                       "(SELECT tenant, count(*) FROM txhub.messages WHERE send_status = "
+	                       "'sent' GROUP BY tenant) t", "a:5,b:5", 120000));
+	cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.rejected", "1", 60000));
+	snprintf(want, sizeof want, "a | %s | tenant a: forward topic %s is not one of tenant a's "
+	         "forward topics", a.control, b.fwd);
+	cr_expect_str_eq(h_query(&s.e, "SELECT tenant || ' | ' || src_topic || ' | ' || reason FROM "
+	                               "txhub.rejected", got, sizeof got), want);
+	cr_assert_eq(h_count(&s.e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'steal'"),
+	             0);
+
+	/* b's read_committed consumer: b's five, none of a's */
+	cr_assert_eq(consume_as(&s, &b.p, b.fwd, 5, &e, got, sizeof got), 5, "%s", got);
+	cr_assert_eq(e, 0, "team b reading %s: %s", b.fwd, rd_kafka_err2name(e));
+	snprintf(want, sizeof want, "%s0,%s1,%s2,%s3,%s4", b.prefix, b.prefix, b.prefix, b.prefix,
+	         b.prefix);
+	cr_expect_str_eq(got, want);
+	cr_assert_eq(consume_as(&s, &a.p, a.fwd, 5, &e, got, sizeof got), 5, "%s", got);
+	cr_assert_eq(e, 0, "team a reading %s: %s", a.fwd, rd_kafka_err2name(e));
+	/* neither team reads the other's forward topic */
+	cr_assert_eq(consume_as(&s, &b.p, a.fwd, 1, &e, got, sizeof got), 0);
+	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team b reading %s: %s", a.fwd,
 	             rd_kafka_err2name(e));
-	/* team B's transactions, forwarded by the hub reading team B's topic */
-	snprintf(s.e.topic, sizeof s.e.topic, "%s", cb);
-	const char *eos[] = {"forward.mode=exactly_once", NULL};
-	start_hub(&s, &s.hub, eos);
-	char buf[400], key[16];
-	for (int i = 0; i < 5; i++) {
-		snprintf(key, sizeof key, "b-%d", i);
-		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"team-b\",\"message_key\":"
-		         "\"%s\",\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", key, fb);
-		cr_assert_eq(produce_as(&s, &team_b, cb, key, buf), RD_KAFKA_RESP_ERR_NO_ERROR);
-		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"team-b\",\"message_key\":"
-		         "\"%s\"}", key);
-		cr_assert_eq(produce_as(&s, &team_b, cb, key, buf), RD_KAFKA_RESP_ERR_NO_ERROR);
-	}
-	cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "5",
-	                 120000));
-	cr_assert_eq(consume_as(&s, &team_b, fb, 5, &e), 5);
-	cr_assert_eq(e, 0, "team B reading %s: %s", fb, rd_kafka_err2name(e));
-	/* ... and nothing of team A's */
-	cr_assert_eq(consume_as(&s, &team_b, fa, 1, &e), 0);
-	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team B reading %s: %s", fa,
+	cr_assert_eq(consume_as(&s, &a.p, b.fwd, 1, &e, got, sizeof got), 0);
+	cr_assert_eq(e, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, "team a reading %s: %s", b.fwd,
 	             rd_kafka_err2name(e));
 	stop_hub(&s);
 	h_teardown(&s.e);

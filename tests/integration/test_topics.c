@@ -22,16 +22,6 @@
 
 #define WAIT_MS 60000
 
-/* e with another control topic, for sending to it (e's database and
- * brokers). */
-static h_env on_topic(const h_env *e, const char *suffix)
-{
-	h_env t = *e;
-	int n = snprintf(t.topic, sizeof t.topic, "%.80s.%.10s", e->topic, suffix);
-	cr_assert(n > 0 && (size_t)n < sizeof t.topic);
-	return t;
-}
-
 static void send_prepare(h_env *t, const char *biz, const char *mk, const char *fwd)
 {
 	char buf[512];
@@ -119,7 +109,7 @@ Test(topics, a_list_of_topics_each_read_and_forwarded_once, .timeout = 180)
 {
 	h_env e;
 	h_setup(&e, "tlist");
-	h_env b = on_topic(&e, "b"), c = on_topic(&e, "c");
+	h_env b = h_on_topic(&e, "b"), c = h_on_topic(&e, "c");
 	char list[400], setting[420], fwd[128];
 	snprintf(list, sizeof list, "%s, %s ,%s", e.topic, b.topic, c.topic);
 	snprintf(setting, sizeof setting, "control_topic=%s", list);
@@ -213,7 +203,7 @@ Test(topics, a_pattern_reads_topics_made_after_the_start, .timeout = 180)
 {
 	h_env e;
 	h_setup(&e, "tpat");
-	h_env one = on_topic(&e, "one"), two = on_topic(&e, "two");
+	h_env one = h_on_topic(&e, "one"), two = h_on_topic(&e, "two");
 	char pattern[300], setting[320], fwd[128];
 	/* ^ctl\.t_tpat_123\..* : the topic names' dots escaped */
 	size_t k = (size_t)snprintf(pattern, sizeof pattern, "^");
@@ -290,7 +280,7 @@ Test(topics, partition_zero_of_two_topics_are_two_partitions, .timeout = 60)
 {
 	h_env e;
 	h_setup(&e, "tfence");
-	h_env b = on_topic(&e, "b");
+	h_env b = h_on_topic(&e, "b");
 	txhub_config cfg;
 	char err[512];
 	cr_assert_eq(config_init(&cfg), 0);
@@ -384,7 +374,7 @@ Test(topics, two_replicas_share_the_partitions_of_two_topics, .timeout = 240)
 {
 	h_env e;
 	h_setup(&e, "trepl");
-	h_env b = on_topic(&e, "b");
+	h_env b = h_on_topic(&e, "b");
 	char setting[420], fwd[128];
 	snprintf(setting, sizeof setting, "control_topic=%s,%s", e.topic, b.topic);
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
@@ -437,7 +427,7 @@ Test(topics, exactly_once_across_two_topics, .timeout = 240)
 		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
 	h_env e;
 	h_setup(&e, "teos");
-	h_env b = on_topic(&e, "b");
+	h_env b = h_on_topic(&e, "b");
 	char setting[420], fwd[128];
 	snprintf(setting, sizeof setting, "control_topic=%s,%s", e.topic, b.topic);
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
