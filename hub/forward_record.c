@@ -54,8 +54,10 @@ static int set_propagation(const txhub_config *cfg, rd_kafka_conf_t *conf, int64
 rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *delivery_timeout_ms,
                                        char *err, size_t errsz)
 {
-	char max_bytes[24];
+	char max_bytes[24], queue_kb[24];
 	snprintf(max_bytes, sizeof max_bytes, "%lld", (long long)kafka_forward_max_bytes(cfg));
+	int64_t qkb = kafka_producer_queue_kbytes(cfg);
+	snprintf(queue_kb, sizeof queue_kb, "%lld", (long long)qkb);
 	const char *defaults[] = {
 		"enable.idempotence", "true", /* implies acks=all, ordered retries */
 		"acks", "all",
@@ -75,6 +77,9 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
 		"compression.type", "lz4",
 		/* librdkafka's 1000000 would refuse the largest envelopes' payloads */
 		"message.max.bytes", max_bytes,
+		/* the bytes held too (librdkafka's 1 GiB would be 20,000 large
+		 * forwards); last: NULL ends the list when the user set it */
+		qkb > 0 ? "queue.buffering.max.kbytes" : NULL, queue_kb,
 		NULL};
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)

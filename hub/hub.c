@@ -76,6 +76,8 @@ typedef struct {
 	int64_t reconnect_at;
 	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
 	int64_t next_retention;
+	int scan_step;         /* the scan's next step (scan_step()) ... */
+	int scan_failed;       /* ... and whether one of its steps failed */
 	janitor_retention sweep;
 	fault f_conn, f_apply, f_scan;
 	char problem[1024];    /* why this replica is not doing its job, or "" */
@@ -949,6 +951,44 @@ fail:
 	free(next);
 }
 
+/* The scan, one step per turn of the loop, so that a batch waits for one
+ * step at most (the whole scan took up to 30 ms at 2,000 tx/s, and held
+ * every batch behind it): heartbeats and fenced partitions when due
+ * first (nothing is sequenced for a database that lost transactions
+ * before it is found out; a reconnect makes them due at once), then
+ * releasing and claiming forwards, retention, the tenants' rules. Returns
+ * whether the scan is over. */
+static int scan_step(hub *h, int64_t now)
+{
+	switch (h->scan_step) {
+	case 0:
+		h->scan_failed = 0;
+		h->scan_step = 1;
+		/* fall through */
+	case 1:
+		/* (checked again here: a reconnect between two steps makes them
+		 * due before anything is claimed) */
+		if (now >= h->next_owners) {
+			h->scan_failed |= tend_partitions(h);
+			h->next_owners = now + STORE_HEARTBEAT_MS;
+			return 0; /* claiming next turn */
+		}
+		h->scan_failed |= release_assigned(h) | claim_retries(h);
+		break;
+	case 2:
+		h->scan_failed |= retention(h, now);
+		break;
+	default:
+		refresh_tenants(h, now);
+		if (!h->scan_failed)
+			fault_ok(&h->f_scan);
+		h->scan_step = 0;
+		return 1;
+	}
+	h->scan_step++;
+	return 0;
+}
+
 static void take_signals(hub *h)
 {
 	int sig = signals_take();
@@ -1076,24 +1116,9 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			next_lag = now + 1000;
 		}
 		hand_over_deliveries(&h);
-		if (store_ready(&h) == 0) {
-			if (h.released.n > 0 || now >= next_scan) {
-				int failed = 0;
-				/* first: nothing is sequenced for a database that lost
-				 * transactions before it is found out (a reconnect makes
-				 * this due at once) */
-				if (now >= h.next_owners) {
-					failed |= tend_partitions(&h);
-					h.next_owners = now + STORE_HEARTBEAT_MS;
-				}
-				failed |= release_assigned(&h) | claim_retries(&h);
-				failed |= retention(&h, now);
-				refresh_tenants(&h, now);
-				if (!failed)
-					fault_ok(&h.f_scan);
-				next_scan = now + 1000;
-			}
-		}
+		if (store_ready(&h) == 0 &&
+		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && scan_step(&h, now))
+			next_scan = now + 1000;
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
 			checkback_stats cs = checkback_get_stats(h.cb);

@@ -699,9 +699,10 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	 * receive.message.max.bytes and fetches it again, for ever: the
 	 * largest envelope must fit (an explicit setting too small is refused
 	 * at start-up) */
-	char receive[24];
-	int64_t need = kafka_consumer_receive_bytes(cfg);
+	char receive[24], fetch_max[24];
+	int64_t need = kafka_consumer_receive_bytes(cfg), fetch = kafka_consumer_fetch_bytes(cfg);
 	snprintf(receive, sizeof receive, "%lld", (long long)need);
+	snprintf(fetch_max, sizeof fetch_max, "%lld", (long long)fetch);
 	const char *defaults[] = {
 		/* we commit after the PG commit, with our database's identity */
 		"enable.auto.offset.store", "false",
@@ -718,11 +719,22 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		"topic.metadata.refresh.interval.ms", "10000",
 		/* prefetched records held in memory: librdkafka's 64 MiB made the
 		 * hub's peak 85-130 MiB while draining a backlog; 8 MiB measured as
-		 * fast (a batch is at most intake.batch_max records) */
+		 * fast (a batch is at most intake.batch_max records); smaller
+		 * stalls the fetcher, which looks again only after a while */
 		"queued.max.messages.kbytes", "8192",
-		/* last: when librdkafka's default is enough, NULL ends the list */
-		need > 0 ? "receive.message.max.bytes" : NULL, receive,
-		NULL};
+		/* two more below, where txhub sets them */
+		NULL, NULL, NULL, NULL, NULL};
+	size_t nd = sizeof defaults / sizeof defaults[0] - 5;
+	if (fetch > 0) {
+		/* the queue overshoots its bound by up to one fetch response:
+		 * librdkafka's is the bound itself (8 MiB) */
+		defaults[nd++] = "fetch.max.bytes";
+		defaults[nd++] = fetch_max;
+	}
+	if (need > 0) {
+		defaults[nd++] = "receive.message.max.bytes";
+		defaults[nd++] = receive;
+	}
 	rd_kafka_conf_t *conf = kafka_conf_new(cfg, defaults, err, errsz);
 	if (!conf)
 		goto fail;

@@ -183,6 +183,30 @@ int64_t kafka_consumer_receive_bytes(const txhub_config *cfg)
 	return need;
 }
 
+int64_t kafka_consumer_fetch_bytes(const txhub_config *cfg)
+{
+	if (kafka_setting(cfg, "fetch.max.bytes"))
+		return 0;
+	int64_t v = kafka_receive_min_bytes(cfg) - 512;
+	if (v < KAFKA_FETCH_DEFAULT)
+		v = KAFKA_FETCH_DEFAULT;
+	const char *recv = kafka_setting(cfg, "receive.message.max.bytes");
+	if (recv && atoll(recv) - 512 < v)
+		v = atoll(recv) - 512;
+	const char *max = kafka_setting(cfg, "message.max.bytes");
+	if (max && atoll(max) > v)
+		v = atoll(max);
+	return v;
+}
+
+int64_t kafka_producer_queue_kbytes(const txhub_config *cfg)
+{
+	if (kafka_setting(cfg, "queue.buffering.max.kbytes"))
+		return 0;
+	int64_t kb = (2 * kafka_forward_max_bytes(cfg) + 1023) / 1024;
+	return kb > KAFKA_PRODUCER_QUEUE_KB ? kb : KAFKA_PRODUCER_QUEUE_KB;
+}
+
 /* An explicit kafka.<key> of at least need; the value is read back from
  * conf, where librdkafka has checked it is an integer. */
 static int at_least(const txhub_config *cfg, const rd_kafka_conf_t *conf, const char *key,
@@ -211,6 +235,11 @@ int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, cha
 	}
 	if (at_least(cfg, conf, "message.max.bytes", kafka_forward_max_bytes(cfg),
 	             "forwarding the largest envelope's payload", err, errsz) != 0)
+		return -1;
+	if (at_least(cfg, conf, "queue.buffering.max.kbytes",
+	             (kafka_forward_max_bytes(cfg) + 1023) / 1024,
+	             "the forward producers' queue holding the largest forward (in KiB)", err,
+	             errsz) != 0)
 		return -1;
 	return at_least(cfg, conf, "receive.message.max.bytes", kafka_receive_min_bytes(cfg),
 	                "reading the largest envelope from the control topic", err, errsz);

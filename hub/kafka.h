@@ -71,9 +71,35 @@ int64_t kafka_receive_min_bytes(const txhub_config *cfg);
  * + 512, which librdkafka would refuse. */
 int64_t kafka_consumer_receive_bytes(const txhub_config *cfg);
 
+/* What the consumer fetches in one response at most (fetch.max.bytes) by
+ * default: librdkafka's own is queued.max.messages.kbytes (8 MiB here),
+ * and the prefetch queue may overshoot its bound by one response. */
+#define KAFKA_FETCH_DEFAULT (2 * 1024 * 1024)
+
+/* The consumer's fetch.max.bytes, or 0 when kafka.fetch.max.bytes is set
+ * (the user's stands): KAFKA_FETCH_DEFAULT, or enough for the largest
+ * envelope and its framing when that is more (kafka_receive_min_bytes() -
+ * 512); never below an explicit kafka.message.max.bytes, nor above an
+ * explicit kafka.receive.message.max.bytes - 512 (librdkafka refuses
+ * either). */
+int64_t kafka_consumer_fetch_bytes(const txhub_config *cfg);
+
+/* The producers' queue.buffering.max.kbytes by default (KiB): what a
+ * producer holds in memory, not yet delivered. */
+#define KAFKA_PRODUCER_QUEUE_KB (16 * 1024)
+
+/* The forward producers' queue.buffering.max.kbytes, or 0 when
+ * kafka.queue.buffering.max.kbytes is set: KAFKA_PRODUCER_QUEUE_KB, or
+ * room for two of the largest forwards (2 * kafka_forward_max_bytes())
+ * when that is more; librdkafka refuses for good a record larger than
+ * the whole queue. */
+int64_t kafka_producer_queue_kbytes(const txhub_config *cfg);
+
 /* Refuse kafka.* settings too small for envelope.max_bytes: an explicit
  * kafka.message.max.bytes below kafka_forward_max_bytes() (every large
- * envelope would be stored and then never forwarded) or
+ * envelope would be stored and then never forwarded),
+ * kafka.queue.buffering.max.kbytes that cannot hold that many bytes (the
+ * producer would never take the record), or
  * kafka.receive.message.max.bytes below kafka_receive_min_bytes(); and a
  * kafka.auto.offset.reset other than error (the consumer would skip
  * records without a word; intake decides instead). conf is

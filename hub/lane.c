@@ -918,11 +918,17 @@ static void forward_due(lane *l)
 	char err[512];
 	int attempt = 0;
 	store_forward_list list = {0}, unrec = {0}; /* unrec: committed, not recorded */
+	int64_t next_run = 0; /* the next run begins no sooner (LANE_TICK_MS) */
 	for (;;) {
 		store_forward_list_clear(&list);
 		int64_t want = wait_for_work(l, unrec.n == 0);
 		if (want < 0)
 			break;
+		if (want > l->done_seq && !l->singles_left && clock_ms() < next_run &&
+		    !is_stopping(l, 0)) {
+			pause_ms(l, next_run - clock_ms()); /* (returns at once when stopping) */
+			continue;
+		}
 		int64_t t0 = clock_ms();
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
@@ -960,6 +966,7 @@ static void forward_due(lane *l)
 			continue;
 		size_t singles = l->singles_left, n = list.n;
 		int64_t t1 = clock_ms();
+		next_run = n < LANE_RUN_MAX ? t0 + LANE_TICK_MS : 0;
 		int backoff, r = send_run(l, &list, &unrec, &backoff);
 		log_debug("lane %d of %s: a run of %zu: read in %lld ms, sent and committed in %lld ms",
 		          TP_ARG(l->own.tp), n, (long long)(t1 - t0), (long long)(clock_ms() - t1));

@@ -2,6 +2,7 @@
  * derived from envelope.max_bytes, and kafka.* settings that disagree with
  * it refused. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
@@ -104,4 +105,83 @@ Test(kafka, the_consumer_receive_limit_is_raised_only_when_needed)
 	/* the user's own receive.message.max.bytes is left alone */
 	set("kafka.receive.message.max.bytes", "300000000");
 	cr_assert_eq(kafka_consumer_receive_bytes(&cfg), 0);
+}
+
+/* A consumer made as intake makes it (the derived fetch.max.bytes and
+ * receive.message.max.bytes, then the kafka.* keys): librdkafka takes it,
+ * and reads back fetch.max.bytes into out. */
+static int consumer_accepted(char *out, size_t outsz)
+{
+	char fetch[24], receive[24];
+	int64_t f = kafka_consumer_fetch_bytes(&cfg), r = kafka_consumer_receive_bytes(&cfg);
+	snprintf(fetch, sizeof fetch, "%lld", (long long)f);
+	snprintf(receive, sizeof receive, "%lld", (long long)r);
+	const char *defaults[] = {f > 0 ? "fetch.max.bytes" : "client.id", f > 0 ? fetch : "t",
+	                          r > 0 ? "receive.message.max.bytes" : "client.id",
+	                          r > 0 ? receive : "t", "group.id", "t", NULL};
+	rd_kafka_conf_t *conf = kafka_conf_new(&cfg, defaults, err, sizeof err);
+	cr_assert_not_null(conf, "%s", err);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+	if (!rk) {
+		rd_kafka_conf_destroy(conf);
+		return 0;
+	}
+	size_t n = outsz;
+	cr_assert_eq(rd_kafka_conf_get(rd_kafka_conf(rk), "fetch.max.bytes", out, &n),
+	             RD_KAFKA_CONF_OK);
+	rd_kafka_destroy(rk);
+	return 1;
+}
+
+Test(kafka, the_consumer_fetches_2_mib_a_response_unless_an_envelope_needs_more)
+{
+	char v[32];
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), KAFKA_FETCH_DEFAULT);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+	cr_assert_str_eq(v, "2097152");
+	set("envelope.max_bytes", "10485760");
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), 10485760 + KAFKA_FETCH_ROOM - 512);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+	set("envelope.max_bytes", "104857600"); /* above librdkafka's receive limit */
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), 104857600 + KAFKA_FETCH_ROOM - 512);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+}
+
+Test(kafka, the_consumer_fetch_limit_bends_to_the_users_keys)
+{
+	char v[32];
+	/* librdkafka wants fetch.max.bytes >= message.max.bytes ... */
+	set("kafka.message.max.bytes", "5000000");
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), 5000000);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+	/* ... and <= receive.message.max.bytes - 512 */
+	set("kafka.message.max.bytes", "1000000");
+	set("kafka.receive.message.max.bytes", "1500000");
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), 1500000 - 512);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+	/* the user's own fetch.max.bytes stands */
+	set("kafka.fetch.max.bytes", "1200000");
+	cr_assert_eq(kafka_consumer_fetch_bytes(&cfg), 0);
+	cr_assert(consumer_accepted(v, sizeof v), "%s", err);
+	cr_assert_str_eq(v, "1200000");
+}
+
+Test(kafka, the_producers_queue_holds_16_mib_or_two_of_the_largest_forwards)
+{
+	cr_assert_eq(kafka_producer_queue_kbytes(&cfg), 16384);
+	set("envelope.max_bytes", "104857600");
+	cr_assert_eq(kafka_producer_queue_kbytes(&cfg), (2 * (104857600 + KAFKA_RECORD_ROOM)) / 1024);
+	cr_assert_eq(check(), 0, "%s", err);
+	set("kafka.queue.buffering.max.kbytes", "4096");
+	cr_assert_eq(kafka_producer_queue_kbytes(&cfg), 0, "the user's stands");
+}
+
+Test(kafka, a_producer_queue_too_small_for_the_largest_forward_is_refused)
+{
+	set("kafka.queue.buffering.max.kbytes", "1025"); /* 1,049,600 bytes fit */
+	cr_assert_eq(check(), 0, "%s", err);
+	set("kafka.queue.buffering.max.kbytes", "1024");
+	cr_assert_eq(check(), -1);
+	cr_assert(strstr(err, "kafka.queue.buffering.max.kbytes") && strstr(err, "envelope.max_bytes"),
+	          "%s", err);
 }
