@@ -361,7 +361,7 @@ static int cmp_event(const void *a, const void *b)
 	return strcmp(x->ts, y->ts);
 }
 
-/* Reads every hub log of the run ("hub: forwarding N of partition P at
+/* Reads every hub log of the run ("hub: forwarding N of partition P of T at
  * epoch E" lines) and checks, per partition, that in time order the epochs
  * never go back and each epoch was used by one hub only: the replicas took
  * turns, and never forwarded for one partition at the same time. Returns
@@ -385,7 +385,7 @@ static int check_forwarders(run *r)
 			fwd_event e = {.hub = (int)f};
 			unsigned long cnt;
 			if (sscanf(line, "%31s", e.ts) != 1 ||
-			    sscanf(m, "hub: forwarding %lu of partition %d at epoch %lld", &cnt,
+			    sscanf(m, "hub: forwarding %lu of partition %d of %*s at epoch %lld", &cnt,
 			           &e.partition, &e.epoch) != 3)
 				continue;
 			if (n == cap) {
