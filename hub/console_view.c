@@ -320,7 +320,7 @@ void view_row_cells(console_req *q, const cJSON *row, const char *why, int check
 	view_cell(q, VIEW_LINE, "status",
 	          cJSON_GetStringValue(cJSON_GetObjectItem(row, "status")));
 	view_jcell(q, VIEW_LINE, row, "send_status");
-	char tries[64], num[2][32];
+	char tries[80], num[2][32]; /* two numbers of at most 31 bytes and " / " */
 	snprintf(tries, sizeof tries, "%s / %s", jstr(row, "check_attempts", num[0], sizeof num[0]),
 	         jstr(row, "send_attempts", num[1], sizeof num[1]));
 	view_cell(q, VIEW_LINE, NULL, tries);

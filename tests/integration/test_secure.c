@@ -613,7 +613,7 @@ static void team_setup(sec *s, team *t, const char *name)
 static rd_kafka_resp_err_t team_sends(sec *s, const team *t, const char *biz, const char *fwd,
                                       int n)
 {
-	char k[8][48], v[16][400];
+	char k[8][48], v[16][1024]; /* room for the longest names the harness makes */
 	const char *keys[16], *values[16];
 	cr_assert_leq(n, 8);
 	for (int i = 0; i < n; i++) {
