@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -119,15 +120,7 @@ static void *run(void *arg)
 			int64_t until = best ? best->due_ms : now + 60000;
 			if (al->stopping && until > al->give_up_at)
 				until = al->give_up_at;
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			int64_t wait = until - now;
-			ts.tv_sec += (time_t)(wait / 1000);
-			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = clock_deadline(until - now);
 			pthread_cond_timedwait(&al->cv, &al->mu, &ts);
 			continue;
 		}

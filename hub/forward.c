@@ -804,14 +804,7 @@ static int marks_only(const fw_list *l)
 /* Wait on the writer's condition at most ms (under mu). */
 static void timed_wait(forward *fw, int64_t ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = clock_deadline(ms);
 	pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
 }
 
@@ -945,13 +938,7 @@ void forward_drain(forward *fw, const owned_set *own, int timeout_ms)
 		forward_poll(fw, own);
 		pthread_mutex_lock(&fw->mu);
 		if (fw->in_flight > 0 && fw->queue.n > 0) { /* the writer is at it */
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 20 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = clock_deadline(20);
 			pthread_cond_timedwait(&fw->cv, &fw->mu, &ts);
 		}
 		pthread_mutex_unlock(&fw->mu);

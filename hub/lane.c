@@ -108,14 +108,7 @@ static int is_stopping(lane *l, int past_grace)
 /* Sleep ms, or until asked to stop. */
 static void pause_ms(lane *l, int64_t ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = clock_deadline(ms);
 	pthread_mutex_lock(&l->mu);
 	while (!l->stopping)
 		if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
