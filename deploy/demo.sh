@@ -31,6 +31,11 @@ for _ in $(seq 1 150); do
   [ "$n" = 2 ] && break
   sleep 0.2
 done
+if [ "$n" != 2 ]; then
+  echo "demo: $n of the 2 committed messages forwarded after 30 s; the hub's log:" >&2
+  tail -30 "$log" >&2
+  exit 1
+fi
 
 echo
 echo "== PostgreSQL: txhub.messages"

@@ -39,11 +39,15 @@ command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 b=${TXHUB_BUILD:-build}   # build directory
 
+# Quiet when it builds; meson's or the compiler's words when it does not.
 build() {
+  local out
   if [ ! -f "$b/build.ninja" ]; then
-    meson setup "$b" ${TXHUB_MESON_OPTIONS:-} >/dev/null
+    out=$(meson setup "$b" ${TXHUB_MESON_OPTIONS:-} 2>&1) || {
+      printf '%s\n' "$out"; echo "dev.sh: meson setup $b failed" >&2; exit 1; }
   fi
-  ninja -C "$b" >/dev/null
+  out=$(ninja -C "$b" 2>&1) || {
+    printf '%s\n' "$out" | grep -v '^\['; echo "dev.sh: building $b failed" >&2; exit 1; }
 }
 
 # Print every Criterion synthesis line from the last meson test run, the

@@ -21,9 +21,12 @@ install_missing clang libclang-rt-14-dev meson ninja-build pkg-config libcjson-d
 
 if [ ! -f "$b/build.ninja" ]; then
   CC=clang meson setup "$b" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
-    --buildtype=debugoptimized >/dev/null
+    --buildtype=debugoptimized >"$b.setup.log" 2>&1 || {
+    cat "$b.setup.log"; echo "fuzz.sh: meson setup of $b failed" >&2; exit 1; }
 fi
-ninja -C "$b" tests/fuzz/fuzz-envelope tests/fuzz/fuzz-answer tests/fuzz/fuzz-client >/dev/null
+# Quiet when it builds; the compiler's and linker's words when it does not.
+out=$(ninja -C "$b" tests/fuzz/fuzz-envelope tests/fuzz/fuzz-answer tests/fuzz/fuzz-client 2>&1) || {
+  printf '%s\n' "$out" | grep -v '^\[' ; echo "fuzz.sh: building the fuzz targets failed" >&2; exit 1; }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
