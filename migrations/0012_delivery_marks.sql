@@ -71,9 +71,11 @@ CREATE INDEX IF NOT EXISTS messages_tenant_committed ON txhub.message_rows (tena
     WHERE tenant IS NOT NULL AND status = 'committed';
 DROP INDEX txhub.messages_tenant_sent;
 
--- The view and its triggers are built from the table's columns, whatever earlier
--- migrations added.
-DO $$
+-- The view and its trigger function are built from the table's columns, whatever
+-- earlier migrations added; a later migration that adds a column to
+-- txhub.message_rows calls txhub.define_messages_view() again (CREATE OR REPLACE:
+-- the new columns come last, grants and the trigger stay).
+CREATE FUNCTION txhub.define_messages_view() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     cols text;
     sets text;
@@ -91,15 +93,15 @@ BEGIN
       INTO cols, sets, vals
       FROM pg_attribute a
      WHERE a.attrelid = 'txhub.message_rows'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
-    EXECUTE 'CREATE VIEW txhub.messages WITH (security_invoker = true) AS SELECT ' || cols
-            || ' FROM txhub.message_rows r';
+    EXECUTE 'CREATE OR REPLACE VIEW txhub.messages WITH (security_invoker = true) AS SELECT '
+            || cols || ' FROM txhub.message_rows r';
     -- an INSERT through the view that leaves a column out gets the table's default
     FOR c IN SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS def
                FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
               WHERE a.attrelid = 'txhub.message_rows'::regclass AND NOT a.attisdropped LOOP
         EXECUTE format('ALTER VIEW txhub.messages ALTER COLUMN %I SET DEFAULT %s', c.attname, c.def);
     END LOOP;
-    EXECUTE 'CREATE FUNCTION txhub.messages_write() RETURNS trigger LANGUAGE plpgsql AS $f$ '
+    EXECUTE 'CREATE OR REPLACE FUNCTION txhub.messages_write() RETURNS trigger LANGUAGE plpgsql AS $f$ '
             'BEGIN IF TG_OP = ''INSERT'' THEN INSERT INTO txhub.message_rows (' || sets
             || ') VALUES (' || vals || '); '
             -- made pending again (a redrive or a replay by hand): due on its own,
@@ -111,6 +113,7 @@ BEGIN
             'IF NOT FOUND THEN RETURN NULL; END IF; END IF; RETURN NEW; END $f$';
 END
 $$;
+SELECT txhub.define_messages_view();
 CREATE TRIGGER messages_write INSTEAD OF INSERT OR UPDATE ON txhub.messages
     FOR EACH ROW EXECUTE FUNCTION txhub.messages_write();
 

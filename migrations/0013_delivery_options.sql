@@ -1,0 +1,30 @@
+-- 0013: the columns of the delivery options (CONTRACT §15, issue 23). Each is
+-- NULL unless its option is used, so adding them is a catalog change: no table
+-- rewrite, no scan, hubs and producers keep going.
+--
+--   not_before        delayed delivery: the committed message is forwarded no
+--                     earlier than this (forward.not_before / forward.delay_ms)
+--   trace_id          trace context: the W3C trace id of the envelope's
+--   traceparent,      `trace` (32 lowercase hex digits), and the traceparent and
+--   tracestate        tracestate as received, sent again as headers
+--   dead_lettered_at  dead-letter topic: when the parked forward was produced to
+--                     forward.dead_letter_topic (once)
+--
+-- send_status gains 'skipped' (txhub skip: an operator gave up on a parked forward
+-- so that the key's later messages flow, forward.order = key). The new check is
+-- added NOT VALID: rows already stored passed the narrower one, and validating
+-- would read the whole table under the lock that stops the hubs' writes.
+ALTER TABLE txhub.message_rows
+    ADD COLUMN not_before       timestamptz,
+    ADD COLUMN trace_id         text CHECK (trace_id ~ '^[0-9a-f]{32}$'),
+    ADD COLUMN traceparent      text,
+    ADD COLUMN tracestate       text,
+    ADD COLUMN dead_lettered_at timestamptz;
+ALTER TABLE txhub.message_rows DROP CONSTRAINT messages_send_status_check;
+ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
+    CHECK (send_status IN ('pending', 'sent', 'failed', 'skipped')) NOT VALID;
+
+-- history rows about a message carry its trace id
+ALTER TABLE txhub.history ADD COLUMN trace_id text;
+
+SELECT txhub.define_messages_view();
