@@ -28,6 +28,15 @@ typedef struct {
 	char *forward_headers;  /* compact JSON object of string:string, or NULL */
 	char *checkback_url;    /* NULL: use checkback.default_url */
 	int64_t first_after_ms; /* -1: use checkback.first_after_ms */
+	/* trace context (CONTRACT §15): the valid parts of `trace`, or NULL */
+	char *traceparent;
+	char *tracestate;       /* NULL also for an empty one */
+	char trace_id[33];      /* of traceparent; "" without one */
+	/* a malformed `trace` or part of it, dropped (never a rejection): the
+	 * metrics label ("trace", "traceparent", "tracestate") and why, static
+	 * strings; NULL when nothing was dropped */
+	const char *trace_dropped;
+	const char *trace_dropped_why;
 } envelope;
 
 /* Longest accepted biz_id and message_key, in bytes. */

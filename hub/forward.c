@@ -38,6 +38,7 @@ typedef struct {
 	int64_t fwd_seq;     /* its forward sequence (0: none), for the delivery marks */
 	int reported;        /* counted in the marks */
 	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
+	char trace_id[33];   /* from store_forward: for its log lines */
 } fw_item;
 
 /* A list of reports. */
@@ -454,6 +455,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		it->tp = f->src_tp;
 		it->decided_ms = f->decided_ms;
 		it->tenant = f->tenant;
+		memcpy(it->trace_id, f->trace_id, sizeof it->trace_id);
 		it->produced_ms = clock_ms();
 		produced++;
 		for (;;) {
@@ -712,8 +714,8 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 			if (!l->items[j]->ok && strcmp(l->items[j]->biz_id, f->biz_id) == 0 &&
 			    strcmp(l->items[j]->message_key, f->message_key) == 0)
 				why = l->items[j]->error;
-		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
-		            f->topic, why);
+		alert_raise_traced(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
+		                   f->topic, why, f->trace_id);
 	}
 	count_reports(l, failed);
 	uint64_t ok = 0, bad = 0, requeued = 0;
@@ -725,7 +727,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 			continue;
 		}
 		bad++;
-		log_about about = {it->biz_id, it->message_key, it->tp};
+		log_about about = {it->biz_id, it->message_key, it->tp, it->trace_id};
 		log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", it->send_attempts + 1,
 		              it->error ? it->error : "(reason unknown: out of memory)");
 	}

@@ -524,13 +524,12 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts,
 		                            &mark, nmarks, &gave_up, err, sizeof err) == STORE_OK) {
 			for (size_t i = 0; i < gave_up.n; i++) {
-				log_error("lane %d of %s: forwarding %s/%s to %s failed %d times: send_status "
-				          "failed", TP_ARG(l->own.tp), gave_up.items[i].biz_id,
-				          gave_up.items[i].message_key, gave_up.items[i].topic,
-				          gave_up.items[i].send_attempts);
-				alert_raise(l->al, "send_failed", gave_up.items[i].biz_id,
-				            gave_up.items[i].message_key, gave_up.items[i].send_attempts,
-				            gave_up.items[i].topic, NULL);
+				const store_forward *g = &gave_up.items[i];
+				log_about about = {g->biz_id, g->message_key, l->own.tp, g->trace_id};
+				log_msg_about(LOG_ERROR, "lane", &about, "forwarding to %s failed %d times: "
+				              "send_status failed", g->topic, g->send_attempts);
+				alert_raise_traced(l->al, "send_failed", g->biz_id, g->message_key,
+				                   g->send_attempts, g->topic, NULL, g->trace_id);
 			}
 			metrics_forwards m;
 			memset(&m, 0, sizeof m);

@@ -136,6 +136,13 @@ void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);
 void metrics_kafka_error(void);
+/* txhub_trace_context_dropped_total{reason}: an envelope's trace context
+ * dropped as malformed (reason "trace", "traceparent", "tracestate":
+ * envelope.h's trace_dropped). */
+void metrics_trace_dropped(const char *reason);
+/* txhub_dead_letters_total{outcome}: n parked forwards produced to the
+ * dead-letter topic (ok) or that failed to be (deadletter.h). */
+void metrics_dead_letters(int ok, uint64_t n);
 /* txhub_database_rewinds_total (partitions read again because PostgreSQL
  * lost its last transactions) and txhub_database_rewound_offsets_total
  * (the offsets read again). */

@@ -257,6 +257,8 @@ void store_forward_free(store_forward *f)
 	free(f->topic);
 	free(f->key);
 	free(f->headers);
+	free(f->traceparent);
+	free(f->tracestate);
 	memset(f, 0, sizeof *f);
 }
 
@@ -319,7 +321,8 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
 	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
 	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
-	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant"
+	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant, m.traceparent, m.tracestate, "   \
+	"coalesce(m.trace_id, '')"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
@@ -359,6 +362,9 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 			label = metrics_tenant_of(tn);
 		}
 		f->tenant = label;
+		f->traceparent = bin_text(r, i, first + 13);
+		f->tracestate = bin_text(r, i, first + 14);
+		snprintf(f->trace_id, sizeof f->trace_id, "%s", PQgetvalue(r, i, first + 15));
 		if (!f->biz_id || !f->message_key || !f->topic || f->src_tp == -1 ||
 		    (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
@@ -382,7 +388,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_ST, W_TN, W_NCOLS };
+       W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
@@ -398,26 +404,28 @@ static const char *SQL_FIRST_PREPARE =
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good) */
+ * good), $19 and $20 the traceparents and tracestates (CONTRACT §15) */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant) "
+	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant, traceparent, "
+	"tracestate, trace_id) "
 	"SELECT x.b, x.k, x.s, x.d, "
 	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
 	"x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
 	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq, "
-	"x.st, x.tn "
+	"x.st, x.tn, x.trp, x.trs, substr(x.trp, 4, 32) "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[], $17::text[], $18::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn) "
+	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::text[], $20::text[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, trp, trs) "
 	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
 
-/* same columns, $14 the lease, $15 whether the row takes the payload, $16
- * the forward sequences, $17 forwarded already, $18 the source topics */
+/* same columns, $14 the lease, $15 whether the row takes the payload (and
+ * its trace), $16 the forward sequences, $17 forwarded already, $18 the
+ * source topics, $19 and $20 the traceparents and tracestates */
 static const char *SQL_UPDATE =
 	"UPDATE txhub.message_rows AS m SET status = x.s, decision = x.d, "
 	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
@@ -430,12 +438,15 @@ static const char *SQL_UPDATE =
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
 	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
 	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
+	"traceparent = CASE WHEN x.tp THEN x.trp ELSE m.traceparent END, "
+	"tracestate = CASE WHEN x.tp THEN x.trs ELSE m.tracestate END, "
+	"trace_id = CASE WHEN x.tp THEN substr(x.trp, 4, 32) ELSE m.trace_id END, "
 	"src_topic = x.st, src_partition = x.sp, src_offset = x.so, updated_at = now(), "
 	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[], $17::bool[], $18::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st) "
+	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::text[], $20::text[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, trp, trs) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
 	"RETURNING x.c AND NOT x.sn, " FORWARD_COLUMNS;
 
@@ -1220,7 +1231,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[18];
+	const char *p[20];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
@@ -1233,6 +1244,8 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_ST]);
 	if (!update) /* a stored message's tenant never changes */
 		p[n++] = sbuf_str(&w[W_TN]);
+	p[n++] = sbuf_str(&w[W_TRP]);
+	p[n++] = sbuf_str(&w[W_TRS]);
 	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
@@ -1265,6 +1278,8 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
 	sbuf_arr_text(&w[W_TN], k->tenant[0] ? k->tenant : NULL);
+	sbuf_arr_text(&w[W_TRP], pe ? pe->traceparent : NULL);
+	sbuf_arr_text(&w[W_TRS], pe ? pe->tracestate : NULL);
 	if (seq > 0)
 		sbuf_arr_int(&w[W_SQ], seq);
 	else
@@ -1351,7 +1366,7 @@ static store_rc write_conflicts(store *st, const fold *f,
 		sbuf_arr_int(&cw[C_P], rec->partition);
 		sbuf_arr_int(&cw[C_O], rec->offset);
 		sbuf_arr_text(&cw[C_TN], rec->tenant[0] ? rec->tenant : NULL);
-		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp};
+		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp, rec->env.trace_id};
 		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)%s%s",
 		              rules_step_name(fc->step), met, (long long)rec->offset,
 		              fc->foreign ? ": " : "", fc->foreign ? detail : "");
@@ -2237,6 +2252,8 @@ void store_check_list_clear(store_check_list *l)
 		free(l->items[i].message_key);
 		free(l->items[i].url);
 		free(l->items[i].last_error);
+		free(l->items[i].traceparent);
+		free(l->items[i].tracestate);
 	}
 	free(l->items);
 	memset(l, 0, sizeof *l);
@@ -2271,7 +2288,7 @@ static const char *SQL_CLAIM_CHECKS =
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
 	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts, "
-	"m.src_topic, m.tenant";
+	"m.src_topic, m.tenant, m.traceparent, m.tracestate";
 
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
@@ -2320,7 +2337,11 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		c->tp = tp_of(PQgetvalue(r, i, 5), (int32_t)atoi(PQgetvalue(r, i, 3)));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 4));
 		c->tenant = metrics_tenant_of(PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6));
-		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)))
+		c->traceparent = PQgetisnull(r, i, 7) ? NULL : strdup(PQgetvalue(r, i, 7));
+		c->tracestate = PQgetisnull(r, i, 8) ? NULL : strdup(PQgetvalue(r, i, 8));
+		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)) ||
+		    (!c->traceparent && !PQgetisnull(r, i, 7)) ||
+		    (!c->tracestate && !PQgetisnull(r, i, 8)))
 			goto oom;
 	}
 	PQclear(r);

@@ -74,6 +74,9 @@ typedef struct {
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
 	int64_t fwd_seq;       /* its partition's forward sequence; 0: none yet */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
+	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *tracestate;
+	char trace_id[33];     /* of traceparent, "" without one: for log lines */
 } store_forward;
 
 typedef struct {
@@ -365,6 +368,8 @@ typedef struct {
 	int32_t attempts;  /* check_attempts when claimed */
 	char *last_error;  /* only in store_record_checks' failed_out */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
+	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *tracestate;
 } store_check;
 
 typedef struct {
