@@ -32,7 +32,7 @@ static const struct {
 #define ALL 0xffu
 
 enum { O_JSON, O_STATUS, O_SEND, O_BIZ, O_SINCE, O_LIMIT, O_COMMIT, O_ROLLBACK, O_REASON,
-       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_COUNT };
+       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_TRACE, O_COUNT };
 
 static const admin_option options[O_COUNT] = {
 	[O_JSON] = {"--json", 0, ALL},
@@ -48,6 +48,7 @@ static const admin_option options[O_COUNT] = {
 	[O_OLDER] = {"--older-than", 1, B(ADMIN_PURGE)},
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
 	[O_TENANT] = {"--tenant", 1, B(ADMIN_LIST) | B(ADMIN_STATUS)},
+	[O_TRACE] = {"--trace", 1, B(ADMIN_LIST)},
 };
 
 int admin_usage_error(char *err, size_t errsz, const char *fmt, ...)
@@ -126,6 +127,13 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 		a->tenant = v;
 		if (tenant_name_check(v, why, sizeof why) != 0)
 			return admin_usage_error(err, errsz, "--tenant: %s", why);
+		return 0;
+	case O_TRACE:
+		a->trace_id = v;
+		if (!ops_valid_trace_id(v))
+			return admin_usage_error(err, errsz, "--trace: \"%s\" is not a trace id (32 "
+			                         "lowercase hex digits, not all zeros)",
+			                         log_escape(v, strlen(v), why, 96));
 		return 0;
 	case O_REASON:
 		a->reason = v;
@@ -305,8 +313,9 @@ void admin_write_help(FILE *out)
 	        "             rejected and conflicts (of one tenant's rows: --tenant),\n"
 	        "             partitions with owner, epoch and lag\n"
 	        "  list [--status S]... [--send-status S] [--biz ID] [--since DURATION]\n"
-	        "       [--tenant NAME] [--limit N] [--json]\n"
-	        "             messages, newest updated_at first (default limit 100)\n"
+	        "       [--tenant NAME] [--trace TRACE_ID] [--limit N] [--json]\n"
+	        "             messages, newest updated_at first (default limit 100);\n"
+	        "             --trace: the message(s) of a W3C trace id\n"
 	        "  show BIZ KEY [--json]\n"
 	        "             one message with its payload and history\n"
 	        "  resolve BIZ KEY --commit|--rollback [--reason TEXT] [--json]\n"

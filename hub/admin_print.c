@@ -324,7 +324,7 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
 	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit,
-	                     .tenant = a->tenant};
+	                     .tenant = a->tenant, .trace_id = a->trace_id};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
 	if (rc == OPS_OK && a->json && admin_print_json(rows) != 0) {
@@ -377,7 +377,8 @@ static void show_message(const cJSON *m)
 {
 	static const char *const fields[] = {"status", "send_status", "decision", "forward_topic",
 	                                     "forward_key", "checkback_url", "last_error",
-	                                     "alerted_at"};
+	                                     "alerted_at", "trace_id", "traceparent", "tracestate",
+	                                     "dead_lettered_at"};
 	char buf[128], a[48];
 	printf("message ");
 	put(stdout, str(m, "biz_id"));

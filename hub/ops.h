@@ -171,7 +171,11 @@ typedef struct {
 	const char *message_key;
 	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
 	const char *tenant;          /* NULL: any; else only that tenant's (txhub.messages.tenant) */
+	const char *trace_id;        /* NULL: any; else the messages of that W3C trace id */
 } ops_list_filter;
+
+/* 1 for a W3C trace id: 32 lowercase hex digits, not all zeros. */
+int ops_valid_trace_id(const char *s);
 
 /* Matching messages, newest updated_at first, as a JSON array of row
  * objects with CONTRACT §6's column names (payload_bytes instead of
