@@ -78,6 +78,10 @@ const config_option config_options[] = {
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
 	    "a pattern"),
+	STR("forward.dead_letter_topic", NULL, "", forward_dead_letter_topic,
+	    "a forward that gets send_status failed (parked) is also produced here once, with its "
+	    "payload, key, headers and txhub-dlq-topic, txhub-dlq-error, txhub-dlq-attempts, "
+	    "txhub-dlq-at; the row stays parked for redrive; empty: off"),
 	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
 	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
@@ -435,6 +439,12 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 		         progress);
 		goto done;
 	}
+	const char *dlq = cfg->forward_dead_letter_topic;
+	if (*dlq && (topics_match(&spec, dlq) || strcmp(dlq, progress) == 0)) {
+		snprintf(err, errsz, "forward.dead_letter_topic: \"%s\" names %s", dlq,
+		         topics_match(&spec, dlq) ? "a control topic" : "the progress topic");
+		goto done;
+	}
 	rc = 0;
 done:
 	topics_free(&spec);
@@ -516,6 +526,14 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name "
 		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)",
 		         cfg->forward_progress_topic);
+		return -1;
+	}
+	const char *dlq = cfg->forward_dead_letter_topic;
+	if (*dlq && (!envelope_valid_topic(dlq, strlen(dlq)) ||
+	             envelope_reserved_topic(dlq, strlen(dlq)))) {
+		snprintf(err, errsz, "forward.dead_letter_topic: \"%s\" is not a valid topic name "
+		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or .., not beginning with __)",
+		         dlq);
 		return -1;
 	}
 	if (check_checkback_urls(cfg, err, errsz) != 0)

@@ -39,6 +39,7 @@ typedef struct txhub_config {
 	int64_t forward_max_attempts;
 	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
 	char *forward_progress_topic; /* "": <control_topic>.progress */
+	char *forward_dead_letter_topic; /* "": off (deadletter.h) */
 	char *alert_webhook;
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;

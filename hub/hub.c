@@ -31,6 +31,7 @@
 #include "checkback.h"
 #include "clock.h"
 #include "dbid.h"
+#include "deadletter.h"
 #include "fault.h"
 #include "forward.h"
 #include "gap_report.h"
@@ -56,6 +57,7 @@ typedef struct {
 	store *st;
 	intake *in;
 	forward *fw;
+	deadletter *dl;        /* forward.dead_letter_topic, or NULL: off */
 	checkback *cb;
 	alert *al;
 	monitor *mon;
@@ -523,7 +525,11 @@ static int flush_batch(hub *h)
 
 /* Serve delivery reports and hand them to the writer (forward.c), which
  * records them beside the batches on a connection of its own. */
-static void hand_over_deliveries(hub *h) { forward_poll(h->fw, &h->owned); }
+static void hand_over_deliveries(hub *h)
+{
+	forward_poll(h->fw, &h->owned);
+	deadletter_poll(h->dl, &h->owned);
+}
 
 /* The clash over partitions with a replica of another consumer group (or
  * "": none), as the janitor or a take found it: logged when it changes,
@@ -1062,6 +1068,10 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		log_error("hub: %s", err);
 		goto done;
 	}
+	if (!(h.dl = deadletter_start(cfg, h.al, err, sizeof err)) && *err) {
+		log_error("hub: %s", err);
+		goto done;
+	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
 	char host[64] = "";
@@ -1155,6 +1165,7 @@ done:
 	intake_batch_free(&h.batch);
 	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h.fw);
+	deadletter_stop(h.dl);
 	alert_stop(h.al, 3000);
 	monitor_stop(h.mon);
 	tenants_free(h.tenants);

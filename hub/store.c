@@ -1661,6 +1661,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"last_error = x.e, updated_at = now(), "
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
+		/* a new park is dead-lettered again (deadletter.h) */
+		"dead_lettered_at = CASE WHEN m.send_attempts + 1 >= $5::int THEN NULL "
+		"ELSE m.dead_lettered_at END, "
 		"next_send_at = now() + x.ms * interval '1 millisecond', "
 		"fwd_seq = NULL "
 		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
