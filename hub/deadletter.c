@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 
 #include "backoff.h"
 #include "clock.h"
@@ -73,17 +71,6 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	char line[1200];
 	kafka_describe_error(err, reason, line, sizeof line);
 	log_warn("dead-letter: kafka: %s", line);
-}
-
-/* RFC 3339 UTC with milliseconds. */
-static void utc_now(char *out, size_t outsz)
-{
-	struct timeval tv;
-	struct tm tm;
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	snprintf(out, outsz, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000));
 }
 
 /* The parked rows of the owned partitions not dead-lettered yet, oldest
@@ -307,7 +294,7 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 		return 0;
 	}
 	char at[80];
-	utc_now(at, sizeof at);
+	log_timestamp(at, sizeof at);
 	for (int i = 0; i < n; i++) {
 		rd_kafka_resp_err_t e = produce(d, &items[i], at);
 		if (e != RD_KAFKA_RESP_ERR_NO_ERROR)

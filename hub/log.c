@@ -67,7 +67,7 @@ static void put(char *line, size_t size, size_t *n, const char *s)
 	line[*n] = '\0';
 }
 
-static void timestamp(char *out, size_t outsz)
+void log_timestamp(char *out, size_t outsz)
 {
 	struct timeval tv;
 	struct tm tm;
@@ -84,7 +84,7 @@ static void emit(log_level lvl, const char *msg, const log_about *about)
 {
 	char line[8192], ts[48];
 	size_t n = 0;
-	timestamp(ts, sizeof ts);
+	log_timestamp(ts, sizeof ts);
 	if (current_format == LOG_JSON) {
 		put(line, sizeof line, &n, "{\"ts\":\"");
 		put(line, sizeof line, &n, ts);

@@ -56,6 +56,10 @@ void log_msg_about(log_level lvl, const char *what, const log_about *about, cons
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 
+/* Now as RFC 3339 UTC with milliseconds ("2026-11-22T10:00:00.123Z", as
+ * log lines begin), into out (48 bytes are enough). */
+void log_timestamp(char *out, size_t outsz);
+
 /* Copy at most len bytes of untrusted data into out as printable ASCII:
  * bytes outside 0x20..0x7e and the backslash become \xNN. The result is
  * truncated with "..." to fit outsize and always NUL-terminated. Returns
