@@ -268,9 +268,12 @@ static int write_pending(checkback *cb)
 			cb->next_scan_ms = due;
 	}
 	for (size_t i = 0; i < failed.n; i++) {
-		alert_raise(cb->al, "check_failed", failed.items[i].biz_id,
-		            failed.items[i].message_key, failed.items[i].attempts, NULL,
-		            failed.items[i].last_error);
+		char tid[TRACE_ID_LEN + 1] = "";
+		if (failed.items[i].traceparent)
+			trace_id_of(failed.items[i].traceparent, tid);
+		alert_raise_traced(cb->al, "check_failed", failed.items[i].biz_id,
+		                   failed.items[i].message_key, failed.items[i].attempts, NULL,
+		                   failed.items[i].last_error, tid);
 		count(cb, &cb->stats.check_failed);
 	}
 	store_check_list_clear(&failed);

@@ -2398,7 +2398,7 @@ static const char *SQL_RECORD_CHECKS =
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND " OF_PARTS("m.", "$9", "$8") " "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
-	"x.p AS claimed, x.o AS outcome, x.e AS error, m.tenant";
+	"x.p AS claimed, x.o AS outcome, x.e AS error, m.tenant, m.traceparent";
 
 /* ... with the history of each attempt made (a lease given back is none)
  * and of each check_failed alert, in the same statement. */
@@ -2410,7 +2410,7 @@ static const char *SQL_RECORD_CHECKS_HISTORY =
 	"UNION ALL SELECT biz_id, message_key, 'alert', 'check_failed after ' || check_attempts || "
 	"' attempt(s): ' || coalesce(last_error, ''), tenant FROM upd "
 	"WHERE status = 'check_failed') "
-	"SELECT biz_id, message_key, status, check_attempts, last_error FROM upd";
+	"SELECT biz_id, message_key, status, check_attempts, last_error, traceparent FROM upd";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
                              const store_check_result *res, size_t n,
@@ -2483,6 +2483,7 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 		c->message_key = strdup(PQgetvalue(r, i, 1));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 3));
 		c->last_error = PQgetisnull(r, i, 4) ? NULL : strdup(PQgetvalue(r, i, 4));
+		c->traceparent = PQgetisnull(r, i, 5) ? NULL : strdup(PQgetvalue(r, i, 5));
 		if (!c->biz_id || !c->message_key) {
 			log_error("store: out of memory listing failed check-backs");
 			break;

@@ -20,6 +20,7 @@
 #define WAIT_MS 30000
 #define TID "4bf92f3577b34da6a3ce929d0e0e4736"
 #define TP "00-" TID "-00f067aa0ba902b7-01"
+#define TID2 "0af7651916cd43dd8448eb211c80319c"
 
 static char sqlbuf[1024];
 
@@ -74,8 +75,20 @@ Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
 	char listen[64], fwd[128], buf[4096];
 	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
-	const char *settings[] = {"log.format=json", "checkback.backoff_ms=100", listen, NULL};
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	char hook[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	const char *settings[] = {"log.format=json", "checkback.backoff_ms=100",
+	                          "checkback.max_attempts=2", listen, hook, NULL};
 	pid_t hub = h_hub_start(&e, settings);
+	/* one that nobody answers: check_failed, its alert carries the trace id */
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"t-2\",\"payload\":\"p\","
+	         "\"forward\":{\"topic\":\"%s\"},\"checkback\":{\"url\":\"http://127.0.0.1:%d/cb\","
+	         "\"first_after_ms\":0},\"trace\":{\"traceparent\":\"00-" TID2 "-00f067aa0ba902b7-01\"}}",
+	         fwd, h_free_port());
+	h_send_str(&e, -1, "t-2", buf);
 
 	/* a prepare with a trace context, checked back (once failing), then a
 	 * commit with a trace of its own (not stored: the prepare's is) */
@@ -174,6 +187,24 @@ Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
 	cr_assert_eq(traced, h_log_lines(logf, "\"message_key\":\"t-1\""), "every line about t-1");
 	cr_assert_geq(traced, 1);
 
+	/* the check_failed alert of t-2: its log line and webhook name the trace */
+	cr_assert(h_wait(&e, status_of("t-2"), "check_failed/-", WAIT_MS));
+	int found = 0;
+	char body[2048];
+	for (int i = 0; i < 100 && !found; i++) {
+		for (int j = 0; j < h_webhook_count(w) && !found; j++)
+			found = strstr(h_webhook_body(w, j, body, sizeof body), "\"kind\":\"check_failed\"") !=
+			        NULL;
+		if (!found)
+			h_pause_ms(100);
+	}
+	cr_assert(found, "no check_failed alert");
+	cr_assert(strstr(body, "\"trace_id\":\"" TID2 "\""), "%s", body);
+	cr_assert_geq(h_log_lines(logf, "\"msg\":\"ALERT check_failed: "), 1);
+	cr_assert_eq(h_log_lines(logf, "\"message_key\":\"t-2\""),
+	             h_log_lines(logf, "\"message_key\":\"t-2\",\"trace_id\":\"" TID2 "\""),
+	             "every line about t-2, its ALERT line too");
+
 	/* list --trace finds it; a malformed id is a usage error */
 	char out[8192], errb[1024];
 	const char *list[] = {"list", "--trace", TID, "--json", NULL};
@@ -189,6 +220,7 @@ Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
 
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_httpd_stop(srv);
+	h_webhook_stop(w);
 	h_teardown(&e);
 }
 
