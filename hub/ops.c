@@ -676,7 +676,7 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = f->tenant;
 		sbuf_printf(sql, " AND tenant = $%d", ++*np);
 	}
-	if (f->trace_id) { /* index messages_trace (migration 0017) */
+	if (f->trace_id) { /* index messages_trace (migration 0014) */
 		p[*np] = f->trace_id;
 		sbuf_printf(sql, " AND trace_id = $%d", ++*np);
 	}

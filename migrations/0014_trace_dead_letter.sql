@@ -1,4 +1,4 @@
--- 0017: trace context and the dead-letter topic (issue 23 §3, §4; the
+-- 0014: trace context and the dead-letter topic (issue 23 §3, §4; the
 -- columns came with 0013).
 --
 --   messages_trace        `txhub list --trace ID` (and the console's search)
