@@ -708,6 +708,28 @@ static int release_assigned(hub *h)
 	return 0;
 }
 
+/* forward.order = key: the blockers as PostgreSQL has them now (at_least_once:
+ * the forwarder's; each lane reads its own), then the held rows whose
+ * blockers are gone made due. Returns 0, or -1 with err. */
+static int order_scan(hub *h, char *err, size_t errsz)
+{
+	const owned_set *own = &h->owned;
+	if (!config_exactly_once(h->cfg)) {
+		store_blocker_list b = {0};
+		int64_t started = now_ms();
+		if (store_order_blockers(h->st, own->parts, own->n, &b, err, errsz) != STORE_OK)
+			return -1;
+		forward_order_refresh(h->fw, own, &b, started);
+		store_blocker_list_clear(&b);
+	}
+	size_t released = 0;
+	if (store_order_release(h->st, own->parts, own->n, &released, err, errsz) != STORE_OK)
+		return -1;
+	if (released > 0)
+		log_debug("hub: %zu forward(s) held for their key's order released", released);
+	return 0;
+}
+
 /* The forwards due again (retries, leases run out) and those decided
  * outside a batch (check-back answers, operators): at_least_once claims
  * and sends them; exactly_once gives them the next forward sequences of
@@ -718,6 +740,10 @@ static int claim_retries(hub *h)
 	if (own->n == 0 || forward_in_flight(h->fw) > 10000)
 		return 0;
 	char err[512];
+	if (config_order_by_key(h->cfg) && order_scan(h, err, sizeof err) != 0) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
 	store_forward_list l = {0};
 	size_t again = 0;
 	store_rc rc = config_exactly_once(h->cfg)
@@ -1064,6 +1090,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
+	store_set_order_by_key(h.st, config_order_by_key(h.cfg));
 	char host[64] = "";
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");
