@@ -2154,7 +2154,10 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 		" WHERE status = 'prepared'), -1), "
 		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
 		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
-		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass)";
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass), "
+		/* held for their key (forward.order = key), on messages_send_retry */
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
+		" AND fwd_seq IS NULL AND next_send_at = 'infinity')";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
 		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
@@ -2178,6 +2181,7 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_prepared_s = atof(PQgetvalue(r, 0, 5));
 	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
 	double rows = atof(PQgetvalue(r, 0, 7));
+	out->blocked = atoll(PQgetvalue(r, 0, 8));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
 	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
