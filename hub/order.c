@@ -91,7 +91,7 @@ order_key *order_find(order_map *m, tp_key tp, const char *topic, const char *ke
 		return NULL;
 	}
 	k->tp = tp;
-	k->blocker = INT64_MAX;
+	k->blocker = k->noted = INT64_MAX;
 	k->next = m->slots[i];
 	m->slots[i] = k;
 	if (++m->n > m->nslots)
@@ -121,7 +121,13 @@ int order_note(order_map *m, tp_key tp, const char *topic, const char *key, int6
 		return -1;
 	if (offset < k->blocker)
 		set_blocker(m, k, offset);
-	k->noted_ms = clock_ms();
+	int64_t now = clock_ms();
+	if (k->noted == INT64_MAX || now - k->noted_ms > ORDER_STICKY_MS) {
+		k->noted = offset; /* a new run of notes */
+		k->noted_ms = now;
+	} else if (offset < k->noted) {
+		k->noted = offset;
+	}
 	return 0;
 }
 
@@ -137,10 +143,13 @@ void order_refresh(order_map *m, const tp_key *parts, size_t nparts,
                    const store_blocker_list *b, int64_t started_ms)
 {
 	for (size_t i = 0; i < m->nslots; i++)
-		for (order_key *k = m->slots[i]; k; k = k->next)
-			if (k->blocker != INT64_MAX && has_part(parts, nparts, k->tp) &&
-			    k->noted_ms < started_ms - ORDER_STICKY_MS)
-				set_blocker(m, k, INT64_MAX);
+		for (order_key *k = m->slots[i]; k; k = k->next) {
+			if (!has_part(parts, nparts, k->tp))
+				continue;
+			if (k->noted_ms < started_ms - ORDER_STICKY_MS)
+				k->noted = INT64_MAX;
+			set_blocker(m, k, k->noted); /* what PostgreSQL may not have yet */
+		}
 	for (size_t i = 0; i < b->n; i++) {
 		order_key *k = order_find(m, b->items[i].tp, b->items[i].topic, b->items[i].key, 1);
 		if (k && b->items[i].offset < k->blocker)
@@ -150,7 +159,8 @@ void order_refresh(order_map *m, const tp_key *parts, size_t nparts,
 	for (size_t i = 0; i < m->nslots; i++)
 		for (order_key **p = &m->slots[i]; *p;) {
 			order_key *k = *p;
-			if (k->blocker == INT64_MAX && !k->busy && k->nqueue == 0) {
+			if (k->blocker == INT64_MAX && k->noted == INT64_MAX && !k->busy &&
+			    k->nqueue == 0) {
 				*p = k->next;
 				key_free(k, NULL);
 				m->n--;
@@ -194,7 +204,7 @@ void *order_pop(order_key *k)
 
 void order_forget(order_map *m, order_key *k)
 {
-	if (k->blocker != INT64_MAX || k->busy || k->nqueue > 0)
+	if (k->blocker != INT64_MAX || k->noted != INT64_MAX || k->busy || k->nqueue > 0)
 		return;
 	size_t i = hash_of(k->tp, k->topic, k->key) & (m->nslots - 1);
 	for (order_key **p = &m->slots[i]; *p; p = &(*p)->next)
