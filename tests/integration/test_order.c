@@ -293,12 +293,16 @@ static void too_large_holds_its_key(const char *name, const char *mode)
 	send_one(&e, -1, "m1", fwd, "K", hex);
 	send_one(&e, -1, "m2", fwd, "K", "2");
 	send_one(&e, -1, "m3", fwd, "K", "3");
-	send_flowing(&e, fwd);
 	h_flush();
 	const char *settings[] = {mode, "forward.order=key", "forward.max_attempts=2",
 	                          "forward.backoff_ms=200", "log.level=debug", NULL};
 	pid_t hub = h_hub_start(&e, settings);
 	cr_assert(h_wait(&e, status_of("m1"), "committed/failed/2", 90000));
+	/* the others after: at_least_once, the broker refuses a whole batch for
+	 * a record too large, and records of other keys sharing it would fail
+	 * with it */
+	send_flowing(&e, fwd);
+	h_flush();
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key LIKE 'k%' "
 	                     "AND send_status = 'sent'", "60", WAIT_MS));
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.message_rows WHERE message_key IN "
