@@ -559,9 +559,14 @@ static void order_done(forward *fw, fw_item *it)
  * delivered. */
 static void order_next(forward *fw)
 {
-	size_t produced = 0;
-	for (size_t i = 0; i < fw->nready; i++) {
-		order_key *k = fw->ready[i];
+	/* taken whole: producing serves reports (a full queue), which may make
+	 * keys ready again, for the next time */
+	order_key **ready = fw->ready;
+	size_t nready = fw->nready, produced = 0;
+	fw->ready = NULL;
+	fw->nready = fw->capready = 0;
+	for (size_t i = 0; i < nready; i++) {
+		order_key *k = ready[i];
 		fw_item *it = order_pop(k);
 		store_forward *f = it->queued;
 		it->queued = NULL;
@@ -581,7 +586,7 @@ static void order_next(forward *fw)
 		store_forward_free(f);
 		free(f);
 	}
-	fw->nready = 0;
+	free(ready);
 	if (produced) {
 		pthread_mutex_lock(&fw->mu);
 		fw->stats.produced += produced;
