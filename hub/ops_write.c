@@ -189,6 +189,36 @@ static const char *SQL_REDRIVE =
 	"SELECT biz_id, message_key, 'redrive', detail, $1, tenant FROM u) "
 	"SELECT was_check, status, send, n, detail FROM u";
 
+/* After the change's statement r (columns: what it was, as a flag 't' for
+ * check_failed when was_flag, else as text; status; send_status; attempts;
+ * detail) on the row locked by begin_locked: COMMIT, or refuse with why
+ * when the statement found the row in no state it changes. Clears r and
+ * ends the transaction. */
+static ops_rc change_done(PGconn *conn, PGresult *r, int was_flag, const char *const *ids,
+                          const char *status, const char *send, const char *why,
+                          ops_change *out, char *err, size_t errsz)
+{
+	ops_rc rc;
+	if (!r) {
+		rc = OPS_DB_ERROR;
+	} else if (PQntuples(r) != 1) {
+		refuse(err, errsz, ids, status, send, why);
+		rc = OPS_REFUSED;
+	} else {
+		const char *was = PQgetvalue(r, 0, 0);
+		snprintf(out->previous, sizeof out->previous, "%s",
+		         !was_flag ? was : was[0] == 't' ? "check_failed" : "send_failed");
+		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
+		snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 2));
+		out->attempts = (int32_t)ops_int(r, 0, 3);
+		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 4));
+		rc = ops_exec(conn, "COMMIT", err, errsz);
+	}
+	PQclear(r);
+	ops_rollback(conn);
+	return rc;
+}
+
 ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,
                    ops_change *out, char *err, size_t errsz)
 {
@@ -211,23 +241,8 @@ ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, co
 	}
 	const char *p[3] = {actor, biz_id, message_key};
 	PGresult *r = ops_query(conn, SQL_REDRIVE, 3, p, 0, err, errsz);
-	if (!r) {
-		rc = OPS_DB_ERROR;
-	} else if (PQntuples(r) != 1) {
-		refuse(err, errsz, ids, status, send, "its state changed under the lock");
-		rc = OPS_REFUSED;
-	} else {
-		snprintf(out->previous, sizeof out->previous, "%s",
-		         PQgetvalue(r, 0, 0)[0] == 't' ? "check_failed" : "send_failed");
-		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
-		snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 2));
-		out->attempts = (int32_t)ops_int(r, 0, 3);
-		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 4));
-		rc = ops_exec(conn, "COMMIT", err, errsz);
-	}
-	PQclear(r);
-	ops_rollback(conn);
-	return rc;
+	return change_done(conn, r, 1, ids, status, send, "its state changed under the lock", out,
+	                   err, errsz);
 }
 
 /* ---- skip ---- */
@@ -248,7 +263,8 @@ static const char *SQL_SKIP =
 	"ELSE 'held for an earlier message of its key' END || ' -> skipped: ' || $4 AS detail), "
 	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
 	"SELECT biz_id, message_key, 'skip', detail, $1, tenant FROM u) "
-	"SELECT before, status, send_attempts, detail FROM u";
+	"SELECT CASE WHEN before = 'failed' THEN 'send_failed' ELSE 'held' END, status, "
+	"'skipped', send_attempts, detail FROM u";
 
 ops_rc ops_skip(PGconn *conn, const char *biz_id, const char *message_key, const char *reason,
                 const char *actor, ops_change *out, char *err, size_t errsz)
@@ -270,25 +286,10 @@ ops_rc ops_skip(PGconn *conn, const char *biz_id, const char *message_key, const
 		return rc;
 	const char *p[4] = {actor, biz_id, message_key, reason};
 	PGresult *r = ops_query(conn, SQL_SKIP, 4, p, 0, err, errsz);
-	if (!r) {
-		rc = OPS_DB_ERROR;
-	} else if (PQntuples(r) != 1) {
-		refuse(err, errsz, ids, status, send,
-		       "only a failed send or one held for an earlier message of its key "
-		       "(forward.order = key) can be skipped");
-		rc = OPS_REFUSED;
-	} else {
-		snprintf(out->previous, sizeof out->previous, "%s",
-		         strcmp(PQgetvalue(r, 0, 0), "failed") == 0 ? "send_failed" : "held");
-		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
-		snprintf(out->send_status, sizeof out->send_status, "skipped");
-		out->attempts = (int32_t)ops_int(r, 0, 2);
-		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 3));
-		rc = ops_exec(conn, "COMMIT", err, errsz);
-	}
-	PQclear(r);
-	ops_rollback(conn);
-	return rc;
+	return change_done(conn, r, 0, ids, status, send,
+	                   "only a failed send or one held for an earlier message of its key "
+	                   "(forward.order = key) can be skipped",
+	                   out, err, errsz);
 }
 
 ops_rc ops_redrive_all(PGconn *conn, const char *biz_id, const char *actor,
