@@ -594,17 +594,17 @@ static void order_next(forward *fw)
 	}
 }
 
-void forward_order_refresh(forward *fw, const owned_set *own, const store_blocker_list *b,
-                           int64_t started_ms)
+void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
+                           const store_blocker_list *b, int64_t started_ms)
 {
 	if (!fw->order)
 		return;
-	tp_key *parts = calloc(own->n ? own->n : 1, sizeof *parts);
+	tp_key *parts = calloc(nown ? nown : 1, sizeof *parts);
 	if (!parts)
 		return;
-	for (size_t i = 0; i < own->n; i++)
-		parts[i] = own->parts[i].tp;
-	order_refresh(fw->order, parts, own->n, b, started_ms);
+	for (size_t i = 0; i < nown; i++)
+		parts[i] = own[i].tp;
+	order_refresh(fw->order, parts, nown, b, started_ms);
 	free(parts);
 }
 

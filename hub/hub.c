@@ -188,6 +188,7 @@ static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
 }
 
 static void on_assigned(void *opaque, const store_owned *taken, size_t n);
+static int order_read(hub *h, const store_owned *own, size_t n, char *err, size_t errsz);
 
 /* Say that the database lost its last transactions for rw[0..n), read
  * again from from[i]: one error line, one database_rewound alert naming
@@ -550,6 +551,11 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
 		owned_take(&h->released, &taken[i]);
 	checkback_assign(h->cb, &h->owned);
+	/* before the partitions' first batch (else their first scan) */
+	char err[512];
+	if (order_read(h, taken, n, err, sizeof err) != 0)
+		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
+		         "next scan reads them", err);
 }
 
 /* Partitions just taken at the database's next offsets: the group's
@@ -708,20 +714,29 @@ static int release_assigned(hub *h)
 	return 0;
 }
 
-/* forward.order = key: the blockers as PostgreSQL has them now (at_least_once:
- * the forwarder's; each lane reads its own), then the held rows whose
+/* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
+ * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
+ * with err. */
+static int order_read(hub *h, const store_owned *own, size_t n, char *err, size_t errsz)
+{
+	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
+		return 0;
+	store_blocker_list b = {0};
+	int64_t started = now_ms();
+	if (store_order_blockers(h->st, own, n, &b, err, errsz) != STORE_OK)
+		return -1;
+	forward_order_refresh(h->fw, own, n, &b, started);
+	store_blocker_list_clear(&b);
+	return 0;
+}
+
+/* forward.order = key: the blockers read again, then the held rows whose
  * blockers are gone made due. Returns 0, or -1 with err. */
 static int order_scan(hub *h, char *err, size_t errsz)
 {
 	const owned_set *own = &h->owned;
-	if (!config_exactly_once(h->cfg)) {
-		store_blocker_list b = {0};
-		int64_t started = now_ms();
-		if (store_order_blockers(h->st, own->parts, own->n, &b, err, errsz) != STORE_OK)
-			return -1;
-		forward_order_refresh(h->fw, own, &b, started);
-		store_blocker_list_clear(&b);
-	}
+	if (order_read(h, own->parts, own->n, err, errsz) != 0)
+		return -1;
 	size_t released = 0;
 	if (store_order_release(h->st, own->parts, own->n, &released, err, errsz) != STORE_OK)
 		return -1;
