@@ -710,6 +710,17 @@ static int release_assigned(hub *h)
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
+	/* rows a hub with forward.order = key held are not held by this one */
+	size_t unheld = 0;
+	if (!config_order_by_key(h->cfg) &&
+	    store_order_release(h->st, h->released.parts, h->released.n, 1, &unheld, err,
+	                        sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
+	if (unheld > 0)
+		log_info("hub: %zu forward(s) held for their key's order (forward.order = key) are "
+		         "due now (forward.order = partition)", unheld);
 	owned_clear(&h->released);
 	return 0;
 }
@@ -738,7 +749,7 @@ static int order_scan(hub *h, char *err, size_t errsz)
 	if (order_read(h, own->parts, own->n, err, errsz) != 0)
 		return -1;
 	size_t released = 0;
-	if (store_order_release(h->st, own->parts, own->n, &released, err, errsz) != STORE_OK)
+	if (store_order_release(h->st, own->parts, own->n, 0, &released, err, errsz) != STORE_OK)
 		return -1;
 	if (released > 0)
 		log_debug("hub: %zu forward(s) held for their key's order released", released);

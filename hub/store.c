@@ -2577,8 +2577,8 @@ store_rc store_order_blockers(store *st, const store_owned *own, size_t nown,
 	return rc;
 }
 
-store_rc store_order_release(store *st, const store_owned *own, size_t nown, size_t *released,
-                             char *err, size_t errsz)
+store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+                             size_t *released, char *err, size_t errsz)
 {
 	/* the held rows (due at 'infinity', on messages_send_retry) whose key has
 	 * no blocker before them but held ones */
@@ -2589,9 +2589,9 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, siz
 		"h AS (SELECT m.biz_id, m.message_key FROM txhub.message_rows m "
 		"WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.next_send_at = 'infinity' AND " OF_PARTS("m.", "$1", "$2") " "
-		"AND NOT EXISTS (SELECT 1 FROM b WHERE b.src_topic = m.src_topic "
+		"AND ($3::bool OR NOT EXISTS (SELECT 1 FROM b WHERE b.src_topic = m.src_topic "
 		"AND b.src_partition = m.src_partition AND b.forward_topic = m.forward_topic "
-		"AND b.forward_key = m.forward_key AND b.o < m.src_offset) "
+		"AND b.forward_key = m.forward_key AND b.o < m.src_offset)) "
 		"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m SKIP LOCKED) "
 		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM h "
 		"WHERE m.biz_id = h.biz_id AND m.message_key = h.message_key "
@@ -2601,7 +2601,8 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, siz
 		return STORE_OK;
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, NULL, 0, 0, &r, &nkept, err, errsz);
+	const char *p[1] = {all ? "t" : "f"};
+	store_rc rc = run_owned(st, own, nown, sql, p, 1, 0, &r, &nkept, err, errsz);
 	if (rc == STORE_OK)
 		*released = (size_t)PQntuples(r);
 	PQclear(r);

@@ -471,9 +471,11 @@ store_rc store_order_blockers(store *st, const store_owned *own, size_t nown,
 
 /* Make due now every held row of the partitions still ours whose key has no
  * unsent row before it other than held ones: a key's whole chain goes
- * once its head is sent or skipped. *released: how many. */
-store_rc store_order_release(store *st, const store_owned *own, size_t nown, size_t *released,
-                             char *err, size_t errsz);
+ * once its head is sent or skipped; with all, every held row (a hub with
+ * forward.order = partition taking partitions a hub with key held rows
+ * of). *released: how many. */
+store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+                             size_t *released, char *err, size_t errsz);
 
 /* forward.order = key: store_sequence_forwards numbers a partition's rows in
  * offset order (a released chain keeps its order), not by age. */

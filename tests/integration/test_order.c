@@ -332,3 +332,24 @@ Test(order, too_large_forward_holds_its_key_exactly_once, .timeout = 240)
 {
 	too_large_holds_its_key("order_large_eos", "forward.mode=exactly_once");
 }
+
+/* A hub with forward.order = partition taking a partition where a hub with
+ * key held messages sends them (nothing releases them otherwise). */
+Test(order, a_partition_hub_sends_what_a_key_hub_held, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "order_unheld");
+	char fwd[128], sql[1024];
+	snprintf(fwd, sizeof fwd, "%s.fwd", e.topic);
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO txhub.message_rows (biz_id, message_key, status, decision, send_status, "
+	         "payload, forward_topic, forward_key, src_topic, src_partition, src_offset, "
+	         "next_send_at) VALUES ('ord', 'h', 'committed', 'commit', 'pending', 'h', '%s', "
+	         "'H', '%s', 0, 0, 'infinity')", fwd, e.topic);
+	h_exec(e.db, sql);
+	pid_t hub = h_hub_start(&e, NULL);
+	cr_assert(h_wait(&e, status_of("h"), "committed/sent/0", WAIT_MS));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	check_values(&e, fwd, "H", "h", 0);
+	h_teardown(&e);
+}
