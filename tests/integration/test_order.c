@@ -107,6 +107,22 @@ static void check_values(h_env *e, const char *topic, const char *key, const cha
 	h_records_free(r, n);
 }
 
+/* A committed, pending row without a sequence, written directly: message_key
+ * mk (payload the same) to topic fwd with key, at offset 0 of partition 0
+ * of e's control topic, due at due (SQL), last written at updated (SQL). */
+static void insert_row(h_env *e, const char *mk, const char *fwd, const char *key,
+                       const char *due, const char *updated)
+{
+	char sql[1024];
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO txhub.message_rows (biz_id, message_key, status, decision, send_status, "
+	         "payload, forward_topic, forward_key, src_topic, src_partition, src_offset, "
+	         "next_send_at, not_before, updated_at) VALUES ('ord', '%s', 'committed', 'commit', "
+	         "'pending', '%s', '%s', '%s', '%s', 0, 0, %s, %s, %s)",
+	         mk, mk, fwd, key, e->topic, due, strcmp(due, "'infinity'") ? due : "NULL", updated);
+	h_exec(e->db, sql);
+}
+
 static int run(h_env *e, const char *const *args, char *out, size_t outsz, char *err,
                size_t errsz)
 {
@@ -239,17 +255,11 @@ Test(order, a_delayed_message_holds_its_key, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "order_delayed");
-	char fwd[128], sql[1024];
+	char fwd[128];
 	snprintf(fwd, sizeof fwd, "%s.fwd", e.topic);
 	/* written after the hub takes the partition (updated_at ahead): not a
 	 * lease of a previous owner that the take gives back */
-	snprintf(sql, sizeof sql,
-	         "INSERT INTO txhub.message_rows (biz_id, message_key, status, decision, send_status, "
-	         "payload, forward_topic, forward_key, src_topic, src_partition, src_offset, "
-	         "next_send_at, not_before, updated_at) VALUES ('ord', 'x', 'committed', 'commit', "
-	         "'pending', 'x', '%s', 'D', '%s', 0, 0, now() + interval '1 hour', "
-	         "now() + interval '1 hour', now() + interval '1 hour')", fwd, e.topic);
-	h_exec(e.db, sql);
+	insert_row(&e, "x", fwd, "D", "now() + interval '1 hour'", "now() + interval '1 hour'");
 	const char *settings[] = {"forward.order=key", "log.level=debug", NULL};
 	pid_t hub = h_hub_start(&e, settings);
 	/* offset 0 of partition 0: the row above comes first */
@@ -339,14 +349,9 @@ Test(order, a_partition_hub_sends_what_a_key_hub_held, .timeout = 120)
 {
 	h_env e;
 	h_setup(&e, "order_unheld");
-	char fwd[128], sql[1024];
+	char fwd[128];
 	snprintf(fwd, sizeof fwd, "%s.fwd", e.topic);
-	snprintf(sql, sizeof sql,
-	         "INSERT INTO txhub.message_rows (biz_id, message_key, status, decision, send_status, "
-	         "payload, forward_topic, forward_key, src_topic, src_partition, src_offset, "
-	         "next_send_at) VALUES ('ord', 'h', 'committed', 'commit', 'pending', 'h', '%s', "
-	         "'H', '%s', 0, 0, 'infinity')", fwd, e.topic);
-	h_exec(e.db, sql);
+	insert_row(&e, "h", fwd, "H", "'infinity'", "now()");
 	h_control_topic(&e); /* (Apache Kafka makes it on a produce only) */
 	pid_t hub = h_hub_start(&e, NULL);
 	cr_assert(h_wait(&e, status_of("h"), "committed/sent/0", WAIT_MS));
