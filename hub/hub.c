@@ -188,7 +188,8 @@ static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
 }
 
 static void on_assigned(void *opaque, const store_owned *taken, size_t n);
-static int order_read(hub *h, const store_owned *own, size_t n, char *err, size_t errsz);
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz);
 
 /* Say that the database lost its last transactions for rw[0..n), read
  * again from from[i]: one error line, one database_rewound alert naming
@@ -551,9 +552,10 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
 		owned_take(&h->released, &taken[i]);
 	checkback_assign(h->cb, &h->owned);
-	/* before the partitions' first batch (else their first scan) */
+	/* before the partitions' first batch (else their first scan), with what a
+	 * previous owner had in flight */
 	char err[512];
-	if (order_read(h, taken, n, err, sizeof err) != 0)
+	if (order_read(h, taken, n, 1, err, sizeof err) != 0)
 		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
 		         "next scan reads them", err);
 }
@@ -728,13 +730,14 @@ static int release_assigned(hub *h)
 /* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
  * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
  * with err. */
-static int order_read(hub *h, const store_owned *own, size_t n, char *err, size_t errsz)
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz)
 {
 	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
 		return 0;
 	store_blocker_list b = {0};
 	int64_t started = now_ms();
-	if (store_order_blockers(h->st, own, n, &b, err, errsz) != STORE_OK)
+	if (store_order_blockers(h->st, own, n, taken, &b, err, errsz) != STORE_OK)
 		return -1;
 	forward_order_refresh(h->fw, own, n, &b, started);
 	store_blocker_list_clear(&b);
@@ -746,7 +749,7 @@ static int order_read(hub *h, const store_owned *own, size_t n, char *err, size_
 static int order_scan(hub *h, char *err, size_t errsz)
 {
 	const owned_set *own = &h->owned;
-	if (order_read(h, own->parts, own->n, err, errsz) != 0)
+	if (order_read(h, own->parts, own->n, 0, err, errsz) != 0)
 		return -1;
 	size_t released = 0;
 	if (store_order_release(h->st, own->parts, own->n, 0, &released, err, errsz) != STORE_OK)

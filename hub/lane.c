@@ -595,7 +595,7 @@ static void order_noted(lane *l, const store_forward *f)
 static int order_read(lane *l, char *err, size_t errsz)
 {
 	store_blocker_list b = {0};
-	if (store_order_blockers(l->st, &l->own, 1, &b, err, errsz) != STORE_OK)
+	if (store_order_blockers(l->st, &l->own, 1, 0, &b, err, errsz) != STORE_OK)
 		return -1;
 	tp_key tp = l->own.tp;
 	order_refresh(l->order, &tp, 1, &b, clock_ms() + ORDER_STICKY_MS + 1);

@@ -2537,20 +2537,25 @@ void store_blocker_list_clear(store_blocker_list *l)
 	"FROM txhub.message_rows WHERE send_status = 'failed' AND forward_key IS NOT NULL AND " \
 	OF_PARTS("", "$1", "$2")
 
-store_rc store_order_blockers(store *st, const store_owned *own, size_t nown,
+store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
 		"SELECT src_topic, src_partition, forward_topic, forward_key, min(src_offset) "
-		"FROM (" SQL_BLOCKERS("") ") b GROUP BY 1, 2, 3, 4";
+		"FROM (" SQL_BLOCKERS("") " UNION ALL "
+		"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "
+		"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "
+		"ON r.src_partition = o.p AND r.src_topic = o.t WHERE $3::bool "
+		"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "
+		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)) b GROUP BY 1, 2, 3, 4";
 	memset(out, 0, sizeof *out);
 	if (nown == 0)
 		return STORE_OK;
 	sbuf w[2] = {{0}};
 	owned_arrays(&w[0], &w[1], NULL, own, nown);
-	const char *p[2] = {sbuf_str(&w[0]), sbuf_str(&w[1])};
+	const char *p[3] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f"};
 	store_rc rc = arrays_ok(w, 2, err, errsz);
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 2, p, 0) : NULL;
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 3, p, 0) : NULL;
 	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	int n = rc == STORE_OK ? PQntuples(r) : 0;

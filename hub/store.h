@@ -465,8 +465,10 @@ void store_blocker_list_clear(store_blocker_list *l);
 
 /* The blockers of the partitions own[0..nown) (two index walks: the rows
  * without a sequence, messages_send_retry, and the failed ones,
- * messages_stuck). */
-store_rc store_order_blockers(store *st, const store_owned *own, size_t nown,
+ * messages_stuck). With taken (partitions just taken, at_least_once): the
+ * rows above the partition's delivery mark too (messages_fwd_seq), which
+ * a previous owner had in flight and nobody has in hand now. */
+store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz);
 
 /* Make due now every held row of the partitions still ours whose key has no
