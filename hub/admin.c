@@ -25,6 +25,7 @@ static const struct {
 } commands[] = {
 	{"status", ADMIN_STATUS},   {"list", ADMIN_LIST},       {"show", ADMIN_SHOW},
 	{"resolve", ADMIN_RESOLVE}, {"redrive", ADMIN_REDRIVE}, {"purge", ADMIN_PURGE},
+	{"skip", ADMIN_SKIP},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -43,7 +44,7 @@ static const admin_option options[O_COUNT] = {
 	[O_LIMIT] = {"--limit", 1, B(ADMIN_LIST)},
 	[O_COMMIT] = {"--commit", 0, B(ADMIN_RESOLVE)},
 	[O_ROLLBACK] = {"--rollback", 0, B(ADMIN_RESOLVE)},
-	[O_REASON] = {"--reason", 1, B(ADMIN_RESOLVE)},
+	[O_REASON] = {"--reason", 1, B(ADMIN_RESOLVE) | B(ADMIN_SKIP)},
 	[O_ALL_FAILED] = {"--all-failed", 0, B(ADMIN_REDRIVE)},
 	[O_OLDER] = {"--older-than", 1, B(ADMIN_PURGE)},
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
@@ -236,6 +237,11 @@ static int check_command(admin_args *a, unsigned seen, int npos, char *const *po
 			return take_ids(a, npos, pos, a, err, errsz);
 		}
 		break;
+	case ADMIN_SKIP:
+		if (!(seen & (1u << O_REASON)))
+			return admin_usage_error(err, errsz, "txhub skip needs --reason TEXT (kept in "
+			                         "the message's history)");
+		return take_ids(a, npos, pos, a, err, errsz);
 	case ADMIN_PURGE:
 		if (!(seen & (1u << O_OLDER)))
 			return admin_usage_error(err, errsz, "txhub purge needs --older-than DURATION "
@@ -322,6 +328,10 @@ void admin_write_help(FILE *out)
 	        "             decide a prepared or check_failed message as its producer would\n"
 	        "  redrive BIZ KEY | --all-failed [--biz ID] [--json]\n"
 	        "             a failed send back to pending, check_failed back to prepared\n"
+	        "  skip BIZ KEY --reason TEXT [--json]\n"
+	        "             forward.order = key: give up on a failed send (or one held for\n"
+	        "             an earlier message of its key) so that its key's later\n"
+	        "             messages flow\n"
 	        "  purge --older-than DURATION [--dry-run] [--json]\n"
 	        "             delete finished messages (and their history), rejected and\n"
 	        "             conflict rows older than DURATION\n"
@@ -387,6 +397,7 @@ static ops_rc dispatch(const txhub_config *cfg, PGconn *conn, const admin_args *
 	case ADMIN_SHOW:
 		return admin_do_show(conn, a, err, errsz);
 	case ADMIN_RESOLVE:
+	case ADMIN_SKIP:
 		return admin_do_change(conn, a, actor, err, errsz);
 	case ADMIN_REDRIVE:
 		return a->all_failed ? admin_do_redrive_all(conn, a, actor, err, errsz)

@@ -24,6 +24,7 @@ typedef enum {
 	ADMIN_RESOLVE,
 	ADMIN_REDRIVE,
 	ADMIN_PURGE,
+	ADMIN_SKIP,
 } admin_command;
 
 /* Most --status options one list takes. */

@@ -74,6 +74,10 @@ const config_option config_options[] = {
 	STR("forward.mode", NULL, "at_least_once", forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
+	STR("forward.order", NULL, "partition", forward_order,
+	    "partition, or key: a committed message with a forward key is not produced while an "
+	    "earlier one (control-partition order) with the same forward topic and key is unsent "
+	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
@@ -157,6 +161,11 @@ const config_option config_options[] = {
 int config_exactly_once(const txhub_config *cfg)
 {
 	return strcmp(cfg->forward_mode, "exactly_once") == 0;
+}
+
+int config_order_by_key(const txhub_config *cfg)
+{
+	return strcmp(cfg->forward_order, "key") == 0;
 }
 
 int config_tenants_enforce(const txhub_config *cfg)
@@ -428,6 +437,10 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 		goto done;
 	}
 	topics_progress_name(&spec, cfg->forward_progress_topic, progress, sizeof progress);
+	if (strcmp(cfg->forward_order, "partition") != 0 && strcmp(cfg->forward_order, "key") != 0) {
+		snprintf(err, errsz, "forward.order: \"%s\" is not partition or key", cfg->forward_order);
+		return -1;
+	}
 	if (*cfg->forward_progress_topic &&
 	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name",

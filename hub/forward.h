@@ -83,4 +83,13 @@ void forward_test_fatal(forward *fw);
 
 forward_stats forward_get_stats(forward *fw);
 
+/* forward.order = key, at_least_once: the blockers of the partitions of own
+ * as read from PostgreSQL (store_order_blockers) since started_ms (clock_ms)
+ * (order.h). Nothing for exactly_once: each lane reads its own. */
+void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
+                           const store_blocker_list *b, int64_t started_ms);
+
+/* forward.order = key, at_least_once: keys with a blocker known now. */
+size_t forward_order_blocked_keys(forward *fw);
+
 #endif

@@ -190,6 +190,8 @@ static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
 }
 
 static void on_assigned(void *opaque, const store_owned *taken, size_t n);
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz);
 
 /* Say that the database lost its last transactions for rw[0..n), read
  * again from from[i]: one error line, one database_rewound alert naming
@@ -556,6 +558,12 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
 		owned_take(&h->released, &taken[i]);
 	checkback_assign(h->cb, &h->owned);
+	/* before the partitions' first batch (else their first scan), with what a
+	 * previous owner had in flight */
+	char err[512];
+	if (order_read(h, taken, n, 1, err, sizeof err) != 0)
+		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
+		         "next scan reads them", err);
 }
 
 /* Partitions just taken at the database's next offsets: the group's
@@ -710,7 +718,50 @@ static int release_assigned(hub *h)
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
+	/* rows a hub with forward.order = key held are not held by this one */
+	size_t unheld = 0;
+	if (!config_order_by_key(h->cfg) &&
+	    store_order_release(h->st, h->released.parts, h->released.n, 1, &unheld, err,
+	                        sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
+	if (unheld > 0)
+		log_info("hub: %zu forward(s) held for their key's order (forward.order = key) are "
+		         "due now (forward.order = partition)", unheld);
 	owned_clear(&h->released);
+	return 0;
+}
+
+/* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
+ * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
+ * with err. */
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz)
+{
+	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
+		return 0;
+	store_blocker_list b = {0};
+	int64_t started = now_ms();
+	if (store_order_blockers(h->st, own, n, taken, &b, err, errsz) != STORE_OK)
+		return -1;
+	forward_order_refresh(h->fw, own, n, &b, started);
+	store_blocker_list_clear(&b);
+	return 0;
+}
+
+/* forward.order = key: the blockers read again, then the held rows whose
+ * blockers are gone made due. Returns 0, or -1 with err. */
+static int order_scan(hub *h, char *err, size_t errsz)
+{
+	const owned_set *own = &h->owned;
+	if (order_read(h, own->parts, own->n, 0, err, errsz) != 0)
+		return -1;
+	size_t released = 0;
+	if (store_order_release(h->st, own->parts, own->n, 0, &released, err, errsz) != STORE_OK)
+		return -1;
+	if (released > 0)
+		log_debug("hub: %zu forward(s) held for their key's order released", released);
 	return 0;
 }
 
@@ -724,6 +775,10 @@ static int claim_retries(hub *h)
 	if (own->n == 0 || forward_in_flight(h->fw) > 10000)
 		return 0;
 	char err[512];
+	if (config_order_by_key(h->cfg) && order_scan(h, err, sizeof err) != 0) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
 	store_forward_list l = {0};
 	size_t again = 0;
 	store_rc rc = config_exactly_once(h->cfg)
@@ -1074,6 +1129,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
+	store_set_order_by_key(h.st, config_order_by_key(h.cfg));
 	char host[64] = "";
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");

@@ -68,6 +68,7 @@ static struct registry {
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready, lanes_stuck;
 	_Atomic int64_t by_status[5], parked, sampled;
+	_Atomic int64_t blocked; /* forward.order = key: messages held for their key */
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
 	pthread_mutex_t lag_mu; /* the lag table: set every few seconds */
 	tp_key lag_partition[MAX_LAG];
@@ -305,6 +306,7 @@ void metrics_set_sample(const metrics_sample *s)
 	for (int i = 0; i < 5; i++)
 		atomic_store(&m.by_status[i], s->by_status[i]);
 	atomic_store(&m.parked, s->parked);
+	atomic_store(&m.blocked, s->blocked);
 	atomic_store(&m.oldest_prepared_s, s->oldest_prepared_s);
 	atomic_store(&m.oldest_pending_send_s, s->oldest_pending_send_s);
 	atomic_store(&m.sampled, 1);
@@ -485,6 +487,10 @@ static void write_gauges(sbuf *o)
 	     "Rows that need an operator: check_failed, send_status failed, awaiting_prepare too "
 	     "long.");
 	sbuf_printf(o, "txhub_parked %lld\n", (long long)atomic_load(&m.parked));
+	head(o, "txhub_blocked_messages", "gauge",
+	     "Messages held for an earlier unsent message of their forward key (forward.order = "
+	     "key).");
+	sbuf_printf(o, "txhub_blocked_messages %lld\n", (long long)atomic_load(&m.blocked));
 	head(o, "txhub_oldest_prepared_age_seconds", "gauge",
 	     "Age of the oldest prepared row (0: none).");
 	double a = atomic_load(&m.oldest_prepared_s);

@@ -180,6 +180,7 @@ typedef struct {
 	int64_t by_status[5];
 	int64_t parked;
 	double oldest_prepared_s, oldest_pending_send_s;
+	int64_t blocked; /* forward.order = key: held for an earlier message of their key */
 } metrics_sample;
 void metrics_set_sample(const metrics_sample *s);
 void metrics_set_ready(int ready);

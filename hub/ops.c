@@ -275,6 +275,8 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 		rc = OPS_DB_ERROR;
 		goto done;
 	}
+	if ((rc = ops_blocked_read(conn, tenant, out, err, errsz)) != OPS_OK)
+		goto done;
 	rc = ops_exec(conn, "COMMIT", err, errsz);
 done:
 	PQclear(r);
@@ -289,6 +291,9 @@ void ops_status_free(ops_status *st)
 	free(st->partitions);
 	st->partitions = NULL;
 	st->npartitions = 0;
+	free(st->blocked);
+	st->blocked = NULL;
+	st->nblocked = 0;
 }
 
 /* ---- status: the broker's end offsets ---- */
@@ -525,7 +530,14 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	cJSON_AddItemToObject(o, "tenant", str_or_null(st->tenant));
+	cJSON *blocked = ops_blocked_json(st);
+	if (!blocked)
+		goto fail_all;
+	cJSON_AddItemToObject(o, "blocked", blocked);
 	return o;
+fail_all:
+	cJSON_Delete(o);
+	return NULL;
 fail:
 	cJSON_Delete(o);
 	cJSON_Delete(m);

@@ -34,6 +34,7 @@ struct store {
 	rewind_table known;     /* what this store last read or wrote per partition */
 	int reconnected;        /* the connection was made again since last asked */
 	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
+	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
 };
 
 /* ---- results and errors ---- */
@@ -260,6 +261,31 @@ void store_forward_free(store_forward *f)
 	free(f->traceparent);
 	free(f->tracestate);
 	memset(f, 0, sizeof *f);
+}
+
+static char *dup_or_null(const char *s, int *oom)
+{
+	char *d = s ? strdup(s) : NULL;
+	*oom |= s && !d;
+	return d;
+}
+
+int store_forward_copy(store_forward *dst, const store_forward *src)
+{
+	int oom = 0;
+	*dst = *src;
+	dst->biz_id = dup_or_null(src->biz_id, &oom);
+	dst->message_key = dup_or_null(src->message_key, &oom);
+	dst->topic = dup_or_null(src->topic, &oom);
+	dst->key = dup_or_null(src->key, &oom);
+	dst->headers = dup_or_null(src->headers, &oom);
+	dst->payload = NULL;
+	if (src->payload && (dst->payload = malloc(src->payload_len + 1)))
+		memcpy(dst->payload, src->payload, src->payload_len);
+	oom |= src->payload && !dst->payload;
+	if (oom)
+		store_forward_free(dst);
+	return oom ? -1 : 0;
 }
 
 void store_stats_free(store_stats *s) { metrics_tally_free(&s->by); }
@@ -1603,7 +1629,8 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM txhub.partitions p "
 		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
 		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND " OF_PARTS("m.", "$1", "$2") " "
-		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
+		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at "
+		"AND m.next_send_at < 'infinity'"; /* held for order: released by their key */
 	static const char *sql_sequenced =
 		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
 		"fwd_seq = CASE WHEN $3::bool THEN NULL ELSE m.fwd_seq END "
@@ -1680,9 +1707,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"send_attempts || ': ' || error, tenant FROM upd UNION ALL SELECT biz_id, message_key, "
 		"'alert', 'send_failed after ' || send_attempts || ' attempt(s): ' || error, tenant "
 		"FROM upd WHERE gave_up) SELECT * FROM upd";
+	/* requeued: due now; held (forward.order = key): due when released */
 	static const char *sql_requeue =
-		"UPDATE txhub.message_rows AS m SET next_send_at = now(), fwd_seq = NULL "
-		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
+		"UPDATE txhub.message_rows AS m SET fwd_seq = NULL, next_send_at = CASE WHEN x.h "
+		"THEN 'infinity'::timestamptz ELSE now() END "
+		"FROM (SELECT y.b, y.k, y.h FROM unnest($1::text[], $2::text[], $5::bool[]) AS y(b, k, h) "
 		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
@@ -1694,7 +1723,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"WHERE (x.t, x.p) IN (SELECT * FROM unnest($4::text[], $5::int[])) ORDER BY x.t, x.p "
 		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
 		"WHERE f.upto < EXCLUDED.upto";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[3] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1711,16 +1740,17 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_begin(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_begin(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_arr_begin(&rq[i]);
 	for (size_t i = 0; i < n; i++) {
 		if (epoch_of(kept, nkept, d[i].tp) == 0) {
 			dropped++; /* the partition's new owner sends it again */
 			continue;
 		}
-		if (d[i].requeue) {
+		if (d[i].requeue || d[i].hold) {
 			sbuf_arr_text(&rq[0], d[i].biz_id);
 			sbuf_arr_text(&rq[1], d[i].message_key);
+			sbuf_arr_text(&rq[2], d[i].hold ? "t" : "f");
 			nrq++;
 		} else if (d[i].ok && d[i].fwd_seq > 0) {
 			continue; /* the mark says it */
@@ -1740,7 +1770,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_end(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_end(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_arr_end(&rq[i]);
 	if (dropped > 0)
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
@@ -1756,8 +1786,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		r = NULL;
 	}
 	if (nrq > 0) {
-		const char *p[4] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb)};
-		if ((rc = exec_command(st, sql_requeue, 4, p, err, errsz)) != STORE_OK)
+		const char *p[5] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb),
+		                    sbuf_str(&rq[2])};
+		if ((rc = exec_command(st, sql_requeue, 5, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
 	if (nmarks > 0) {
@@ -1799,7 +1830,7 @@ done:
 		sbuf_free(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_free(&rq[i]);
 	sbuf_free(&kt);
 	sbuf_free(&kb);
@@ -1844,11 +1875,13 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
 		"AND (m.src_topic, m.src_partition) IN (SELECT topic, partition FROM b WHERE base < lim) "
 		"AND m.next_send_at <= now() "
-		"ORDER BY m.src_topic, m.src_partition, m.updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), "
+		"ORDER BY m.src_topic, m.src_partition, CASE WHEN $5::bool THEN m.src_offset END, "
+		"m.updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), "
 		"n AS (SELECT l.biz_id, l.message_key, l.src_topic, l.src_partition, b.lim, "
 		"coalesce(l.src_offset < b.lost, false) AS again, b.base - 1 + "
 		"row_number() OVER (PARTITION BY l.src_topic, l.src_partition "
-		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
+		"ORDER BY CASE WHEN $5::bool THEN l.src_offset END, l.updated_at, l.biz_id, "
+		"l.message_key) AS sq "
 		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
 		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
@@ -1874,8 +1907,8 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift};
-	r = exec_params(st, sql, 4, p, 1);
+	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f"};
+	r = exec_params(st, sql, 5, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
@@ -2139,7 +2172,10 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 		" WHERE status = 'prepared'), -1), "
 		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
 		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
-		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass)";
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass), "
+		/* held for their key (forward.order = key), on messages_send_retry */
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
+		" AND fwd_seq IS NULL AND next_send_at = 'infinity')";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
 		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
@@ -2163,6 +2199,7 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_prepared_s = atof(PQgetvalue(r, 0, 5));
 	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
 	double rows = atof(PQgetvalue(r, 0, 7));
+	out->blocked = atoll(PQgetvalue(r, 0, 8));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
 	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
@@ -2496,5 +2533,108 @@ done:
 	for (int i = 0; i < 7; i++)
 		sbuf_free(&a[i]);
 	free(kept);
+	return rc;
+}
+
+/* ---- order per key ---- */
+
+void store_set_order_by_key(store *st, int by_key) { st->order_by_key = by_key; }
+
+void store_blocker_list_clear(store_blocker_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->items[i].topic);
+		free(l->items[i].key);
+	}
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+/* The unsent rows of a key no forwarder has in hand, of the partitions $1/$2:
+ * those without a sequence (messages_send_retry) and the failed ones
+ * (messages_stuck). */
+#define SQL_BLOCKERS(held)                                                                   \
+	"SELECT src_topic, src_partition, forward_topic, forward_key, src_offset "             \
+	"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "          \
+	"AND status = 'committed' AND forward_key IS NOT NULL " held " AND "                   \
+	OF_PARTS("", "$1", "$2") " UNION ALL "                                                \
+	"SELECT src_topic, src_partition, forward_topic, forward_key, src_offset "             \
+	"FROM txhub.message_rows WHERE send_status = 'failed' AND forward_key IS NOT NULL AND " \
+	OF_PARTS("", "$1", "$2")
+
+store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
+                              store_blocker_list *out, char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT src_topic, src_partition, forward_topic, forward_key, min(src_offset) "
+		"FROM (" SQL_BLOCKERS("") " UNION ALL "
+		"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "
+		"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "
+		"ON r.src_partition = o.p AND r.src_topic = o.t WHERE $3::bool "
+		"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "
+		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)) b GROUP BY 1, 2, 3, 4";
+	memset(out, 0, sizeof *out);
+	if (nown == 0)
+		return STORE_OK;
+	sbuf w[2] = {{0}};
+	owned_arrays(&w[0], &w[1], NULL, own, nown);
+	const char *p[3] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f"};
+	store_rc rc = arrays_ok(w, 2, err, errsz);
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 3, p, 0) : NULL;
+	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	int n = rc == STORE_OK ? PQntuples(r) : 0;
+	if (n > 0 && !(out->items = calloc((size_t)n, sizeof *out->items))) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	}
+	for (int i = 0; rc == STORE_OK && i < n; i++) {
+		store_blocker *b = &out->items[out->n++];
+		b->tp = tp_of(PQgetvalue(r, i, 0), (int32_t)atoi(PQgetvalue(r, i, 1)));
+		b->topic = strdup(PQgetvalue(r, i, 2));
+		b->key = strdup(PQgetvalue(r, i, 3));
+		b->offset = atoll(PQgetvalue(r, i, 4));
+		if (b->tp == -1 || !b->topic || !b->key) {
+			snprintf(err, errsz, "out of memory");
+			rc = STORE_RETRY;
+		}
+	}
+	if (rc != STORE_OK)
+		store_blocker_list_clear(out);
+	PQclear(r);
+	sbuf_free(&w[0]);
+	sbuf_free(&w[1]);
+	return rc;
+}
+
+store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+                             size_t *released, char *err, size_t errsz)
+{
+	/* the held rows (due at 'infinity', on messages_send_retry) whose key has
+	 * no blocker before them but held ones */
+	static const char *sql =
+		"WITH b AS (SELECT src_topic, src_partition, forward_topic, forward_key, "
+		"min(src_offset) AS o FROM (" SQL_BLOCKERS("AND next_send_at < 'infinity'")
+		") x GROUP BY 1, 2, 3, 4), "
+		"h AS (SELECT m.biz_id, m.message_key FROM txhub.message_rows m "
+		"WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"AND m.next_send_at = 'infinity' AND " OF_PARTS("m.", "$1", "$2") " "
+		"AND ($3::bool OR NOT EXISTS (SELECT 1 FROM b WHERE b.src_topic = m.src_topic "
+		"AND b.src_partition = m.src_partition AND b.forward_topic = m.forward_topic "
+		"AND b.forward_key = m.forward_key AND b.o < m.src_offset)) "
+		"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m SKIP LOCKED) "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM h "
+		"WHERE m.biz_id = h.biz_id AND m.message_key = h.message_key "
+		"AND m.next_send_at = 'infinity' RETURNING 1";
+	*released = 0;
+	if (nown == 0)
+		return STORE_OK;
+	PGresult *r;
+	size_t nkept;
+	const char *p[1] = {all ? "t" : "f"};
+	store_rc rc = run_owned(st, own, nown, sql, p, 1, 0, &r, &nkept, err, errsz);
+	if (rc == STORE_OK)
+		*released = (size_t)PQntuples(r);
+	PQclear(r);
 	return rc;
 }

@@ -888,6 +888,22 @@ Test(config, validate_dead_letter_topic)
 	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
 }
 
+Test(config, validate_forward_order)
+{
+	cr_assert_str_eq(cfg.forward_order, "partition");
+	cr_assert(!config_order_by_key(&cfg));
+	static const char *bad[] = {"keys", "KEY", "", "partition ", "topic"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.order", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "forward.order"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "forward.order", "key", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert(config_order_by_key(&cfg));
+}
+
 Test(config, validate_console_keys)
 {
 	txhub_config cfg;
