@@ -74,6 +74,9 @@ const config_option config_options[] = {
 	STR("forward.mode", NULL, "at_least_once", forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
+	LINT("forward.transaction_interval_ms", NULL, "40", 0, 5000, forward_transaction_interval_ms,
+	    "exactly_once: a partition's lane begins a Kafka transaction at most this often "
+	    "(at once after a full run of 500); longer: fewer transactions, less CPU, more latency"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
