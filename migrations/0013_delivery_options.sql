@@ -14,6 +14,11 @@
 -- so that the key's later messages flow, forward.order = key). The new check is
 -- added NOT VALID: rows already stored passed the narrower one, and validating
 -- would read the whole table under the lock that stops the hubs' writes.
+-- Locks first, in the order writers take them (the view, then its table): a
+-- writer that went through the view while this waited for the table would
+-- otherwise deadlock with CREATE OR REPLACE VIEW below.
+LOCK TABLE txhub.messages, txhub.message_rows, txhub.history IN ACCESS EXCLUSIVE MODE;
+
 ALTER TABLE txhub.message_rows
     ADD COLUMN not_before       timestamptz,
     ADD COLUMN trace_id         text CHECK (trace_id ~ '^[0-9a-f]{32}$'),
