@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "delay_sql.h"
 #include "fold.h"
 #include "log.h"
 #include "rewind.h"
@@ -382,7 +383,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_ST, W_TN, W_NCOLS };
+       W_SN, W_ST, W_TN, W_NB, W_DL, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
@@ -402,42 +403,59 @@ static const char *SQL_FIRST_PREPARE =
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant) "
+	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant, not_before) "
 	"SELECT x.b, x.k, x.s, x.d, "
-	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
-	"x.ft, x.fk, x.fh::jsonb, x.cu, "
+	"CASE WHEN x.c THEN CASE WHEN x.sn AND NOT d.late THEN 'sent' ELSE 'pending' END END, "
+	"decode(x.p, 'hex'), x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
-	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq, "
-	"x.st, x.tn "
+	"CASE WHEN d.late THEN d.due WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
+	"ELSE " SQL_AFTER_EPOCH("x.dl") " END, x.sp, x.so, CASE WHEN NOT d.late THEN x.sq END, "
+	"x.st, x.tn, CASE WHEN x.c THEN d.due ELSE d.nb END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[], $17::text[], $18::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn) "
+	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::bigint[], $20::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, nb, dl) "
+	"CROSS JOIN LATERAL (SELECT " SQL_AFTER_EPOCH("x.nb") " AS nb) n "
+	"CROSS JOIN LATERAL (SELECT n.nb, coalesce(n.nb, now() + x.dl * interval '1 millisecond') "
+	"AS due) e CROSS JOIN LATERAL (SELECT e.nb, e.due, x.c AND coalesce(e.due > now(), false) "
+	"AS late) d "
 	"ON CONFLICT DO NOTHING "
-	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
+	"RETURNING m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
+	FORWARD_COLUMNS;
 
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
- * the forward sequences, $17 forwarded already, $18 the source topics */
+ * the forward sequences, $17 forwarded already, $18 the source topics, $19
+ * and $20 as in SQL_INSERT */
+#define UPD_NB "CASE WHEN x.tp THEN " SQL_AFTER_EPOCH("x.nb") " ELSE m.not_before END"
+#define UPD_DUE                                                                     \
+	"coalesce(" UPD_NB ", now() + CASE WHEN x.tp THEN x.dl * interval '1 millisecond' " \
+	"ELSE m.next_send_at - 'epoch'::timestamptz END)"
+#define UPD_LATE "(x.c AND coalesce(" UPD_DUE " > now(), false))"
 static const char *SQL_UPDATE =
 	"UPDATE txhub.message_rows AS m SET status = x.s, decision = x.d, "
-	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
-	"ELSE m.send_status END, "
+	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn AND NOT " UPD_LATE " THEN 'sent' "
+	"ELSE 'pending' END ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
-	"next_send_at = CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
-	"ELSE m.next_send_at END, "
+	"next_send_at = CASE WHEN " UPD_LATE " THEN " UPD_DUE " "
+	"WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
+	"WHEN x.tp THEN " SQL_AFTER_EPOCH("x.dl") " ELSE m.next_send_at END, "
+	"not_before = CASE WHEN x.c THEN " UPD_DUE " ELSE " UPD_NB " END, "
 	"payload = CASE WHEN x.tp THEN decode(x.p, 'hex') ELSE m.payload END, "
 	"forward_topic = CASE WHEN x.tp THEN x.ft ELSE m.forward_topic END, "
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
 	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
 	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
 	"src_topic = x.st, src_partition = x.sp, src_offset = x.so, updated_at = now(), "
-	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
+	"fwd_seq = CASE WHEN " UPD_LATE " THEN NULL WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[], $17::bool[], $18::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st) "
+	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::bigint[], $20::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, nb, dl) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
-	"RETURNING x.c AND NOT x.sn, " FORWARD_COLUMNS;
+	"RETURNING x.c AND NOT x.sn AND m.fwd_seq IS NOT NULL, " FORWARD_COLUMNS;
+#undef UPD_LATE
+#undef UPD_DUE
+#undef UPD_NB
 
 static const char *SQL_CONFLICTS =
 	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
@@ -1220,7 +1238,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[18];
+	const char *p[20];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
@@ -1233,6 +1251,8 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_ST]);
 	if (!update) /* a stored message's tenant never changes */
 		p[n++] = sbuf_str(&w[W_TN]);
+	p[n++] = sbuf_str(&w[W_NB]);
+	p[n++] = sbuf_str(&w[W_DL]);
 	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
@@ -1265,6 +1285,15 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
 	sbuf_arr_text(&w[W_TN], k->tenant[0] ? k->tenant : NULL);
+	/* delayed delivery: NULL where the prepare asked for none */
+	if (pe && pe->not_before_ms >= 0)
+		sbuf_arr_int(&w[W_NB], pe->not_before_ms);
+	else
+		sbuf_arr_text(&w[W_NB], NULL);
+	if (pe && pe->delay_ms >= 0)
+		sbuf_arr_int(&w[W_DL], pe->delay_ms);
+	else
+		sbuf_arr_text(&w[W_DL], NULL);
 	if (seq > 0)
 		sbuf_arr_int(&w[W_SQ], seq);
 	else
@@ -1588,7 +1617,8 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM txhub.partitions p "
 		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
 		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND " OF_PARTS("m.", "$1", "$2") " "
-		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at";
+		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at "
+		"AND (m.not_before IS NULL OR m.not_before <= now())"; /* not a scheduled one */
 	static const char *sql_sequenced =
 		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
 		"fwd_seq = CASE WHEN $3::bool THEN NULL ELSE m.fwd_seq END "
@@ -2365,7 +2395,7 @@ static const char *SQL_RECORD_CHECKS =
 	"END, "
 	"send_status = CASE WHEN x.o = 'committed' THEN 'pending' ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.o = 'committed' THEN 0 ELSE m.send_attempts END, "
-	"next_send_at = CASE WHEN x.o = 'committed' THEN now() ELSE m.next_send_at END, "
+	SQL_COMMIT_DUE("m.", "x.o = 'committed'") ", "
 	"updated_at = now() "
 	"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], "
 	"$6::text[], $7::bigint[]) AS y(b, k, p, n, o, e, ms) "
