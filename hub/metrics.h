@@ -173,6 +173,10 @@ typedef struct {
 	int64_t by_status[5];
 	int64_t parked;
 	double oldest_prepared_s, oldest_pending_send_s;
+	/* delayed delivery (CONTRACT §15): committed messages waiting for their
+	 * due time, and the age of the oldest due and not yet sent (-1: none) */
+	int64_t scheduled;
+	double oldest_overdue_s;
 } metrics_sample;
 void metrics_set_sample(const metrics_sample *s);
 void metrics_set_ready(int ready);

@@ -545,7 +545,7 @@ fail:
 	"src_partition, src_offset, " TS("created_at") ", " TS("updated_at") ", "                \
 	TS("next_check_at") ", " TS("next_send_at") ", "                                          \
 	"floor(extract(epoch FROM now() - created_at))::bigint, "                                 \
-	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant"
+	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant, " TS("not_before")
 
 static const struct {
 	const char *name;
@@ -556,7 +556,7 @@ static const struct {
 	{"checkback_url", 0}, {"check_attempts", 1}, {"send_attempts", 1}, {"last_error", 0},
 	{"src_partition", 1}, {"src_offset", 1},    {"created_at", 0},    {"updated_at", 0},
 	{"next_check_at", 0}, {"next_send_at", 0},  {"created_age_s", 1}, {"updated_age_s", 1},
-	{"tenant", 0},
+	{"tenant", 0},        {"not_before", 0},
 };
 #define NROW_FIELDS ((int)(sizeof row_fields / sizeof row_fields[0]))
 
@@ -644,6 +644,10 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT r.biz_id, r.message_key "
 		               "FROM txhub.message_rows r WHERE r.status = 'committed' "
 		               "AND (r.send_status = 'sent' OR " SQL_MARKED("r") "))");
+	if (f->scheduled) /* on messages_send_retry, whose rows they are (delay_sql.h) */
+		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT biz_id, message_key "
+		               "FROM txhub.message_rows WHERE send_status = 'pending' "
+		               "AND fwd_seq IS NULL AND not_before > now())");
 	if (f->biz_id) {
 		p[*np] = f->biz_id;
 		sbuf_printf(sql, " AND biz_id = $%d", ++*np);
@@ -667,7 +671,8 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		            ++*np);
 	}
 	p[*np] = limit;
-	sbuf_printf(sql, " ORDER BY updated_at DESC, biz_id, message_key LIMIT $%d", ++*np);
+	sbuf_printf(sql, " ORDER BY %s, biz_id, message_key LIMIT $%d",
+	            f->scheduled ? "not_before" : "updated_at DESC", ++*np);
 }
 
 ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, size_t errsz)

@@ -171,6 +171,9 @@ typedef struct {
 	const char *message_key;
 	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
 	const char *tenant;          /* NULL: any; else only that tenant's (txhub.messages.tenant) */
+	/* only the scheduled messages (CONTRACT §15: committed, due later, not
+	 * sent), the next due first instead of the newest */
+	int scheduled;
 } ops_list_filter;
 
 /* Matching messages, newest updated_at first, as a JSON array of row
@@ -266,6 +269,12 @@ ops_rc ops_resolve(struct pg_conn *conn, const char *biz_id, const char *message
  * 'redrive' in the same transaction. OPS_REFUSED for any other state. */
 ops_rc ops_redrive(struct pg_conn *conn, const char *biz_id, const char *message_key,
                    const char *actor, ops_change *out, char *err, size_t errsz);
+
+/* A scheduled message (committed, its not_before still ahead, not sent: CONTRACT
+ * §15) made due now: not_before = now(), with a history row 'redrive' by actor
+ * naming the due time it had. OPS_REFUSED for any other state. */
+ops_rc ops_redrive_now(struct pg_conn *conn, const char *biz_id, const char *message_key,
+                       const char *actor, ops_change *out, char *err, size_t errsz);
 
 typedef struct {
 	int64_t checks; /* check_failed -> prepared */

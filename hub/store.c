@@ -2149,9 +2149,17 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed'), "
 		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.message_rows "
 		" WHERE status = 'prepared'), -1), "
+		/* a delayed row waits from its due time (delay_sql.h), not before */
 		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
-		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
-		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass)";
+		" min(greatest(updated_at, not_before))) FROM (" SQL_PENDING_ROWS("r.updated_at, "
+		"r.not_before") ") u WHERE NOT coalesce(not_before > now(), false)), -1), "
+		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass), "
+		/* the scheduled rows, on messages_send_retry (their due times are its
+		 * next_send_at): those still ahead, and the oldest due time passed */
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
+		" AND fwd_seq IS NULL AND not_before > now()), "
+		"coalesce((SELECT extract(epoch FROM now() - min(not_before)) FROM txhub.message_rows "
+		" WHERE send_status = 'pending' AND fwd_seq IS NULL AND not_before <= now()), -1)";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
 		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
@@ -2175,6 +2183,8 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_prepared_s = atof(PQgetvalue(r, 0, 5));
 	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
 	double rows = atof(PQgetvalue(r, 0, 7));
+	out->scheduled = atoll(PQgetvalue(r, 0, 8));
+	out->oldest_overdue_s = atof(PQgetvalue(r, 0, 9));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
 	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
