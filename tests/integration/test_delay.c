@@ -76,9 +76,9 @@ static void due_across_a_kill(const char *name, int eos)
 		h_control_topic(&e);
 	pid_t hub = h_hub_start(&e, settings);
 
-	const long long delay = 8000;
+	const long long delay = 25000; /* past the group's session time-out (about 10 s) */
 	long long t0 = wall_ms();
-	send_tx(&e, fwd, "late-delay", ",\"delay_ms\":8000", 1);
+	send_tx(&e, fwd, "late-delay", ",\"delay_ms\":25000", 1);
 	char nb[64], buf[1024];
 	rfc3339_plus2(t0 + delay, nb, sizeof nb);
 	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":"
