@@ -750,7 +750,9 @@ char *ops_payload_text(const unsigned char *p, size_t len, const char **encoding
 static const char *SQL_SHOW_ROW =
 	"SELECT " ROW_COLUMNS ", forward_headers::text, " TS("alerted_at") ", "
 	"(extract(epoch FROM created_at) * 1000000)::bigint, "
-	"(extract(epoch FROM updated_at) * 1000000)::bigint "
+	"(extract(epoch FROM updated_at) * 1000000)::bigint, "
+	/* delayed delivery: committed, due later, not sent (delay_sql.h) */
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false) "
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
@@ -758,7 +760,7 @@ static const char *SQL_SHOW_HISTORY =
 	"SELECT " TS("at") ", event, detail, actor, (extract(epoch FROM at) * 1000000)::bigint "
 	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
 
-/* Add payload, payload_encoding, forward_headers and alerted_at to the
+/* Add payload, payload_encoding, forward_headers, alerted_at and scheduled to the
  * message object m. r: SQL_SHOW_ROW's row, pr: SQL_SHOW_PAYLOAD's (binary). */
 static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 {
@@ -779,6 +781,7 @@ static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 	cJSON_AddItemToObject(m, "alerted_at", PQgetisnull(r, 0, NROW_FIELDS + 1)
 	                          ? cJSON_CreateNull()
 	                          : cJSON_CreateString(PQgetvalue(r, 0, NROW_FIELDS + 1)));
+	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 4)[0] == 't');
 	return 0;
 }
 
