@@ -138,7 +138,7 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
  * tenant, each count filters the rows its index gives). */
 #define SQL_STATUS_WHERE(T)                                                                     \
 	"WITH RECURSIVE " SQL_PENDING_PARTS ", pend AS ("                                           \
-	SQL_PENDING_ROWS("r.tenant, r.updated_at") ") SELECT "                                      \
+	SQL_PENDING_ROWS("r.tenant, r.updated_at, r.not_before") ") SELECT "                                      \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'prepared'" T "), "                    \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare'" T "), "            \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'committed'" T ") - "              \
@@ -156,7 +156,9 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
 	" AND created_at < now() - $1::bigint * interval '1 millisecond'" T "), "                   \
 	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.message_rows "   \
 	" WHERE status = 'prepared'" T "), "                                                        \
-	PENDING("floor(extract(epoch FROM now() - min(updated_at)))::bigint", T) ", "              \
+	/* a delayed row waits from its due time (delay_sql.h), not before */                   \
+	"(SELECT floor(extract(epoch FROM now() - min(greatest(updated_at, not_before))))::bigint " \
+	"FROM pend WHERE NOT coalesce(not_before > now(), false)" T "), "                          \
 	"(SELECT count(*) FROM txhub.rejected WHERE created_at > now() - interval '1 hour'" T "), " \
 	"(SELECT count(*) FROM txhub.rejected WHERE true" T "), "                                   \
 	"(SELECT count(*) FROM txhub.conflicts WHERE created_at > now() - interval '1 hour'" T      \
