@@ -76,6 +76,11 @@ typedef struct {
 	int64_t reconnect_at;
 	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
 	int64_t next_retention;
+	/* forwards due between two scans (scheduled messages, retries): claimed
+	 * again at once while a claim comes back full (claim_more), else when
+	 * the next one falls due (next_claim, 0: at the next scan) */
+	int claim_more;
+	int64_t next_claim;
 	int scan_step;         /* the scan's next step (scan_step()) ... */
 	int scan_failed;       /* ... and whether one of its steps failed */
 	janitor_retention sweep;
@@ -712,11 +717,31 @@ static int release_assigned(hub *h)
  * outside a batch (check-back answers, operators): at_least_once claims
  * and sends them; exactly_once gives them the next forward sequences of
  * their partitions and wakes the lanes. */
+/* When to claim next, after a claim that took n of at most limit: at once
+ * while they come back full, else when the next one falls due within the
+ * second (at least 100 ms on: a flow of due times is claimed ten times a
+ * second at most), else at the next scan. */
+static void plan_next_claim(hub *h, size_t n, size_t limit)
+{
+	h->claim_more = n >= limit;
+	h->next_claim = 0;
+	int64_t in_ms;
+	char err[512];
+	if (h->claim_more ||
+	    store_next_send_due(h->st, h->owned.parts, h->owned.n, &in_ms, err, sizeof err) != STORE_OK ||
+	    in_ms < 0 || in_ms >= 1000)
+		return; /* (a failed probe: the scan claims them) */
+	h->next_claim = now_ms() + (in_ms < 100 ? 100 : in_ms);
+}
+
 static int claim_retries(hub *h)
 {
 	const owned_set *own = &h->owned;
-	if (own->n == 0 || forward_in_flight(h->fw) > 10000)
+	if (own->n == 0 || forward_in_flight(h->fw) > 10000) {
+		h->claim_more = 0;
+		h->next_claim = 0;
 		return 0;
+	}
 	char err[512];
 	store_forward_list l = {0};
 	size_t again = 0;
@@ -738,6 +763,7 @@ static int claim_retries(hub *h)
 		metrics_forwards_decided_again(again);
 	}
 	send_forwards(h, &l);
+	plan_next_claim(h, l.n, 1000);
 	store_forward_list_clear(&l);
 	return 0;
 }
@@ -1119,6 +1145,9 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		if (store_ready(&h) == 0 &&
 		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && scan_step(&h, now))
 			next_scan = now + 1000;
+		else if (store_ready(&h) == 0 && h.scan_step == 0 && h.released.n == 0 &&
+		         (h.claim_more || (h.next_claim > 0 && now >= h.next_claim)))
+			claim_retries(&h); /* between two scans (plan_next_claim) */
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
 			checkback_stats cs = checkback_get_stats(h.cb);

@@ -1606,6 +1606,37 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	return rc;
 }
 
+store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
+                             char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT CASE WHEN min(x.at) IS NULL THEN -1 ELSE greatest(0, ceil(extract(epoch FROM "
+		"min(x.at) - now()) * 1000)) END::bigint FROM (SELECT DISTINCT n FROM "
+		"unnest($1::int[]) AS n) p CROSS JOIN LATERAL (SELECT next_send_at AS at "
+		"FROM txhub.message_rows WHERE src_partition = p.n AND send_status = 'pending' "
+		"AND fwd_seq IS NULL ORDER BY next_send_at LIMIT 1) x";
+	*in_ms = -1;
+	if (nown == 0)
+		return STORE_OK;
+	sbuf tb = {0}, pb = {0};
+	owned_arrays(&tb, &pb, NULL, own, nown);
+	const char *p[1] = {sbuf_str(&pb)};
+	PGresult *r = pb.oom ? NULL : exec_params(st, sql, 1, p, 0);
+	store_rc rc = STORE_OK;
+	if (!r) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	} else if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = classify(st->conn, r, err, errsz);
+	} else {
+		*in_ms = atoll(PQgetvalue(r, 0, 0));
+	}
+	PQclear(r);
+	sbuf_free(&tb);
+	sbuf_free(&pb);
+	return rc;
+}
+
 store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz)
 {
