@@ -55,6 +55,14 @@ static long long due_ms(h_env *e, const char *mk)
 	return atoll(h_query(e, sql, out, sizeof out));
 }
 
+/* e set up as name, its forward topic into fwd, and a hub started with settings */
+static pid_t start(h_env *e, const char *name, char *fwd, size_t fsz, const char *const *settings)
+{
+	h_setup(e, name);
+	snprintf(fwd, fsz, "%s.out", e->topic);
+	return h_hub_start(e, settings);
+}
+
 static size_t read_fwd(h_env *e, const char *fwd, int eos, h_record **recs)
 {
 	return eos ? h_read_topic_committed(e, fwd, 3000, recs) : h_read_topic(e, fwd, 3000, recs);
@@ -153,11 +161,9 @@ Test(delay, forwarded_no_earlier_across_a_kill_exactly_once, .timeout = 240)
 Test(delay, a_rolled_back_delayed_message_is_never_forwarded, .timeout = 120)
 {
 	h_env e;
-	h_setup(&e, "delay_rollback");
 	char fwd[128];
-	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
 	const char *settings[] = {NULL};
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = start(&e, "delay_rollback", fwd, sizeof fwd, settings);
 	send_tx(&e, fwd, "rolled", ",\"delay_ms\":1000", 0);
 	send_tx(&e, fwd, "rolled-0", ",\"delay_ms\":0", 0);
 	send_tx(&e, fwd, "kept", ",\"delay_ms\":1000", 1);
@@ -245,11 +251,9 @@ Test(delay, malformed_or_too_far_is_rejected_with_a_reason, .timeout = 120)
 Test(delay, list_scheduled_show_and_redrive_now, .timeout = 120)
 {
 	h_env e;
-	h_setup(&e, "delay_ops");
 	char fwd[128], out[8192], err[1024];
-	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
 	const char *settings[] = {NULL};
-	pid_t hub = h_hub_start(&e, settings);
+	pid_t hub = start(&e, "delay_ops", fwd, sizeof fwd, settings);
 	send_tx(&e, fwd, "later", ",\"delay_ms\":3600000", 1);
 	send_tx(&e, fwd, "later-2", ",\"delay_ms\":7200000", 1);
 	send_tx(&e, fwd, "now", "", 1);
