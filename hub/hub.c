@@ -713,10 +713,6 @@ static int release_assigned(hub *h)
 	return 0;
 }
 
-/* The forwards due again (retries, leases run out) and those decided
- * outside a batch (check-back answers, operators): at_least_once claims
- * and sends them; exactly_once gives them the next forward sequences of
- * their partitions and wakes the lanes. */
 /* When to claim next, after a claim that took n of at most limit: at once
  * while they come back full, else when the next one falls due within the
  * second (at least 100 ms on: a flow of due times is claimed ten times a
@@ -727,13 +723,17 @@ static void plan_next_claim(hub *h, size_t n, size_t limit)
 	h->next_claim = 0;
 	int64_t in_ms;
 	char err[512];
-	if (h->claim_more ||
-	    store_next_send_due(h->st, h->owned.parts, h->owned.n, &in_ms, err, sizeof err) != STORE_OK ||
+	if (h->claim_more || store_next_send_due(h->st, h->owned.parts, h->owned.n, &in_ms, err,
+	                                         sizeof err) != STORE_OK ||
 	    in_ms < 0 || in_ms >= 1000)
 		return; /* (a failed probe: the scan claims them) */
 	h->next_claim = now_ms() + (in_ms < 100 ? 100 : in_ms);
 }
 
+/* The forwards due again (retries, leases run out) and those decided
+ * outside a batch (check-back answers, operators): at_least_once claims
+ * and sends them; exactly_once gives them the next forward sequences of
+ * their partitions and wakes the lanes. */
 static int claim_retries(hub *h)
 {
 	const owned_set *own = &h->owned;
