@@ -292,3 +292,75 @@ Test(delay, list_scheduled_show_and_redrive_now, .timeout = 120)
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
+
+/* The due time counts from the commit being applied, whichever way it comes:
+ * in a later batch than the prepare, before the prepare (awaiting_prepare),
+ * or from an operator's resolve; a not_before stays as given. */
+Test(delay, the_delay_counts_from_the_commit, .timeout = 120)
+{
+	h_env e;
+	char fwd[128], buf[512], err[512];
+	const char *settings[] = {"checkback.first_after_ms=600000", NULL};
+	pid_t hub = start(&e, "delay_from_commit", fwd, sizeof fwd, settings);
+	char nb[64];
+	long long at = wall_ms() + 4000;
+	rfc3339_plus2(at, nb, sizeof nb);
+	char extra_nb[128];
+	snprintf(extra_nb, sizeof extra_nb, ",\"not_before\":\"%s\"", nb);
+	const char *pre[][2] = {{"later-batch", ",\"delay_ms\":3000"},
+	                        {"resolved", ",\"delay_ms\":3000"},
+	                        {"absolute", extra_nb}};
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"d\",\"message_key\":\"%s\","
+		         "\"payload\":\"p\",\"forward\":{\"topic\":\"%s\"%s}}", pre[i][0], fwd, pre[i][1]);
+		h_send_str(&e, -1, pre[i][0], buf);
+	}
+	h_send_str(&e, -1, "commit-first",
+	           "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":\"commit-first\"}");
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status IN ('prepared', "
+	                 "'awaiting_prepare')", "4", 30000));
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE not_before IS NOT NULL "
+	                         "AND message_key <> 'absolute'"), 0,
+	             "a delay_ms has no due time before its commit");
+	h_pause_ms(1500);
+	h_send_str(&e, -1, "later-batch",
+	           "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":\"later-batch\"}");
+	h_send_str(&e, -1, "absolute",
+	           "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":\"absolute\"}");
+	snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"d\",\"message_key\":"
+	         "\"commit-first\",\"payload\":\"p\",\"forward\":{\"topic\":\"%s\",\"delay_ms\":3000}}",
+	         fwd);
+	h_send_str(&e, -1, "commit-first", buf);
+	h_flush();
+	const char *resolve[] = {"resolve", "d", "resolved", "--commit", NULL};
+	cr_assert_eq(h_txhub(&e, resolve, err, sizeof err), 0, "%s", err);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed'", "4",
+	                 30000));
+	/* each due time is its commit's time (the row's updated_at, same
+	 * transaction) plus the delay, to the millisecond */
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key IN "
+	                         "('later-batch', 'resolved', 'commit-first') AND not_before - "
+	                         "updated_at = interval '3 seconds'"), 3);
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.messages WHERE message_key = 'absolute' "
+	         "AND (extract(epoch FROM not_before) * 1000)::bigint = %lld", at);
+	cr_expect_eq(h_count(&e, sql), 1, "a not_before stays as given");
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "4",
+	                 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_record *recs;
+	size_t n = h_read_topic(&e, fwd, 2000, &recs);
+	cr_assert_eq(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		const char *h = strstr(recs[i].headers, "txhub-message-key=");
+		cr_assert(h);
+		char mk[64];
+		snprintf(mk, sizeof mk, "%.*s", (int)strcspn(h + 18, "\n"), h + 18);
+		long long due = due_ms(&e, mk);
+		cr_expect_geq(recs[i].timestamp_ms, due, "%s forwarded %lld ms before its due time", mk,
+		              due - recs[i].timestamp_ms);
+	}
+	h_records_free(recs, n);
+	h_teardown(&e);
+}
