@@ -519,7 +519,7 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	int64_t max_delay;
 	char why[160];
 	if (duration_parse(cfg->forward_max_delay, &max_delay, why, sizeof why) != 0) {
-		snprintf(err, errsz, "forward.max_delay: \"%s\": %s", cfg->forward_max_delay, why);
+		snprintf(err, errsz, "forward.max_delay: %s", why);
 		return -1;
 	}
 	if (strcmp(cfg->forward_mode, "at_least_once") != 0 &&
