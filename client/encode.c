@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "../hub/trace.h" /* the hub's own checks, compiled into this library */
 
 const char *txhub_type_name(txhub_type t)
 {
@@ -143,6 +144,13 @@ static txhub_status check_message(txhub_type t, const txhub_message *m, char *er
 	if (m->has_first_after_ms &&
 	    (m->first_after_ms < 0 || m->first_after_ms > TXHUB_FIRST_AFTER_MS_MAX))
 		return INVALID("first_after_ms must be from 0 to %lld", TXHUB_FIRST_AFTER_MS_MAX);
+	const char *why = NULL;
+	if (m->tracestate && !m->traceparent)
+		return INVALID("a tracestate needs a traceparent");
+	if (m->traceparent && (why = trace_check_parent(m->traceparent)))
+		return INVALID("%s", why);
+	if (m->tracestate && (why = trace_check_state(m->tracestate)))
+		return INVALID("%s", why);
 	return check_delay(m, errstr, errsz);
 }
 
@@ -251,6 +259,12 @@ txhub_status txhub_envelope_encode(txhub_type t, const txhub_message *m, size_t 
 		if (m->forward_topic)
 			put_forward(&b, m);
 		put_checkback(&b, m);
+		if (m->traceparent) {
+			put_string_field(&b, ",\"trace\":{\"traceparent\":", m->traceparent);
+			if (m->tracestate)
+				put_string_field(&b, ",\"tracestate\":", m->tracestate);
+			txhubi_buf_puts(&b, "}");
+		}
 	}
 	txhubi_buf_puts(&b, "}");
 	if (b.oom) {

@@ -25,6 +25,7 @@ static const struct {
 } commands[] = {
 	{"status", ADMIN_STATUS},   {"list", ADMIN_LIST},       {"show", ADMIN_SHOW},
 	{"resolve", ADMIN_RESOLVE}, {"redrive", ADMIN_REDRIVE}, {"purge", ADMIN_PURGE},
+	{"skip", ADMIN_SKIP},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -32,7 +33,7 @@ static const struct {
 #define ALL 0xffu
 
 enum { O_JSON, O_STATUS, O_SEND, O_BIZ, O_SINCE, O_LIMIT, O_COMMIT, O_ROLLBACK, O_REASON,
-       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_SCHEDULED, O_NOW, O_COUNT };
+       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_TRACE, O_SCHEDULED, O_NOW, O_COUNT };
 
 static const admin_option options[O_COUNT] = {
 	[O_JSON] = {"--json", 0, ALL},
@@ -43,11 +44,12 @@ static const admin_option options[O_COUNT] = {
 	[O_LIMIT] = {"--limit", 1, B(ADMIN_LIST)},
 	[O_COMMIT] = {"--commit", 0, B(ADMIN_RESOLVE)},
 	[O_ROLLBACK] = {"--rollback", 0, B(ADMIN_RESOLVE)},
-	[O_REASON] = {"--reason", 1, B(ADMIN_RESOLVE)},
+	[O_REASON] = {"--reason", 1, B(ADMIN_RESOLVE) | B(ADMIN_SKIP)},
 	[O_ALL_FAILED] = {"--all-failed", 0, B(ADMIN_REDRIVE)},
 	[O_OLDER] = {"--older-than", 1, B(ADMIN_PURGE)},
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
 	[O_TENANT] = {"--tenant", 1, B(ADMIN_LIST) | B(ADMIN_STATUS)},
+	[O_TRACE] = {"--trace", 1, B(ADMIN_LIST)},
 	[O_SCHEDULED] = {"--scheduled", 0, B(ADMIN_LIST)},
 	[O_NOW] = {"--now", 0, B(ADMIN_REDRIVE)},
 };
@@ -130,6 +132,13 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 		a->tenant = v;
 		if (tenant_name_check(v, why, sizeof why) != 0)
 			return admin_usage_error(err, errsz, "--tenant: %s", why);
+		return 0;
+	case O_TRACE:
+		a->trace_id = v;
+		if (!ops_valid_trace_id(v))
+			return admin_usage_error(err, errsz, "--trace: \"%s\" is not a trace id (32 "
+			                         "lowercase hex digits, not all zeros)",
+			                         log_escape(v, strlen(v), why, 96));
 		return 0;
 	case O_REASON:
 		a->reason = v;
@@ -235,6 +244,11 @@ static int check_command(admin_args *a, unsigned seen, int npos, char *const *po
 			return take_ids(a, npos, pos, a, err, errsz);
 		}
 		break;
+	case ADMIN_SKIP:
+		if (!(seen & (1u << O_REASON)))
+			return admin_usage_error(err, errsz, "txhub skip needs --reason TEXT (kept in "
+			                         "the message's history)");
+		return take_ids(a, npos, pos, a, err, errsz);
 	case ADMIN_PURGE:
 		if (!(seen & (1u << O_OLDER)))
 			return admin_usage_error(err, errsz, "txhub purge needs --older-than DURATION "
@@ -312,8 +326,9 @@ void admin_write_help(FILE *out)
 	        "             rejected and conflicts (of one tenant's rows: --tenant),\n"
 	        "             partitions with owner, epoch and lag\n"
 	        "  list [--status S]... [--send-status S] [--biz ID] [--since DURATION]\n"
-	        "       [--tenant NAME] [--scheduled] [--limit N] [--json]\n"
+	        "       [--tenant NAME] [--trace TRACE_ID] [--scheduled] [--limit N] [--json]\n"
 	        "             messages, newest updated_at first (default limit 100);\n"
+	        "             --trace: the message(s) of a W3C trace id;\n"
 	        "             --scheduled: committed, delayed and not yet due, next due first\n"
 	        "  show BIZ KEY [--json]\n"
 	        "             one message with its payload and history\n"
@@ -322,6 +337,10 @@ void admin_write_help(FILE *out)
 	        "  redrive BIZ KEY [--now] | --all-failed [--biz ID] [--json]\n"
 	        "             a failed send back to pending, check_failed back to prepared;\n"
 	        "             --now: a scheduled (delayed) message sent at once\n"
+	        "  skip BIZ KEY --reason TEXT [--json]\n"
+	        "             forward.order = key: give up on a failed send (or one held for\n"
+	        "             an earlier message of its key) so that its key's later\n"
+	        "             messages flow\n"
 	        "  purge --older-than DURATION [--dry-run] [--json]\n"
 	        "             delete finished messages (and their history), rejected and\n"
 	        "             conflict rows older than DURATION\n"
@@ -387,6 +406,7 @@ static ops_rc dispatch(const txhub_config *cfg, PGconn *conn, const admin_args *
 	case ADMIN_SHOW:
 		return admin_do_show(conn, a, err, errsz);
 	case ADMIN_RESOLVE:
+	case ADMIN_SKIP:
 		return admin_do_change(conn, a, actor, err, errsz);
 	case ADMIN_REDRIVE:
 		return a->all_failed ? admin_do_redrive_all(conn, a, actor, err, errsz)

@@ -24,6 +24,7 @@ typedef enum {
 	ADMIN_RESOLVE,
 	ADMIN_REDRIVE,
 	ADMIN_PURGE,
+	ADMIN_SKIP,
 } admin_command;
 
 /* Most --status options one list takes. */
@@ -46,6 +47,7 @@ typedef struct {
 	int since_set;                   /* --since given (0s too: nothing is that new) */
 	int limit;                       /* default 100 */
 	const char *tenant;              /* list's, status's --tenant */
+	const char *trace_id;            /* list's --trace (32 lowercase hex digits) */
 	/* resolve */
 	ops_decision decision;
 	const char *reason;              /* NULL: none given */

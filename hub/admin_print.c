@@ -243,6 +243,38 @@ static void status_clashes_text(const ops_status *st)
 		printf("           %s\n", OPS_GROUP_CLASH_ADVICE);
 }
 
+/* forward.order = key: the keys whose messages wait for an earlier unsent one. */
+static void status_blocked_text(const ops_status *st)
+{
+	if (st->blocked_messages == 0)
+		return;
+	printf("\nblocked    %lld message(s) held for an earlier unsent message of their forward "
+	       "key (forward.order = key)\n", (long long)st->blocked_messages);
+	table t = {.ncols = 5};
+	const char *head[] = {"FORWARD_TOPIC", "FORWARD_KEY", "PARTITION", "HELD", "BLOCKED_BY"};
+	for (int i = 0; i < 5; i++)
+		table_cell(&t, head[i]);
+	for (size_t i = 0; i < st->nblocked; i++) {
+		const ops_blocked_key *b = &st->blocked[i];
+		char part[300], held[24], by[700];
+		snprintf(part, sizeof part, "%d of %s", b->partition, b->control_topic);
+		snprintf(held, sizeof held, "%lld", (long long)b->held);
+		if (b->by_biz_id[0])
+			snprintf(by, sizeof by, "%s/%s (%s)", b->by_biz_id, b->by_message_key,
+			         strcmp(b->by_send_status, "failed") == 0 ? "failed: redrive or skip it"
+			                                                   : b->by_send_status);
+		else
+			snprintf(by, sizeof by, "(sent: released within about a second)");
+		table_cell(&t, b->topic);
+		table_cell(&t, b->key);
+		table_cell(&t, part);
+		table_cell(&t, held);
+		table_cell(&t, by);
+	}
+	table_print(&t, stdout);
+	table_free(&t);
+}
+
 ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *a, char *err,
                        size_t errsz)
 {
@@ -271,6 +303,7 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		status_partitions_text(&st);
 		status_gaps_text(&st);
 		status_clashes_text(&st);
+		status_blocked_text(&st);
 	}
 	ops_status_free(&st);
 	return rc;
@@ -324,7 +357,8 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
 	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit,
-	                     .tenant = a->tenant, .scheduled = a->scheduled};
+	                     .tenant = a->tenant, .trace_id = a->trace_id,
+	                     .scheduled = a->scheduled};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
 	if (rc == OPS_OK && a->json && admin_print_json(rows) != 0) {
@@ -377,7 +411,8 @@ static void show_message(const cJSON *m)
 {
 	static const char *const fields[] = {"status", "send_status", "decision", "forward_topic",
 	                                     "forward_key", "checkback_url", "last_error",
-	                                     "alerted_at"};
+	                                     "alerted_at", "trace_id", "traceparent", "tracestate",
+	                                     "dead_lettered_at"};
 	char buf[128], a[48];
 	printf("message ");
 	put(stdout, str(m, "biz_id"));
@@ -451,7 +486,8 @@ ops_rc admin_do_show(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 
 static void change_text(const admin_args *a, const ops_change *c)
 {
-	printf("%s ", a->cmd == ADMIN_RESOLVE ? "resolved" : "redriven:");
+	printf("%s ", a->cmd == ADMIN_RESOLVE ? "resolved" : a->cmd == ADMIN_SKIP ? "skipped:"
+	                                                                        : "redriven:");
 	put(stdout, a->biz_id);
 	printf(" / ");
 	put(stdout, a->message_key);
@@ -463,6 +499,8 @@ static void change_text(const admin_args *a, const ops_change *c)
 	else if (strcmp(c->status, "prepared") == 0)
 		printf("the replica that owns its control partition checks it back within about a "
 		       "second\n");
+	else if (strcmp(c->send_status, "skipped") == 0)
+		printf("the later messages of its forward key flow within about a second\n");
 }
 
 ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, char *err,
@@ -472,7 +510,10 @@ ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, cha
 	ops_rc rc = a->cmd == ADMIN_RESOLVE
 	                ? ops_resolve(conn, a->biz_id, a->message_key, a->decision, a->reason, actor,
 	                              &c, err, errsz)
-	                : a->now ? ops_redrive_now(conn, a->biz_id, a->message_key, actor, &c, err, errsz)
+	                : a->cmd == ADMIN_SKIP
+	                ? ops_skip(conn, a->biz_id, a->message_key, a->reason, actor, &c, err, errsz)
+	                : a->now
+	                ? ops_redrive_now(conn, a->biz_id, a->message_key, actor, &c, err, errsz)
 	                : ops_redrive(conn, a->biz_id, a->message_key, actor, &c, err, errsz);
 	if (rc != OPS_OK)
 		return rc;

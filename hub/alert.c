@@ -246,6 +246,7 @@ typedef struct {
 	const char *kind, *biz_id, *message_key, *topic, *last_error;
 	int attempts;
 	const alert_offsets *offsets;
+	const char *trace_id; /* the message's trace id, or NULL */
 } alert_what;
 
 static void log_alert(const alert_what *w)
@@ -253,7 +254,8 @@ static void log_alert(const alert_what *w)
 	char what[64], ee[1200], range[96] = "";
 	snprintf(what, sizeof what, "ALERT %s", w->kind);
 	log_about about = {w->biz_id, w->message_key,
-	                   w->offsets && w->topic ? tp_of(w->topic, w->offsets->partition) : -1};
+	                   w->offsets && w->topic ? tp_of(w->topic, w->offsets->partition) : -1,
+	                   w->trace_id};
 	if (w->offsets)
 		snprintf(range, sizeof range, " from_offset=%lld to_offset=%lld",
 		         (long long)w->offsets->from, (long long)w->offsets->to);
@@ -282,6 +284,8 @@ static char *alert_json(const alert_what *w)
 	    (!r || (cJSON_AddNumberToObject(o, "partition", r->partition) &&
 	            cJSON_AddNumberToObject(o, "from_offset", (double)r->from) &&
 	            cJSON_AddNumberToObject(o, "to_offset", (double)r->to))) &&
+	    (!w->trace_id || !*w->trace_id ||
+	     cJSON_AddStringToObject(o, "trace_id", w->trace_id)) &&
 	    (w->last_error ? cJSON_AddStringToObject(o, "last_error", w->last_error)
 	                   : cJSON_AddNullToObject(o, "last_error")) &&
 	    cJSON_AddStringToObject(o, "at", at))
@@ -332,14 +336,22 @@ static void raise_alert(alert *al, const alert_what *w)
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error)
 {
-	alert_what w = {kind, biz_id, message_key, topic, last_error, attempts, NULL};
+	alert_what w = {kind, biz_id, message_key, topic, last_error, attempts, NULL, NULL};
+	raise_alert(al, &w);
+}
+
+void alert_raise_traced(alert *al, const char *kind, const char *biz_id,
+                        const char *message_key, int attempts, const char *topic,
+                        const char *last_error, const char *trace_id)
+{
+	alert_what w = {kind, biz_id, message_key, topic, last_error, attempts, NULL, trace_id};
 	raise_alert(al, &w);
 }
 
 void alert_raise_offsets(alert *al, const char *kind, const char *topic,
                          const alert_offsets *offsets, const char *text)
 {
-	alert_what w = {kind, NULL, NULL, topic, text, 0, offsets};
+	alert_what w = {kind, NULL, NULL, topic, text, 0, offsets, NULL};
 	raise_alert(al, &w);
 }
 

@@ -27,13 +27,19 @@ alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 /* Raise one alert. kind: "check_failed", "send_failed", "prepare_missing"
  * (about one message), or "database_failing", "kafka_fatal", "lane_stuck",
  * "database_rewound", "control_records_lost", "control_partition_truncated",
- * "group_clash", "database_mismatch" (about the hub: biz_id and message_key
+ * "group_clash", "database_mismatch", "dead_letter_failed" (about the hub: biz_id and message_key
  * NULL, sent as JSON null). topic may be NULL (it is named for send_failed,
  * for lane_stuck when the failure was about a topic, and for the control
  * topic's partitions). Never blocks on the network: when the queue is full
  * the webhook copy is dropped and that is logged. */
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error);
+
+/* The same about a message with a trace context (CONTRACT §15): the log
+ * line and the webhook's JSON carry its trace_id ("" or NULL: none). */
+void alert_raise_traced(alert *al, const char *kind, const char *biz_id,
+                        const char *message_key, int attempts, const char *topic,
+                        const char *last_error, const char *trace_id);
 
 /* Raise one alert about offsets of a control-topic partition (kind:
  * "control_records_lost", "control_partition_truncated"): the webhook's

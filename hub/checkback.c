@@ -35,6 +35,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
+#include "trace.h"
 #include "txhub.h"
 
 /* How often the owned partitions are scanned at most when nothing is known
@@ -64,6 +65,8 @@ typedef struct slot {
 	struct curl_slist *headers;
 	char *biz_id, *message_key;
 	char *url;                /* the request URL, built when claimed */
+	char *traceparent, *tracestate; /* sent as headers (CONTRACT §15), or NULL */
+	char trace_id[33];        /* of traceparent, "" without: for log lines */
 	host_load *host;
 	struct slot *next_waiting; /* its host's queue */
 	tp_key tp;
@@ -265,9 +268,12 @@ static int write_pending(checkback *cb)
 			cb->next_scan_ms = due;
 	}
 	for (size_t i = 0; i < failed.n; i++) {
-		alert_raise(cb->al, "check_failed", failed.items[i].biz_id,
-		            failed.items[i].message_key, failed.items[i].attempts, NULL,
-		            failed.items[i].last_error);
+		char tid[TRACE_ID_LEN + 1] = "";
+		if (failed.items[i].traceparent)
+			trace_id_of(failed.items[i].traceparent, tid);
+		alert_raise_traced(cb->al, "check_failed", failed.items[i].biz_id,
+		                   failed.items[i].message_key, failed.items[i].attempts, NULL,
+		                   failed.items[i].last_error, tid);
 		count(cb, &cb->stats.check_failed);
 	}
 	store_check_list_clear(&failed);
@@ -396,6 +402,8 @@ static void slot_reset(checkback *cb, slot *s)
 	free(s->biz_id);
 	free(s->message_key);
 	free(s->url);
+	free(s->traceparent);
+	free(s->tracestate);
 	free(s->body);
 	memset(s, 0, sizeof *s);
 	set_load(cb, -1, was_running ? -1 : 0);
@@ -465,12 +473,17 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
+	s->traceparent = c->traceparent ? strdup(c->traceparent) : NULL;
+	s->tracestate = c->tracestate ? strdup(c->tracestate) : NULL;
+	if (s->traceparent)
+		trace_id_of(s->traceparent, s->trace_id);
 	s->tp = c->tp;
 	s->claimed_attempts = c->attempts;
 	s->tenant = c->tenant;
 	s->timeout_ms = cb->cfg->checkback_timeout_ms;
 	s->start_by_ms = now + lease_ms - s->timeout_ms;
-	if (!s->url || !s->host || !s->biz_id || !s->message_key) {
+	if (!s->url || !s->host || !s->biz_id || !s->message_key ||
+	    (c->traceparent && !s->traceparent) || (c->tracestate && !s->tracestate)) {
 		log_error("checkback: out of memory taking a check-back; it is retried later");
 		add_unresolved(cb, c->biz_id, c->message_key, c->tp, c->attempts,
 		               "out of memory in txhub");
@@ -486,8 +499,9 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 static struct curl_slist *request_headers(checkback *cb, const slot *s)
 {
 	char att[40], ts_h[64], sig_h[100], sig[65];
+	char tp_h[TRACE_PARENT_MAX + 16], tst_h[TRACE_STATE_MAX + 16];
 	snprintf(att, sizeof att, "X-Txhub-Attempt: %d", s->claimed_attempts + 1);
-	const char *h[4] = {att, NULL, NULL, NULL};
+	const char *h[6] = {att, NULL, NULL, NULL, NULL, NULL};
 	size_t n = 1;
 	long long ts = (long long)time(NULL);
 	if (*cb->cfg->checkback_secret &&
@@ -497,6 +511,15 @@ static struct curl_slist *request_headers(checkback *cb, const slot *s)
 		snprintf(sig_h, sizeof sig_h, "X-Txhub-Signature: v2=%s", sig);
 		h[n++] = ts_h;
 		h[n++] = sig_h;
+	}
+	/* validated at intake: printable ASCII, no line break */
+	if (s->traceparent) {
+		snprintf(tp_h, sizeof tp_h, "traceparent: %s", s->traceparent);
+		h[n++] = tp_h;
+	}
+	if (s->traceparent && s->tracestate) {
+		snprintf(tst_h, sizeof tst_h, "tracestate: %s", s->tracestate);
+		h[n++] = tst_h;
 	}
 	h[n++] = "Accept: application/json, text/plain";
 	struct curl_slist *l = NULL;
@@ -623,7 +646,7 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	case CHECKBACK_UNDECIDED:
 	case CHECKBACK_ERROR: {
 		count(cb, a == CHECKBACK_UNDECIDED ? &cb->stats.undecided : &cb->stats.errors);
-		log_about about = {s->biz_id, s->message_key, s->tp};
+		log_about about = {s->biz_id, s->message_key, s->tp, s->trace_id};
 		log_msg_about(a == CHECKBACK_ERROR ? LOG_WARN : LOG_DEBUG, "checkback", &about,
 		              "attempt %d: %s", s->claimed_attempts + 1, reason);
 		add_unresolved(cb, s->biz_id, s->message_key, s->tp, s->claimed_attempts,

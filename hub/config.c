@@ -78,10 +78,18 @@ const config_option config_options[] = {
 	STR("forward.mode", NULL, "at_least_once", forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
+	STR("forward.order", NULL, "partition", forward_order,
+	    "partition, or key: a committed message with a forward key is not produced while an "
+	    "earlier one (control-partition order) with the same forward topic and key is unsent "
+	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
 	    "a pattern"),
+	STR("forward.dead_letter_topic", NULL, "", forward_dead_letter_topic,
+	    "a forward that gets send_status failed (parked) is also produced here once, with its "
+	    "payload, key, headers and txhub-dlq-topic, txhub-dlq-error, txhub-dlq-attempts, "
+	    "txhub-dlq-at; the row stays parked for redrive; empty: off"),
 	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
 	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
@@ -164,6 +172,11 @@ int64_t config_max_delay_ms(const txhub_config *cfg)
 	int64_t ms;
 	char err[8];
 	return duration_parse(cfg->forward_max_delay, &ms, err, sizeof err) == 0 ? ms : 0;
+}
+
+int config_order_by_key(const txhub_config *cfg)
+{
+	return strcmp(cfg->forward_order, "key") == 0;
 }
 
 int config_tenants_enforce(const txhub_config *cfg)
@@ -435,6 +448,10 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 		goto done;
 	}
 	topics_progress_name(&spec, cfg->forward_progress_topic, progress, sizeof progress);
+	if (strcmp(cfg->forward_order, "partition") != 0 && strcmp(cfg->forward_order, "key") != 0) {
+		snprintf(err, errsz, "forward.order: \"%s\" is not partition or key", cfg->forward_order);
+		return -1;
+	}
 	if (*cfg->forward_progress_topic &&
 	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name",
@@ -444,6 +461,12 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 	if (topics_match(&spec, progress)) {
 		snprintf(err, errsz, "control_topic: names the progress topic %s (forward.progress_topic)",
 		         progress);
+		goto done;
+	}
+	const char *dlq = cfg->forward_dead_letter_topic;
+	if (*dlq && (topics_match(&spec, dlq) || strcmp(dlq, progress) == 0)) {
+		snprintf(err, errsz, "forward.dead_letter_topic: \"%s\" names %s", dlq,
+		         topics_match(&spec, dlq) ? "a control topic" : "the progress topic");
 		goto done;
 	}
 	rc = 0;
@@ -533,6 +556,14 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name "
 		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)",
 		         cfg->forward_progress_topic);
+		return -1;
+	}
+	const char *dlq = cfg->forward_dead_letter_topic;
+	if (*dlq && (!envelope_valid_topic(dlq, strlen(dlq)) ||
+	             envelope_reserved_topic(dlq, strlen(dlq)))) {
+		snprintf(err, errsz, "forward.dead_letter_topic: \"%s\" is not a valid topic name "
+		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or .., not beginning with __)",
+		         dlq);
 		return -1;
 	}
 	if (check_checkback_urls(cfg, err, errsz) != 0)

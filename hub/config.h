@@ -39,7 +39,9 @@ typedef struct txhub_config {
 	int64_t forward_max_attempts;
 	char *forward_max_delay;      /* a duration (validated): config_max_delay_ms() */
 	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
+	char *forward_order;          /* "partition" or "key" (validated) */
 	char *forward_progress_topic; /* "": <control_topic>.progress */
+	char *forward_dead_letter_topic; /* "": off (deadletter.h) */
 	char *alert_webhook;
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;
@@ -88,6 +90,8 @@ extern const config_option config_options[];
 
 /* Whether forward.mode is exactly_once. */
 int config_exactly_once(const txhub_config *cfg);
+/* Whether forward.order is key (CONTRACT §15). */
+int config_order_by_key(const txhub_config *cfg);
 /* tenants.enforce = true (CONTRACT §14). */
 int config_tenants_enforce(const txhub_config *cfg);
 

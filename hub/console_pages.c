@@ -231,6 +231,7 @@ static void overview_cards(console_req *q, const cJSON *doc)
 	field(q, doc, "pending", "send.pending");
 	field(q, doc, "sent", "send.sent");
 	field(q, doc, "failed", "send.failed");
+	field(q, doc, "held for key order", "blocked.messages");
 	sbuf_puts(b, "</table></div><div class=\"card attention\"><h2>Parked</h2><table>");
 	field(q, doc, "all parked", "parked");
 	field(q, doc, "check_failed", "parked_by.check_failed");
@@ -297,6 +298,44 @@ static void parked_table(console_req *q, const cJSON *doc)
 	sbuf_puts(b, "</tbody></table>\n");
 }
 
+/* forward.order = key: the keys held for an earlier unsent message, with
+ * that message (to redrive or skip). */
+static void blocked_table(console_req *q, const cJSON *doc)
+{
+	sbuf *b = view_out(q);
+	const cJSON *keys = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "blocked"), "keys");
+	if (cJSON_GetArraySize(keys) == 0)
+		return;
+	sbuf_puts(b, "<h2>Blocked forward keys (forward.order = key)</h2>"
+	             "<table class=\"rows\" id=\"blocked\"><thead><tr><th>forward topic</th>"
+	             "<th>forward key</th><th>control topic</th><th class=\"c-num\">partition</th>"
+	             "<th class=\"c-num\">held</th><th>blocked by</th></tr></thead><tbody>");
+	const cJSON *k;
+	cJSON_ArrayForEach(k, keys) {
+		static const char *const cols[] = {"forward_topic", "forward_key", "control_topic",
+		                                   "partition", "held"};
+		sbuf_puts(b, "<tr>");
+		for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+			view_jcell(q, VIEW_LINE, k, cols[i]);
+		sbuf_puts(b, "<td class=\"line\">");
+		const cJSON *by = cJSON_GetObjectItem(k, "blocked_by");
+		const char *biz = cJSON_GetStringValue(cJSON_GetObjectItem(by, "biz_id"));
+		const char *mk = cJSON_GetStringValue(cJSON_GetObjectItem(by, "message_key"));
+		if (biz && mk) {
+			view_text(q, biz);
+			sbuf_puts(b, " / ");
+			view_message_link(q, biz, mk);
+			sbuf_puts(b, " (");
+			view_jtext(q, by, "send_status");
+			sbuf_puts(b, ")");
+		} else {
+			sbuf_puts(b, "sent: released within about a second");
+		}
+		sbuf_puts(b, "</td></tr>");
+	}
+	sbuf_puts(b, "</tbody></table>\n");
+}
+
 void page_overview(console_req *q)
 {
 	cJSON *doc = console_overview_doc(q);
@@ -305,6 +344,7 @@ void page_overview(console_req *q)
 	view_begin(q, "Overview", "overview");
 	overview_cards(q, doc);
 	partitions_table(q, doc);
+	blocked_table(q, doc);
 	parked_table(q, doc);
 	sbuf_puts(view_out(q), "<p class=\"note\">Read at <span id=\"read-at\">");
 	view_jtext(q, doc, "read_at");

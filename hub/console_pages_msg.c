@@ -170,7 +170,8 @@ static void message_fields(console_req *q, const cJSON *m)
 		"biz_id", "message_key", "status", "decision", "send_status", "forward_topic",
 		"forward_key", "checkback_url", "check_attempts", "send_attempts", "last_error",
 		"src_partition", "src_offset", "created_at", "updated_at", "next_check_at",
-		"next_send_at", "not_before", "alerted_at"};
+		"next_send_at", "not_before", "alerted_at", "trace_id", "traceparent", "tracestate",
+		"dead_lettered_at"};
 	sbuf_puts(view_out(q), "<table class=\"fields\" id=\"fields\">");
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		field_row(q, m, names[i], names[i]);

@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "rfc3339.h"
+#include "trace.h"
 
 static int reject(char *err, size_t errsz, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -523,6 +524,60 @@ static int parse_delay(const cJSON *fw, envelope *env, char *err, size_t errsz)
 static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payload",
                                      "payload_base64", "forward", "checkback", NULL};
 
+/* The optional `trace` object (CONTRACT §15): what is valid of it is kept,
+ * what is not is dropped and noted in env, never rejected. A malformed
+ * traceparent takes its tracestate with it (W3C: the state means nothing
+ * without its parent); a malformed tracestate alone leaves the traceparent.
+ * Returns -1 only when out of memory. */
+static int parse_trace(const cJSON *root, envelope *env)
+{
+	int seen = 0;
+	for (const cJSON *c = root->child; c; c = c->next)
+		seen += c->string && strcmp(c->string, "trace") == 0;
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "trace");
+	if (!tr || cJSON_IsNull(tr))
+		return 0;
+	const char *why = NULL;
+	if (seen > 1)
+		why = "field \"trace\" appears more than once";
+	else if (!cJSON_IsObject(tr))
+		why = "field \"trace\" is not an object";
+	else if (duplicate_member(tr))
+		why = "field \"trace\" names a member twice";
+	if (why) {
+		env->trace_dropped = "trace";
+		env->trace_dropped_why = why;
+		return 0;
+	}
+	const cJSON *tp = cJSON_GetObjectItemCaseSensitive(tr, "traceparent");
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(tr, "tracestate");
+	if (!tp || cJSON_IsNull(tp))
+		why = "trace has no traceparent";
+	else if (!cJSON_IsString(tp))
+		why = "traceparent is not a string";
+	else
+		why = trace_check_parent(tp->valuestring);
+	if (why) {
+		env->trace_dropped = "traceparent";
+		env->trace_dropped_why = why;
+		return 0;
+	}
+	if (!(env->traceparent = strdup(tp->valuestring)))
+		return -1;
+	trace_id_of(env->traceparent, env->trace_id);
+	if (!ts || cJSON_IsNull(ts))
+		return 0;
+	why = cJSON_IsString(ts) ? trace_check_state(ts->valuestring) : "tracestate is not a string";
+	if (why) {
+		env->trace_dropped = "tracestate";
+		env->trace_dropped_why = why;
+		return 0;
+	}
+	if (*ts->valuestring && !(env->tracestate = strdup(ts->valuestring)))
+		return -1;
+	return 0;
+}
+
 int envelope_parse(const void *value, size_t len, size_t max_bytes,
                    envelope *env, char *err, size_t errsz)
 {
@@ -799,6 +854,9 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		}
 	}
 
+	if (parse_trace(root, env) != 0)
+		goto oom;
+
 	if (env->type == ENVELOPE_PREPARE) {
 		if (!env->has_payload) {
 			reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
@@ -841,6 +899,8 @@ void envelope_free(envelope *env)
 	free(env->forward_key);
 	free(env->forward_headers);
 	free(env->checkback_url);
+	free(env->traceparent);
+	free(env->tracestate);
 	memset(env, 0, sizeof *env);
 	env->first_after_ms = -1;
 	env->not_before_ms = -1;

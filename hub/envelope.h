@@ -32,6 +32,15 @@ typedef struct {
 	 * is intake's to check (it needs the clock) */
 	int64_t not_before_ms;  /* forward.not_before, ms since the epoch; -1: none */
 	int64_t delay_ms;       /* forward.delay_ms; -1: none */
+	/* trace context (CONTRACT §15): the valid parts of `trace`, or NULL */
+	char *traceparent;
+	char *tracestate;       /* NULL also for an empty one */
+	char trace_id[33];      /* of traceparent; "" without one */
+	/* a malformed `trace` or part of it, dropped (never a rejection): the
+	 * metrics label ("trace", "traceparent", "tracestate") and why, static
+	 * strings; NULL when nothing was dropped */
+	const char *trace_dropped;
+	const char *trace_dropped_why;
 } envelope;
 
 /* Longest accepted biz_id and message_key, in bytes. */

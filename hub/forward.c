@@ -23,6 +23,7 @@
 #include "log.h"
 #include "marks.h"
 #include "metrics.h"
+#include "order.h"
 
 /* What travels with a message as its opaque, until its report is written. */
 typedef struct {
@@ -38,6 +39,12 @@ typedef struct {
 	int64_t fwd_seq;     /* its forward sequence (0: none), for the delivery marks */
 	int reported;        /* counted in the marks */
 	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
+	char trace_id[33];   /* from store_forward: for its log lines */
+	/* forward.order = key (order.h) */
+	int64_t src_offset;
+	int hold;            /* not produced: an earlier message of its key is unsent */
+	order_key *okey;     /* its key's entry, while it is the key's forward in flight */
+	store_forward *queued; /* its row, while it waits for the key's forward in flight */
 } fw_item;
 
 /* A list of reports. */
@@ -87,6 +94,9 @@ struct forward {
 	fw_list done;      /* reports served, not handed over yet */
 	char **topics;     /* forward topics whose metadata the producer has */
 	size_t ntopics;
+	order_map *order;  /* forward.order = key: the keys' blockers and queues */
+	order_key **ready; /* keys whose forward was delivered, with more queued */
+	size_t nready, capready;
 
 	/* shared with the writer, under mu */
 	pthread_mutex_t mu;
@@ -118,11 +128,17 @@ static void item_free(fw_item *it)
 {
 	if (!it)
 		return;
+	if (it->queued) {
+		store_forward_free(it->queued);
+		free(it->queued);
+	}
 	free(it->biz_id);
 	free(it->message_key);
 	free(it->error);
 	free(it);
 }
+
+static void free_queued(void *it) { item_free(it); }
 
 static int list_add(fw_list *l, fw_item *it)
 {
@@ -154,9 +170,13 @@ static void in_flight_add(forward *fw, int64_t delta)
 	pthread_mutex_unlock(&fw->mu);
 }
 
+static void order_done(forward *fw, fw_item *it);
+
 /* A report served (the run loop's thread). */
 static void push_done(forward *fw, fw_item *it)
 {
+	if (it->okey)
+		order_done(fw, it);
 	if (list_add(&fw->done, it) != 0) {
 		/* the row stays pending and leased: retried after the lease */
 		log_error("forward: out of memory recording a delivery report");
@@ -334,6 +354,10 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	pthread_cond_init(&fw->cv, NULL);
 	fault_init(&fw->f_write, "forward: recording delivery reports", al,
 	           cfg->alert_database_failing_ms);
+	if (config_order_by_key(cfg) && !config_exactly_once(cfg) && !(fw->order = order_new())) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
 	if (config_exactly_once(cfg)) {
 		/* lanes come with the partitions (forward_poll) */
 		fw->eos = 1;
@@ -421,13 +445,199 @@ static void notify_lanes(forward *fw, const store_forward_list *l)
 	}
 }
 
+/* Hand f (its report item it) to the producer; what it refuses outright is
+ * reported at once. */
+static void produce_item(forward *fw, const store_forward *f, fw_item *it)
+{
+	known_topic(fw, f->topic);
+	it->produced_ms = clock_ms();
+	for (;;) {
+		rd_kafka_headers_t *h = forward_make_headers(f);
+		rd_kafka_resp_err_t e = rd_kafka_producev(
+			fw->rk, RD_KAFKA_V_TOPIC(f->topic),
+			RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
+			RD_KAFKA_V_VALUE(f->payload, f->payload_len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+			RD_KAFKA_V_OPAQUE(it), RD_KAFKA_V_END);
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			return;
+		rd_kafka_headers_destroy(h);
+		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+			rd_kafka_poll(fw->rk, 100); /* make room, then try again */
+			continue;
+		}
+		it->produced_ms = 0;
+		if (e == RD_KAFKA_RESP_ERR__FATAL) {
+			it->requeue = 1; /* the producer died: the next poll replaces it */
+			fw->fatal = 1;
+		} else {
+			failed(it, f->topic, 1, e); /* refused outright (too large, bad topic) */
+		}
+		push_done(fw, it);
+		return;
+	}
+}
+
+/* ---- forward.order = key (order.h) ----
+ *
+ * One forward in flight per key: the key's next ones wait in its queue for
+ * the delivery report, and go when it is a delivery. When it is a failure
+ * (or the producer died), the failed row becomes the key's blocker and
+ * what waited is held back (recorded as held, released by the due scan
+ * once the blocker is sent or skipped). */
+
+/* Not produced: recorded as held, the key's blocker from its offset. */
+static void order_hold(forward *fw, fw_item *it, const char *topic, const char *key)
+{
+	it->hold = 1;
+	it->ok = 0;
+	if (order_note(fw->order, it->tp, topic, key, it->src_offset) != 0)
+		log_warn("forward: out of memory noting a held forward; the next scan finds it");
+	push_done(fw, it);
+}
+
+/* Send f now, queue it behind its key's forward in flight, or hold it.
+ * Returns 1 when it was produced. */
+static int order_send(forward *fw, const store_forward *f, fw_item *it)
+{
+	if (order_blocked(fw->order, f->src_tp, f->topic, f->key, f->src_offset)) {
+		order_hold(fw, it, f->topic, f->key);
+		return 0;
+	}
+	order_key *k = order_find(fw->order, f->src_tp, f->topic, f->key, 1);
+	if (k && k->busy) {
+		store_forward *copy = calloc(1, sizeof *copy);
+		if (copy && store_forward_copy(copy, f) == 0 && order_push(k, it) == 0) {
+			it->queued = copy;
+			return 0;
+		}
+		if (copy) {
+			store_forward_free(copy);
+			free(copy);
+		}
+	}
+	if (!k || k->busy) { /* out of memory: held, which is never out of order */
+		order_hold(fw, it, f->topic, f->key);
+		return 0;
+	}
+	k->busy = 1;
+	it->okey = k;
+	produce_item(fw, f, it);
+	return 1;
+}
+
+/* The report of a key's forward in flight was served. */
+static void order_done(forward *fw, fw_item *it)
+{
+	order_key *k = it->okey;
+	it->okey = NULL;
+	if (it->ok && k->nqueue > 0) { /* the next one goes (forward_poll) */
+		order_key **r = fw->ready;
+		if (fw->nready == fw->capready &&
+		    (r = realloc(fw->ready, (fw->capready = fw->capready ? fw->capready * 2 : 16) *
+		                                sizeof *r)))
+			fw->ready = r;
+		if (r && fw->nready < fw->capready) {
+			fw->ready[fw->nready++] = k;
+			return;
+		}
+		/* out of memory: what waits is held */
+	}
+	k->busy = 0;
+	if (!it->ok && order_note(fw->order, k->tp, k->topic, k->key, it->src_offset) != 0)
+		log_warn("forward: out of memory noting a failed forward; the next scan finds it");
+	for (fw_item *q; (q = order_pop(k));) {
+		store_forward *f = q->queued;
+		q->queued = NULL;
+		order_hold(fw, q, k->topic, k->key);
+		store_forward_free(f);
+		free(f);
+	}
+	order_forget(fw->order, k);
+}
+
+/* Produce the next forward of each key whose forward in flight was
+ * delivered. */
+static void order_next(forward *fw)
+{
+	/* taken whole: producing serves reports (a full queue), which may make
+	 * keys ready again, for the next time */
+	order_key **ready = fw->ready;
+	size_t nready = fw->nready, produced = 0;
+	fw->ready = NULL;
+	fw->nready = fw->capready = 0;
+	for (size_t i = 0; i < nready; i++) {
+		order_key *k = ready[i];
+		fw_item *it = order_pop(k);
+		store_forward *f = it->queued;
+		it->queued = NULL;
+		k->busy = 0;
+		if (order_blocked(fw->order, k->tp, k->topic, k->key, it->src_offset)) {
+			/* a scan found an earlier one unsent meanwhile: this and the rest wait */
+			it->okey = k;
+			it->ok = 0;
+			it->hold = 1;
+			push_done(fw, it); /* holds what is queued behind it too */
+		} else {
+			k->busy = 1;
+			it->okey = k;
+			produce_item(fw, f, it);
+			produced++;
+		}
+		store_forward_free(f);
+		free(f);
+	}
+	free(ready);
+	if (produced) {
+		pthread_mutex_lock(&fw->mu);
+		fw->stats.produced += produced;
+		pthread_mutex_unlock(&fw->mu);
+	}
+}
+
+void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
+                           const store_blocker_list *b, int64_t started_ms)
+{
+	if (!fw->order)
+		return;
+	tp_key *parts = calloc(nown ? nown : 1, sizeof *parts);
+	if (!parts)
+		return;
+	for (size_t i = 0; i < nown; i++)
+		parts[i] = own[i].tp;
+	order_refresh(fw->order, parts, nown, b, started_ms);
+	free(parts);
+}
+
+void forward_note_scheduled(forward *fw, const store_forward_list *l)
+{
+	if (!fw->eos && !fw->order)
+		return; /* forward.order = partition */
+	for (size_t i = 0; i < l->n; i++) {
+		const store_forward *f = &l->items[i];
+		if (!f->key)
+			continue; /* a null key has no order to keep */
+		lane *ln = fw->eos ? lane_of(fw, f->src_tp) : NULL;
+		if (ln)
+			lane_blockers_changed(ln);
+		else if (!fw->eos && order_note(fw->order, f->src_tp, f->topic, f->key, f->src_offset))
+			log_warn("forward: out of memory noting a scheduled message; its key waits from "
+			         "the next due scan");
+	}
+}
+
+size_t forward_order_blocked_keys(forward *fw)
+{
+	return fw->order ? order_blocked_keys(fw->order) : 0;
+}
+
 void forward_send(forward *fw, const store_forward_list *l)
 {
 	if (fw->eos) {
 		notify_lanes(fw, l);
 		return;
 	}
-	size_t produced = 0;
+	size_t handed = 0, produced = 0;
 	/* the sequences handed over, noted in the marks before any of their
 	 * reports can reach the writer (they come through forward_poll);
 	 * what is lost before the producer freezes its partition's mark */
@@ -449,38 +659,19 @@ void forward_send(forward *fw, const store_forward_list *l)
 			issued[nissued++] = (store_mark){f->src_tp, f->fwd_seq};
 		else if (f->fwd_seq > 0)
 			it->fwd_seq = 0; /* recorded by itself */
-		known_topic(fw, f->topic);
 		it->send_attempts = f->send_attempts;
 		it->tp = f->src_tp;
+		it->src_offset = f->src_offset;
 		it->decided_ms = f->decided_ms;
 		it->tenant = f->tenant;
-		it->produced_ms = clock_ms();
-		produced++;
-		for (;;) {
-			rd_kafka_headers_t *h = forward_make_headers(f);
-			rd_kafka_resp_err_t e = rd_kafka_producev(
-				fw->rk, RD_KAFKA_V_TOPIC(f->topic),
-				RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
-				RD_KAFKA_V_VALUE(f->payload, f->payload_len),
-				RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
-				RD_KAFKA_V_OPAQUE(it), RD_KAFKA_V_END);
-			if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-				break;
-			rd_kafka_headers_destroy(h);
-			if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-				rd_kafka_poll(fw->rk, 100); /* make room, then try again */
-				continue;
-			}
-			it->produced_ms = 0;
-			if (e == RD_KAFKA_RESP_ERR__FATAL) {
-				it->requeue = 1; /* the producer died: the next poll replaces it */
-				fw->fatal = 1;
-			} else {
-				failed(it, f->topic, 1, e); /* refused outright (too large, bad topic) */
-			}
-			push_done(fw, it);
-			break;
+		memcpy(it->trace_id, f->trace_id, sizeof it->trace_id);
+		handed++;
+		if (fw->order && f->key) {
+			produced += (size_t)order_send(fw, f, it);
+			continue;
 		}
+		produced++;
+		produce_item(fw, f, it);
 	}
 	pthread_mutex_lock(&fw->mu); /* once per call, not per message */
 	for (size_t i = 0; i < nissued; i++)
@@ -493,7 +684,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 	 * all of a batch's forwards: which partitions lost some is not known */
 	if (!issued || !lost || l->incomplete)
 		marks_freeze_all(&fw->marks);
-	fw->in_flight += (int64_t)produced;
+	fw->in_flight += (int64_t)handed;
 	fw->stats.produced += produced;
 	pthread_mutex_unlock(&fw->mu);
 	free(issued);
@@ -509,7 +700,7 @@ static void count_reports(const fw_list *l, const store_forward_list *failed)
 	int64_t now = clock_ms();
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];
-		if (it->requeue)
+		if (it->requeue || it->hold)
 			continue;
 		if (!it->ok) {
 			metrics_forwards_count(&m, it->tenant, METRICS_FW_RETRIED, 1);
@@ -677,6 +868,8 @@ void forward_poll(forward *fw, const owned_set *own)
 		return;
 	}
 	rd_kafka_poll(fw->rk, 0);
+	if (fw->nready)
+		order_next(fw);
 	if (fw->fatal)
 		replace_producer(fw);
 	watch_dying(fw);
@@ -712,20 +905,20 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 			if (!l->items[j]->ok && strcmp(l->items[j]->biz_id, f->biz_id) == 0 &&
 			    strcmp(l->items[j]->message_key, f->message_key) == 0)
 				why = l->items[j]->error;
-		alert_raise(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
-		            f->topic, why);
+		alert_raise_traced(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
+		                   f->topic, why, f->trace_id);
 	}
 	count_reports(l, failed);
 	uint64_t ok = 0, bad = 0, requeued = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];
-		if (it->ok || it->requeue) {
+		if (it->ok || it->requeue || it->hold) {
 			ok += it->ok;
 			requeued += it->requeue;
 			continue;
 		}
 		bad++;
-		log_about about = {it->biz_id, it->message_key, it->tp};
+		log_about about = {it->biz_id, it->message_key, it->tp, it->trace_id};
 		log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", it->send_attempts + 1,
 		              it->error ? it->error : "(reason unknown: out of memory)");
 	}
@@ -765,6 +958,7 @@ static int write_list(forward *fw, const fw_list *l, const owned_set *own,
 		d[i].ok = it->ok;
 		d[i].fwd_seq = it->ok ? it->fwd_seq : 0;
 		d[i].requeue = it->requeue;
+		d[i].hold = it->hold;
 		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";
 		d[i].retry_in_ms = backoff_delay(it->send_attempts + 1, backoff_ms, backoff_max_ms,
 		                                 backoff_random());
@@ -1001,6 +1195,9 @@ void forward_destroy(forward *fw)
 	free(fw->topics);
 	if (fw->rk)
 		rd_kafka_destroy(fw->rk);
+	order_free(fw->order, free_queued);
+	free(fw->ready);
+	list_free(&fw->done); /* (reports the producer served as it went) */
 	store_close(fw->st);
 	pthread_mutex_destroy(&fw->mu);
 	pthread_cond_destroy(&fw->cv);

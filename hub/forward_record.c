@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kafka.h"
 #include "log.h"
@@ -96,17 +97,27 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
 	return conf;
 }
 
+/* A forward header the trace context replaces (any case). */
+static int trace_header(const char *name)
+{
+	return strcasecmp(name, "traceparent") == 0 || strcasecmp(name, "tracestate") == 0;
+}
+
 rd_kafka_headers_t *forward_make_headers(const store_forward *f)
 {
 	rd_kafka_headers_t *h = rd_kafka_headers_new(8);
 	if (f->headers) {
 		cJSON *o = cJSON_Parse(f->headers);
 		for (cJSON *c = o ? o->child : NULL; c; c = c->next)
-			if (cJSON_IsString(c))
+			if (cJSON_IsString(c) && !(f->traceparent && trace_header(c->string)))
 				rd_kafka_header_add(h, c->string, -1, c->valuestring, -1);
 		cJSON_Delete(o);
 	}
 	rd_kafka_header_add(h, "txhub-biz-id", -1, f->biz_id, -1);
 	rd_kafka_header_add(h, "txhub-message-key", -1, f->message_key, -1);
+	if (f->traceparent)
+		rd_kafka_header_add(h, "traceparent", -1, f->traceparent, -1);
+	if (f->traceparent && f->tracestate)
+		rd_kafka_header_add(h, "tracestate", -1, f->tracestate, -1);
 	return h;
 }

@@ -34,7 +34,9 @@ rd_kafka_conf_t *forward_producer_conf(const txhub_config *cfg, int64_t *deliver
                                        char *err, size_t errsz);
 
 /* The headers of a forwarded record: the envelope's, then txhub-biz-id and
- * txhub-message-key. The caller owns the result. Any thread. */
+ * txhub-message-key, then traceparent and tracestate when the message has a
+ * trace context (which then replaces envelope headers of those names). The
+ * caller owns the result. Any thread. */
 rd_kafka_headers_t *forward_make_headers(const store_forward *f);
 
 /* Counters since start. Any thread. */

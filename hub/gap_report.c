@@ -52,7 +52,7 @@ gap_report_rc gap_report(store *st, alert *al, const char *owner,
 		return rc;
 	char text[600];
 	gap_describe(g, tp_topic(g->tp), text, sizeof text);
-	log_about about = {NULL, NULL, g->tp};
+	log_about about = {NULL, NULL, g->tp, NULL};
 	log_msg_about(LOG_ERROR,
 	              g->kind == GAP_LOST ? "hub: control records lost"
 	                                  : "hub: control partition truncated",

@@ -31,6 +31,7 @@
 #include "checkback.h"
 #include "clock.h"
 #include "dbid.h"
+#include "deadletter.h"
 #include "fault.h"
 #include "forward.h"
 #include "gap_report.h"
@@ -56,6 +57,7 @@ typedef struct {
 	store *st;
 	intake *in;
 	forward *fw;
+	deadletter *dl;        /* forward.dead_letter_topic, or NULL: off */
 	checkback *cb;
 	alert *al;
 	monitor *mon;
@@ -193,6 +195,8 @@ static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
 }
 
 static void on_assigned(void *opaque, const store_owned *taken, size_t n);
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz);
 
 /* Say that the database lost its last transactions for rw[0..n), read
  * again from from[i]: one error line, one database_rewound alert naming
@@ -351,6 +355,12 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 	tp_key *lost = NULL;
 	store_rc rc = store_apply(h->st, recs, n, h->owned.parts, h->owned.n, out, stats, &lost,
 	                          &nlost, err, errsz);
+	if (rc == STORE_OK) { /* delayed delivery: before the batch's forwards go */
+		store_forward_list scheduled;
+		store_take_scheduled(h->st, &scheduled);
+		forward_note_scheduled(h->fw, &scheduled);
+		store_forward_list_clear(&scheduled);
+	}
 	if (rc == STORE_FENCED || rc == STORE_REWOUND)
 		rc = sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
@@ -528,7 +538,11 @@ static int flush_batch(hub *h)
 
 /* Serve delivery reports and hand them to the writer (forward.c), which
  * records them beside the batches on a connection of its own. */
-static void hand_over_deliveries(hub *h) { forward_poll(h->fw, &h->owned); }
+static void hand_over_deliveries(hub *h)
+{
+	forward_poll(h->fw, &h->owned);
+	deadletter_poll(h->dl, &h->owned);
+}
 
 /* The clash over partitions with a replica of another consumer group (or
  * "": none), as the janitor or a take found it: logged when it changes,
@@ -555,6 +569,12 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
 		owned_take(&h->released, &taken[i]);
 	checkback_assign(h->cb, &h->owned);
+	/* before the partitions' first batch (else their first scan), with what a
+	 * previous owner had in flight */
+	char err[512];
+	if (order_read(h, taken, n, 1, err, sizeof err) != 0)
+		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
+		         "next scan reads them", err);
 }
 
 /* Partitions just taken at the database's next offsets: the group's
@@ -709,6 +729,17 @@ static int release_assigned(hub *h)
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
+	/* rows a hub with forward.order = key held are not held by this one */
+	size_t unheld = 0;
+	if (!config_order_by_key(h->cfg) &&
+	    store_order_release(h->st, h->released.parts, h->released.n, 1, &unheld, err,
+	                        sizeof err) != STORE_OK) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
+	if (unheld > 0)
+		log_info("hub: %zu forward(s) held for their key's order (forward.order = key) are "
+		         "due now (forward.order = partition)", unheld);
 	owned_clear(&h->released);
 	return 0;
 }
@@ -730,6 +761,38 @@ static void plan_next_claim(hub *h, size_t n, size_t limit)
 	h->next_claim = now_ms() + (in_ms < 100 ? 100 : in_ms);
 }
 
+/* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
+ * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
+ * with err. */
+static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                      size_t errsz)
+{
+	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
+		return 0;
+	store_blocker_list b = {0};
+	int64_t started = now_ms();
+	if (store_order_blockers(h->st, own, n, taken, &b, err, errsz) != STORE_OK)
+		return -1;
+	forward_order_refresh(h->fw, own, n, &b, started);
+	store_blocker_list_clear(&b);
+	return 0;
+}
+
+/* forward.order = key: the blockers read again, then the held rows whose
+ * blockers are gone made due. Returns 0, or -1 with err. */
+static int order_scan(hub *h, char *err, size_t errsz)
+{
+	const owned_set *own = &h->owned;
+	if (order_read(h, own->parts, own->n, 0, err, errsz) != 0)
+		return -1;
+	size_t released = 0;
+	if (store_order_release(h->st, own->parts, own->n, 0, &released, err, errsz) != STORE_OK)
+		return -1;
+	if (released > 0)
+		log_debug("hub: %zu forward(s) held for their key's order released", released);
+	return 0;
+}
+
 /* The forwards due again (retries, leases run out) and those decided
  * outside a batch (check-back answers, operators): at_least_once claims
  * and sends them; exactly_once gives them the next forward sequences of
@@ -743,6 +806,10 @@ static int claim_retries(hub *h)
 		return 0;
 	}
 	char err[512];
+	if (config_order_by_key(h->cfg) && order_scan(h, err, sizeof err) != 0) {
+		fault_fail(&h->f_scan, err);
+		return -1;
+	}
 	store_forward_list l = {0};
 	size_t again = 0;
 	store_rc rc = config_exactly_once(h->cfg)
@@ -1088,8 +1155,13 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		log_error("hub: %s", err);
 		goto done;
 	}
+	if (!(h.dl = deadletter_start(cfg, h.al, err, sizeof err)) && *err) {
+		log_error("hub: %s", err);
+		goto done;
+	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
+	store_set_order_by_key(h.st, config_order_by_key(h.cfg));
 	char host[64] = "";
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");
@@ -1184,6 +1256,7 @@ done:
 	intake_batch_free(&h.batch);
 	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h.fw);
+	deadletter_stop(h.dl);
 	alert_stop(h.al, 3000);
 	monitor_stop(h.mon);
 	tenants_free(h.tenants);

@@ -817,7 +817,7 @@ static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 	enforce_record(&in->tenants, topic, r);
 	if (was_valid && !r->valid) {
 		char ek[128];
-		log_about about = {NULL, NULL, m->partition};
+		log_about about = {NULL, NULL, m->partition, NULL};
 		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
 		              (long long)m->offset,
 		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
@@ -860,6 +860,13 @@ static void validate(const intake *in, store_record *r)
 	                   r->reason, sizeof r->reason) != 0) {
 		r->valid = 0;
 		return;
+	}
+	if (r->env.trace_dropped) { /* never a rejection (CONTRACT §15) */
+		log_about about = {r->env.biz_id, r->env.message_key, r->tp, NULL};
+		log_msg_about(LOG_WARN, "intake: trace context dropped", &about,
+		              "offset %lld: %s; the message is kept without it", (long long)r->offset,
+		              r->env.trace_dropped_why);
+		metrics_trace_dropped(r->env.trace_dropped);
 	}
 	const char *ft = r->env.forward_topic;
 	const char *named = !ft ? NULL
@@ -932,7 +939,7 @@ void intake_poll(intake *in, intake_batch *b)
 		validate(in, r);
 		if (!r->valid) {
 			char ek[128];
-			log_about about = {NULL, NULL, tp};
+			log_about about = {NULL, NULL, tp, NULL};
 			log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
 			              (long long)m->offset,
 			              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",

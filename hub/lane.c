@@ -29,6 +29,7 @@
 #include "log.h"
 #include "marker.h"
 #include "metrics.h"
+#include "order.h"
 
 /* How long a Kafka call of the lane may block (init, commit, abort). */
 #define CALL_MS 60000
@@ -50,6 +51,7 @@ struct lane {
 	pthread_t thread;
 
 	pthread_mutex_t mu; /* guards what follows */
+	int reread_blockers; /* lane_blockers_changed(): read them before the next run */
 	pthread_cond_t cv;
 	int64_t want_seq;   /* rows up to here are due (lane_notify) */
 	int64_t covered;    /* rows up to here are sent, or were not there */
@@ -69,6 +71,8 @@ struct lane {
 	size_t singles_left; /* runs of one forward to go (finding a bad one) */
 	char **topics;    /* forward topics known to exist */
 	size_t ntopics;
+	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
+	int64_t order_read_ms; /* when they were last read from PostgreSQL */
 };
 
 void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out)
@@ -438,6 +442,11 @@ static int take_partition(lane *l)
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
 			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
+			if (config_order_by_key(l->cfg) && !l->order && !(l->order = order_new())) {
+				snprintf(err, sizeof err, "out of memory");
+				end_with(l, 0, err);
+				return -1;
+			}
 			/* and the failures PostgreSQL recorded that no marker listed
 			 * (a lane ended between the two) */
 			int64_t failed[STORE_MARKER_DEAD_MAX];
@@ -488,7 +497,8 @@ static int take_partition(lane *l)
  * attempt that loses its sequence. Retries while PostgreSQL is away: what
  * Kafka committed stays committed, and a new owner marks it sent from the
  * marker anyway. Returns 0, or -1 when stopping. */
-static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed)
+static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed,
+                  int held)
 {
 	char err[512];
 	store_delivery *d = calloc(n ? n : 1, sizeof *d);
@@ -502,6 +512,10 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 		d[i].biz_id = f->biz_id;
 		d[i].message_key = f->message_key;
 		d[i].tp = f->src_tp;
+		if (held) { /* forward.order = key: not sent, held for its key */
+			d[i].hold = 1;
+			continue;
+		}
 		d[i].ok = !failed || !failed[i];
 		/* a committed run: its rows are covered by the mark, not written */
 		d[i].fwd_seq = !failed ? f->fwd_seq : 0;
@@ -517,25 +531,24 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 	 * row of the partition up to its last sequence is sent (the lane reads
 	 * them in sequence order, and failed ones were recorded first) */
 	store_mark mark = {l->own.tp, n > 0 ? items[n - 1].fwd_seq : 0};
-	size_t nmarks = !failed && mark.upto > 0 ? 1 : 0;
+	size_t nmarks = !failed && !held && mark.upto > 0 ? 1 : 0;
 	for (int attempt = 1;; attempt++) {
 		store_forward_list gave_up = {0};
 		if (store_ensure(l->st, err, sizeof err) == STORE_OK &&
 		    store_record_deliveries(l->st, &l->own, 1, d, n, (int)l->cfg->forward_max_attempts,
 		                            &mark, nmarks, &gave_up, err, sizeof err) == STORE_OK) {
 			for (size_t i = 0; i < gave_up.n; i++) {
-				log_error("lane %d of %s: forwarding %s/%s to %s failed %d times: send_status "
-				          "failed", TP_ARG(l->own.tp), gave_up.items[i].biz_id,
-				          gave_up.items[i].message_key, gave_up.items[i].topic,
-				          gave_up.items[i].send_attempts);
-				alert_raise(l->al, "send_failed", gave_up.items[i].biz_id,
-				            gave_up.items[i].message_key, gave_up.items[i].send_attempts,
-				            gave_up.items[i].topic, NULL);
+				const store_forward *g = &gave_up.items[i];
+				log_about about = {g->biz_id, g->message_key, l->own.tp, g->trace_id};
+				log_msg_about(LOG_ERROR, "lane", &about, "forwarding to %s failed %d times: "
+				              "send_status failed", g->topic, g->send_attempts);
+				alert_raise_traced(l->al, "send_failed", g->biz_id, g->message_key,
+				                   g->send_attempts, g->topic, NULL, g->trace_id);
 			}
 			metrics_forwards m;
 			memset(&m, 0, sizeof m);
 			for (size_t i = 0; i < n; i++)
-				if (!d[i].ok)
+				if (!d[i].ok && !d[i].hold)
 					metrics_forwards_count(&m, items[i].tenant, METRICS_FW_RETRIED, 1);
 			for (size_t i = 0; i < gave_up.n; i++) {
 				metrics_forwards_count(&m, gave_up.items[i].tenant, METRICS_FW_RETRIED, -1);
@@ -566,6 +579,106 @@ done:
 	return rc;
 }
 
+/* ---- forward.order = key (order.h) ---- */
+
+/* The row of f is a blocker of its key now (it failed, or was held). */
+static void order_noted(lane *l, const store_forward *f)
+{
+	if (l->order && f->key && order_note(l->order, f->src_tp, f->topic, f->key, f->src_offset) != 0)
+		log_warn("lane %d of %s: out of memory noting a blocker; the next read finds it",
+		         TP_ARG(l->own.tp));
+}
+
+/* Read the partition's blockers from PostgreSQL. The lane records what it
+ * notes before it reads again, so nothing it noted is kept over what
+ * PostgreSQL says (the read starts past every note's ORDER_STICKY_MS). */
+static int order_read(lane *l, char *err, size_t errsz)
+{
+	store_blocker_list b = {0};
+	if (store_order_blockers(l->st, &l->own, 1, 0, &b, err, errsz) != STORE_OK)
+		return -1;
+	tp_key tp = l->own.tp;
+	order_refresh(l->order, &tp, 1, &b, clock_ms() + ORDER_STICKY_MS + 1);
+	store_blocker_list_clear(&b);
+	l->order_read_ms = clock_ms();
+	return 0;
+}
+
+/* Whether a forward of list must wait for an earlier one of its key. */
+static int order_any_blocked(lane *l, const store_forward_list *list)
+{
+	for (size_t i = 0; i < list->n; i++) {
+		const store_forward *f = &list->items[i];
+		if (f->key && order_blocked(l->order, f->src_tp, f->topic, f->key, f->src_offset))
+			return 1;
+	}
+	return 0;
+}
+
+/* Take out of list (recording them held) the forwards an earlier unsent
+ * message of their key comes before; the blockers are read again first
+ * when one seems to, and every second anyway (rows delayed or decided
+ * elsewhere). Returns 0; 1 when PostgreSQL did not answer (list is read
+ * again after a pause); -1 when the held ones could not be recorded (the
+ * lane is stopping: the next owner reads them again). */
+static int order_gate(lane *l, store_forward_list *list)
+{
+	char err[512];
+	pthread_mutex_lock(&l->mu);
+	int reread = l->reread_blockers;
+	l->reread_blockers = 0;
+	pthread_mutex_unlock(&l->mu);
+	if (reread || clock_ms() - l->order_read_ms >= 1000 || order_any_blocked(l, list)) {
+		if (order_read(l, err, sizeof err) != 0) {
+			log_warn("lane %d of %s: reading the blockers of forward keys: %s; trying again",
+			         TP_ARG(l->own.tp), err);
+			return 1;
+		}
+	}
+	unsigned char *held = calloc(list->n ? list->n : 1, 1);
+	if (!held)
+		return -1;
+	size_t nheld = 0;
+	for (size_t i = 0; i < list->n; i++) {
+		const store_forward *f = &list->items[i];
+		if (f->key && order_blocked(l->order, f->src_tp, f->topic, f->key, f->src_offset)) {
+			held[i] = 1;
+			nheld++;
+			order_noted(l, f); /* the later ones of its key wait too */
+		}
+	}
+	int rc = 0;
+	if (nheld > 0) {
+		/* the held ones to the front, recorded, then freed */
+		store_forward *sorted = malloc(list->n * sizeof *sorted);
+		if (!sorted) {
+			free(held);
+			return -1;
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < list->n; i++)
+			if (held[i])
+				sorted[k++] = list->items[i];
+		for (size_t i = 0; i < list->n; i++)
+			if (!held[i])
+				sorted[k++] = list->items[i];
+		memcpy(list->items, sorted, list->n * sizeof *sorted);
+		free(sorted);
+		if ((rc = record(l, list->items, nheld, NULL, 1)) == 0) {
+			for (size_t i = 0; i < nheld; i++) {
+				marker_dead_fail(&l->dead, &list->items[i]);
+				store_forward_free(&list->items[i]);
+			}
+			memmove(list->items, list->items + nheld, (list->n - nheld) * sizeof *list->items);
+			list->n -= nheld;
+			log_debug("lane %d of %s: %zu forward(s) held for an earlier message of their key",
+			          TP_ARG(l->own.tp), nheld);
+		}
+	}
+	free(held);
+	return rc;
+}
+
 /* Take the forwards failed[i] marks out of list, recording them first.
  * Returns 0, or -1 when they could not be recorded (the lane stops: the
  * next owner sends them again). */
@@ -592,10 +705,12 @@ static int take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_
 			errs[k] = 0, sorted[k++] = list->items[i];
 	memcpy(list->items, sorted, list->n * sizeof *sorted);
 	free(sorted);
-	int rc = record(l, list->items, nfailed, errs);
+	int rc = record(l, list->items, nfailed, errs, 0);
 	free(errs);
-	for (size_t i = 0; rc == 0 && i < nfailed; i++)
+	for (size_t i = 0; rc == 0 && i < nfailed; i++) {
 		marker_dead_fail(&l->dead, &list->items[i]);
+		order_noted(l, &list->items[i]);
+	}
 	if (rc != 0)
 		return -1;
 	for (size_t i = 0; i < nfailed; i++)
@@ -733,7 +848,7 @@ static int record_committed(lane *l, store_forward_list *unrec)
 {
 	if (unrec->n == 0)
 		return 0;
-	if (record(l, unrec->items, unrec->n, NULL) != 0)
+	if (record(l, unrec->items, unrec->n, NULL, 0) != 0)
 		return -1;
 	pthread_mutex_lock(&l->mu);
 	if (l->covered < unrec->items[unrec->n - 1].fwd_seq)
@@ -953,8 +1068,13 @@ static void forward_due(lane *l)
 			bad[i] = check_topic(l, list.items[i].topic);
 		int taken = take_out_failed(l, &list, bad);
 		free(bad);
-		if (taken != 0)
+		int gated = taken == 0 && l->order ? order_gate(l, &list) : 0;
+		if (taken != 0 || gated < 0)
 			break;
+		if (gated > 0) {
+			pause_ms(l, 1000);
+			continue;
+		}
 		if (list.n == 0)
 			continue;
 		size_t singles = l->singles_left, n = list.n;
@@ -1044,6 +1164,13 @@ void lane_notify(lane *l, int64_t seq)
 	pthread_mutex_unlock(&l->mu);
 }
 
+void lane_blockers_changed(lane *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->reread_blockers = 1;
+	pthread_mutex_unlock(&l->mu);
+}
+
 size_t lane_pending(lane *l)
 {
 	pthread_mutex_lock(&l->mu);
@@ -1104,6 +1231,7 @@ void lane_free(lane *l)
 	for (size_t i = 0; i < l->ntopics; i++)
 		free(l->topics[i]);
 	free(l->topics);
+	order_free(l->order, NULL);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	free(l);

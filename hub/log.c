@@ -67,7 +67,7 @@ static void put(char *line, size_t size, size_t *n, const char *s)
 	line[*n] = '\0';
 }
 
-static void timestamp(char *out, size_t outsz)
+void log_timestamp(char *out, size_t outsz)
 {
 	struct timeval tv;
 	struct tm tm;
@@ -84,7 +84,7 @@ static void emit(log_level lvl, const char *msg, const log_about *about)
 {
 	char line[8192], ts[48];
 	size_t n = 0;
-	timestamp(ts, sizeof ts);
+	log_timestamp(ts, sizeof ts);
 	if (current_format == LOG_JSON) {
 		put(line, sizeof line, &n, "{\"ts\":\"");
 		put(line, sizeof line, &n, ts);
@@ -101,6 +101,11 @@ static void emit(log_level lvl, const char *msg, const log_about *about)
 		if (about && about->message_key) {
 			put(line, sizeof line, &n, ",\"message_key\":\"");
 			json_str(line, sizeof line - 2, &n, about->message_key);
+			put(line, sizeof line, &n, "\"");
+		}
+		if (about && about->trace_id && *about->trace_id) {
+			put(line, sizeof line, &n, ",\"trace_id\":\"");
+			json_str(line, sizeof line - 2, &n, about->trace_id);
 			put(line, sizeof line, &n, "\"");
 		}
 		if (about && about->tp != -1) {
@@ -146,7 +151,10 @@ void log_msg_about(log_level lvl, const char *what, const log_about *about, cons
 		emit(lvl, msg, about);
 		return;
 	}
-	char eb[160], ek[600], part[300] = "";
+	char eb[160], ek[600], part[300] = "", trace[80] = "";
+	if (about->trace_id && *about->trace_id)
+		snprintf(trace, sizeof trace, "trace_id=%s ",
+		         log_escape(about->trace_id, strlen(about->trace_id), eb, 64));
 	if (about->tp != -1)
 		snprintf(part, sizeof part, "topic=%s partition=%d ", tp_topic(about->tp),
 		         tp_part(about->tp));
@@ -158,7 +166,7 @@ void log_msg_about(log_level lvl, const char *what, const log_about *about, cons
 	             : "",
 	         about->message_key ? " " : "");
 	size_t l = strlen(msg);
-	snprintf(msg + l, sizeof msg - l, "%s%s", part, rest);
+	snprintf(msg + l, sizeof msg - l, "%s%s%s", trace, part, rest);
 	emit(lvl, msg, NULL);
 }
 

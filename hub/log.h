@@ -20,8 +20,8 @@ typedef enum {
 
 /* Lines are text (the default) or, with log.format = json, one JSON object
  * each: {"ts":"...","level":"info","msg":"...","biz_id":"...",
- * "message_key":"...","topic":"...","partition":3}, the last four where they
- * apply. */
+ * "message_key":"...","trace_id":"...","topic":"...","partition":3}, the last
+ * five where they apply. */
 typedef enum { LOG_TEXT = 0, LOG_JSON = 1 } log_format;
 
 /* Parse "text" or "json". Returns 0 on success, -1 else. */
@@ -42,10 +42,11 @@ typedef struct {
 	const char *biz_id;      /* NULL: none */
 	const char *message_key; /* NULL: none */
 	tp_key tp;               /* the control topic and partition (topics.h); -1: none */
+	const char *trace_id;    /* the message's W3C trace id (CONTRACT §15); NULL or "": none */
 } log_about;
 
 /* A line about a message or partition: as text "<what>: biz_id=B
- * message_key=K topic=T partition=P <rest>" (ids escaped), as JSON with msg
+ * message_key=K trace_id=I topic=T partition=P <rest>" (ids escaped), as JSON with msg
  * "<what>: <rest>" and the ids as fields. */
 void log_msg_about(log_level lvl, const char *what, const log_about *about, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
@@ -54,6 +55,10 @@ void log_msg_about(log_level lvl, const char *what, const log_about *about, cons
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+
+/* Now as RFC 3339 UTC with milliseconds ("2026-11-22T10:00:00.123Z", as
+ * log lines begin), into out (48 bytes are enough). */
+void log_timestamp(char *out, size_t outsz);
 
 /* Copy at most len bytes of untrusted data into out as printable ASCII:
  * bytes outside 0x20..0x7e and the backslash become \xNN. The result is

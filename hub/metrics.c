@@ -29,7 +29,8 @@ static const char *alert_names[] = {"check_failed",         "send_failed",
                                     "kafka_fatal",          "lane_stuck",
                                     "database_rewound",     "control_records_lost",
                                     "control_partition_truncated", "group_clash",
-                                    "database_mismatch",    "other"};
+                                    "database_mismatch",    "dead_letter_failed",
+                                    "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */
@@ -62,10 +63,12 @@ static struct registry {
 	counter forwards[METRICS_TENANT_SLOTS][METRICS_FW_NOUTCOMES];
 	_Atomic int other_used; /* some name counted under "_other" */
 	counter database_errors, kafka_errors;
+	counter trace_dropped[3], dead_letters[2]; /* (trace_reasons), sent/failed */
 	counter rewinds, rewound_offsets, after_rewind[3];
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready, lanes_stuck;
 	_Atomic int64_t by_status[5], parked, sampled;
+	_Atomic int64_t blocked; /* forward.order = key: messages held for their key */
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
 	_Atomic int64_t scheduled;
 	_Atomic double oldest_overdue_s;
@@ -221,6 +224,18 @@ void metrics_add_forwards(const metrics_forwards *f)
 }
 
 void metrics_database_error(void) { add(&m.database_errors, 1); }
+
+static const char *trace_reasons[3] = {"trace", "traceparent", "tracestate"};
+
+void metrics_trace_dropped(const char *reason)
+{
+	size_t i = 0;
+	while (i < 2 && strcmp(trace_reasons[i], reason) != 0)
+		i++;
+	add(&m.trace_dropped[i], 1);
+}
+
+void metrics_dead_letters(int ok, uint64_t n) { add(&m.dead_letters[ok ? 0 : 1], n); }
 void metrics_kafka_error(void) { add(&m.kafka_errors, 1); }
 
 void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again)
@@ -293,6 +308,7 @@ void metrics_set_sample(const metrics_sample *s)
 	for (int i = 0; i < 5; i++)
 		atomic_store(&m.by_status[i], s->by_status[i]);
 	atomic_store(&m.parked, s->parked);
+	atomic_store(&m.blocked, s->blocked);
 	atomic_store(&m.oldest_prepared_s, s->oldest_prepared_s);
 	atomic_store(&m.oldest_pending_send_s, s->oldest_pending_send_s);
 	atomic_store(&m.scheduled, s->scheduled);
@@ -391,6 +407,19 @@ static void write_counters(sbuf *o)
 	            (unsigned long long)get(&m.after_rewind[2]));
 	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
 	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
+	head(o, "txhub_trace_context_dropped_total", "counter",
+	     "Envelopes whose trace context was malformed and dropped (the message was kept): "
+	     "reason trace (not an object), traceparent (it and its tracestate), tracestate.");
+	for (size_t i = 0; i < 3; i++)
+		sbuf_printf(o, "txhub_trace_context_dropped_total{reason=\"%s\"} %llu\n",
+		            trace_reasons[i], (unsigned long long)get(&m.trace_dropped[i]));
+	head(o, "txhub_dead_letters_total", "counter",
+	     "Parked forwards produced to forward.dead_letter_topic (sent), and attempts to that "
+	     "failed (failed; tried again).");
+	sbuf_printf(o, "txhub_dead_letters_total{outcome=\"sent\"} %llu\n",
+	            (unsigned long long)get(&m.dead_letters[0]));
+	sbuf_printf(o, "txhub_dead_letters_total{outcome=\"failed\"} %llu\n",
+	            (unsigned long long)get(&m.dead_letters[1]));
 	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");
 	for (size_t i = 0; i < NALERTS; i++)
 		sbuf_printf(o, "txhub_alerts_total{kind=\"%s\"} %llu\n", alert_names[i],
@@ -462,6 +491,10 @@ static void write_gauges(sbuf *o)
 	     "Rows that need an operator: check_failed, send_status failed, awaiting_prepare too "
 	     "long.");
 	sbuf_printf(o, "txhub_parked %lld\n", (long long)atomic_load(&m.parked));
+	head(o, "txhub_blocked_messages", "gauge",
+	     "Messages held for an earlier unsent message of their forward key (forward.order = "
+	     "key).");
+	sbuf_printf(o, "txhub_blocked_messages %lld\n", (long long)atomic_load(&m.blocked));
 	head(o, "txhub_oldest_prepared_age_seconds", "gauge",
 	     "Age of the oldest prepared row (0: none).");
 	double a = atomic_load(&m.oldest_prepared_s);

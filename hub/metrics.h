@@ -136,6 +136,13 @@ void metrics_add_forwards(const metrics_forwards *f);
 
 void metrics_database_error(void);
 void metrics_kafka_error(void);
+/* txhub_trace_context_dropped_total{reason}: an envelope's trace context
+ * dropped as malformed (reason "trace", "traceparent", "tracestate":
+ * envelope.h's trace_dropped). */
+void metrics_trace_dropped(const char *reason);
+/* txhub_dead_letters_total{outcome}: n parked forwards produced to the
+ * dead-letter topic (ok) or that failed to be (deadletter.h). */
+void metrics_dead_letters(int ok, uint64_t n);
 /* txhub_database_rewinds_total (partitions read again because PostgreSQL
  * lost its last transactions) and txhub_database_rewound_offsets_total
  * (the offsets read again). */
@@ -173,6 +180,7 @@ typedef struct {
 	int64_t by_status[5];
 	int64_t parked;
 	double oldest_prepared_s, oldest_pending_send_s;
+	int64_t blocked; /* forward.order = key: held for an earlier message of their key */
 	/* delayed delivery (CONTRACT §15): committed messages waiting for their
 	 * due time, and the age of the oldest due and not yet sent (-1: none) */
 	int64_t scheduled;

@@ -277,6 +277,8 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 		rc = OPS_DB_ERROR;
 		goto done;
 	}
+	if ((rc = ops_blocked_read(conn, tenant, out, err, errsz)) != OPS_OK)
+		goto done;
 	rc = ops_exec(conn, "COMMIT", err, errsz);
 done:
 	PQclear(r);
@@ -291,6 +293,9 @@ void ops_status_free(ops_status *st)
 	free(st->partitions);
 	st->partitions = NULL;
 	st->npartitions = 0;
+	free(st->blocked);
+	st->blocked = NULL;
+	st->nblocked = 0;
 }
 
 /* ---- status: the broker's end offsets ---- */
@@ -527,7 +532,14 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	cJSON_AddItemToObject(o, "tenant", str_or_null(st->tenant));
+	cJSON *blocked = ops_blocked_json(st);
+	if (!blocked)
+		goto fail_all;
+	cJSON_AddItemToObject(o, "blocked", blocked);
 	return o;
+fail_all:
+	cJSON_Delete(o);
+	return NULL;
 fail:
 	cJSON_Delete(o);
 	cJSON_Delete(m);
@@ -547,7 +559,8 @@ fail:
 	"src_partition, src_offset, " TS("created_at") ", " TS("updated_at") ", "                \
 	TS("next_check_at") ", " TS("next_send_at") ", "                                          \
 	"floor(extract(epoch FROM now() - created_at))::bigint, "                                 \
-	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant, " TS("not_before")
+	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant, trace_id, "               \
+	TS("dead_lettered_at") ", " TS("not_before")
 
 static const struct {
 	const char *name;
@@ -558,7 +571,7 @@ static const struct {
 	{"checkback_url", 0}, {"check_attempts", 1}, {"send_attempts", 1}, {"last_error", 0},
 	{"src_partition", 1}, {"src_offset", 1},    {"created_at", 0},    {"updated_at", 0},
 	{"next_check_at", 0}, {"next_send_at", 0},  {"created_age_s", 1}, {"updated_age_s", 1},
-	{"tenant", 0},        {"not_before", 0},
+	{"tenant", 0},        {"trace_id", 0},      {"dead_lettered_at", 0}, {"not_before", 0},
 };
 #define NROW_FIELDS ((int)(sizeof row_fields / sizeof row_fields[0]))
 
@@ -586,6 +599,18 @@ static cJSON *row_json(const PGresult *r, int row)
 
 /* ---- list ---- */
 
+int ops_valid_trace_id(const char *s)
+{
+	size_t n = 0;
+	int nonzero = 0;
+	for (; s[n]; n++) {
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return 0;
+		nonzero |= s[n] != '0';
+	}
+	return n == 32 && nonzero;
+}
+
 static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 {
 	for (size_t i = 0; i < f->nstatuses; i++)
@@ -603,6 +628,8 @@ static ops_rc check_filter(const ops_list_filter *f, char *err, size_t errsz)
 		return OPS_BAD_ARG;
 	if (f->tenant && tenant_name_check(f->tenant, err, errsz) != 0)
 		return OPS_BAD_ARG;
+	if (f->trace_id && !ops_valid_trace_id(f->trace_id))
+		return ops_bad(err, errsz, "a trace id is 32 lowercase hex digits, not all zeros");
 	if (f->limit < 1 || f->limit > OPS_LIST_MAX)
 		return ops_bad(err, errsz, "limit %d is out of range (1..%d)", f->limit, OPS_LIST_MAX);
 	if (f->since_ms < 0)
@@ -667,6 +694,10 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		p[*np] = f->tenant;
 		sbuf_printf(sql, " AND tenant = $%d", ++*np);
 	}
+	if (f->trace_id) { /* index messages_trace (migration 0014) */
+		p[*np] = f->trace_id;
+		sbuf_printf(sql, " AND trace_id = $%d", ++*np);
+	}
 	if (f->older_ms > 0) {
 		p[*np] = older;
 		sbuf_printf(sql, " AND created_at < now() - $%d::bigint * interval '1 millisecond'",
@@ -684,7 +715,7 @@ ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, 
 	if (rc != OPS_OK)
 		return rc;
 	sbuf sql = {0}, statuses = {0};
-	const char *p[8];
+	const char *p[10];
 	int np = 0;
 	char since[32], older[32], limit[16];
 	snprintf(since, sizeof since, "%lld", (long long)f->since_ms);
@@ -752,7 +783,7 @@ char *ops_payload_text(const unsigned char *p, size_t len, const char **encoding
 static const char *SQL_SHOW_ROW =
 	"SELECT " ROW_COLUMNS ", forward_headers::text, " TS("alerted_at") ", "
 	"(extract(epoch FROM created_at) * 1000000)::bigint, "
-	"(extract(epoch FROM updated_at) * 1000000)::bigint, "
+	"(extract(epoch FROM updated_at) * 1000000)::bigint, traceparent, tracestate, "
 	/* delayed delivery: committed, due later, not sent (delay_sql.h) */
 	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false) "
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
@@ -762,7 +793,8 @@ static const char *SQL_SHOW_HISTORY =
 	"SELECT " TS("at") ", event, detail, actor, (extract(epoch FROM at) * 1000000)::bigint "
 	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
 
-/* Add payload, payload_encoding, forward_headers, alerted_at and scheduled to the
+/* Add payload, payload_encoding, forward_headers, alerted_at, traceparent,
+ * tracestate and scheduled to the
  * message object m. r: SQL_SHOW_ROW's row, pr: SQL_SHOW_PAYLOAD's (binary). */
 static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 {
@@ -783,7 +815,11 @@ static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 	cJSON_AddItemToObject(m, "alerted_at", PQgetisnull(r, 0, NROW_FIELDS + 1)
 	                          ? cJSON_CreateNull()
 	                          : cJSON_CreateString(PQgetvalue(r, 0, NROW_FIELDS + 1)));
-	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 4)[0] == 't');
+	for (int c = NROW_FIELDS + 4; c <= NROW_FIELDS + 5; c++) /* traceparent, tracestate */
+		cJSON_AddItemToObject(m, c == NROW_FIELDS + 4 ? "traceparent" : "tracestate",
+		                      PQgetisnull(r, 0, c) ? cJSON_CreateNull()
+		                                           : cJSON_CreateString(PQgetvalue(r, 0, c)));
+	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 6)[0] == 't');
 	return 0;
 }
 

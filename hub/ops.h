@@ -101,6 +101,20 @@ typedef struct {
 	int64_t gap_age_s;        /* ... how long ago */
 } ops_partition;
 
+/* forward.order = key: a key whose messages are held for an earlier unsent one. */
+typedef struct {
+	char topic[256], key[1024];    /* forward topic and key */
+	char control_topic[256];
+	int32_t partition;             /* of the control topic: the order is per partition */
+	int64_t held;                  /* messages held */
+	/* the unsent message before them (to redrive or skip); "" when none now */
+	char by_biz_id[128], by_message_key[512], by_send_status[16];
+} ops_blocked_key;
+
+/* Most keys status lists (the most held first). */
+#define OPS_BLOCKED_MAX 100
+#define OPS_BLOCKED_MAX_TEXT "100"
+
 typedef struct {
 	int64_t messages[OPS_NSTATUS]; /* count per ops_status_names[i] */
 	int64_t send_pending, send_sent, send_failed;
@@ -114,7 +128,17 @@ typedef struct {
 	size_t npartitions;
 	char lag_note[640];            /* why some lag is unknown, or "" */
 	char tenant[64];               /* the counts are this tenant's ("": everyone's) */
+	int64_t blocked_messages;      /* held for their key's order, in all */
+	ops_blocked_key *blocked;      /* owned: the keys (at most OPS_BLOCKED_MAX) */
+	size_t nblocked;
 } ops_status;
+
+/* The held keys into st (ops_order.c), in the open read of ops_status_read. */
+ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, ops_status *st, char *err,
+                        size_t errsz);
+/* {"messages": N, "keys": [{forward_topic, forward_key, control_topic,
+ * partition, held, blocked_by: {biz_id, message_key, send_status} | null}]} */
+cJSON *ops_blocked_json(const ops_status *st);
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
  * (one snapshot).
@@ -174,7 +198,11 @@ typedef struct {
 	/* only the scheduled messages (CONTRACT §15: committed, due later, not
 	 * sent), the next due first instead of the newest */
 	int scheduled;
+	const char *trace_id;        /* NULL: any; else the messages of that W3C trace id */
 } ops_list_filter;
+
+/* 1 for a W3C trace id: 32 lowercase hex digits, not all zeros. */
+int ops_valid_trace_id(const char *s);
 
 /* Matching messages, newest updated_at first, as a JSON array of row
  * objects with CONTRACT §6's column names (payload_bytes instead of
@@ -275,6 +303,13 @@ ops_rc ops_redrive(struct pg_conn *conn, const char *biz_id, const char *message
  * naming the due time it had. OPS_REFUSED for any other state. */
 ops_rc ops_redrive_now(struct pg_conn *conn, const char *biz_id, const char *message_key,
                        const char *actor, ops_change *out, char *err, size_t errsz);
+/* forward.order = key (CONTRACT §15): give up on a parked forward (send
+ * status failed) or on one held for an earlier message of its key, so that
+ * the key's later messages flow: send_status skipped. reason (1..
+ * OPS_REASON_MAX bytes, required) and actor go into a history row 'skip'
+ * in the same transaction. OPS_REFUSED for any other state. */
+ops_rc ops_skip(struct pg_conn *conn, const char *biz_id, const char *message_key,
+                const char *reason, const char *actor, ops_change *out, char *err, size_t errsz);
 
 typedef struct {
 	int64_t checks; /* check_failed -> prepared */

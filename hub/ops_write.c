@@ -190,6 +190,36 @@ static const char *SQL_REDRIVE =
 	"SELECT biz_id, message_key, 'redrive', detail, $1, tenant FROM u) "
 	"SELECT was_check, status, send, n, detail FROM u";
 
+/* After the change's statement r (columns: what it was, as a flag 't' for
+ * check_failed when was_flag, else as text; status; send_status; attempts;
+ * detail) on the row locked by begin_locked: COMMIT, or refuse with why
+ * when the statement found the row in no state it changes. Clears r and
+ * ends the transaction. */
+static ops_rc change_done(PGconn *conn, PGresult *r, int was_flag, const char *const *ids,
+                          const char *status, const char *send, const char *why,
+                          ops_change *out, char *err, size_t errsz)
+{
+	ops_rc rc;
+	if (!r) {
+		rc = OPS_DB_ERROR;
+	} else if (PQntuples(r) != 1) {
+		refuse(err, errsz, ids, status, send, why);
+		rc = OPS_REFUSED;
+	} else {
+		const char *was = PQgetvalue(r, 0, 0);
+		snprintf(out->previous, sizeof out->previous, "%s",
+		         !was_flag ? was : was[0] == 't' ? "check_failed" : "send_failed");
+		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
+		snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 2));
+		out->attempts = (int32_t)ops_int(r, 0, 3);
+		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 4));
+		rc = ops_exec(conn, "COMMIT", err, errsz);
+	}
+	PQclear(r);
+	ops_rollback(conn);
+	return rc;
+}
+
 ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,
                    ops_change *out, char *err, size_t errsz)
 {
@@ -212,23 +242,55 @@ ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, co
 	}
 	const char *p[3] = {actor, biz_id, message_key};
 	PGresult *r = ops_query(conn, SQL_REDRIVE, 3, p, 0, err, errsz);
-	if (!r) {
-		rc = OPS_DB_ERROR;
-	} else if (PQntuples(r) != 1) {
-		refuse(err, errsz, ids, status, send, "its state changed under the lock");
-		rc = OPS_REFUSED;
-	} else {
-		snprintf(out->previous, sizeof out->previous, "%s",
-		         PQgetvalue(r, 0, 0)[0] == 't' ? "check_failed" : "send_failed");
-		snprintf(out->status, sizeof out->status, "%s", PQgetvalue(r, 0, 1));
-		snprintf(out->send_status, sizeof out->send_status, "%s", PQgetvalue(r, 0, 2));
-		out->attempts = (int32_t)ops_int(r, 0, 3);
-		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 4));
-		rc = ops_exec(conn, "COMMIT", err, errsz);
-	}
-	PQclear(r);
-	ops_rollback(conn);
-	return rc;
+	return change_done(conn, r, 1, ids, status, send, "its state changed under the lock", out,
+	                   err, errsz);
+}
+
+/* ---- skip ---- */
+
+/* A held row waits, without a sequence, due at 'infinity' (store.h). */
+#define SQL_SKIPPABLE                                                                  \
+	"status = 'committed' AND (send_status = 'failed' OR (send_status = 'pending' "   \
+	"AND fwd_seq IS NULL AND next_send_at = 'infinity'))"
+
+static const char *SQL_SKIP =
+	"WITH c AS (SELECT biz_id, message_key, send_status, send_attempts "
+	"FROM txhub.message_rows WHERE biz_id = $2 AND message_key = $3 AND " SQL_SKIPPABLE " "
+	"FOR UPDATE), "
+	"u AS (UPDATE txhub.message_rows AS m SET send_status = 'skipped', updated_at = now() "
+	"FROM c WHERE m.biz_id = c.biz_id AND m.message_key = c.message_key "
+	"RETURNING m.biz_id, m.message_key, m.tenant, c.send_status AS before, m.status, "
+	"c.send_attempts, CASE WHEN c.send_status = 'failed' THEN 'send failed' "
+	"ELSE 'held for an earlier message of its key' END || ' -> skipped: ' || $4 AS detail), "
+	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
+	"SELECT biz_id, message_key, 'skip', detail, $1, tenant FROM u) "
+	"SELECT CASE WHEN before = 'failed' THEN 'send_failed' ELSE 'held' END, status, "
+	"'skipped', send_attempts, detail FROM u";
+
+ops_rc ops_skip(PGconn *conn, const char *biz_id, const char *message_key, const char *reason,
+                const char *actor, ops_change *out, char *err, size_t errsz)
+{
+	const char *ids[2] = {biz_id, message_key};
+	char status[32], send[16];
+	memset(out, 0, sizeof *out);
+	ops_rc rc = ops_check_ids(biz_id, message_key, err, errsz);
+	if (rc == OPS_OK)
+		rc = check_actor(actor, err, errsz);
+	if (rc == OPS_OK && !reason)
+		rc = ops_bad(err, errsz, "a reason is required");
+	if (rc == OPS_OK && envelope_check_id("reason", reason, OPS_REASON_MAX, err, errsz) != 0)
+		rc = OPS_BAD_ARG;
+	if (rc != OPS_OK)
+		return rc;
+	if ((rc = begin_locked(conn, ids, status, sizeof status, send, sizeof send, err, errsz)) !=
+	    OPS_OK)
+		return rc;
+	const char *p[4] = {actor, biz_id, message_key, reason};
+	PGresult *r = ops_query(conn, SQL_SKIP, 4, p, 0, err, errsz);
+	return change_done(conn, r, 0, ids, status, send,
+	                   "only a failed send or one held for an earlier message of its key "
+	                   "(forward.order = key) can be skipped",
+	                   out, err, errsz);
 }
 
 ops_rc ops_redrive_all(PGconn *conn, const char *biz_id, const char *actor,

@@ -35,6 +35,10 @@ struct store {
 	rewind_table known;     /* what this store last read or wrote per partition */
 	int reconnected;        /* the connection was made again since last asked */
 	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
+	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
+	/* ... and then the messages the last store_apply() made scheduled (delayed
+	 * delivery): store_take_scheduled() */
+	store_forward_list scheduled;
 };
 
 /* ---- results and errors ---- */
@@ -189,6 +193,7 @@ void store_close(store *st)
 		PQfinish(st->conn);
 	free(st->conninfo);
 	rewind_table_free(&st->known);
+	store_forward_list_clear(&st->scheduled);
 	free(st);
 }
 
@@ -258,7 +263,34 @@ void store_forward_free(store_forward *f)
 	free(f->topic);
 	free(f->key);
 	free(f->headers);
+	free(f->traceparent);
+	free(f->tracestate);
 	memset(f, 0, sizeof *f);
+}
+
+static char *dup_or_null(const char *s, int *oom)
+{
+	char *d = s ? strdup(s) : NULL;
+	*oom |= s && !d;
+	return d;
+}
+
+int store_forward_copy(store_forward *dst, const store_forward *src)
+{
+	int oom = 0;
+	*dst = *src;
+	dst->biz_id = dup_or_null(src->biz_id, &oom);
+	dst->message_key = dup_or_null(src->message_key, &oom);
+	dst->topic = dup_or_null(src->topic, &oom);
+	dst->key = dup_or_null(src->key, &oom);
+	dst->headers = dup_or_null(src->headers, &oom);
+	dst->payload = NULL;
+	if (src->payload && (dst->payload = malloc(src->payload_len + 1)))
+		memcpy(dst->payload, src->payload, src->payload_len);
+	oom |= src->payload && !dst->payload;
+	if (oom)
+		store_forward_free(dst);
+	return oom ? -1 : 0;
 }
 
 void store_stats_free(store_stats *s) { metrics_tally_free(&s->by); }
@@ -320,7 +352,8 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
 	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
 	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
-	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant"
+	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant, m.traceparent, m.tracestate, "   \
+	"coalesce(m.trace_id, '')"
 
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
@@ -360,6 +393,9 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 			label = metrics_tenant_of(tn);
 		}
 		f->tenant = label;
+		f->traceparent = bin_text(r, i, first + 13);
+		f->tracestate = bin_text(r, i, first + 14);
+		snprintf(f->trace_id, sizeof f->trace_id, "%s", PQgetvalue(r, i, first + 15));
 		if (!f->biz_id || !f->message_key || !f->topic || f->src_tp == -1 ||
 		    (!f->payload && !PQgetisnull(r, i, first + 2)))
 			return -1;
@@ -383,7 +419,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_ST, W_TN, W_NB, W_DL, W_NCOLS };
+       W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NB, W_DL, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
@@ -399,33 +435,36 @@ static const char *SQL_FIRST_PREPARE =
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good) */
+ * good), $19 and $20 the traceparents and tracestates (CONTRACT §15) */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
-	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant, not_before) "
+	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant, traceparent, "
+	"tracestate, trace_id, not_before) "
 	"SELECT x.b, x.k, x.s, x.d, "
 	"CASE WHEN x.c THEN CASE WHEN x.sn AND NOT d.late THEN 'sent' ELSE 'pending' END END, "
 	"decode(x.p, 'hex'), x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
 	"CASE WHEN d.late THEN d.due WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
 	"ELSE " SQL_AFTER_EPOCH("x.dl") " END, x.sp, x.so, CASE WHEN NOT d.late THEN x.sq END, "
-	"x.st, x.tn, CASE WHEN x.c THEN d.due ELSE d.nb END "
+	"x.st, x.tn, x.trp, x.trs, substr(x.trp, 4, 32), CASE WHEN x.c THEN d.due ELSE d.nb END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::bigint[], $20::bigint[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, nb, dl) "
+	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::text[], $20::text[], "
+	"$21::bigint[], $22::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, trp, trs, nb, dl) "
 	"CROSS JOIN LATERAL (SELECT " SQL_AFTER_EPOCH("x.nb") " AS nb) n "
 	"CROSS JOIN LATERAL (SELECT n.nb, coalesce(n.nb, now() + x.dl * interval '1 millisecond') "
 	"AS due) e CROSS JOIN LATERAL (SELECT e.nb, e.due, x.c AND coalesce(e.due > now(), false) "
 	"AS late) d "
 	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
-	FORWARD_COLUMNS;
+	"m.status = 'committed' AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
 
-/* same columns, $14 the lease, $15 whether the row takes the payload, $16
- * the forward sequences, $17 forwarded already, $18 the source topics, $19
- * and $20 as in SQL_INSERT */
+/* same columns, $14 the lease, $15 whether the row takes the payload (and
+ * its trace), $16 the forward sequences, $17 forwarded already, $18 the
+ * source topics, $19 and $20 the traceparents and tracestates, $21 and $22
+ * the not_befores and delays as in SQL_INSERT */
 #define UPD_NB "CASE WHEN x.tp THEN " SQL_AFTER_EPOCH("x.nb") " ELSE m.not_before END"
 #define UPD_DUE                                                                     \
 	"coalesce(" UPD_NB ", now() + CASE WHEN x.tp THEN x.dl * interval '1 millisecond' " \
@@ -445,14 +484,19 @@ static const char *SQL_UPDATE =
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
 	"forward_headers = CASE WHEN x.tp THEN x.fh::jsonb ELSE m.forward_headers END, "
 	"checkback_url = CASE WHEN x.tp THEN x.cu ELSE m.checkback_url END, "
+	"traceparent = CASE WHEN x.tp THEN x.trp ELSE m.traceparent END, "
+	"tracestate = CASE WHEN x.tp THEN x.trs ELSE m.tracestate END, "
+	"trace_id = CASE WHEN x.tp THEN substr(x.trp, 4, 32) ELSE m.trace_id END, "
 	"src_topic = x.st, src_partition = x.sp, src_offset = x.so, updated_at = now(), "
 	"fwd_seq = CASE WHEN " UPD_LATE " THEN NULL WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::bigint[], $20::bigint[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, nb, dl) "
+	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::text[], $20::text[], "
+	"$21::bigint[], $22::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, trp, trs, nb, dl) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
-	"RETURNING x.c AND NOT x.sn AND m.fwd_seq IS NOT NULL, " FORWARD_COLUMNS;
+	"RETURNING x.c AND NOT x.sn AND m.fwd_seq IS NOT NULL, "
+	"x.c AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
 #undef UPD_LATE
 #undef UPD_DUE
 #undef UPD_NB
@@ -1238,7 +1282,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[20];
+	const char *p[22];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
@@ -1251,6 +1295,8 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_ST]);
 	if (!update) /* a stored message's tenant never changes */
 		p[n++] = sbuf_str(&w[W_TN]);
+	p[n++] = sbuf_str(&w[W_TRP]);
+	p[n++] = sbuf_str(&w[W_TRS]);
 	p[n++] = sbuf_str(&w[W_NB]);
 	p[n++] = sbuf_str(&w[W_DL]);
 	*res = exec_params(st, sql, n, p, 1);
@@ -1285,6 +1331,8 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_int(&w[W_SO], k->src_offset);
 	sbuf_arr_bool(&w[W_TP], pe != NULL);
 	sbuf_arr_text(&w[W_TN], k->tenant[0] ? k->tenant : NULL);
+	sbuf_arr_text(&w[W_TRP], pe ? pe->traceparent : NULL);
+	sbuf_arr_text(&w[W_TRS], pe ? pe->tracestate : NULL);
 	/* delayed delivery: NULL where the prepare asked for none */
 	if (pe && pe->not_before_ms >= 0)
 		sbuf_arr_int(&w[W_NB], pe->not_before_ms);
@@ -1380,7 +1428,7 @@ static store_rc write_conflicts(store *st, const fold *f,
 		sbuf_arr_int(&cw[C_P], rec->partition);
 		sbuf_arr_int(&cw[C_O], rec->offset);
 		sbuf_arr_text(&cw[C_TN], rec->tenant[0] ? rec->tenant : NULL);
-		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp};
+		log_about about = {rec->env.biz_id, rec->env.message_key, rec->tp, rec->env.trace_id};
 		log_msg_about(LOG_WARN, "store: conflict", &about, "%s met %s (offset %lld)%s%s",
 		              rules_step_name(fc->step), met, (long long)rec->offset,
 		              fc->foreign ? ": " : "", fc->foreign ? detail : "");
@@ -1493,6 +1541,7 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	PGresult *first = NULL, *ins = NULL, *upd = NULL;
 	store_rc rc = STORE_OK;
 	memset(stats, 0, sizeof *stats);
+	store_forward_list_clear(&st->scheduled);
 	if (lost)
 		*lost = NULL;
 	if (nlost)
@@ -1530,8 +1579,16 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	for (size_t i = 0; i < bp.n; i++)
 		rewind_advance(&st->known, bp.own[i].tp, bp.next[i]);
 
-	if ((ins && collect_forwards(ins, 1, 0, out) != 0) ||
-	    (upd && collect_forwards(upd, 1, 0, out) != 0)) {
+	/* delayed delivery, forward.order = key: the scheduled ones block their
+	 * keys from now on (store_take_scheduled) */
+	if (st->order_by_key && ((ins && collect_forwards(ins, 2, 1, &st->scheduled) != 0) ||
+	                         (upd && collect_forwards(upd, 2, 1, &st->scheduled) != 0))) {
+		log_error("store: out of memory copying scheduled messages; their keys wait from the "
+		          "next due scan");
+		store_forward_list_clear(&st->scheduled);
+	}
+	if ((ins && collect_forwards(ins, 2, 0, out) != 0) ||
+	    (upd && collect_forwards(upd, 2, 0, out) != 0)) {
 		/* committed, but we could not copy the rows: the lease expiry or the
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
@@ -1614,7 +1671,8 @@ store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int
 		"min(x.at) - now()) * 1000)) END::bigint FROM (SELECT DISTINCT n FROM "
 		"unnest($1::int[]) AS n) p CROSS JOIN LATERAL (SELECT next_send_at AS at "
 		"FROM txhub.message_rows WHERE src_partition = p.n AND send_status = 'pending' "
-		"AND fwd_seq IS NULL ORDER BY next_send_at LIMIT 1) x";
+		"AND fwd_seq IS NULL AND next_send_at < 'infinity' " /* not held for order */
+		"ORDER BY next_send_at LIMIT 1) x";
 	*in_ms = -1;
 	if (nown == 0)
 		return STORE_OK;
@@ -1649,6 +1707,7 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
 		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND " OF_PARTS("m.", "$1", "$2") " "
 		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at "
+		"AND m.next_send_at < 'infinity' " /* held for order: released by their key */
 		"AND (m.not_before IS NULL OR m.not_before <= now())"; /* not a scheduled one */
 	static const char *sql_sequenced =
 		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
@@ -1707,6 +1766,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"last_error = x.e, updated_at = now(), "
 		"send_status = CASE WHEN m.send_attempts + 1 >= $5::int THEN 'failed' "
 		"ELSE 'pending' END, "
+		/* a new park is dead-lettered again (deadletter.h) */
+		"dead_lettered_at = CASE WHEN m.send_attempts + 1 >= $5::int THEN NULL "
+		"ELSE m.dead_lettered_at END, "
 		"next_send_at = now() + x.ms * interval '1 millisecond', "
 		"fwd_seq = NULL "
 		"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) "
@@ -1723,9 +1785,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"send_attempts || ': ' || error, tenant FROM upd UNION ALL SELECT biz_id, message_key, "
 		"'alert', 'send_failed after ' || send_attempts || ' attempt(s): ' || error, tenant "
 		"FROM upd WHERE gave_up) SELECT * FROM upd";
+	/* requeued: due now; held (forward.order = key): due when released */
 	static const char *sql_requeue =
-		"UPDATE txhub.message_rows AS m SET next_send_at = now(), fwd_seq = NULL "
-		"FROM (SELECT y.b, y.k FROM unnest($1::text[], $2::text[]) AS y(b, k) "
+		"UPDATE txhub.message_rows AS m SET fwd_seq = NULL, next_send_at = CASE WHEN x.h "
+		"THEN 'infinity'::timestamptz ELSE now() END "
+		"FROM (SELECT y.b, y.k, y.h FROM unnest($1::text[], $2::text[], $5::bool[]) AS y(b, k, h) "
 		"JOIN txhub.message_rows t ON t.biz_id = y.b AND t.message_key = y.k "
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
@@ -1737,7 +1801,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"WHERE (x.t, x.p) IN (SELECT * FROM unnest($4::text[], $5::int[])) ORDER BY x.t, x.p "
 		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
 		"WHERE f.upto < EXCLUDED.upto";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[2] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[3] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -1754,16 +1818,17 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_begin(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_begin(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_arr_begin(&rq[i]);
 	for (size_t i = 0; i < n; i++) {
 		if (epoch_of(kept, nkept, d[i].tp) == 0) {
 			dropped++; /* the partition's new owner sends it again */
 			continue;
 		}
-		if (d[i].requeue) {
+		if (d[i].requeue || d[i].hold) {
 			sbuf_arr_text(&rq[0], d[i].biz_id);
 			sbuf_arr_text(&rq[1], d[i].message_key);
+			sbuf_arr_text(&rq[2], d[i].hold ? "t" : "f");
 			nrq++;
 		} else if (d[i].ok && d[i].fwd_seq > 0) {
 			continue; /* the mark says it */
@@ -1783,7 +1848,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		sbuf_arr_end(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_arr_end(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_arr_end(&rq[i]);
 	if (dropped > 0)
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
@@ -1799,8 +1864,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		r = NULL;
 	}
 	if (nrq > 0) {
-		const char *p[4] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb)};
-		if ((rc = exec_command(st, sql_requeue, 4, p, err, errsz)) != STORE_OK)
+		const char *p[5] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb),
+		                    sbuf_str(&rq[2])};
+		if ((rc = exec_command(st, sql_requeue, 5, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
 	if (nmarks > 0) {
@@ -1842,7 +1908,7 @@ done:
 		sbuf_free(&ok[i]);
 	for (int i = 0; i < 4; i++)
 		sbuf_free(&bad[i]);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		sbuf_free(&rq[i]);
 	sbuf_free(&kt);
 	sbuf_free(&kb);
@@ -1887,11 +1953,13 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"AND m.src_partition IN (SELECT partition FROM b WHERE base < lim) "
 		"AND (m.src_topic, m.src_partition) IN (SELECT topic, partition FROM b WHERE base < lim) "
 		"AND m.next_send_at <= now() "
-		"ORDER BY m.src_topic, m.src_partition, m.updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), "
+		"ORDER BY m.src_topic, m.src_partition, CASE WHEN $5::bool THEN m.src_offset END, "
+		"m.updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), "
 		"n AS (SELECT l.biz_id, l.message_key, l.src_topic, l.src_partition, b.lim, "
 		"coalesce(l.src_offset < b.lost, false) AS again, b.base - 1 + "
 		"row_number() OVER (PARTITION BY l.src_topic, l.src_partition "
-		"ORDER BY l.updated_at, l.biz_id, l.message_key) AS sq "
+		"ORDER BY CASE WHEN $5::bool THEN l.src_offset END, l.updated_at, l.biz_id, "
+		"l.message_key) AS sq "
 		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
 		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
@@ -1917,8 +1985,8 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift};
-	r = exec_params(st, sql, 4, p, 1);
+	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f"};
+	r = exec_params(st, sql, 5, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
@@ -2182,9 +2250,13 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 		" WHERE status = 'prepared'), -1), "
 		/* a delayed row waits from its due time (delay_sql.h), not before */
 		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
+		/* a delayed row waits from its due time (delay_sql.h), not before */
 		" min(greatest(updated_at, not_before))) FROM (" SQL_PENDING_ROWS("r.updated_at, "
 		"r.not_before") ") u WHERE NOT coalesce(not_before > now(), false)), -1), "
 		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass), "
+		/* held for their key (forward.order = key), on messages_send_retry */
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
+		" AND fwd_seq IS NULL AND next_send_at = 'infinity'), "
 		/* the scheduled rows, on messages_send_retry (their due times are its
 		 * next_send_at): those still ahead, and the oldest due time passed */
 		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
@@ -2214,8 +2286,9 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_prepared_s = atof(PQgetvalue(r, 0, 5));
 	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
 	double rows = atof(PQgetvalue(r, 0, 7));
-	out->scheduled = atoll(PQgetvalue(r, 0, 8));
-	out->oldest_overdue_s = atof(PQgetvalue(r, 0, 9));
+	out->blocked = atoll(PQgetvalue(r, 0, 8));
+	out->scheduled = atoll(PQgetvalue(r, 0, 9));
+	out->oldest_overdue_s = atof(PQgetvalue(r, 0, 10));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
 	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
@@ -2308,6 +2381,8 @@ void store_check_list_clear(store_check_list *l)
 		free(l->items[i].message_key);
 		free(l->items[i].url);
 		free(l->items[i].last_error);
+		free(l->items[i].traceparent);
+		free(l->items[i].tracestate);
 	}
 	free(l->items);
 	memset(l, 0, sizeof *l);
@@ -2342,7 +2417,7 @@ static const char *SQL_CLAIM_CHECKS =
 	"ORDER BY next_check_at LIMIT $4 FOR UPDATE SKIP LOCKED) c LIMIT $2) d "
 	"WHERE m.biz_id = d.biz_id AND m.message_key = d.message_key "
 	"RETURNING m.biz_id, m.message_key, m.checkback_url, m.src_partition, m.check_attempts, "
-	"m.src_topic, m.tenant";
+	"m.src_topic, m.tenant, m.traceparent, m.tracestate";
 
 static const char *SQL_NEXT_CHECK =
 	"SELECT ceil(extract(epoch FROM min(x.t) - now()) * 1000)::bigint "
@@ -2391,7 +2466,11 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		c->tp = tp_of(PQgetvalue(r, i, 5), (int32_t)atoi(PQgetvalue(r, i, 3)));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 4));
 		c->tenant = metrics_tenant_of(PQgetisnull(r, i, 6) ? NULL : PQgetvalue(r, i, 6));
-		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)))
+		c->traceparent = PQgetisnull(r, i, 7) ? NULL : strdup(PQgetvalue(r, i, 7));
+		c->tracestate = PQgetisnull(r, i, 8) ? NULL : strdup(PQgetvalue(r, i, 8));
+		if (!c->biz_id || !c->message_key || (!c->url && !PQgetisnull(r, i, 2)) ||
+		    (!c->traceparent && !PQgetisnull(r, i, 7)) ||
+		    (!c->tracestate && !PQgetisnull(r, i, 8)))
 			goto oom;
 	}
 	PQclear(r);
@@ -2445,7 +2524,7 @@ static const char *SQL_RECORD_CHECKS =
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.status = 'prepared' "
 	"AND m.check_attempts = x.p AND " OF_PARTS("m.", "$9", "$8") " "
 	"RETURNING m.biz_id, m.message_key, m.status, m.check_attempts, m.last_error, "
-	"x.p AS claimed, x.o AS outcome, x.e AS error, m.tenant";
+	"x.p AS claimed, x.o AS outcome, x.e AS error, m.tenant, m.traceparent";
 
 /* ... with the history of each attempt made (a lease given back is none)
  * and of each check_failed alert, in the same statement. */
@@ -2457,7 +2536,7 @@ static const char *SQL_RECORD_CHECKS_HISTORY =
 	"UNION ALL SELECT biz_id, message_key, 'alert', 'check_failed after ' || check_attempts || "
 	"' attempt(s): ' || coalesce(last_error, ''), tenant FROM upd "
 	"WHERE status = 'check_failed') "
-	"SELECT biz_id, message_key, status, check_attempts, last_error FROM upd";
+	"SELECT biz_id, message_key, status, check_attempts, last_error, traceparent FROM upd";
 
 store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
                              const store_check_result *res, size_t n,
@@ -2530,6 +2609,7 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 		c->message_key = strdup(PQgetvalue(r, i, 1));
 		c->attempts = (int32_t)atoi(PQgetvalue(r, i, 3));
 		c->last_error = PQgetisnull(r, i, 4) ? NULL : strdup(PQgetvalue(r, i, 4));
+		c->traceparent = PQgetisnull(r, i, 5) ? NULL : strdup(PQgetvalue(r, i, 5));
 		if (!c->biz_id || !c->message_key) {
 			log_error("store: out of memory listing failed check-backs");
 			break;
@@ -2542,5 +2622,114 @@ done:
 	for (int i = 0; i < 7; i++)
 		sbuf_free(&a[i]);
 	free(kept);
+	return rc;
+}
+
+/* ---- order per key ---- */
+
+void store_set_order_by_key(store *st, int by_key) { st->order_by_key = by_key; }
+
+void store_take_scheduled(store *st, store_forward_list *out)
+{
+	*out = st->scheduled;
+	memset(&st->scheduled, 0, sizeof st->scheduled);
+}
+
+void store_blocker_list_clear(store_blocker_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->items[i].topic);
+		free(l->items[i].key);
+	}
+	free(l->items);
+	memset(l, 0, sizeof *l);
+}
+
+/* The unsent rows of a key no forwarder has in hand, of the partitions $1/$2:
+ * those without a sequence (messages_send_retry) and the failed ones
+ * (messages_stuck). */
+#define SQL_BLOCKERS(held)                                                                   \
+	"SELECT src_topic, src_partition, forward_topic, forward_key, src_offset "             \
+	"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "          \
+	"AND status = 'committed' AND forward_key IS NOT NULL " held " AND "                   \
+	OF_PARTS("", "$1", "$2") " UNION ALL "                                                \
+	"SELECT src_topic, src_partition, forward_topic, forward_key, src_offset "             \
+	"FROM txhub.message_rows WHERE send_status = 'failed' AND forward_key IS NOT NULL AND " \
+	OF_PARTS("", "$1", "$2")
+
+store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
+                              store_blocker_list *out, char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT src_topic, src_partition, forward_topic, forward_key, min(src_offset) "
+		"FROM (" SQL_BLOCKERS("") " UNION ALL "
+		"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "
+		"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "
+		"ON r.src_partition = o.p AND r.src_topic = o.t WHERE $3::bool "
+		"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "
+		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)) b GROUP BY 1, 2, 3, 4";
+	memset(out, 0, sizeof *out);
+	if (nown == 0)
+		return STORE_OK;
+	sbuf w[2] = {{0}};
+	owned_arrays(&w[0], &w[1], NULL, own, nown);
+	const char *p[3] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f"};
+	store_rc rc = arrays_ok(w, 2, err, errsz);
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 3, p, 0) : NULL;
+	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, r, err, errsz);
+	int n = rc == STORE_OK ? PQntuples(r) : 0;
+	if (n > 0 && !(out->items = calloc((size_t)n, sizeof *out->items))) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	}
+	for (int i = 0; rc == STORE_OK && i < n; i++) {
+		store_blocker *b = &out->items[out->n++];
+		b->tp = tp_of(PQgetvalue(r, i, 0), (int32_t)atoi(PQgetvalue(r, i, 1)));
+		b->topic = strdup(PQgetvalue(r, i, 2));
+		b->key = strdup(PQgetvalue(r, i, 3));
+		b->offset = atoll(PQgetvalue(r, i, 4));
+		if (b->tp == -1 || !b->topic || !b->key) {
+			snprintf(err, errsz, "out of memory");
+			rc = STORE_RETRY;
+		}
+	}
+	if (rc != STORE_OK)
+		store_blocker_list_clear(out);
+	PQclear(r);
+	sbuf_free(&w[0]);
+	sbuf_free(&w[1]);
+	return rc;
+}
+
+store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+                             size_t *released, char *err, size_t errsz)
+{
+	/* the held rows (due at 'infinity', on messages_send_retry) whose key has
+	 * no blocker before them but held ones */
+	static const char *sql =
+		"WITH b AS (SELECT src_topic, src_partition, forward_topic, forward_key, "
+		"min(src_offset) AS o FROM (" SQL_BLOCKERS("AND next_send_at < 'infinity'")
+		") x GROUP BY 1, 2, 3, 4), "
+		"h AS (SELECT m.biz_id, m.message_key FROM txhub.message_rows m "
+		"WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
+		"AND m.next_send_at = 'infinity' AND " OF_PARTS("m.", "$1", "$2") " "
+		"AND ($3::bool OR NOT EXISTS (SELECT 1 FROM b WHERE b.src_topic = m.src_topic "
+		"AND b.src_partition = m.src_partition AND b.forward_topic = m.forward_topic "
+		"AND b.forward_key = m.forward_key AND b.o < m.src_offset)) "
+		"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m SKIP LOCKED) "
+		"UPDATE txhub.message_rows AS m SET next_send_at = now() FROM h "
+		"WHERE m.biz_id = h.biz_id AND m.message_key = h.message_key "
+		"AND m.next_send_at = 'infinity' RETURNING 1";
+	*released = 0;
+	if (nown == 0)
+		return STORE_OK;
+	PGresult *r;
+	size_t nkept;
+	const char *p[1] = {all ? "t" : "f"};
+	store_rc rc = run_owned(st, own, nown, sql, p, 1, 0, &r, &nkept, err, errsz);
+	if (rc == STORE_OK)
+		*released = (size_t)PQntuples(r);
+	PQclear(r);
 	return rc;
 }

@@ -74,6 +74,9 @@ typedef struct {
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
 	int64_t fwd_seq;       /* its partition's forward sequence; 0: none yet */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
+	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *tracestate;
+	char trace_id[33];     /* of traceparent, "" without one: for log lines */
 } store_forward;
 
 typedef struct {
@@ -84,6 +87,9 @@ typedef struct {
 
 void store_forward_list_clear(store_forward_list *l);
 void store_forward_free(store_forward *f);
+/* A deep copy of src into dst. Returns 0, or -1 when out of memory (dst then
+ * holds nothing to free). */
+int store_forward_copy(store_forward *dst, const store_forward *src);
 
 /* What a batch did, for logs, metrics and tests. */
 typedef struct {
@@ -241,6 +247,8 @@ typedef struct {
 	int64_t retry_in_ms; /* when !ok: delay before the next attempt */
 	int requeue;         /* not attempted after all (the producer died): due
 	                      * again now, no attempt counted */
+	int hold;            /* forward.order = key: not attempted, an earlier message
+	                      * of its key is unsent; held until store_order_release */
 } store_delivery;
 
 /* A partition's delivery mark (migration 0012): every committed row of the
@@ -373,6 +381,8 @@ typedef struct {
 	int32_t attempts;  /* check_attempts when claimed */
 	char *last_error;  /* only in store_record_checks' failed_out */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
+	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *tracestate;
 } store_check;
 
 typedef struct {
@@ -442,5 +452,54 @@ struct pg_conn *store_conn(store *st);
  * included. */
 void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *err,
                       size_t errsz);
+
+/* ---- order per key (forward.order = key, CONTRACT §15; order.h) ----
+ *
+ * A row held back for an earlier message of its forward key is stored
+ * pending, without a sequence, due at 'infinity' (a store_delivery with
+ * hold), so that no scan finds it until it is released. */
+
+/* A blocker: the lowest offset of the unsent rows of a forward key in a
+ * partition that no forwarder has in hand (retrying, failed, delayed,
+ * held). */
+typedef struct {
+	tp_key tp;
+	char *topic;
+	char *key;
+	int64_t offset;
+} store_blocker;
+
+typedef struct {
+	store_blocker *items;
+	size_t n;
+} store_blocker_list;
+
+void store_blocker_list_clear(store_blocker_list *l);
+
+/* The blockers of the partitions own[0..nown) (two index walks: the rows
+ * without a sequence, messages_send_retry, and the failed ones,
+ * messages_stuck). With taken (partitions just taken, at_least_once): the
+ * rows above the partition's delivery mark too (messages_fwd_seq), which
+ * a previous owner had in flight and nobody has in hand now. */
+store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
+                              store_blocker_list *out, char *err, size_t errsz);
+
+/* Make due now every held row of the partitions still ours whose key has no
+ * unsent row before it other than held ones: a key's whole chain goes
+ * once its head is sent or skipped; with all, every held row (a hub with
+ * forward.order = partition taking partitions a hub with key held rows
+ * of). *released: how many. */
+store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+                             size_t *released, char *err, size_t errsz);
+
+/* forward.order = key: store_sequence_forwards numbers a partition's rows in
+ * offset order (a released chain keeps its order), not by age. */
+void store_set_order_by_key(store *st, int by_key);
+
+/* With forward.order = key: the messages the last successful store_apply()
+ * made scheduled (delayed delivery, CONTRACT §15: committed, not forwarded
+ * before their due time), moved into *out (the caller clears it; empty
+ * otherwise), so that they block their keys at once (forward.h). */
+void store_take_scheduled(store *st, store_forward_list *out);
 
 #endif

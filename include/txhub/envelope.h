@@ -6,7 +6,7 @@
  *   - fields in this order, each only when present: "v":1, "type",
  *     "biz_id", "message_key", "payload" or "payload_base64", "forward"
  *     ("topic", "key", "headers" in the caller's order), "checkback"
- *     ("url", "first_after_ms");
+ *     ("url", "first_after_ms"), "trace" ("traceparent", "tracestate");
  *   - compact: no white space outside strings;
  *   - strings: UTF-8 as given; '"' and '\' escaped with a backslash;
  *     U+0008, U+0009, U+000A, U+000C, U+000D as \b \t \n \f \r; other
@@ -82,6 +82,13 @@ typedef struct {
 	const char *checkback_url;           /* NULL: the hub's checkback.default_url */
 	int has_first_after_ms;              /* 0: the hub's checkback.first_after_ms */
 	long long first_after_ms;            /* 0..2592000000 when has_first_after_ms */
+	/* W3C trace context (CONTRACT §15), sent as "trace" in a prepare or
+	 * commit: the hub keeps the prepare's (or one-shot commit's) with the
+	 * message and passes it on as traceparent/tracestate headers. NULL:
+	 * none. Checked here as the hub checks it (a malformed one the hub
+	 * would drop is refused), a tracestate needs a traceparent. */
+	const char *traceparent; /* "00-<32 hex>-<16 hex>-<2 hex>", lowercase */
+	const char *tracestate;  /* key=value list, <= 512 chars, <= 32 members */
 	/* Delayed delivery (CONTRACT §15), at most one of the two, with a
 	 * forward_topic: forwarded no earlier than forward_not_before (RFC 3339
 	 * with a zone, e.g. "2026-12-01T09:00:00+01:00"), or than delay_ms after

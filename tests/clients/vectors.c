@@ -145,6 +145,11 @@ void v_input_from(const cJSON *vector, v_input *v)
 			v->m.first_after_ms = (long long)fa->valuedouble;
 		}
 	}
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(in, "trace");
+	if (tr) {
+		v->m.traceparent = str(tr, "traceparent");
+		v->m.tracestate = str(tr, "tracestate");
+	}
 	const cJSON *mb = cJSON_GetObjectItemCaseSensitive(in, "max_bytes");
 	v->max_bytes = cJSON_IsNumber(mb) ? (size_t)mb->valuedouble : 0;
 }

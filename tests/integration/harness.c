@@ -327,7 +327,8 @@ void h_send_str(h_env *e, int partition, const char *key, const char *json)
 void h_flush(void)
 {
 	if (producer)
-		cr_assert_eq(rd_kafka_flush(producer, 30000), 0, "flush timed out");
+		/* a broker restarted on a loaded machine may take its time */
+		cr_assert_eq(rd_kafka_flush(producer, 120000), 0, "flush timed out after 120 s");
 }
 
 void h_exec(PGconn *db, const char *sql)
@@ -379,6 +380,7 @@ static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *i
 	rd_kafka_conf_t *c = client_conf(e, es, sizeof es);
 	rd_kafka_conf_set(c, "group.id", "harness-reader", es, sizeof es);
 	rd_kafka_conf_set(c, "enable.auto.commit", "false", es, sizeof es);
+	rd_kafka_conf_set(c, "enable.partition.eof", "true", es, sizeof es);
 	if (isolation)
 		cr_assert_eq(rd_kafka_conf_set(c, "isolation.level", isolation, es, sizeof es),
 		             RD_KAFKA_CONF_OK, "%s", es);
@@ -404,11 +406,26 @@ static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *i
 	rd_kafka_topic_partition_list_destroy(l);
 	size_t n = 0, cap = 0;
 	h_record *recs = NULL;
-	int idle = 0;
+	/* The quiet time counts once every partition has been read to its end
+	 * (its first end-of-partition event), so that a slow start (a loaded
+	 * machine: connecting, looking up offsets) is not taken for an empty
+	 * topic; 120 s at most for that. */
+	char *at_end = calloc((size_t)nparts + 1, 1);
+	int ends = 0, idle = 0, waited = 0;
 	while (idle < idle_ms) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
 		if (!m) {
-			idle += 100;
+			waited += 100;
+			if (ends == nparts || waited >= 120000)
+				idle += 100;
+			continue;
+		}
+		if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			if (m->partition >= 0 && m->partition < nparts && !at_end[m->partition]) {
+				at_end[m->partition] = 1;
+				ends++;
+			}
+			rd_kafka_message_destroy(m);
 			continue;
 		}
 		if (m->err) {
@@ -450,6 +467,7 @@ static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *i
 		}
 		rd_kafka_message_destroy(m);
 	}
+	free(at_end);
 	rd_kafka_consumer_close(rk);
 	rd_kafka_destroy(rk);
 	*out = recs;

@@ -106,6 +106,8 @@ Test(commands, bad_usage_and_configuration_exit_2_naming_the_culprit)
 		{{"run", "-X", "alert.webhook=ftp://x", NULL}, "alert.webhook"},
 		{{"run", "-X", "control_topic=bad topic", NULL}, "control_topic"},
 		{{"run", "-X", "forward.backoff_max_ms=1", NULL}, "forward.backoff_max_ms"},
+		{{"run", "-X", "forward.order=keys", NULL}, "forward.order"},
+		{{"skip", "b", "k", "-X", "forward.order=none", "--reason", "r", NULL}, "forward.order"},
 		{{"run", "-X", "novalue", NULL}, "novalue"},
 		{{"run", "-X", NULL}, "-X"},
 		{{"run", "-c", conf, NULL}, ":3:"},

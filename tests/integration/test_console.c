@@ -1165,3 +1165,36 @@ Test(console, ops_reads_rejected_conflicts_and_list_filters)
 		cr_expect_eq(ops_list(e.db, &lbad[i], &rows, err, sizeof err), OPS_BAD_ARG, "case %zu", i);
 	h_teardown(&e);
 }
+
+/* forward.order = key: the overview lists a key whose messages are held,
+ * with the parked message before them (a link to it), the key escaped. */
+Test(console, overview_lists_the_keys_held_for_their_order, .timeout = 60)
+{
+	con c;
+	con_start(&c, "con_blocked", WITH_TOKEN);
+	sql(&c.e, "INSERT INTO txhub.message_rows (biz_id, message_key, status, decision, "
+	          "send_status, payload, forward_topic, forward_key, send_attempts, last_error, "
+	          "src_topic, src_partition, src_offset, next_send_at) VALUES "
+	          "('ord', 'park-1', 'committed', 'commit', 'failed', 'p', 'fw.o', '<k&1>', 15, "
+	          " 'denied', 'ctl', 2, 10, now()), "
+	          "('ord', 'held-1', 'committed', 'commit', 'pending', 'h', 'fw.o', '<k&1>', 0, NULL, "
+	          " 'ctl', 2, 11, 'infinity'), "
+	          "('ord', 'held-2', 'committed', 'commit', 'pending', 'h', 'fw.o', '<k&1>', 0, NULL, "
+	          " 'ctl', 2, 12, 'infinity')");
+	con_login(&c, "alice", TOKEN);
+	resp r = {0};
+	get(&c, "/overview", &r);
+	cr_assert_eq(r.status, 200);
+	const char *b = sbuf_str(&r.body);
+	cr_assert(strstr(b, "Blocked forward keys"), "%.2000s", b);
+	cr_assert(strstr(b, "&lt;k&amp;1&gt;") && !strstr(b, "<k&1>"), "the key escaped");
+	cr_assert(strstr(b, "/message?biz=ord&amp;key=park-1"), "a link to the parked message");
+	cr_assert(strstr(b, "data-field=\"blocked.messages\">2<"), "held count");
+	resp_free(&r);
+	get(&c, "/api/overview", &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(sbuf_str(&r.body), "\"blocked\":{\"keys\":[{\"forward_topic\":\"fw.o\""),
+	          "%.2000s", sbuf_str(&r.body));
+	resp_free(&r);
+	con_stop(&c);
+}

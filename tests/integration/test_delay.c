@@ -364,3 +364,58 @@ Test(delay, the_delay_counts_from_the_commit, .timeout = 120)
 	h_records_free(recs, n);
 	h_teardown(&e);
 }
+
+/* forward.order = key: a scheduled message holds its key's later messages
+ * from the batch that committed it on (they are committed in the same one
+ * here), in both modes; another key flows. */
+static void holds_its_key(const char *name, int eos)
+{
+	h_env e;
+	h_setup(&e, name);
+	char fwd[128], buf[512];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	const char *alo[] = {"forward.order=key", NULL};
+	const char *eo[] = {"forward.order=key", "forward.mode=exactly_once", NULL};
+	if (eos)
+		h_control_topic(&e);
+	pid_t hub = h_hub_start(&e, eos ? eo : alo);
+	/* one control partition, one batch: the delayed one first */
+	const char *msgs[][3] = {{"k-1", "K", ",\"delay_ms\":4000"}, {"k-2", "K", ""},
+	                         {"o-1", "O", ""}, {"k-3", "K", ""}};
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":\"%s\","
+		         "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"%s}}",
+		         msgs[i][0], msgs[i][0], fwd, msgs[i][1], msgs[i][2]);
+		h_send_str(&e, 0, "same", buf);
+	}
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'o-1'",
+	                 "sent", 60000), "another key flows");
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "4",
+	                 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_record *recs;
+	size_t n = eos ? h_read_topic_committed(&e, fwd, 3000, &recs)
+	               : h_read_topic(&e, fwd, 3000, &recs);
+	char order[64] = "";
+	for (size_t i = 0; i < n; i++)
+		if (!recs[i].key_null && strcmp(recs[i].key, "K") == 0)
+			snprintf(order + strlen(order), sizeof order - strlen(order), "%s%.*s",
+			         *order ? "," : "", (int)recs[i].value_len, (const char *)recs[i].value);
+	cr_expect_str_eq(order, "k-1,k-2,k-3", "key K in order behind its delayed first message");
+	cr_expect_eq(n, 4, "each once");
+	h_records_free(recs, n);
+	h_teardown(&e);
+}
+
+Test(delay, a_scheduled_message_holds_its_key_at_least_once, .timeout = 120)
+{
+	holds_its_key("delay_order_alo", 0);
+}
+
+Test(delay, a_scheduled_message_holds_its_key_exactly_once, .timeout = 180)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	holds_its_key("delay_order_eos", 1);
+}

@@ -889,6 +889,43 @@ Test(config, validate_forward_mode_and_progress_topic)
 	cr_assert(!config_exactly_once(&cfg));
 }
 
+Test(config, validate_dead_letter_topic)
+{
+	cr_assert_str_eq(cfg.forward_dead_letter_topic, ""); /* off by default */
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	static const char *const bad[][2] = {
+		{"bad topic", "not a valid topic name"},
+		{"__consumer_offsets", "not a valid topic name"},
+		{"txhub.control", "names a control topic"},
+		{"txhub.control.progress", "names the progress topic"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.dead_letter_topic", bad[i][0], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "%s accepted", bad[i][0]);
+		cr_assert(strstr(err, "forward.dead_letter_topic: "), "message: %s", err);
+		cr_assert(strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+	}
+	cr_assert_eq(config_set(&cfg, "forward.dead_letter_topic", "orders.dlq", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
+Test(config, validate_forward_order)
+{
+	cr_assert_str_eq(cfg.forward_order, "partition");
+	cr_assert(!config_order_by_key(&cfg));
+	static const char *bad[] = {"keys", "KEY", "", "partition ", "topic"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.order", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "forward.order"), "message: %s", err);
+	}
+	cr_assert_eq(config_set(&cfg, "forward.order", "key", err, sizeof err), 0);
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+	cr_assert(config_order_by_key(&cfg));
+}
+
 Test(config, validate_console_keys)
 {
 	txhub_config cfg;

@@ -60,7 +60,7 @@ static void capture(void (*write_lines)(void))
 
 static void two_lines(void)
 {
-	log_about about = {"shop", "k\"1\\", tp_of("txhub.control", 3)};
+	log_about about = {"shop", "k\"1\\", tp_of("txhub.control", 3), NULL};
 	log_msg_about(LOG_WARN, "forward", &about, "attempt %d: %s", 2, "bad\nthing");
 	log_info("plain %s", "line");
 	log_debug("not shown at info");
@@ -91,6 +91,29 @@ Test(log, text_lines_put_the_ids_after_the_subsystem)
 	/* one line, whatever the message held */
 	cr_assert(strstr(captured, " warn  forward: biz_id=shop message_key=k\"1\\x5c topic=txhub.control partition=3 "
 	                           "attempt 2: bad thing\n"), "%s", captured);
+}
+
+static void traced_line(void)
+{
+	log_about about = {"shop", "o-1", tp_of("txhub.control", 0),
+	                   "4bf92f3577b34da6a3ce929d0e0e4736"};
+	log_msg_about(LOG_WARN, "checkback", &about, "attempt %d", 1);
+}
+
+Test(log, a_line_about_a_traced_message_carries_its_trace_id)
+{
+	log_set_level(LOG_INFO);
+	log_set_format(LOG_JSON);
+	capture(traced_line);
+	cr_assert(strstr(captured, "\"message_key\":\"o-1\",\"trace_id\":"
+	                           "\"4bf92f3577b34da6a3ce929d0e0e4736\",\"topic\":"), "%s", captured);
+	log_set_format(LOG_TEXT);
+	capture(traced_line);
+	cr_assert(strstr(captured, "checkback: biz_id=shop message_key=o-1 trace_id="
+	                           "4bf92f3577b34da6a3ce929d0e0e4736 topic=txhub.control partition=0 "
+	                           "attempt 1\n"), "%s", captured);
+	capture(two_lines); /* none: no trace_id at all */
+	cr_assert_null(strstr(captured, "trace_id"), "%s", captured);
 }
 
 Test(log, format_names)

@@ -76,6 +76,10 @@ static void check_one(const cJSON *vec)
 	cr_assert_eq(env.first_after_ms,
 	             (int64_t)cJSON_GetObjectItemCaseSensitive(hub, "first_after_ms")->valuedouble,
 	             "%s", name);
+	const char *tid = field(hub, "trace_id"); /* absent: no trace context */
+	cr_assert_str_eq(env.trace_id, tid ? tid : "", "%s", name);
+	assert_str_or_null(env.tracestate, field(hub, "tracestate"), "trace.tracestate", name);
+	cr_assert_null(env.trace_dropped, "%s", name);
 	/* delayed delivery: -1 where the vector has none */
 	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(hub, "not_before_ms");
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(hub, "delay_ms");

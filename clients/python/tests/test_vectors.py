@@ -31,6 +31,7 @@ def _text(d: dict, name: str):
 def message(inp: dict) -> Message:
     fw = inp.get("forward") or {}
     cb = inp.get("checkback") or {}
+    tr = inp.get("trace") or {}
     payload = None
     if "payload_bytes_base64" in inp:
         payload = base64.b64decode(inp["payload_bytes_base64"])
@@ -42,6 +43,7 @@ def message(inp: dict) -> Message:
         forward_key=_text(fw, "key"),
         forward_headers=[tuple(h) for h in fw["headers"]] if "headers" in fw else None,
         checkback_url=cb.get("url"), first_after_ms=cb.get("first_after_ms"),
+        traceparent=tr.get("traceparent"), tracestate=tr.get("tracestate"),
         forward_not_before=fw.get("not_before"), delay_ms=fw.get("delay_ms"))
 
 

@@ -7,7 +7,8 @@ The encoding is deterministic and byte-identical to the C library's
   ``biz_id``, ``message_key``, ``payload`` or ``payload_base64``,
   ``forward`` (``topic``, ``key``, ``headers`` in the caller's order,
   ``not_before``, ``delay_ms``),
-  ``checkback`` (``url``, ``first_after_ms``);
+  ``checkback`` (``url``, ``first_after_ms``), ``trace`` (``traceparent``,
+  ``tracestate``);
 - compact: no white space outside strings;
 - strings: UTF-8 as given; ``"`` and ``\\`` escaped with a backslash;
   U+0008, U+0009, U+000A, U+000C, U+000D as ``\\b \\t \\n \\f \\r``; other
@@ -43,6 +44,13 @@ MAX_BYTES_DEFAULT = 1_048_576
 
 TYPES = ("prepare", "commit", "rollback")
 
+# W3C Trace Context level 1, as the hub checks it (hub/trace.c)
+TRACE_STATE_MAX = 512
+TRACE_STATE_MEMBERS_MAX = 32
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
+_STATE_KEY = re.compile(r"[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13}")
+_STATE_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
+
 Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
 
 
@@ -67,6 +75,8 @@ class Message:
     forward_headers: Optional[Headers] = None
     checkback_url: Optional[str] = None
     first_after_ms: Optional[int] = None
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
     #: Delayed delivery (CONTRACT §15), at most one of the two, with a
     #: forward_topic: forwarded no earlier than ``forward_not_before`` (an RFC
     #: 3339 time with a zone, ``str``, or an aware ``datetime``), or than
@@ -320,6 +330,33 @@ def check(type: str, m: Message) -> None:
     if fa is not None and (isinstance(fa, bool) or not isinstance(fa, int) or not 0 <= fa <= FIRST_AFTER_MS_MAX):
         raise InvalidInput(f"first_after_ms must be from 0 to {FIRST_AFTER_MS_MAX}")
     _check_delay(m)
+    _check_trace(m)
+
+
+def _check_trace(m: Message) -> None:
+    """The trace context (CONTRACT §15): what the hub would drop is refused."""
+    tp, ts = m.traceparent, m.tracestate
+    if ts is not None and tp is None:
+        raise InvalidInput("a tracestate needs a traceparent")
+    if tp is not None:
+        g = _TRACEPARENT.fullmatch(tp) if isinstance(tp, str) and len(tp) <= 512 else None
+        if (g is None or g.group(1) == "ff" or set(g.group(2)) == {"0"} or set(g.group(3)) == {"0"}
+                or (g.group(1) == "00" and g.group(5) is not None)):
+            raise InvalidInput("traceparent is not a valid W3C traceparent")
+    if ts is not None:
+        if not isinstance(ts, str) or len(ts) > TRACE_STATE_MAX:
+            raise InvalidInput("tracestate must be a str of at most 512 characters")
+        keys = []
+        for member in ts.split(","):
+            member = member.strip(" \t")
+            if not member:
+                continue
+            key, eq, value = member.partition("=")
+            if not eq or not _STATE_KEY.fullmatch(key) or not _STATE_VALUE.fullmatch(value):
+                raise InvalidInput("tracestate has a malformed member")
+            keys.append(key)
+        if len(keys) > TRACE_STATE_MEMBERS_MAX or len(set(keys)) != len(keys):
+            raise InvalidInput("tracestate has more than 32 members or a key twice")
 
 
 def _payload_part(m: Message) -> str:
@@ -361,6 +398,15 @@ def _checkback_part(m: Message) -> str:
     return ',"checkback":{' + ",".join(parts) + "}" if parts else ""
 
 
+def _trace_part(m: Message) -> str:
+    if m.traceparent is None:
+        return ""
+    s = ',"trace":{"traceparent":' + quote(m.traceparent)
+    if m.tracestate is not None:
+        s += ',"tracestate":' + quote(m.tracestate)
+    return s + "}"
+
+
 def encode(type: str, m: Message, max_bytes: int = MAX_BYTES_DEFAULT) -> bytes:
     """Validate ``m`` and encode it as an envelope of ``type`` ("prepare",
     "commit" -- one-shot when ``m`` has a payload -- or "rollback").
@@ -372,7 +418,7 @@ def encode(type: str, m: Message, max_bytes: int = MAX_BYTES_DEFAULT) -> bytes:
     s = '{"v":1,"type":"' + type + '","biz_id":' + quote(m.biz_id)
     s += ',"message_key":' + quote(m.message_key)
     if type != "rollback":
-        s += _payload_part(m) + _forward_part(m) + _checkback_part(m)
+        s += _payload_part(m) + _forward_part(m) + _checkback_part(m) + _trace_part(m)
     out = (s + "}").encode("utf-8")
     if len(out) > max_bytes:
         raise TooLarge(f"the envelope would be {len(out)} bytes, over max_bytes ({max_bytes})")

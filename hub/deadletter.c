@@ -1,0 +1,463 @@
+/* deadletter.c: see deadletter.h. */
+#include "deadletter.h"
+
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "clock.h"
+#include "forward_record.h"
+#include "kafka.h"
+#include "log.h"
+#include "metrics.h"
+#include "sbuf.h"
+#include "store.h"
+
+/* The owned partitions are looked at this often for parked rows ... */
+#define DL_LOOK_MS 1000
+/* ... at most this many at a time. */
+#define DL_BATCH 100
+/* After a failure the next attempt waits from 1 s, doubling, up to this. */
+#define DL_BACKOFF_MAX_MS 60000
+
+struct deadletter {
+	const txhub_config *cfg;
+	alert *al;
+	pthread_t thread;
+	int started;
+
+	pthread_mutex_t mu; /* guards what follows */
+	pthread_cond_t cv;
+	owned_set own;      /* a copy of the run loop's */
+	int stopping;
+	deadletter_stats stats;
+
+	/* the thread's */
+	rd_kafka_t *rk;
+	store *st;
+	int64_t delivery_timeout_ms;
+	int fails;          /* batches in a row that failed */
+	char last_why[600]; /* the failure last logged */
+};
+
+/* One parked row being dead-lettered. */
+typedef struct {
+	store_forward f;         /* biz_id, message_key, payload, key, headers, trace */
+	char *error;             /* its last_error */
+	char attempts[16];
+	rd_kafka_resp_err_t err; /* its delivery report; -1 until it came */
+	int produced;
+} dl_item;
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	dl_item *it = m->_private;
+	if (it)
+		it->err = m->err;
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	(void)rk;
+	(void)opaque;
+	metrics_kafka_error();
+	char line[1200];
+	kafka_describe_error(err, reason, line, sizeof line);
+	log_warn("dead-letter: kafka: %s", line);
+}
+
+/* The parked rows of the owned partitions not dead-lettered yet, oldest
+ * park first (binary results). */
+static const char *SQL_PARKED =
+	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "
+	"m.forward_headers::text, coalesce(m.last_error, ''), m.send_attempts::text, "
+	"m.traceparent, m.tracestate, coalesce(m.trace_id, '') "
+	"FROM txhub.message_rows m "
+	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
+	"AND (m.src_topic, m.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
+	"ORDER BY m.updated_at LIMIT $3";
+
+/* Record the dead letters the broker acknowledged, each with a history row,
+ * only while the row is still parked and not recorded (an operator's
+ * redrive meanwhile wins; the record went out while it was parked). */
+static const char *SQL_DONE =
+	"WITH u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = $3::timestamptz "
+	"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
+	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'failed' "
+	"AND m.dead_lettered_at IS NULL RETURNING m.biz_id, m.message_key, m.tenant) "
+	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
+	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || $4, "
+	"tenant FROM u";
+
+static char *col_text(const PGresult *r, int row, int col)
+{
+	if (PQgetisnull(r, row, col))
+		return NULL;
+	size_t len = (size_t)PQgetlength(r, row, col);
+	char *s = malloc(len + 1);
+	if (s) {
+		memcpy(s, PQgetvalue(r, row, col), len);
+		s[len] = '\0';
+	}
+	return s;
+}
+
+static void items_free(dl_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		store_forward_free(&items[i].f);
+		free(items[i].error);
+	}
+	free(items);
+}
+
+/* Read up to DL_BATCH parked rows of own into *out. Returns how many, or -1
+ * with err. */
+static int read_parked(deadletter *d, const owned_set *own, dl_item **out, char *err,
+                       size_t errsz)
+{
+	*out = NULL;
+	sbuf tb = {0}, pb = {0};
+	sbuf_arr_begin(&tb);
+	sbuf_arr_begin(&pb);
+	for (size_t i = 0; i < own->n; i++) {
+		sbuf_arr_text(&tb, tp_topic(own->parts[i].tp));
+		sbuf_arr_int(&pb, tp_part(own->parts[i].tp));
+	}
+	sbuf_arr_end(&tb);
+	sbuf_arr_end(&pb);
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", DL_BATCH);
+	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), lim};
+	int n = -1;
+	PGresult *r = NULL;
+	if (tb.oom || pb.oom) {
+		snprintf(err, errsz, "out of memory");
+		goto done;
+	}
+	r = PQexecParams(store_conn(d->st), SQL_PARKED, 3, NULL, p, NULL, NULL, 1);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		store_error_text(store_conn(d->st), r, err, errsz);
+		goto done;
+	}
+	int rows = PQntuples(r);
+	dl_item *items = calloc(rows ? (size_t)rows : 1, sizeof *items);
+	if (!items) {
+		snprintf(err, errsz, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < rows; i++) {
+		dl_item *it = &items[i];
+		it->err = (rd_kafka_resp_err_t)-1;
+		it->f.biz_id = col_text(r, i, 0);
+		it->f.message_key = col_text(r, i, 1);
+		it->f.payload = (unsigned char *)col_text(r, i, 2);
+		it->f.payload_len = PQgetisnull(r, i, 2) ? 0 : (size_t)PQgetlength(r, i, 2);
+		it->f.topic = col_text(r, i, 3);
+		it->f.key = col_text(r, i, 4);
+		it->f.headers = col_text(r, i, 5);
+		it->error = col_text(r, i, 6);
+		snprintf(it->attempts, sizeof it->attempts, "%s", PQgetvalue(r, i, 7));
+		it->f.traceparent = col_text(r, i, 8);
+		it->f.tracestate = col_text(r, i, 9);
+		snprintf(it->f.trace_id, sizeof it->f.trace_id, "%s", PQgetvalue(r, i, 10));
+		if (!it->f.biz_id || !it->f.message_key || !it->f.topic || !it->error ||
+		    (!it->f.payload && !PQgetisnull(r, i, 2))) {
+			items_free(items, (size_t)rows);
+			snprintf(err, errsz, "out of memory");
+			goto done;
+		}
+	}
+	*out = items;
+	n = rows;
+done:
+	PQclear(r);
+	sbuf_free(&tb);
+	sbuf_free(&pb);
+	return n;
+}
+
+/* Produce item it to the dead-letter topic; at is txhub-dlq-at. */
+static rd_kafka_resp_err_t produce(deadletter *d, dl_item *it, const char *at)
+{
+	for (;;) {
+		rd_kafka_headers_t *h = forward_make_headers(&it->f);
+		rd_kafka_header_add(h, "txhub-dlq-topic", -1, it->f.topic, -1);
+		rd_kafka_header_add(h, "txhub-dlq-error", -1, it->error, -1);
+		rd_kafka_header_add(h, "txhub-dlq-attempts", -1, it->attempts, -1);
+		rd_kafka_header_add(h, "txhub-dlq-at", -1, at, -1);
+		const char *key = it->f.key;
+		rd_kafka_resp_err_t e = rd_kafka_producev(
+			d->rk, RD_KAFKA_V_TOPIC(d->cfg->forward_dead_letter_topic),
+			RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
+			RD_KAFKA_V_VALUE(it->f.payload, it->f.payload_len),
+			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+			RD_KAFKA_V_OPAQUE(it), RD_KAFKA_V_END);
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			return e;
+		rd_kafka_headers_destroy(h);
+		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			return e;
+		rd_kafka_poll(d->rk, 100);
+	}
+}
+
+/* Write dead_lettered_at (at) of the acknowledged items. Returns 0 or -1
+ * with err. */
+static int record_done(deadletter *d, const dl_item *items, size_t n, const char *at, char *err,
+                       size_t errsz)
+{
+	sbuf bb = {0}, kb = {0};
+	size_t nok = 0;
+	sbuf_arr_begin(&bb);
+	sbuf_arr_begin(&kb);
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			continue;
+		sbuf_arr_text(&bb, items[i].f.biz_id);
+		sbuf_arr_text(&kb, items[i].f.message_key);
+		nok++;
+	}
+	sbuf_arr_end(&bb);
+	sbuf_arr_end(&kb);
+	int rc = 0;
+	if (bb.oom || kb.oom) {
+		snprintf(err, errsz, "out of memory");
+		rc = -1;
+	} else if (nok > 0) {
+		const char *p[4] = {sbuf_str(&bb), sbuf_str(&kb), at, d->cfg->forward_dead_letter_topic};
+		PGresult *r = PQexecParams(store_conn(d->st), SQL_DONE, 4, NULL, p, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			store_error_text(store_conn(d->st), r, err, errsz);
+			rc = -1;
+		}
+		PQclear(r);
+	}
+	sbuf_free(&bb);
+	sbuf_free(&kb);
+	return rc;
+}
+
+/* A batch failed (why): counted, logged, and alerted when a run of failures
+ * begins. */
+static void batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char *why)
+{
+	d->fails++;
+	metrics_dead_letters(0, nbad);
+	pthread_mutex_lock(&d->mu);
+	d->stats.failed += nbad;
+	pthread_mutex_unlock(&d->mu);
+	char msg[900];
+	snprintf(msg, sizeof msg, "producing %zu parked forward(s) to the dead-letter topic %s "
+	         "failed: %s", nbad, d->cfg->forward_dead_letter_topic, why);
+	if (bad) {
+		log_about about = {bad->f.biz_id, bad->f.message_key, -1, bad->f.trace_id};
+		log_msg_about(LOG_WARN, "dead-letter", &about, "%s; trying again", msg);
+	} else {
+		log_warn("dead-letter: %s; trying again", msg);
+	}
+	if (d->fails == 1)
+		alert_raise_traced(d->al, "dead_letter_failed", bad ? bad->f.biz_id : NULL,
+		                   bad ? bad->f.message_key : NULL, 0, d->cfg->forward_dead_letter_topic,
+		                   msg, bad ? bad->f.trace_id : NULL);
+	snprintf(d->last_why, sizeof d->last_why, "%s", why);
+}
+
+/* One look: dead-letter what is parked in own. Returns the number of rows
+ * read (0: nothing parked), or -1 after a failure. */
+static int dead_letter_batch(deadletter *d, const owned_set *own)
+{
+	char err[512];
+	if (!d->st && !(d->st = store_connect(d->cfg, err, sizeof err))) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	if (store_ensure(d->st, err, sizeof err) != STORE_OK) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	dl_item *items = NULL;
+	int n = read_parked(d, own, &items, err, sizeof err);
+	if (n < 0) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	if (n == 0) {
+		free(items);
+		return 0;
+	}
+	char at[80];
+	log_timestamp(at, sizeof at);
+	for (int i = 0; i < n; i++) {
+		rd_kafka_resp_err_t e = produce(d, &items[i], at);
+		if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+			items[i].err = e; /* refused outright */
+		else
+			items[i].produced = 1;
+	}
+	rd_kafka_flush(d->rk, (int)(d->delivery_timeout_ms + 5000));
+	size_t nok = 0, nbad = 0;
+	const dl_item *first_bad = NULL;
+	for (int i = 0; i < n; i++) {
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			nok++;
+		} else {
+			nbad++;
+			if (!first_bad)
+				first_bad = &items[i];
+		}
+	}
+	int rc = n;
+	if (nok > 0 && record_done(d, items, (size_t)n, at, err, sizeof err) != 0) {
+		/* acknowledged, not recorded: sent again at the next look */
+		batch_failed(d, NULL, nok, err);
+		rc = -1;
+	} else if (nok > 0) {
+		metrics_dead_letters(1, nok);
+		pthread_mutex_lock(&d->mu);
+		d->stats.sent += nok;
+		pthread_mutex_unlock(&d->mu);
+		for (int i = 0; i < n; i++)
+			if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+				log_about about = {items[i].f.biz_id, items[i].f.message_key, -1,
+				                   items[i].f.trace_id};
+				log_msg_about(LOG_INFO, "dead-letter", &about, "parked forward to %s "
+				              "produced to %s", items[i].f.topic,
+				              d->cfg->forward_dead_letter_topic);
+			}
+	}
+	if (nbad > 0) {
+		char why[FORWARD_ERROR_MAX];
+		if (first_bad->err == (rd_kafka_resp_err_t)-1)
+			snprintf(why, sizeof why, "no delivery report within %lld ms",
+			         (long long)(d->delivery_timeout_ms + 5000));
+		else
+			forward_describe_failure(why, sizeof why, d->cfg->forward_dead_letter_topic,
+			                         !first_bad->produced, first_bad->err);
+		batch_failed(d, first_bad, nbad, why);
+		rc = -1;
+	}
+	if (rc >= 0 && d->fails > 0) {
+		log_info("dead-letter: producing to %s works again (after %d failed attempt(s): %s)",
+		         d->cfg->forward_dead_letter_topic, d->fails, d->last_why);
+		d->fails = 0;
+	}
+	items_free(items, (size_t)n);
+	return rc;
+}
+
+static void *run(void *arg)
+{
+	deadletter *d = arg;
+	pthread_setname_np(pthread_self(), "txhub:deadltr");
+	owned_set own = {0};
+	int64_t wait = DL_LOOK_MS;
+	pthread_mutex_lock(&d->mu);
+	for (;;) {
+		struct timespec ts = clock_deadline(wait);
+		while (!d->stopping)
+			if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT)
+				break;
+		if (d->stopping)
+			break;
+		int copied = owned_copy(&own, &d->own);
+		pthread_mutex_unlock(&d->mu);
+		int rc = copied == 0 && own.n > 0 ? dead_letter_batch(d, &own) : 0;
+		/* a full batch: more may be waiting */
+		wait = rc < 0 ? backoff_delay(d->fails, 1000, DL_BACKOFF_MAX_MS, backoff_random())
+		       : rc == DL_BATCH ? 0 : DL_LOOK_MS;
+		pthread_mutex_lock(&d->mu);
+	}
+	pthread_mutex_unlock(&d->mu);
+	owned_free(&own);
+	return NULL;
+}
+
+deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+{
+	*err = '\0';
+	if (!*cfg->forward_dead_letter_topic)
+		return NULL;
+	deadletter *d = calloc(1, sizeof *d);
+	if (!d) {
+		snprintf(err, errsz, "out of memory");
+		return NULL;
+	}
+	d->cfg = cfg;
+	d->al = al;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &d->delivery_timeout_ms, err, errsz);
+	if (!conf)
+		goto fail;
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	char sub[512];
+	if (!(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
+		snprintf(err, errsz, "dead-letter: cannot create producer: %.300s", sub);
+		rd_kafka_conf_destroy(conf);
+		goto fail;
+	}
+	if (pthread_create(&d->thread, NULL, run, d) != 0) {
+		snprintf(err, errsz, "dead-letter: cannot start its thread: %s", strerror(errno));
+		goto fail;
+	}
+	d->started = 1;
+	log_info("dead-letter: parked forwards go to %s too", cfg->forward_dead_letter_topic);
+	return d;
+fail:
+	deadletter_stop(d);
+	if (!*err)
+		snprintf(err, errsz, "dead-letter: cannot start");
+	return NULL;
+}
+
+void deadletter_poll(deadletter *d, const owned_set *own)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	if (d->own.gen != own->gen && owned_copy(&d->own, own) != 0)
+		log_warn("dead-letter: out of memory noting the partitions owned; trying again");
+	pthread_mutex_unlock(&d->mu);
+}
+
+deadletter_stats deadletter_get_stats(deadletter *d)
+{
+	deadletter_stats s = {0, 0};
+	if (!d)
+		return s;
+	pthread_mutex_lock(&d->mu);
+	s = d->stats;
+	pthread_mutex_unlock(&d->mu);
+	return s;
+}
+
+void deadletter_stop(deadletter *d)
+{
+	if (!d)
+		return;
+	if (d->started) {
+		pthread_mutex_lock(&d->mu);
+		d->stopping = 1;
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->thread, NULL);
+	}
+	if (d->rk) {
+		rd_kafka_flush(d->rk, 1000);
+		rd_kafka_destroy(d->rk);
+	}
+	store_close(d->st);
+	owned_free(&d->own);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	free(d);
+}

@@ -1,0 +1,434 @@
+/* test_tracedlq.c: trace context and the dead-letter topic (CONTRACT §15,
+ * issue 23 §3 and §4) end to end against a real PostgreSQL and broker:
+ * traceparent/tracestate on the check-back request and the forwarded
+ * record, trace_id in the row, its history and the JSON log lines,
+ * malformed trace contexts dropped and counted with the message forwarded,
+ * `txhub list --trace`; a parked forward produced once to the dead-letter
+ * topic with its headers, not again after a restart, again after a
+ * redrive and a new park, and a failing dead-letter topic alerted while the
+ * hub goes on. The exactly_once cases need Apache Kafka. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "httpd.h"
+
+#define WAIT_MS 30000
+#define TID "4bf92f3577b34da6a3ce929d0e0e4736"
+#define TP "00-" TID "-00f067aa0ba902b7-01"
+#define TID2 "0af7651916cd43dd8448eb211c80319c"
+
+static char sqlbuf[1024];
+
+static const char *status_of(const char *mk)
+{
+	snprintf(sqlbuf, sizeof sqlbuf, "SELECT status || '/' || coalesce(send_status, '-') "
+	                                "FROM txhub.messages WHERE message_key = '%s'", mk);
+	return sqlbuf;
+}
+
+/* The record of topic whose txhub-message-key is mk, or NULL. */
+static const h_record *record_of(const h_record *r, size_t n, const char *mk)
+{
+	char want[128];
+	snprintf(want, sizeof want, "txhub-message-key=%s\n", mk);
+	for (size_t i = 0; i < n; i++)
+		if (r[i].headers && strstr(r[i].headers, want))
+			return &r[i];
+	return NULL;
+}
+
+/* A check-back endpoint that keeps the trace headers it was sent, and
+ * answers 503 the first time, "committed" after. */
+typedef struct {
+	pthread_mutex_t mu;
+	int calls;
+	char traceparent[600], tracestate[600];
+} seen_t;
+
+static void answer(void *opaque, const h_http_request *req, h_http_answer *ans)
+{
+	seen_t *s = opaque;
+	pthread_mutex_lock(&s->mu);
+	h_http_header(req, "traceparent", s->traceparent, sizeof s->traceparent);
+	h_http_header(req, "tracestate", s->tracestate, sizeof s->tracestate);
+	if (s->calls++ == 0) {
+		ans->status = 503;
+	} else {
+		snprintf(ans->body, sizeof ans->body, "{\"status\":\"committed\"}");
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
+{
+	h_env e;
+	h_setup(&e, "trace");
+	seen_t seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(answer, &seen);
+	cr_assert_not_null(srv);
+	int port = h_free_port();
+	char listen[64], fwd[128], buf[4096];
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	char hook[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	const char *settings[] = {"log.format=json", "checkback.backoff_ms=100",
+	                          "checkback.max_attempts=2", listen, hook, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	/* one that nobody answers: check_failed, its alert carries the trace id */
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"t-2\",\"payload\":\"p\","
+	         "\"forward\":{\"topic\":\"%s\"},\"checkback\":{\"url\":\"http://127.0.0.1:%d/cb\","
+	         "\"first_after_ms\":0},\"trace\":{\"traceparent\":\"00-" TID2 "-00f067aa0ba902b7-01\"}}",
+	         fwd, h_free_port());
+	h_send_str(&e, -1, "t-2", buf);
+
+	/* a prepare with a trace context, checked back (once failing), then a
+	 * commit with a trace of its own (not stored: the prepare's is) */
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"t-1\",\"payload\":\"p\","
+	         "\"forward\":{\"topic\":\"%s\",\"headers\":{\"traceparent\":\"stale\",\"h\":\"v\"}},"
+	         "\"checkback\":{\"url\":\"http://127.0.0.1:%d/cb\",\"first_after_ms\":0},"
+	         "\"trace\":{\"traceparent\":\"" TP "\",\"tracestate\":\"rojo=1,congo=2\"}}",
+	         fwd, h_httpd_port(srv));
+	h_send_str(&e, -1, "t-1", buf);
+	/* malformed ones: dropped, counted, the messages forwarded all the same */
+	const char *bad[] = {
+		"{\"traceparent\":\"ff-" TID "-00f067aa0ba902b7-01\"}",
+		"{\"traceparent\":\"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01\"}",
+		"{\"traceparent\":\"00-00000000000000000000000000000000-00f067aa0ba902b7-01\"}",
+		"{\"traceparent\":\"00-" TID "-00f067aa0ba902b7-01-extra\"}",
+		"{\"traceparent\":\"" TP "\",\"tracestate\":\"Not Valid\"}",
+		"\"" TP "\"",
+	};
+	for (int i = 0; i < 6; i++) {
+		char mk[16];
+		snprintf(mk, sizeof mk, "bad-%d", i);
+		snprintf(buf, sizeof buf,
+		         "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"%s\",\"payload\":\"x\","
+		         "\"forward\":{\"topic\":\"%s\"},\"trace\":%s}", mk, fwd, bad[i]);
+		h_send_str(&e, -1, mk, buf);
+	}
+	h_flush();
+	for (int i = 0; i < 6; i++) {
+		char mk[16];
+		snprintf(mk, sizeof mk, "bad-%d", i);
+		cr_assert(h_wait(&e, status_of(mk), "committed/sent", WAIT_MS), "%s", mk);
+	}
+	cr_assert(h_wait(&e, status_of("t-1"), "committed/sent", WAIT_MS));
+	h_send_str(&e, -1, "t-1", "{\"type\":\"commit\",\"biz_id\":\"shop\",\"message_key\":\"t-1\","
+	                          "\"trace\":{\"traceparent\":\"00-11111111111111111111111111111111-"
+	                          "2222222222222222-01\"}}");
+	h_flush();
+
+	/* the check-back request carried the trace headers unchanged */
+	pthread_mutex_lock(&seen.mu);
+	cr_assert_geq(seen.calls, 2);
+	cr_assert_str_eq(seen.traceparent, TP);
+	cr_assert_str_eq(seen.tracestate, "rojo=1,congo=2");
+	pthread_mutex_unlock(&seen.mu);
+
+	/* the row and every history row about it */
+	cr_assert_str_eq(h_query(&e, "SELECT trace_id || ' ' || traceparent || ' ' || tracestate FROM "
+	                             "txhub.messages WHERE message_key = 't-1'", buf, sizeof buf),
+	                 TID " " TP " rojo=1,congo=2");
+	cr_assert_geq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 't-1' "
+	                          "AND event = 'checkback' AND trace_id = '" TID "'"), 1);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 't-1' "
+	                         "AND trace_id IS DISTINCT FROM '" TID "'"), 0);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key LIKE 'bad-%' "
+	                         "AND message_key <> 'bad-4' AND trace_id IS NOT NULL"), 0);
+	cr_assert_str_eq(h_query(&e, "SELECT trace_id || ' ' || coalesce(tracestate, '-') FROM "
+	                             "txhub.messages WHERE message_key = 'bad-4'", buf, sizeof buf),
+	                 TID " -");
+
+	/* the forwarded records */
+	h_record *r;
+	size_t n = h_read_topic(&e, fwd, 1500, &r);
+	cr_assert_eq(n, 7);
+	const h_record *t1 = record_of(r, n, "t-1");
+	cr_assert_not_null(t1);
+	cr_assert(strstr(t1->headers, "traceparent=" TP "\n"), "%s", t1->headers);
+	cr_assert(strstr(t1->headers, "tracestate=rojo=1,congo=2\n"), "%s", t1->headers);
+	cr_assert(strstr(t1->headers, "h=v\n"), "%s", t1->headers);
+	cr_assert_null(strstr(t1->headers, "stale"), "%s", t1->headers);
+	for (int i = 0; i < 6; i++) {
+		char mk[16];
+		snprintf(mk, sizeof mk, "bad-%d", i);
+		const h_record *b = record_of(r, n, mk);
+		cr_assert_not_null(b, "%s", mk);
+		cr_assert_null(strstr(b->headers, "tracestate="), "%s: %s", mk, b->headers);
+		/* a bad tracestate alone leaves its valid traceparent */
+		cr_assert_eq(strstr(b->headers, "traceparent=") != NULL, i == 4, "%s: %s", mk,
+		             b->headers);
+	}
+	h_records_free(r, n);
+
+	/* counted by reason, logged (JSON lines carry the trace id) */
+	char *metrics = NULL;
+	cr_assert(h_http_wait(port, "/metrics", 200, 10000, &metrics));
+	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"traceparent\"}"), 4,
+	             "%s", metrics);
+	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"tracestate\"}"), 1);
+	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"trace\"}"), 1);
+	free(metrics);
+	char logf[256];
+	h_hub_log(logf, sizeof logf, &e);
+	cr_assert_eq(h_log_lines(logf, "trace context dropped"), 6);
+	cr_assert_geq(h_log_lines(logf, "\"msg\":\"checkback: attempt 1: HTTP 503"), 1);
+	long traced = h_log_lines(logf, "\"message_key\":\"t-1\",\"trace_id\":\"" TID "\"");
+	cr_assert_eq(traced, h_log_lines(logf, "\"message_key\":\"t-1\""), "every line about t-1");
+	cr_assert_geq(traced, 1);
+
+	/* the check_failed alert of t-2: its log line and webhook name the trace */
+	cr_assert(h_wait(&e, status_of("t-2"), "check_failed/-", WAIT_MS));
+	int found = 0;
+	char body[2048];
+	for (int i = 0; i < 100 && !found; i++) {
+		for (int j = 0; j < h_webhook_count(w) && !found; j++)
+			found = strstr(h_webhook_body(w, j, body, sizeof body), "\"kind\":\"check_failed\"") !=
+			        NULL;
+		if (!found)
+			h_pause_ms(100);
+	}
+	cr_assert(found, "no check_failed alert");
+	cr_assert(strstr(body, "\"trace_id\":\"" TID2 "\""), "%s", body);
+	cr_assert_geq(h_log_lines(logf, "\"msg\":\"ALERT check_failed: "), 1);
+	cr_assert_eq(h_log_lines(logf, "\"message_key\":\"t-2\""),
+	             h_log_lines(logf, "\"message_key\":\"t-2\",\"trace_id\":\"" TID2 "\""),
+	             "every line about t-2, its ALERT line too");
+
+	/* list --trace finds it; a malformed id is a usage error */
+	char out[8192], errb[1024];
+	const char *list[] = {"list", "--trace", TID, "--json", NULL};
+	cr_assert_eq(h_txhub_io(&e, list, out, sizeof out, errb, sizeof errb), 0, "%s", errb);
+	cr_assert(strstr(out, "\"message_key\":\"t-1\""), "%s", out);
+	cr_assert(strstr(out, "\"trace_id\":\"" TID "\""), "%s", out);
+	/* bad-4 kept the same traceparent (only its tracestate was dropped) */
+	cr_assert(strstr(out, "\"message_key\":\"bad-4\""), "%s", out);
+	cr_assert_null(strstr(out, "\"message_key\":\"bad-0\""), "%s", out);
+	const char *badlist[] = {"list", "--trace", "4BF92F", NULL};
+	cr_assert_eq(h_txhub(&e, badlist, errb, sizeof errb), 2);
+	cr_assert(strstr(errb, "--trace"), "%s", errb);
+
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_httpd_stop(srv);
+	h_webhook_stop(w);
+	h_teardown(&e);
+}
+
+Test(tracedlq, exactly_once_forwards_carry_the_trace_headers, .timeout = 240)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	h_setup(&e, "traceeos");
+	char fwd[128], buf[1024];
+	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
+	h_control_topic(&e);
+	const char *settings[] = {"forward.mode=exactly_once", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"e-1\",\"payload\":\"x\","
+	         "\"forward\":{\"topic\":\"%s\"},\"trace\":{\"traceparent\":\"" TP "\","
+	         "\"tracestate\":\"rojo=1\"}}", fwd);
+	h_send_str(&e, -1, "e-1", buf);
+	h_flush();
+	cr_assert(h_wait(&e, status_of("e-1"), "committed/sent", 60000));
+	h_record *r;
+	size_t n = h_read_topic_committed(&e, fwd, 2000, &r);
+	cr_assert_eq(n, 1);
+	cr_assert(strstr(r[0].headers, "traceparent=" TP "\n"), "%s", r[0].headers);
+	cr_assert(strstr(r[0].headers, "tracestate=rojo=1\n"), "%s", r[0].headers);
+	h_records_free(r, n);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* ---- the dead-letter topic ---- */
+
+static long dlq_series(int port, const char *outcome)
+{
+	char name[128], *body = NULL;
+	snprintf(name, sizeof name, "txhub_dead_letters_total{outcome=\"%s\"}", outcome);
+	if (!h_http_wait(port, "/metrics", 200, 10000, &body))
+		return -1;
+	long v = (long)h_series(body, name);
+	free(body);
+	return v;
+}
+
+Test(tracedlq, a_parked_forward_is_dead_lettered_once_and_again_after_a_new_park, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "dlq");
+	const char *deny[] = {"--deny-topic", "denied", NULL};
+	pid_t broker = h_devbroker_start(&e, deny, NULL);
+	char dlq[128], dlqset[160], listen[64];
+	snprintf(dlq, sizeof dlq, "dlq.%s", e.name);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	int port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	const char *settings[] = {"kafka.message.timeout.ms=1000", "forward.backoff_ms=100",
+	                          "forward.backoff_max_ms=200", "forward.max_attempts=2", dlqset,
+	                          listen, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	h_send_str(&e, -1, "f", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"f-1\","
+	                        "\"payload\":\"the bytes\",\"forward\":{\"topic\":\"denied\","
+	                        "\"key\":\"k-1\",\"headers\":{\"h1\":\"v1\"}},"
+	                        "\"trace\":{\"traceparent\":\"" TP "\"}}");
+	h_flush();
+	cr_assert(h_wait(&e, status_of("f-1"), "committed/failed", 60000));
+	cr_assert(h_wait(&e, "SELECT dead_lettered_at IS NOT NULL FROM txhub.messages "
+	                     "WHERE message_key = 'f-1'", "t", WAIT_MS));
+	h_record *r;
+	size_t n = h_read_topic(&e, dlq, 1500, &r);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(r[0].value_len, 9);
+	cr_assert_eq(memcmp(r[0].value, "the bytes", 9), 0);
+	cr_assert_str_eq(r[0].key, "k-1");
+	const char *hd = r[0].headers;
+	cr_assert(strstr(hd, "h1=v1\n"), "%s", hd);
+	cr_assert(strstr(hd, "txhub-biz-id=b\n"), "%s", hd);
+	cr_assert(strstr(hd, "txhub-message-key=f-1\n"), "%s", hd);
+	cr_assert(strstr(hd, "traceparent=" TP "\n"), "%s", hd);
+	cr_assert(strstr(hd, "txhub-dlq-topic=denied\n"), "%s", hd);
+	cr_assert(strstr(hd, "txhub-dlq-error=delivery to denied failed: "), "%s", hd);
+	cr_assert(strstr(hd, "txhub-dlq-attempts=2\n"), "%s", hd);
+	cr_assert(strstr(hd, "txhub-dlq-at=20"), "%s", hd);
+	cr_assert(strstr(hd, "Z\n"), "%s", hd);
+	h_records_free(r, n);
+	/* the row stays parked; its history says so, with its trace id */
+	cr_assert_str_eq(h_query(&e, status_of("f-1"), sqlbuf, sizeof sqlbuf), "committed/failed");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
+	                         "AND event = 'dead_lettered' AND trace_id = '" TID "'"), 1);
+	cr_assert_eq(dlq_series(port, "sent"), 1);
+
+	/* a restart does not send it again */
+	cr_assert_eq(h_hub_stop(hub), 0);
+	hub = h_hub_start(&e, settings);
+	h_pause_ms(3000);
+	n = h_read_topic(&e, dlq, 1500, &r);
+	cr_assert_eq(n, 1, "after a restart: %zu", n);
+	h_records_free(r, n);
+
+	/* redriven, parked again: dead-lettered again */
+	char errb[1024];
+	const char *redrive[] = {"redrive", "b", "f-1", NULL};
+	cr_assert_eq(h_txhub(&e, redrive, errb, sizeof errb), 0, "%s", errb);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
+	                     "AND event = 'dead_lettered'", "2", 60000));
+	n = h_read_topic(&e, dlq, 1500, &r);
+	cr_assert_eq(n, 2);
+	h_records_free(r, n);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+	h_devbroker_stop(broker, NULL);
+}
+
+Test(tracedlq, a_failing_dead_letter_topic_is_alerted_and_the_hub_goes_on, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "dlqfail");
+	char dlq[128], dlqset[160], hook[128];
+	snprintf(dlq, sizeof dlq, "dlq.%s", e.name);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	const char *deny[] = {"--deny-topic", "denied", "--deny-topic", dlq, NULL};
+	FILE *cmd = NULL;
+	pid_t broker = h_devbroker_start(&e, deny, &cmd);
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	const char *settings[] = {"kafka.message.timeout.ms=1000", "forward.backoff_ms=100",
+	                          "forward.backoff_max_ms=200", "forward.max_attempts=2", dlqset,
+	                          hook, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	h_send_str(&e, -1, "f", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"f-1\","
+	                        "\"payload\":\"x\",\"forward\":{\"topic\":\"denied\"}}");
+	h_flush();
+	cr_assert(h_wait(&e, status_of("f-1"), "committed/failed", 60000));
+	/* alerted once (send_failed, then dead_letter_failed), not recorded */
+	int found = 0;
+	char body[2048];
+	for (int i = 0; i < 200 && !found; i++) {
+		for (int j = 0; j < h_webhook_count(w) && !found; j++)
+			found = strstr(h_webhook_body(w, j, body, sizeof body),
+			               "\"kind\":\"dead_letter_failed\"") != NULL;
+		if (!found)
+			h_pause_ms(100);
+	}
+	cr_assert(found, "no dead_letter_failed alert");
+	cr_assert(strstr(body, dlq), "%s", body);
+	cr_assert_str_eq(h_query(&e, "SELECT dead_lettered_at IS NULL FROM txhub.messages "
+	                             "WHERE message_key = 'f-1'", sqlbuf, sizeof sqlbuf), "t");
+	/* the hub goes on: another message is forwarded meanwhile */
+	h_send_str(&e, -1, "g", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"ok-1\","
+	                        "\"payload\":\"y\",\"forward\":{\"topic\":\"allowed\"}}");
+	h_flush();
+	cr_assert(h_wait(&e, status_of("ok-1"), "committed/sent", WAIT_MS));
+	char logf[256];
+	h_hub_log(logf, sizeof logf, &e);
+	cr_assert_geq(h_log_lines(logf, "producing 1 parked forward(s) to the dead-letter topic"), 1);
+	/* the topic works again: the parked forward goes there */
+	fprintf(cmd, "allow %s\n", dlq);
+	fflush(cmd);
+	cr_assert(h_wait(&e, "SELECT dead_lettered_at IS NOT NULL FROM txhub.messages "
+	                     "WHERE message_key = 'f-1'", "t", 90000));
+	h_record *r;
+	size_t n = h_read_topic(&e, dlq, 1500, &r);
+	cr_assert_eq(n, 1);
+	h_records_free(r, n);
+	cr_assert_geq(h_log_lines(logf, "works again"), 1);
+	int alerts = 0;
+	for (int j = 0; j < h_webhook_count(w); j++)
+		alerts += strstr(h_webhook_body(w, j, body, sizeof body), "dead_letter_failed") != NULL;
+	cr_assert_eq(alerts, 1, "one alert per episode: %d", alerts);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_webhook_stop(w);
+	h_teardown(&e);
+	h_devbroker_stop(broker, cmd);
+}
+
+Test(tracedlq, exactly_once_parks_a_forward_to_a_missing_topic_and_dead_letters_it_once,
+     .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	h_setup(&e, "dlqeos");
+	char dlq[128], dlqset[160], es[256], missing[128], buf[1024];
+	snprintf(dlq, sizeof dlq, "dlq.%s", e.name);
+	snprintf(missing, sizeof missing, "missing.%s", e.name);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	cr_assert_eq(h_create_topic(&e, dlq, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	h_control_topic(&e);
+	const char *settings[] = {"forward.mode=exactly_once", "kafka.allow.auto.create.topics=false",
+	                          "forward.backoff_ms=100", "forward.backoff_max_ms=200",
+	                          "forward.max_attempts=2", dlqset, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"m-1\","
+	                          "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", missing);
+	h_send_str(&e, -1, "m-1", buf);
+	h_flush();
+	cr_assert(h_wait(&e, status_of("m-1"), "committed/failed", 120000));
+	cr_assert(h_wait(&e, "SELECT dead_lettered_at IS NOT NULL FROM txhub.messages "
+	                     "WHERE message_key = 'm-1'", "t", 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	hub = h_hub_start(&e, settings);
+	h_pause_ms(5000);
+	h_record *r;
+	size_t n = h_read_topic_committed(&e, dlq, 3000, &r);
+	cr_assert_eq(n, 1);
+	cr_assert(strstr(r[0].headers, "txhub-dlq-topic="), "%s", r[0].headers);
+	cr_assert(strstr(r[0].headers, "the broker has no such topic"), "%s", r[0].headers);
+	h_records_free(r, n);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}

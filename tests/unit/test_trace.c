@@ -1,0 +1,152 @@
+/* Unit tests for the trace context of an envelope (CONTRACT §15): W3C
+ * traceparent and tracestate checks, and what envelope_parse keeps, drops
+ * and never rejects. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "trace.h"
+
+#define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+static envelope env;
+static char err[512];
+
+static void teardown(void) { envelope_free(&env); }
+
+TestSuite(trace, .fini = teardown);
+
+Test(trace, valid_traceparents)
+{
+	cr_assert_null(trace_check_parent(TP));
+	cr_assert_null(trace_check_parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
+	/* a later version: 55 characters, or more after a '-' */
+	cr_assert_null(trace_check_parent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	cr_assert_null(trace_check_parent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what"));
+}
+
+Test(trace, malformed_traceparents_say_why)
+{
+	struct {
+		const char *s, *why;
+	} bad[] = {
+		{"", "shorter than 55"},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0", "shorter than 55"},
+		{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "version ff"},
+		{"0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "version is not"},
+		{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "trace-id is not"},
+		{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "trace-id is all zeros"},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "parent-id is all zeros"},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bz-01", "parent-id is not"},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x", "trace-flags"},
+		{"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "separated"},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", "exactly 55"},
+		{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", "without a '-'"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *why = trace_check_parent(bad[i].s);
+		cr_assert_not_null(why, "accepted %s", bad[i].s);
+		cr_assert(strstr(why, bad[i].why), "%s: %s", bad[i].s, why);
+	}
+	char longer[600];
+	memset(longer, 'a', sizeof longer - 1);
+	longer[sizeof longer - 1] = '\0';
+	memcpy(longer, "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", 56);
+	cr_assert(strstr(trace_check_parent(longer), "longer than 512"));
+}
+
+Test(trace, tracestates)
+{
+	cr_assert_null(trace_check_state(""));
+	cr_assert_null(trace_check_state("rojo=00f067aa0ba902b7"));
+	cr_assert_null(trace_check_state("rojo=00f067aa0ba902b7, congo=t61rcWkgMzE"));
+	cr_assert_null(trace_check_state("a=1,,\tb=2 , t@sys=x y"));
+	cr_assert_null(trace_check_state("acme*/x_-=v"));
+	cr_assert(strstr(trace_check_state("Rojo=1"), "key"));
+	cr_assert(strstr(trace_check_state("rojo"), "key"));
+	cr_assert(strstr(trace_check_state("rojo="), "value"));
+	cr_assert(strstr(trace_check_state("rojo=a=b"), "value"));
+	cr_assert(strstr(trace_check_state("rojo=\xc3\xa9"), "value"));
+	cr_assert(strstr(trace_check_state("a=1,a=2"), "twice"));
+	cr_assert(strstr(trace_check_state("t@=1"), "key"));
+	cr_assert(strstr(trace_check_state("t@syst3mnametoolong=1"), "key"));
+	/* 32 members pass, 33 do not */
+	char s[600] = "";
+	for (int i = 0; i < 33; i++) {
+		size_t l = strlen(s);
+		snprintf(s + l, sizeof s - l, "%sk%d=v", i ? "," : "", i);
+		if (i == 31)
+			cr_assert_null(trace_check_state(s), "%s", s);
+	}
+	cr_assert(strstr(trace_check_state(s), "more than 32"));
+	char big[520];
+	memset(big, 'v', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	memcpy(big, "k=", 2);
+	cr_assert(strstr(trace_check_state(big), "longer than 512"));
+}
+
+static int parse(const char *trace)
+{
+	char s[2048];
+	snprintf(s, sizeof s, "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\","
+	                      "\"payload\":1,\"forward\":{\"topic\":\"t\"}%s%s}",
+	         trace ? ",\"trace\":" : "", trace ? trace : "");
+	envelope_free(&env);
+	return envelope_parse(s, strlen(s), 1 << 20, &env, err, sizeof err);
+}
+
+Test(trace, envelope_keeps_a_valid_trace)
+{
+	cr_assert_eq(parse("{\"traceparent\":\"" TP "\",\"tracestate\":\"rojo=1\"}"), 0, "%s", err);
+	cr_assert_str_eq(env.traceparent, TP);
+	cr_assert_str_eq(env.tracestate, "rojo=1");
+	cr_assert_str_eq(env.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+	cr_assert_null(env.trace_dropped);
+	cr_assert_eq(parse("{\"traceparent\":\"" TP "\",\"tracestate\":\"\",\"other\":1}"), 0);
+	cr_assert_null(env.tracestate); /* empty: none */
+	cr_assert_null(env.trace_dropped);
+	cr_assert_eq(parse(NULL), 0);
+	cr_assert_null(env.traceparent);
+	cr_assert_str_eq(env.trace_id, "");
+	cr_assert_eq(parse("null"), 0);
+	cr_assert_null(env.traceparent);
+	cr_assert_null(env.trace_dropped);
+}
+
+Test(trace, envelope_drops_a_malformed_trace_and_keeps_the_message)
+{
+	struct {
+		const char *trace, *label;
+		int keeps_parent;
+	} cases[] = {
+		{"\"" TP "\"", "trace", 0},
+		{"[]", "trace", 0},
+		{"{\"traceparent\":\"" TP "\",\"traceparent\":\"" TP "\"}", "trace", 0},
+		{"{}", "traceparent", 0},
+		{"{\"traceparent\":7}", "traceparent", 0},
+		{"{\"traceparent\":\"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\","
+		 "\"tracestate\":\"rojo=1\"}", "traceparent", 0},
+		{"{\"traceparent\":\"00-00000000000000000000000000000000-00f067aa0ba902b7-01\"}",
+		 "traceparent", 0},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":\"Bad Key=1\"}", "tracestate", 1},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":5}", "tracestate", 1},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cr_assert_eq(parse(cases[i].trace), 0, "%s rejected: %s", cases[i].trace, err);
+		cr_assert_not_null(env.trace_dropped, "%s", cases[i].trace);
+		cr_assert_str_eq(env.trace_dropped, cases[i].label, "%s", cases[i].trace);
+		cr_assert_not_null(env.trace_dropped_why);
+		cr_assert_null(env.tracestate, "%s", cases[i].trace);
+		cr_assert_eq(env.traceparent != NULL, cases[i].keeps_parent, "%s", cases[i].trace);
+		cr_assert_str_eq(env.message_key, "k");
+	}
+	/* a second "trace" field: dropped too, not a rejection */
+	const char *twice = "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,"
+	                    "\"forward\":{\"topic\":\"t\"},\"trace\":{},\"trace\":{}}";
+	envelope_free(&env);
+	cr_assert_eq(envelope_parse(twice, strlen(twice), 1 << 20, &env, err, sizeof err), 0, "%s",
+	             err);
+	cr_assert_str_eq(env.trace_dropped, "trace");
+}
