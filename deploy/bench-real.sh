@@ -13,8 +13,10 @@
 # both for each forward.mode of TXHUB_BENCH_MODES (default "at_least_once
 # exactly_once"), each TXHUB_BENCH_REPEAT times (default 1), with the
 # arguments of TXHUB_BENCH_VARIANTS in turn when set: "|"-separated
-# argument lists for txhub bench, alternated run by run, e.g.
-# TXHUB_BENCH_VARIANTS="--tenants 100|--tenants 100 --no-enforce".
+# argument lists for txhub bench, e.g.
+# TXHUB_BENCH_VARIANTS="--tenants 100|--tenants 100 --no-enforce". Runs
+# alternate: each repetition runs every variant in every mode in turn (the
+# machine's load drifts; runs of one kind in a row would measure it).
 #
 # Each run prints one JSON line on stdout (see README, Benchmark); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
@@ -69,10 +71,10 @@ run() {
     -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
 }
 seq=0
-for mode in $modes; do
-  tag=${mode%%_*} # at, exactly
-  for ((rep = 1; rep <= repeat; rep++)); do
-    for v in "${variants[@]}"; do
+for ((rep = 1; rep <= repeat; rep++)); do
+  for v in "${variants[@]}"; do
+    for mode in $modes; do
+      tag=${mode%%_*} # at, exactly
       seq=$((seq + 1))
       # shellcheck disable=SC2086 # a variant is a list of arguments
       run "drain_${tag}_$seq" --start-hub --preload --count "$n" -X forward.mode="$mode" $v

@@ -38,6 +38,7 @@ typedef struct txhub_config {
 	int64_t forward_backoff_max_ms;
 	int64_t forward_max_attempts;
 	char *forward_max_delay;      /* a duration (validated): config_max_delay_ms() */
+	int64_t forward_transaction_interval_ms; /* exactly_once: a lane's pace */
 	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
 	char *forward_order;          /* "partition" or "key" (validated) */
 	char *forward_progress_topic; /* "": <control_topic>.progress */

@@ -365,6 +365,12 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		if (!conf)
 			goto fail;
 		rd_kafka_conf_destroy(conf);
+		/* (lane.h: the main loop's rounding, librdkafka #4671) */
+		if (rd_kafka_version() < 0x02040000)
+			log_info("forward: librdkafka %s spends up to 2 ms of CPU on each Kafka "
+			         "transaction (fixed in 2.4.0): forward.transaction_interval_ms (%lld) "
+			         "bounds how many a partition begins (README, Forwarding exactly once)",
+			         rd_kafka_version_str(), (long long)cfg->forward_transaction_interval_ms);
 		return fw;
 	}
 	fw->born_ms = clock_ms();

@@ -1026,7 +1026,7 @@ static void forward_due(lane *l)
 	char err[512];
 	int attempt = 0;
 	store_forward_list list = {0}, unrec = {0}; /* unrec: committed, not recorded */
-	int64_t next_run = 0; /* the next run begins no sooner (LANE_TICK_MS) */
+	int64_t next_run = 0; /* the next run begins no sooner (forward.transaction_interval_ms) */
 	for (;;) {
 		store_forward_list_clear(&list);
 		int64_t want = wait_for_work(l, unrec.n == 0);
@@ -1079,7 +1079,7 @@ static void forward_due(lane *l)
 			continue;
 		size_t singles = l->singles_left, n = list.n;
 		int64_t t1 = clock_ms();
-		next_run = n < LANE_RUN_MAX ? t0 + LANE_TICK_MS : 0;
+		next_run = n < LANE_RUN_MAX ? t0 + l->cfg->forward_transaction_interval_ms : 0;
 		int backoff, r = send_run(l, &list, &unrec, &backoff);
 		log_debug("lane %d of %s: a run of %zu: read in %lld ms, sent and committed in %lld ms",
 		          TP_ARG(l->own.tp), n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
@@ -1093,6 +1093,11 @@ static void forward_due(lane *l)
 			if (n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
 				l->want_seq = l->done_seq + 1; /* there may be more */
 			pthread_mutex_unlock(&l->mu);
+			/* paced (the next run waits for its tick): the lane has time
+			 * to record this one now, rather than in the next
+			 * transaction, whose commit would wait for PostgreSQL */
+			if (next_run > clock_ms() && record_committed(l, &unrec) != 0)
+				break;
 		} else if (backoff) {
 			pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
 		}

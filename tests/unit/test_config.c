@@ -675,6 +675,24 @@ Test(config, listener_limits)
 	}
 }
 
+/* exactly_once's pace: 40 ms unless set, 0 (back to back) to 5000;
+ * outside that refused, naming the key, and the value kept. */
+Test(config, transaction_interval)
+{
+	cr_assert_eq(cfg.forward_transaction_interval_ms, 40);
+	cr_assert_eq(config_set(&cfg, "forward.transaction_interval_ms", "0", err, sizeof err), 0);
+	cr_assert_eq(cfg.forward_transaction_interval_ms, 0);
+	cr_assert_eq(config_set(&cfg, "forward.transaction_interval_ms", "120", err, sizeof err), 0);
+	static const char *const bad[] = {"-1", "5001", "40ms", ""};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.transaction_interval_ms", bad[i], err, sizeof err),
+		             -1, "\"%s\" taken", bad[i]);
+		cr_assert(strstr(err, "forward.transaction_interval_ms"), "message: %s", err);
+	}
+	cr_assert_eq(cfg.forward_transaction_interval_ms, 120, "a refused value changes nothing");
+	cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s", err);
+}
+
 Test(config, validate_names_and_topics)
 {
 	cr_assert_eq(config_set(&cfg, "control_topic", "bad topic", err, sizeof err), 0);
