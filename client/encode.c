@@ -96,6 +96,24 @@ static txhub_status check_forward(const txhub_message *m, char *errstr, size_t e
 	return check_headers(m, errstr, errsz);
 }
 
+/* forward_not_before or delay_ms (CONTRACT §15), read as the hub reads them. */
+static txhub_status check_delay(const txhub_message *m, char *errstr, size_t errsz)
+{
+	if ((m->forward_not_before || m->has_delay_ms) && !m->forward_topic)
+		return INVALID("forward_not_before or delay_ms without forward_topic");
+	if (m->forward_not_before && m->has_delay_ms)
+		return INVALID("give forward_not_before or delay_ms, not both");
+	if (m->has_delay_ms && (m->delay_ms < 0 || m->delay_ms > TXHUB_DELAY_MS_MAX))
+		return INVALID("delay_ms must be from 0 to %lld", TXHUB_DELAY_MS_MAX);
+	int64_t ms;
+	char why[128];
+	if (m->forward_not_before &&
+	    txhubi_rfc3339_parse(m->forward_not_before, strlen(m->forward_not_before), &ms, why,
+	                         sizeof why) != 0)
+		return INVALID("forward_not_before is not an RFC 3339 time with a zone: %s", why);
+	return TXHUB_OK;
+}
+
 static txhub_status check_message(txhub_type t, const txhub_message *m, char *errstr,
                                   size_t errsz)
 {
@@ -133,7 +151,7 @@ static txhub_status check_message(txhub_type t, const txhub_message *m, char *er
 		return INVALID("%s", why);
 	if (m->tracestate && (why = trace_check_state(m->tracestate)))
 		return INVALID("%s", why);
-	return TXHUB_OK;
+	return check_delay(m, errstr, errsz);
 }
 
 static void put_string_field(txhubi_buf *b, const char *name, const char *value)
@@ -192,6 +210,13 @@ static void put_forward(txhubi_buf *b, const txhub_message *m)
 			txhubi_buf_json_string(b, h->value, strlen(h->value));
 		}
 		txhubi_buf_puts(b, "}");
+	}
+	if (m->forward_not_before)
+		put_string_field(b, ",\"not_before\":", m->forward_not_before);
+	if (m->has_delay_ms) {
+		char num[48];
+		snprintf(num, sizeof num, ",\"delay_ms\":%lld", m->delay_ms);
+		txhubi_buf_puts(b, num);
 	}
 	txhubi_buf_puts(b, "}");
 }

@@ -33,7 +33,7 @@ static const struct {
 #define ALL 0xffu
 
 enum { O_JSON, O_STATUS, O_SEND, O_BIZ, O_SINCE, O_LIMIT, O_COMMIT, O_ROLLBACK, O_REASON,
-       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_TRACE, O_COUNT };
+       O_ALL_FAILED, O_OLDER, O_DRY, O_TENANT, O_TRACE, O_SCHEDULED, O_NOW, O_COUNT };
 
 static const admin_option options[O_COUNT] = {
 	[O_JSON] = {"--json", 0, ALL},
@@ -50,6 +50,8 @@ static const admin_option options[O_COUNT] = {
 	[O_DRY] = {"--dry-run", 0, B(ADMIN_PURGE)},
 	[O_TENANT] = {"--tenant", 1, B(ADMIN_LIST) | B(ADMIN_STATUS)},
 	[O_TRACE] = {"--trace", 1, B(ADMIN_LIST)},
+	[O_SCHEDULED] = {"--scheduled", 0, B(ADMIN_LIST)},
+	[O_NOW] = {"--now", 0, B(ADMIN_REDRIVE)},
 };
 
 int admin_usage_error(char *err, size_t errsz, const char *fmt, ...)
@@ -103,6 +105,8 @@ static int apply_option(int o, const char *v, admin_args *a, char *err, size_t e
 	case O_ROLLBACK: a->decision = OPS_ROLLBACK; return 0;
 	case O_ALL_FAILED: a->all_failed = 1; return 0;
 	case O_DRY: a->dry_run = 1; return 0;
+	case O_SCHEDULED: a->scheduled = 1; return 0;
+	case O_NOW: a->now = 1; return 0;
 	case O_STATUS:
 		if (!ops_valid_status(v))
 			return admin_usage_error(err, errsz, "--status: unknown status \"%s\" (one of "
@@ -230,6 +234,9 @@ static int check_command(admin_args *a, unsigned seen, int npos, char *const *po
 			return admin_usage_error(err, errsz, "txhub resolve needs --commit or --rollback");
 		return take_ids(a, npos, pos, a, err, errsz);
 	case ADMIN_REDRIVE:
+		if (a->all_failed && a->now)
+			return admin_usage_error(err, errsz, "--now goes with BIZ KEY (one scheduled "
+			                         "message), not with --all-failed");
 		if (!a->all_failed) {
 			if (seen & (1u << O_BIZ))
 				return admin_usage_error(err, errsz, "--biz goes with --all-failed (or give BIZ "
@@ -319,15 +326,17 @@ void admin_write_help(FILE *out)
 	        "             rejected and conflicts (of one tenant's rows: --tenant),\n"
 	        "             partitions with owner, epoch and lag\n"
 	        "  list [--status S]... [--send-status S] [--biz ID] [--since DURATION]\n"
-	        "       [--tenant NAME] [--trace TRACE_ID] [--limit N] [--json]\n"
+	        "       [--tenant NAME] [--trace TRACE_ID] [--scheduled] [--limit N] [--json]\n"
 	        "             messages, newest updated_at first (default limit 100);\n"
-	        "             --trace: the message(s) of a W3C trace id\n"
+	        "             --trace: the message(s) of a W3C trace id;\n"
+	        "             --scheduled: committed, delayed and not yet due, next due first\n"
 	        "  show BIZ KEY [--json]\n"
 	        "             one message with its payload and history\n"
 	        "  resolve BIZ KEY --commit|--rollback [--reason TEXT] [--json]\n"
 	        "             decide a prepared or check_failed message as its producer would\n"
-	        "  redrive BIZ KEY | --all-failed [--biz ID] [--json]\n"
-	        "             a failed send back to pending, check_failed back to prepared\n"
+	        "  redrive BIZ KEY [--now] | --all-failed [--biz ID] [--json]\n"
+	        "             a failed send back to pending, check_failed back to prepared;\n"
+	        "             --now: a scheduled (delayed) message sent at once\n"
 	        "  skip BIZ KEY --reason TEXT [--json]\n"
 	        "             forward.order = key: give up on a failed send (or one held for\n"
 	        "             an earlier message of its key) so that its key's later\n"

@@ -51,8 +51,10 @@ typedef struct {
 	/* resolve */
 	ops_decision decision;
 	const char *reason;              /* NULL: none given */
+	int scheduled;                   /* list --scheduled */
 	/* redrive */
 	int all_failed;
+	int now;                         /* --now: a scheduled message, due now */
 	/* purge */
 	int64_t older_than_ms;
 	int dry_run;

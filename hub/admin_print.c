@@ -357,7 +357,8 @@ ops_rc admin_do_list(PGconn *conn, const admin_args *a, char *err, size_t errsz)
 	ops_list_filter f = {.statuses = a->statuses, .nstatuses = a->nstatuses,
 	                     .send_status = a->send_status, .biz_id = a->biz_id,
 	                     .since_ms = a->since_ms, .since_set = a->since_set, .limit = a->limit,
-	                     .tenant = a->tenant, .trace_id = a->trace_id};
+	                     .tenant = a->tenant, .trace_id = a->trace_id,
+	                     .scheduled = a->scheduled};
 	cJSON *rows = NULL;
 	ops_rc rc = ops_list(conn, &f, &rows, err, errsz);
 	if (rc == OPS_OK && a->json && admin_print_json(rows) != 0) {
@@ -424,6 +425,8 @@ static void show_message(const cJSON *m)
 	 * sent row keeps its last lease): --json has them as stored */
 	field_line("next_check_at", is(m, "status", "prepared") ? str(m, "next_check_at") : NULL);
 	field_line("next_send_at", is(m, "send_status", "pending") ? str(m, "next_send_at") : NULL);
+	/* delayed delivery: the due time, once a commit fixed it */
+	field_line("not_before", is(m, "status", "committed") ? str(m, "not_before") : NULL);
 	const cJSON *h = cJSON_GetObjectItem(m, "forward_headers");
 	char *headers = cJSON_IsObject(h) ? cJSON_PrintUnformatted(h) : NULL;
 	field_line("forward_headers", headers);
@@ -509,6 +512,8 @@ ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, cha
 	                              &c, err, errsz)
 	                : a->cmd == ADMIN_SKIP
 	                ? ops_skip(conn, a->biz_id, a->message_key, a->reason, actor, &c, err, errsz)
+	                : a->now
+	                ? ops_redrive_now(conn, a->biz_id, a->message_key, actor, &c, err, errsz)
 	                : ops_redrive(conn, a->biz_id, a->message_key, actor, &c, err, errsz);
 	if (rc != OPS_OK)
 		return rc;

@@ -29,6 +29,8 @@ typedef struct {
 	int64_t count;        /* transactions */
 	double rate;          /* per second; 0: flat out */
 	int rollback_pct;     /* 0..100 */
+	int delayed_pct;      /* 0..100: share of prepares with forward.delay_ms */
+	int64_t delay_ms;     /* their delay */
 	int payload_bytes;
 	int64_t keys;         /* distinct record keys; 0: one per transaction */
 	int partitions;       /* of the topics the bench creates */
@@ -59,6 +61,12 @@ static int rolled_back(const opts *o, int64_t i)
 	return (int)((uint64_t)(i * 37) % 100) < o->rollback_pct;
 }
 
+/* delayed delivery: independent of rolled_back() (another stride) */
+static int delayed(const opts *o, int64_t i)
+{
+	return (int)((uint64_t)(i * 53 + 7) % 100) < o->delayed_pct;
+}
+
 /* ---- options ---- */
 
 static void usage(FILE *out)
@@ -66,6 +74,7 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: txhub bench [--count N] [--rate TX_PER_S] [--rollback PCT] [--payload BYTES]\n"
 	        "                   [--keys N] [--partitions N] [--forward-topic NAME]\n"
+	        "                   [--delayed PCT [--delay-ms MS]]\n"
 	        "                   [--start-hub [--preload] [--hub-log FILE] | --hub-pid PID]\n"
 	        "                   [--no-ceilings] [--ceiling-tx N] [--drain SECONDS]\n"
 	        "                   [--exactly-once] [--tenants N [--no-enforce]] [--run-id ID]\n"
@@ -76,6 +85,9 @@ static void usage(FILE *out)
 	        "  --rollback PCT     share rolled back; 10\n"
 	        "  --payload BYTES    payload size; 200\n"
 	        "  --keys N           distinct control-record keys; default one per transaction\n"
+	        "  --delayed PCT      share of prepares with forward.delay_ms (delayed delivery); 0\n"
+	        "  --delay-ms MS      their delay; 1000. Their lateness (forward consumed minus commit\n"
+	        "                     produced minus the delay) is reported apart from the latency\n"
 	        "  --partitions N     partitions of the topics it creates; 4\n"
 	        "  --tenants N        define tenants bench-0..bench-<N-1> in txhub.tenants (replacing\n"
 	        "                     earlier bench-* ones): bench-0 owns the control topic, the\n"
@@ -119,6 +131,7 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 	memset(o, 0, sizeof *o);
 	o->count = 10000;
 	o->rollback_pct = 10;
+	o->delay_ms = 1000;
 	o->payload_bytes = 200;
 	o->partitions = 4;
 	o->ceilings = 1;
@@ -139,6 +152,10 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			o->rollback_pct = (int)x;
 		else if (strcmp(k, "--payload") == 0 && int_arg(k, v, 0, 900000, &x) == 0)
 			o->payload_bytes = (int)x;
+		else if (strcmp(k, "--delayed") == 0 && int_arg(k, v, 0, 100, &x) == 0)
+			o->delayed_pct = (int)x;
+		else if (strcmp(k, "--delay-ms") == 0 && int_arg(k, v, 0, 30LL * 86400000, &x) == 0)
+			o->delay_ms = x;
 		else if (strcmp(k, "--keys") == 0 && int_arg(k, v, 1, 50000000, &x) == 0)
 			o->keys = x;
 		else if (strcmp(k, "--partitions") == 0 && int_arg(k, v, 1, 1000, &x) == 0)
@@ -633,9 +650,12 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 			snprintf(key, sizeof key, "k-%lld", (long long)(i % o->keys));
 		else
 			snprintf(key, sizeof key, "%s", mk);
+		char delay[48] = "";
+		if (delayed(o, i))
+			snprintf(delay, sizeof delay, ",\"delay_ms\":%lld", (long long)o->delay_ms);
 		sprintf(val, "{\"type\":\"prepare\",\"biz_id\":\"bench\",\"message_key\":\"%s\","
-		             "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
-		        mk, payload, o->forward_topic, mk);
+		             "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"%s}}",
+		        mk, payload, o->forward_topic, mk, delay);
 		produce(rk, v->cfg->control_topic, key, val);
 		sprintf(val, "{\"type\":\"%s\",\"biz_id\":\"bench\",\"message_key\":\"%s\"}",
 		        rolled_back(o, i) ? "rollback" : "commit", mk);
@@ -978,14 +998,19 @@ static void add_num(cJSON *o, const char *name, double v)
 
 /* The latencies (µs) of the committed transactions that arrived, but for
  * those committed in the warm-up (the first o->warmup_s seconds). */
-static size_t latencies(const verifier *v, int64_t start_us, int64_t **out)
+/* Commit produced to first forward consumed of the committed transactions
+ * (after the warm-up): of the undelayed ones (of_delayed 0), or, less
+ * their delay, of the delayed ones (their lateness). */
+static size_t latencies(const verifier *v, int64_t start_us, int of_delayed, int64_t **out)
 {
 	int64_t *l = malloc((size_t)(v->o->count ? v->o->count : 1) * sizeof *l);
 	int64_t from = start_us + (int64_t)v->o->warmup_s * 1000000;
+	int64_t less = of_delayed ? v->o->delay_ms * 1000 : 0;
 	size_t n = 0;
 	for (int64_t i = 0; l && i < v->o->count; i++)
-		if (v->first_us[i] && !rolled_back(v->o, i) && atomic_load(&v->commit_us[i]) >= from)
-			l[n++] = v->first_us[i] - atomic_load(&v->commit_us[i]);
+		if (v->first_us[i] && !rolled_back(v->o, i) && delayed(v->o, i) == of_delayed &&
+		    atomic_load(&v->commit_us[i]) >= from)
+			l[n++] = v->first_us[i] - atomic_load(&v->commit_us[i]) - less;
 	if (n > 1)
 		qsort(l, n, sizeof *l, cmp_i64);
 	*out = l;
@@ -1016,13 +1041,24 @@ static int report(const verifier *v, const results *r)
 	add_num(j, "seconds", secs);
 	add_num(j, "tx_per_s", tps);
 	int64_t *lat = NULL;
-	size_t nl = o->preload ? 0 : latencies(v, r->start_us, &lat);
+	size_t nl = o->preload ? 0 : latencies(v, r->start_us, 0, &lat);
 	cJSON *l = cJSON_AddObjectToObject(j, "latency_ms");
 	add_num(l, "p50", pct(lat, nl, 0.50));
 	add_num(l, "p95", pct(lat, nl, 0.95));
 	add_num(l, "p99", pct(lat, nl, 0.99));
 	add_num(l, "max", nl ? (double)lat[nl - 1] / 1000.0 : -1);
 	free(lat);
+	if (o->delayed_pct > 0) { /* may be negative: forwarded early (never, CONTRACT §15) */
+		int64_t *late = NULL;
+		size_t nd = o->preload ? 0 : latencies(v, r->start_us, 1, &late);
+		cJSON *d = cJSON_AddObjectToObject(j, "delayed_lateness_ms");
+		add_num(d, "min", nd ? (double)late[0] / 1000.0 : -1);
+		add_num(d, "p50", pct(late, nd, 0.50));
+		add_num(d, "p99", pct(late, nd, 0.99));
+		add_num(d, "max", nd ? (double)late[nd - 1] / 1000.0 : -1);
+		cJSON_AddNumberToObject(d, "measured", (double)nd);
+		free(late);
+	}
 	cJSON_AddNumberToObject(j, "lost", (double)lost);
 	cJSON_AddNumberToObject(j, "duplicated", (double)dup);
 	cJSON_AddNumberToObject(j, "wrong", (double)wrong);
@@ -1042,6 +1078,8 @@ static int report(const verifier *v, const results *r)
 	cJSON *s = cJSON_AddObjectToObject(j, "settings");
 	cJSON_AddNumberToObject(s, "payload_bytes", o->payload_bytes);
 	cJSON_AddNumberToObject(s, "rollback_pct", o->rollback_pct);
+	cJSON_AddNumberToObject(s, "delayed_pct", o->delayed_pct);
+	cJSON_AddNumberToObject(s, "delay_ms", (double)o->delay_ms);
 	cJSON_AddNumberToObject(s, "keys", (double)o->keys);
 	cJSON_AddNumberToObject(s, "partitions", o->partitions);
 	cJSON_AddNumberToObject(s, "warmup_s", o->warmup_s);

@@ -12,6 +12,15 @@ static inline int64_t clock_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The wall clock, in milliseconds since the epoch: for times that mean a
+ * date (forward.not_before), never for intervals. */
+static inline int64_t clock_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* The time ms from now on the clock pthread_cond_timedwait() reads by
  * default (CLOCK_REALTIME): a condition variable's deadline. */
 static inline struct timespec clock_deadline(int64_t ms)

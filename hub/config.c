@@ -9,6 +9,7 @@
 
 #include "checkback_proto.h"
 #include "dbid.h"
+#include "duration.h"
 #include "envelope.h"
 #include "http.h"
 #include "log.h"
@@ -71,6 +72,9 @@ const config_option config_options[] = {
 	    "cap on the forward retry delay"),
 	LINT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
 	    "delivery attempts before a message gets send_status failed"),
+	STR("forward.max_delay", NULL, "30d", forward_max_delay,
+	    "longest delay a prepare may ask for (forward.not_before, forward.delay_ms), a "
+	    "duration (90s, 15m, 12h, 7d); an envelope asking for more is rejected"),
 	STR("forward.mode", NULL, "at_least_once", forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
@@ -164,6 +168,13 @@ const config_option config_options[] = {
 int config_exactly_once(const txhub_config *cfg)
 {
 	return strcmp(cfg->forward_mode, "exactly_once") == 0;
+}
+
+int64_t config_max_delay_ms(const txhub_config *cfg)
+{
+	int64_t ms;
+	char err[8];
+	return duration_parse(cfg->forward_max_delay, &ms, err, sizeof err) == 0 ? ms : 0;
 }
 
 int config_order_by_key(const txhub_config *cfg)
@@ -529,6 +540,12 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (cfg->forward_backoff_max_ms < cfg->forward_backoff_ms) {
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
+		return -1;
+	}
+	int64_t max_delay;
+	char why[160];
+	if (duration_parse(cfg->forward_max_delay, &max_delay, why, sizeof why) != 0) {
+		snprintf(err, errsz, "forward.max_delay: %s", why);
 		return -1;
 	}
 	if (strcmp(cfg->forward_mode, "at_least_once") != 0 &&

@@ -37,6 +37,7 @@ typedef struct txhub_config {
 	int64_t forward_backoff_ms;
 	int64_t forward_backoff_max_ms;
 	int64_t forward_max_attempts;
+	char *forward_max_delay;      /* a duration (validated): config_max_delay_ms() */
 	int64_t forward_transaction_interval_ms; /* exactly_once: a lane's pace */
 	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
 	char *forward_order;          /* "partition" or "key" (validated) */
@@ -94,6 +95,9 @@ int config_exactly_once(const txhub_config *cfg);
 int config_order_by_key(const txhub_config *cfg);
 /* tenants.enforce = true (CONTRACT §14). */
 int config_tenants_enforce(const txhub_config *cfg);
+
+/* forward.max_delay in milliseconds (a validated configuration). */
+int64_t config_max_delay_ms(const txhub_config *cfg);
 
 /* Fill cfg with the built-in defaults. Returns 0, or -1 on allocation failure. */
 int config_init(txhub_config *cfg);

@@ -135,7 +135,7 @@ typedef struct {
 	char key[ENVELOPE_MESSAGE_KEY_MAX + 1];
 } selected;
 
-typedef enum { ACT_COMMIT, ACT_ROLLBACK, ACT_REDRIVE } act_kind;
+typedef enum { ACT_COMMIT, ACT_ROLLBACK, ACT_REDRIVE, ACT_SEND_NOW } act_kind;
 
 /* The action, reason and where to go back to, checked. -1 after 400. */
 static int read_action(console_req *q, act_kind *kind, const char **reason, const char **back)
@@ -148,8 +148,10 @@ static int read_action(console_req *q, act_kind *kind, const char **reason, cons
 		*kind = ACT_ROLLBACK;
 	else if (a && strcmp(a, "redrive") == 0)
 		*kind = ACT_REDRIVE;
+	else if (a && strcmp(a, "send_now") == 0) /* a scheduled message (redrive --now) */
+		*kind = ACT_SEND_NOW;
 	else {
-		console_text(q, 400, "field action: give commit, rollback or redrive");
+		console_text(q, 400, "field action: give commit, rollback, redrive or send_now");
 		return -1;
 	}
 	*reason = form_get(&q->form, "reason");
@@ -216,6 +218,8 @@ static int act_one(struct pg_conn *conn, const char *tenant, act_kind kind, cons
 	}
 	ops_rc rc = kind == ACT_REDRIVE
 		? ops_redrive(conn, s->biz, s->key, actor, &ch, err, sizeof err)
+		: kind == ACT_SEND_NOW
+		? ops_redrive_now(conn, s->biz, s->key, actor, &ch, err, sizeof err)
 		: ops_resolve(conn, s->biz, s->key, kind == ACT_COMMIT ? OPS_COMMIT : OPS_ROLLBACK,
 		              reason, actor, &ch, err, sizeof err);
 	if (rc == OPS_OK) {
@@ -230,8 +234,10 @@ static int act_one(struct pg_conn *conn, const char *tenant, act_kind kind, cons
 
 static const char *act_name(act_kind k)
 {
-	return k == ACT_COMMIT ? "resolve --commit" : k == ACT_ROLLBACK ? "resolve --rollback"
-	                                                                : "redrive";
+	return k == ACT_COMMIT     ? "resolve --commit"
+	       : k == ACT_ROLLBACK ? "resolve --rollback"
+	       : k == ACT_SEND_NOW ? "redrive --now"
+	                           : "redrive";
 }
 
 void action_messages(console_req *q)

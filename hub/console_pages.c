@@ -356,7 +356,8 @@ void page_overview(console_req *q)
 
 /* ---- search ---- */
 
-static void search_form(console_req *q, const char *biz, const char *key, const char *tenant)
+static void search_form(console_req *q, const char *biz, const char *key, const char *tenant,
+                        int scheduled)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/search\"><label>biz_id "
@@ -366,7 +367,39 @@ static void search_form(console_req *q, const char *biz, const char *key, const 
 	html_attr(b, key ? key : "");
 	sbuf_puts(b, "\"></label>");
 	view_tenant_filter(q, tenant);
+	sbuf_printf(b, "<label><input type=\"checkbox\" name=\"scheduled\" id=\"scheduled\" "
+	            "value=\"1\"%s> scheduled only</label>", scheduled ? " checked" : "");
 	sbuf_puts(b, "<button>Search</button></form>\n");
+}
+
+/* Delayed delivery (CONTRACT §15): the scheduled messages, next due first,
+ * with their due time. */
+static void scheduled_table(console_req *q, const cJSON *rows)
+{
+	sbuf *b = view_out(q);
+	sbuf_printf(b, "<p id=\"count\">%d scheduled message(s), next due first</p>"
+	            "<table class=\"rows\" id=\"results\"><thead><tr>%s<th class=\"c-biz\">"
+	            "biz_id</th><th class=\"c-key\">message_key</th><th class=\"c-at\">due "
+	            "(not_before)</th><th>forward topic</th></tr></thead><tbody>",
+	            cJSON_GetArraySize(rows), console_scope(q) ? "" : "<th class=\"c-tenant\">tenant</th>");
+	const cJSON *row;
+	cJSON_ArrayForEach(row, rows) {
+		const char *biz = cJSON_GetStringValue(cJSON_GetObjectItem(row, "biz_id"));
+		const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(row, "message_key"));
+		if (!biz || !key)
+			continue;
+		sbuf_puts(b, "<tr>");
+		if (!console_scope(q))
+			view_jcell(q, VIEW_LINE, row, "tenant");
+		view_cell(q, VIEW_LINE, NULL, biz);
+		view_td(q, VIEW_LINE, NULL, key);
+		view_message_link(q, biz, key);
+		sbuf_puts(b, "</td>");
+		view_jcell(q, VIEW_LINE, row, "not_before");
+		view_jcell(q, VIEW_LINE, row, "forward_topic");
+		sbuf_puts(b, "</tr>\n");
+	}
+	sbuf_puts(b, "</tbody></table>\n");
 }
 
 void page_search(console_req *q)
@@ -378,11 +411,16 @@ void page_search(console_req *q)
 	    console_int_param(q, "limit", 1, CONSOLE_PAGE_ROWS_MAX, 100, &limit) != 0 ||
 	    console_tenant_param(q, "tenant", &tenant) != 0)
 		return;
+	const char *sch = console_param(q, "scheduled");
+	if (sch && strcmp(sch, "1") != 0) {
+		console_error(q, 400, "parameter scheduled: give 1 or leave it out");
+		return;
+	}
 	cJSON *rows = NULL;
-	if (biz || key) {
+	if (biz || key || sch) {
 		char err[1024];
 		ops_list_filter f = {.biz_id = biz, .message_key = key, .limit = (int)limit,
-		                     .tenant = tenant ? tenant : console_scope(q)};
+		                     .tenant = tenant ? tenant : console_scope(q), .scheduled = !!sch};
 		struct pg_conn *conn = console_conn(q);
 		if (!conn)
 			return;
@@ -394,12 +432,15 @@ void page_search(console_req *q)
 		}
 	}
 	view_begin(q, "Search", "search");
-	search_form(q, biz, key, tenant);
+	search_form(q, biz, key, tenant, sch != NULL);
 	sbuf *b = view_out(q);
-	if (!rows) {
+	if (rows && sch) {
+		scheduled_table(q, rows);
+	} else if (!rows) {
 		sbuf_puts(b, "<p class=\"hint\">Give a biz_id (its messages, newest first), a "
 		             "message_key (that key under any biz_id: PostgreSQL reads the whole table, "
-		             "slow on a large one), or both (one message).</p>\n");
+		             "slow on a large one), or both (one message); or tick <i>scheduled only</i> "
+		             "for the delayed messages not yet due.</p>\n");
 	} else {
 		sbuf_printf(b, "<p id=\"count\">%d message(s)</p><table class=\"rows\" id=\"results\">",
 		            cJSON_GetArraySize(rows));

@@ -41,7 +41,7 @@ static void action_hidden(console_req *q)
 	sbuf_free(&target);
 }
 
-static void action_buttons(console_req *q, int resolve, int redrive)
+static void action_buttons(console_req *q, int resolve, int redrive, int send_now)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<div class=\"actions\">");
@@ -54,6 +54,9 @@ static void action_buttons(console_req *q, int resolve, int redrive)
 	if (redrive)
 		sbuf_puts(b, "<button name=\"action\" value=\"redrive\" class=\"redrive\">Redrive"
 		             "</button>");
+	if (send_now) /* a scheduled message: redrive --now */
+		sbuf_puts(b, "<button name=\"action\" value=\"send_now\" class=\"redrive\">Send now, "
+		             "before its due time</button>");
 	sbuf_puts(b, "<span id=\"selected\" class=\"note\"></span></div>\n");
 }
 
@@ -99,7 +102,7 @@ static void stuck_table(console_req *q, cJSON *lists[3], const char *age)
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<form method=\"post\" action=\"/actions\" id=\"act\">");
 	action_hidden(q);
-	action_buttons(q, 1, 1);
+	action_buttons(q, 1, 1, 0);
 	sbuf_puts(b, "<table class=\"rows\" id=\"stuck\">");
 	view_row_head(q, 1, 1);
 	sbuf_puts(b, "<tbody>");
@@ -167,7 +170,7 @@ static void message_fields(console_req *q, const cJSON *m)
 		"biz_id", "message_key", "status", "decision", "send_status", "forward_topic",
 		"forward_key", "checkback_url", "check_attempts", "send_attempts", "last_error",
 		"src_partition", "src_offset", "created_at", "updated_at", "next_check_at",
-		"next_send_at", "alerted_at", "trace_id", "traceparent", "tracestate",
+		"next_send_at", "not_before", "alerted_at", "trace_id", "traceparent", "tracestate",
 		"dead_lettered_at"};
 	sbuf_puts(view_out(q), "<table class=\"fields\" id=\"fields\">");
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -242,7 +245,8 @@ static void message_actions(console_req *q, const cJSON *m)
 	const char *send = cJSON_GetStringValue(cJSON_GetObjectItem(m, "send_status"));
 	int resolve = st && (strcmp(st, "prepared") == 0 || strcmp(st, "check_failed") == 0);
 	int redrive = (st && strcmp(st, "check_failed") == 0) || (send && strcmp(send, "failed") == 0);
-	if (!resolve && !redrive)
+	int send_now = cJSON_IsTrue(cJSON_GetObjectItem(m, "scheduled"));
+	if (!resolve && !redrive && !send_now)
 		return;
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<h2>Act on it</h2><form method=\"post\" action=\"/actions\" id=\"act\">");
@@ -251,7 +255,7 @@ static void message_actions(console_req *q, const cJSON *m)
 	view_selection(q, cJSON_GetStringValue(cJSON_GetObjectItem(m, "biz_id")),
 	               cJSON_GetStringValue(cJSON_GetObjectItem(m, "message_key")));
 	sbuf_puts(b, "\">");
-	action_buttons(q, resolve, redrive);
+	action_buttons(q, resolve, redrive, send_now);
 	sbuf_puts(b, "</form>\n");
 }
 

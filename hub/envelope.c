@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "rfc3339.h"
 #include "trace.h"
 
 static int reject(char *err, size_t errsz, const char *fmt, ...)
@@ -487,6 +488,38 @@ static const char *duplicate_member(const cJSON *obj)
 	return NULL;
 }
 
+/* forward.not_before or forward.delay_ms (CONTRACT §15), into env; a null
+ * is the field's absence. Returns 0, or -1 with the reason in err. */
+static int parse_delay(const cJSON *fw, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(fw, "not_before");
+	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(fw, "delay_ms");
+	if (nb && cJSON_IsNull(nb))
+		nb = NULL;
+	if (dl && cJSON_IsNull(dl))
+		dl = NULL;
+	if (nb && dl)
+		return reject(err, errsz, "fields \"forward.not_before\" and \"forward.delay_ms\" "
+		                          "are mutually exclusive");
+	if (nb) {
+		char why[128];
+		if (!cJSON_IsString(nb))
+			return reject(err, errsz, "field \"forward.not_before\" must be an RFC 3339 "
+			                          "time with a zone (a string)");
+		if (rfc3339_parse(nb->valuestring, strlen(nb->valuestring), &env->not_before_ms, why,
+		                  sizeof why) != 0)
+			return reject(err, errsz, "field \"forward.not_before\" is not an RFC 3339 time "
+			                          "with a zone: %s", why);
+	}
+	if (dl) {
+		if (!cJSON_IsNumber(dl) || !is_whole(dl->valuedouble, (double)ENVELOPE_DELAY_MAX_MS))
+			return reject(err, errsz, "field \"forward.delay_ms\" must be an integer from 0 "
+			                          "to %lld", (long long)ENVELOPE_DELAY_MAX_MS);
+		env->delay_ms = (int64_t)dl->valuedouble;
+	}
+	return 0;
+}
+
 /* Fields the hub reads; each may appear once. */
 static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payload",
                                      "payload_base64", "forward", "checkback", NULL};
@@ -550,6 +583,8 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 {
 	memset(env, 0, sizeof *env);
 	env->first_after_ms = -1;
+	env->not_before_ms = -1;
+	env->delay_ms = -1;
 	const char *text = value;
 	cJSON *root = NULL;
 
@@ -777,6 +812,8 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 			if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
 				goto oom;
 		}
+		if (parse_delay(fw, env, err, errsz) != 0)
+			goto fail;
 		if (!(env->forward_topic = strdup(ft->valuestring)))
 			goto oom;
 		if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
@@ -866,4 +903,6 @@ void envelope_free(envelope *env)
 	free(env->tracestate);
 	memset(env, 0, sizeof *env);
 	env->first_after_ms = -1;
+	env->not_before_ms = -1;
+	env->delay_ms = -1;
 }

@@ -28,6 +28,10 @@ typedef struct {
 	char *forward_headers;  /* compact JSON object of string:string, or NULL */
 	char *checkback_url;    /* NULL: use checkback.default_url */
 	int64_t first_after_ms; /* -1: use checkback.first_after_ms */
+	/* delayed delivery (CONTRACT §15), at most one of the two; forward.max_delay
+	 * is intake's to check (it needs the clock) */
+	int64_t not_before_ms;  /* forward.not_before, ms since the epoch; -1: none */
+	int64_t delay_ms;       /* forward.delay_ms; -1: none */
 	/* trace context (CONTRACT §15): the valid parts of `trace`, or NULL */
 	char *traceparent;
 	char *tracestate;       /* NULL also for an empty one */
@@ -44,6 +48,9 @@ typedef struct {
 #define ENVELOPE_MESSAGE_KEY_MAX 255
 /* Most forward headers one envelope may carry. */
 #define ENVELOPE_HEADERS_MAX 64
+/* Largest forward.delay_ms the parser takes (100 years); forward.max_delay
+ * bounds it further at intake. */
+#define ENVELOPE_DELAY_MAX_MS (36500LL * 86400000LL)
 /* Longest accepted check-back URL. */
 #define ENVELOPE_URL_MAX 2048
 

@@ -615,6 +615,23 @@ void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
 	free(parts);
 }
 
+void forward_note_scheduled(forward *fw, const store_forward_list *l)
+{
+	if (!fw->eos && !fw->order)
+		return; /* forward.order = partition */
+	for (size_t i = 0; i < l->n; i++) {
+		const store_forward *f = &l->items[i];
+		if (!f->key)
+			continue; /* a null key has no order to keep */
+		lane *ln = fw->eos ? lane_of(fw, f->src_tp) : NULL;
+		if (ln)
+			lane_blockers_changed(ln);
+		else if (!fw->eos && order_note(fw->order, f->src_tp, f->topic, f->key, f->src_offset))
+			log_warn("forward: out of memory noting a scheduled message; its key waits from "
+			         "the next due scan");
+	}
+}
+
 size_t forward_order_blocked_keys(forward *fw)
 {
 	return fw->order ? order_blocked_keys(fw->order) : 0;

@@ -92,4 +92,11 @@ void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
 /* forward.order = key, at_least_once: keys with a blocker known now. */
 size_t forward_order_blocked_keys(forward *fw);
 
+/* forward.order = key: the messages a batch made scheduled (delayed
+ * delivery: store_take_scheduled) block their keys at once, before the
+ * batch's forwards are sent (at_least_once: noted in the run loop's map;
+ * exactly_once: their lanes read their blockers again before their next
+ * run). Call from the run loop, before forward_send() of the same batch. */
+void forward_note_scheduled(forward *fw, const store_forward_list *l);
+
 #endif

@@ -78,6 +78,11 @@ typedef struct {
 	int64_t reconnect_at;
 	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
 	int64_t next_retention;
+	/* forwards due between two scans (scheduled messages, retries): claimed
+	 * again at once while a claim comes back full (claim_more), else when
+	 * the next one falls due (next_claim, 0: at the next scan) */
+	int claim_more;
+	int64_t next_claim;
 	int scan_step;         /* the scan's next step (scan_step()) ... */
 	int scan_failed;       /* ... and whether one of its steps failed */
 	janitor_retention sweep;
@@ -350,6 +355,12 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 	tp_key *lost = NULL;
 	store_rc rc = store_apply(h->st, recs, n, h->owned.parts, h->owned.n, out, stats, &lost,
 	                          &nlost, err, errsz);
+	if (rc == STORE_OK) { /* delayed delivery: before the batch's forwards go */
+		store_forward_list scheduled;
+		store_take_scheduled(h->st, &scheduled);
+		forward_note_scheduled(h->fw, &scheduled);
+		store_forward_list_clear(&scheduled);
+	}
 	if (rc == STORE_FENCED || rc == STORE_REWOUND)
 		rc = sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
@@ -733,6 +744,23 @@ static int release_assigned(hub *h)
 	return 0;
 }
 
+/* When to claim next, after a claim that took n of at most limit: at once
+ * while they come back full, else when the next one falls due within the
+ * second (at least 100 ms on: a flow of due times is claimed ten times a
+ * second at most), else at the next scan. */
+static void plan_next_claim(hub *h, size_t n, size_t limit)
+{
+	h->claim_more = n >= limit;
+	h->next_claim = 0;
+	int64_t in_ms;
+	char err[512];
+	if (h->claim_more || store_next_send_due(h->st, h->owned.parts, h->owned.n, &in_ms, err,
+	                                         sizeof err) != STORE_OK ||
+	    in_ms < 0 || in_ms >= 1000)
+		return; /* (a failed probe: the scan claims them) */
+	h->next_claim = now_ms() + (in_ms < 100 ? 100 : in_ms);
+}
+
 /* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
  * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
  * with err. */
@@ -772,8 +800,11 @@ static int order_scan(hub *h, char *err, size_t errsz)
 static int claim_retries(hub *h)
 {
 	const owned_set *own = &h->owned;
-	if (own->n == 0 || forward_in_flight(h->fw) > 10000)
+	if (own->n == 0 || forward_in_flight(h->fw) > 10000) {
+		h->claim_more = 0;
+		h->next_claim = 0;
 		return 0;
+	}
 	char err[512];
 	if (config_order_by_key(h->cfg) && order_scan(h, err, sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
@@ -799,6 +830,7 @@ static int claim_retries(hub *h)
 		metrics_forwards_decided_again(again);
 	}
 	send_forwards(h, &l);
+	plan_next_claim(h, l.n, 1000);
 	store_forward_list_clear(&l);
 	return 0;
 }
@@ -1185,6 +1217,9 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		if (store_ready(&h) == 0 &&
 		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && scan_step(&h, now))
 			next_scan = now + 1000;
+		else if (store_ready(&h) == 0 && h.scan_step == 0 && h.released.n == 0 &&
+		         (h.claim_more || (h.next_claim > 0 && now >= h.next_claim)))
+			claim_retries(&h); /* between two scans (plan_next_claim) */
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
 			checkback_stats cs = checkback_get_stats(h.cb);

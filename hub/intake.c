@@ -8,6 +8,7 @@
 
 #include "backoff.h"
 #include "clock.h"
+#include "duration.h"
 #include "gap.h"
 #include "intake_int.h"
 #include "kafka.h"
@@ -833,6 +834,24 @@ int intake_judge(intake *in, intake_batch *b)
 	return 1;
 }
 
+/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason. A
+ * not_before is measured from now, a delay_ms as it is (it counts from the
+ * commit, whenever that comes). A not_before in the past is due at once. */
+static int too_far(const intake *in, const envelope *env, char *reason, size_t sz)
+{
+	if (env->not_before_ms < 0 && env->delay_ms < 0)
+		return 0;
+	int64_t max = config_max_delay_ms(in->cfg);
+	int64_t ahead = env->delay_ms >= 0 ? env->delay_ms : env->not_before_ms - clock_wall_ms();
+	if (ahead <= max)
+		return 0;
+	char a[32];
+	snprintf(reason, sz, "field \"forward.%s\" is %s ahead, beyond forward.max_delay (%s)",
+	         env->delay_ms >= 0 ? "delay_ms" : "not_before",
+	         duration_format(ahead / 1000, a, sizeof a), in->cfg->forward_max_delay);
+	return 1;
+}
+
 /* A forward into a control topic (any of them) would come back as an
  * envelope, and one into the progress topic would corrupt the markers. */
 static void validate(const intake *in, store_record *r)
@@ -856,6 +875,11 @@ static void validate(const intake *in, store_record *r)
 	                    : NULL;
 	if (named) {
 		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names %s", named);
+		envelope_free(&r->env);
+		r->valid = 0;
+		return;
+	}
+	if (too_far(in, &r->env, r->reason, sizeof r->reason)) {
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;

@@ -51,6 +51,7 @@ struct lane {
 	pthread_t thread;
 
 	pthread_mutex_t mu; /* guards what follows */
+	int reread_blockers; /* lane_blockers_changed(): read them before the next run */
 	pthread_cond_t cv;
 	int64_t want_seq;   /* rows up to here are due (lane_notify) */
 	int64_t covered;    /* rows up to here are sent, or were not there */
@@ -623,7 +624,11 @@ static int order_any_blocked(lane *l, const store_forward_list *list)
 static int order_gate(lane *l, store_forward_list *list)
 {
 	char err[512];
-	if (clock_ms() - l->order_read_ms >= 1000 || order_any_blocked(l, list)) {
+	pthread_mutex_lock(&l->mu);
+	int reread = l->reread_blockers;
+	l->reread_blockers = 0;
+	pthread_mutex_unlock(&l->mu);
+	if (reread || clock_ms() - l->order_read_ms >= 1000 || order_any_blocked(l, list)) {
 		if (order_read(l, err, sizeof err) != 0) {
 			log_warn("lane %d of %s: reading the blockers of forward keys: %s; trying again",
 			         TP_ARG(l->own.tp), err);
@@ -1161,6 +1166,13 @@ void lane_notify(lane *l, int64_t seq)
 		l->want_seq = seq;
 		pthread_cond_broadcast(&l->cv);
 	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+void lane_blockers_changed(lane *l)
+{
+	pthread_mutex_lock(&l->mu);
+	l->reread_blockers = 1;
 	pthread_mutex_unlock(&l->mu);
 }
 

@@ -75,6 +75,11 @@ int64_t lane_epoch(const lane *l);
 /* Rows of the partition up to forward sequence seq are due: wake the lane. */
 void lane_notify(lane *l, int64_t seq);
 
+/* forward.order = key: a message of the partition became a blocker outside
+ * the lane (a scheduled one: delayed delivery); the lane reads the
+ * partition's blockers again before its next run. Any thread. */
+void lane_blockers_changed(lane *l);
+
 /* Forwards notified and not yet committed or given up (an estimate from
  * the sequences: exact unless some failed). */
 size_t lane_pending(lane *l);

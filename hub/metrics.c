@@ -70,6 +70,8 @@ static struct registry {
 	_Atomic int64_t by_status[5], parked, sampled;
 	_Atomic int64_t blocked; /* forward.order = key: messages held for their key */
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
+	_Atomic int64_t scheduled;
+	_Atomic double oldest_overdue_s;
 	pthread_mutex_t lag_mu; /* the lag table: set every few seconds */
 	tp_key lag_partition[MAX_LAG];
 	int64_t lag[MAX_LAG];
@@ -309,6 +311,8 @@ void metrics_set_sample(const metrics_sample *s)
 	atomic_store(&m.blocked, s->blocked);
 	atomic_store(&m.oldest_prepared_s, s->oldest_prepared_s);
 	atomic_store(&m.oldest_pending_send_s, s->oldest_pending_send_s);
+	atomic_store(&m.scheduled, s->scheduled);
+	atomic_store(&m.oldest_overdue_s, s->oldest_overdue_s);
 	atomic_store(&m.sampled, 1);
 }
 
@@ -499,6 +503,15 @@ static void write_gauges(sbuf *o)
 	     "Age of the oldest committed row waiting to be forwarded (0: none).");
 	a = atomic_load(&m.oldest_pending_send_s);
 	sbuf_printf(o, "txhub_oldest_pending_send_age_seconds %.3f\n", a < 0 ? 0.0 : a);
+	head(o, "txhub_scheduled_messages", "gauge",
+	     "Committed messages waiting for their due time (forward.not_before, "
+	     "forward.delay_ms).");
+	sbuf_printf(o, "txhub_scheduled_messages %lld\n", (long long)atomic_load(&m.scheduled));
+	head(o, "txhub_scheduled_overdue_seconds", "gauge",
+	     "How long the oldest delayed message that is due has waited past its due time "
+	     "without being sent (0: none).");
+	a = atomic_load(&m.oldest_overdue_s);
+	sbuf_printf(o, "txhub_scheduled_overdue_seconds %.3f\n", a < 0 ? 0.0 : a);
 }
 
 static void write_process(sbuf *o)

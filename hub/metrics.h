@@ -181,6 +181,10 @@ typedef struct {
 	int64_t parked;
 	double oldest_prepared_s, oldest_pending_send_s;
 	int64_t blocked; /* forward.order = key: held for an earlier message of their key */
+	/* delayed delivery (CONTRACT §15): committed messages waiting for their
+	 * due time, and the age of the oldest due and not yet sent (-1: none) */
+	int64_t scheduled;
+	double oldest_overdue_s;
 } metrics_sample;
 void metrics_set_sample(const metrics_sample *s);
 void metrics_set_ready(int ready);

@@ -138,7 +138,7 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
  * tenant, each count filters the rows its index gives). */
 #define SQL_STATUS_WHERE(T)                                                                     \
 	"WITH RECURSIVE " SQL_PENDING_PARTS ", pend AS ("                                           \
-	SQL_PENDING_ROWS("r.tenant, r.updated_at") ") SELECT "                                      \
+	SQL_PENDING_ROWS("r.tenant, r.updated_at, r.not_before") ") SELECT "                                      \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'prepared'" T "), "                    \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'awaiting_prepare'" T "), "            \
 	"(SELECT count(*) FROM txhub.message_rows WHERE status = 'committed'" T ") - "              \
@@ -156,7 +156,9 @@ static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
 	" AND created_at < now() - $1::bigint * interval '1 millisecond'" T "), "                   \
 	"(SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM txhub.message_rows "   \
 	" WHERE status = 'prepared'" T "), "                                                        \
-	PENDING("floor(extract(epoch FROM now() - min(updated_at)))::bigint", T) ", "              \
+	/* a delayed row waits from its due time (delay_sql.h), not before */                   \
+	"(SELECT floor(extract(epoch FROM now() - min(greatest(updated_at, not_before))))::bigint " \
+	"FROM pend WHERE NOT coalesce(not_before > now(), false)" T "), "                          \
 	"(SELECT count(*) FROM txhub.rejected WHERE created_at > now() - interval '1 hour'" T "), " \
 	"(SELECT count(*) FROM txhub.rejected WHERE true" T "), "                                   \
 	"(SELECT count(*) FROM txhub.conflicts WHERE created_at > now() - interval '1 hour'" T      \
@@ -558,7 +560,7 @@ fail:
 	TS("next_check_at") ", " TS("next_send_at") ", "                                          \
 	"floor(extract(epoch FROM now() - created_at))::bigint, "                                 \
 	"floor(extract(epoch FROM now() - updated_at))::bigint, tenant, trace_id, "               \
-	TS("dead_lettered_at")
+	TS("dead_lettered_at") ", " TS("not_before")
 
 static const struct {
 	const char *name;
@@ -569,7 +571,7 @@ static const struct {
 	{"checkback_url", 0}, {"check_attempts", 1}, {"send_attempts", 1}, {"last_error", 0},
 	{"src_partition", 1}, {"src_offset", 1},    {"created_at", 0},    {"updated_at", 0},
 	{"next_check_at", 0}, {"next_send_at", 0},  {"created_age_s", 1}, {"updated_age_s", 1},
-	{"tenant", 0},        {"trace_id", 0},      {"dead_lettered_at", 0},
+	{"tenant", 0},        {"trace_id", 0},      {"dead_lettered_at", 0}, {"not_before", 0},
 };
 #define NROW_FIELDS ((int)(sizeof row_fields / sizeof row_fields[0]))
 
@@ -671,6 +673,10 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT r.biz_id, r.message_key "
 		               "FROM txhub.message_rows r WHERE r.status = 'committed' "
 		               "AND (r.send_status = 'sent' OR " SQL_MARKED("r") "))");
+	if (f->scheduled) /* on messages_send_retry, whose rows they are (delay_sql.h) */
+		sbuf_puts(sql, " AND (biz_id, message_key) IN (SELECT biz_id, message_key "
+		               "FROM txhub.message_rows WHERE send_status = 'pending' "
+		               "AND fwd_seq IS NULL AND not_before > now())");
 	if (f->biz_id) {
 		p[*np] = f->biz_id;
 		sbuf_printf(sql, " AND biz_id = $%d", ++*np);
@@ -698,7 +704,8 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		            ++*np);
 	}
 	p[*np] = limit;
-	sbuf_printf(sql, " ORDER BY updated_at DESC, biz_id, message_key LIMIT $%d", ++*np);
+	sbuf_printf(sql, " ORDER BY %s, biz_id, message_key LIMIT $%d",
+	            f->scheduled ? "not_before" : "updated_at DESC", ++*np);
 }
 
 ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, size_t errsz)
@@ -776,7 +783,9 @@ char *ops_payload_text(const unsigned char *p, size_t len, const char **encoding
 static const char *SQL_SHOW_ROW =
 	"SELECT " ROW_COLUMNS ", forward_headers::text, " TS("alerted_at") ", "
 	"(extract(epoch FROM created_at) * 1000000)::bigint, "
-	"(extract(epoch FROM updated_at) * 1000000)::bigint, traceparent, tracestate "
+	"(extract(epoch FROM updated_at) * 1000000)::bigint, traceparent, tracestate, "
+	/* delayed delivery: committed, due later, not sent (delay_sql.h) */
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false) "
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
@@ -784,8 +793,8 @@ static const char *SQL_SHOW_HISTORY =
 	"SELECT " TS("at") ", event, detail, actor, (extract(epoch FROM at) * 1000000)::bigint "
 	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
 
-/* Add payload, payload_encoding, forward_headers, alerted_at, traceparent and
- * tracestate to the
+/* Add payload, payload_encoding, forward_headers, alerted_at, traceparent,
+ * tracestate and scheduled to the
  * message object m. r: SQL_SHOW_ROW's row, pr: SQL_SHOW_PAYLOAD's (binary). */
 static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 {
@@ -810,6 +819,7 @@ static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 		cJSON_AddItemToObject(m, c == NROW_FIELDS + 4 ? "traceparent" : "tracestate",
 		                      PQgetisnull(r, 0, c) ? cJSON_CreateNull()
 		                                           : cJSON_CreateString(PQgetvalue(r, 0, c)));
+	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 6)[0] == 't');
 	return 0;
 }
 

@@ -195,6 +195,9 @@ typedef struct {
 	const char *message_key;
 	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
 	const char *tenant;          /* NULL: any; else only that tenant's (txhub.messages.tenant) */
+	/* only the scheduled messages (CONTRACT §15: committed, due later, not
+	 * sent), the next due first instead of the newest */
+	int scheduled;
 	const char *trace_id;        /* NULL: any; else the messages of that W3C trace id */
 } ops_list_filter;
 
@@ -295,6 +298,11 @@ ops_rc ops_resolve(struct pg_conn *conn, const char *biz_id, const char *message
 ops_rc ops_redrive(struct pg_conn *conn, const char *biz_id, const char *message_key,
                    const char *actor, ops_change *out, char *err, size_t errsz);
 
+/* A scheduled message (committed, its not_before still ahead, not sent: CONTRACT
+ * §15) made due now: not_before = now(), with a history row 'redrive' by actor
+ * naming the due time it had. OPS_REFUSED for any other state. */
+ops_rc ops_redrive_now(struct pg_conn *conn, const char *biz_id, const char *message_key,
+                       const char *actor, ops_change *out, char *err, size_t errsz);
 /* forward.order = key (CONTRACT §15): give up on a parked forward (send
  * status failed) or on one held for an earlier message of its key, so that
  * the key's later messages flow: send_status skipped. reason (1..

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delay_sql.h"
 #include "envelope.h"
 #include "ops.h"
 #include "ops_sql.h"
@@ -84,7 +85,7 @@ static const char *SQL_RESOLVE =
 	"UPDATE txhub.message_rows SET status = $3::text, "
 	"send_status = CASE WHEN $3::text = 'committed' THEN 'pending' ELSE send_status END, "
 	"send_attempts = CASE WHEN $3::text = 'committed' THEN 0 ELSE send_attempts END, "
-	"next_send_at = CASE WHEN $3::text = 'committed' THEN now() ELSE next_send_at END, "
+	SQL_COMMIT_DUE("", "$3::text = 'committed'") ", "
 	"fwd_seq = NULL, next_check_at = NULL, updated_at = now() "
 	"WHERE biz_id = $1 AND message_key = $2 AND status IN ('prepared', 'check_failed') "
 	"RETURNING status, coalesce(send_status, '')";

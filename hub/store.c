@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "delay_sql.h"
 #include "fold.h"
 #include "log.h"
 #include "rewind.h"
@@ -35,6 +36,9 @@ struct store {
 	int reconnected;        /* the connection was made again since last asked */
 	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
 	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
+	/* ... and then the messages the last store_apply() made scheduled (delayed
+	 * delivery): store_take_scheduled() */
+	store_forward_list scheduled;
 };
 
 /* ---- results and errors ---- */
@@ -189,6 +193,7 @@ void store_close(store *st)
 		PQfinish(st->conn);
 	free(st->conninfo);
 	rewind_table_free(&st->known);
+	store_forward_list_clear(&st->scheduled);
 	free(st);
 }
 
@@ -414,7 +419,7 @@ static int cmp_forward(const void *a, const void *b)
  * (write_messages, write_conflicts, write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
-       W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NCOLS };
+       W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NB, W_DL, W_NCOLS };
 
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
@@ -435,30 +440,45 @@ static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
 	"next_send_at, src_partition, src_offset, fwd_seq, src_topic, tenant, traceparent, "
-	"tracestate, trace_id) "
+	"tracestate, trace_id, not_before) "
 	"SELECT x.b, x.k, x.s, x.d, "
-	"CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END END, decode(x.p, 'hex'), "
-	"x.ft, x.fk, x.fh::jsonb, x.cu, "
+	"CASE WHEN x.c THEN CASE WHEN x.sn AND NOT d.late THEN 'sent' ELSE 'pending' END END, "
+	"decode(x.p, 'hex'), x.ft, x.fk, x.fh::jsonb, x.cu, "
 	"CASE WHEN x.s = 'prepared' THEN now() + x.fa * interval '1 millisecond' END, "
-	"CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' END, x.sp, x.so, x.sq, "
-	"x.st, x.tn, x.trp, x.trs, substr(x.trp, 4, 32) "
+	"CASE WHEN d.late THEN d.due WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
+	"ELSE " SQL_AFTER_EPOCH("x.dl") " END, x.sp, x.so, CASE WHEN NOT d.late THEN x.sq END, "
+	"x.st, x.tn, x.trp, x.trs, substr(x.trp, 4, 32), CASE WHEN x.c THEN d.due ELSE d.nb END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::text[], $20::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, trp, trs) "
+	"$15::bigint[], $16::bool[], $17::text[], $18::text[], $19::text[], $20::text[], "
+	"$21::bigint[], $22::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn, trp, trs, nb, dl) "
+	"CROSS JOIN LATERAL (SELECT " SQL_AFTER_EPOCH("x.nb") " AS nb) n "
+	"CROSS JOIN LATERAL (SELECT n.nb, coalesce(n.nb, now() + x.dl * interval '1 millisecond') "
+	"AS due) e CROSS JOIN LATERAL (SELECT e.nb, e.due, x.c AND coalesce(e.due > now(), false) "
+	"AS late) d "
 	"ON CONFLICT DO NOTHING "
-	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
+	"RETURNING m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
+	"m.status = 'committed' AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
 
 /* same columns, $14 the lease, $15 whether the row takes the payload (and
  * its trace), $16 the forward sequences, $17 forwarded already, $18 the
- * source topics, $19 and $20 the traceparents and tracestates */
+ * source topics, $19 and $20 the traceparents and tracestates, $21 and $22
+ * the not_befores and delays as in SQL_INSERT */
+#define UPD_NB "CASE WHEN x.tp THEN " SQL_AFTER_EPOCH("x.nb") " ELSE m.not_before END"
+#define UPD_DUE                                                                     \
+	"coalesce(" UPD_NB ", now() + CASE WHEN x.tp THEN x.dl * interval '1 millisecond' " \
+	"ELSE m.next_send_at - 'epoch'::timestamptz END)"
+#define UPD_LATE "(x.c AND coalesce(" UPD_DUE " > now(), false))"
 static const char *SQL_UPDATE =
 	"UPDATE txhub.message_rows AS m SET status = x.s, decision = x.d, "
-	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn THEN 'sent' ELSE 'pending' END "
-	"ELSE m.send_status END, "
+	"send_status = CASE WHEN x.c THEN CASE WHEN x.sn AND NOT " UPD_LATE " THEN 'sent' "
+	"ELSE 'pending' END ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.c THEN 0 ELSE m.send_attempts END, "
-	"next_send_at = CASE WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
-	"ELSE m.next_send_at END, "
+	"next_send_at = CASE WHEN " UPD_LATE " THEN " UPD_DUE " "
+	"WHEN x.c THEN now() + $14::bigint * interval '1 millisecond' "
+	"WHEN x.tp THEN " SQL_AFTER_EPOCH("x.dl") " ELSE m.next_send_at END, "
+	"not_before = CASE WHEN x.c THEN " UPD_DUE " ELSE " UPD_NB " END, "
 	"payload = CASE WHEN x.tp THEN decode(x.p, 'hex') ELSE m.payload END, "
 	"forward_topic = CASE WHEN x.tp THEN x.ft ELSE m.forward_topic END, "
 	"forward_key = CASE WHEN x.tp THEN x.fk ELSE m.forward_key END, "
@@ -468,13 +488,18 @@ static const char *SQL_UPDATE =
 	"tracestate = CASE WHEN x.tp THEN x.trs ELSE m.tracestate END, "
 	"trace_id = CASE WHEN x.tp THEN substr(x.trp, 4, 32) ELSE m.trace_id END, "
 	"src_topic = x.st, src_partition = x.sp, src_offset = x.so, updated_at = now(), "
-	"fwd_seq = CASE WHEN x.c THEN x.sq ELSE m.fwd_seq END "
+	"fwd_seq = CASE WHEN " UPD_LATE " THEN NULL WHEN x.c THEN x.sq ELSE m.fwd_seq END "
 	"FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], "
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
-	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::text[], $20::text[]) "
-	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, trp, trs) "
+	"$15::bool[], $16::bigint[], $17::bool[], $18::text[], $19::text[], $20::text[], "
+	"$21::bigint[], $22::bigint[]) "
+	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, tp, sq, sn, st, trp, trs, nb, dl) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k "
-	"RETURNING x.c AND NOT x.sn, " FORWARD_COLUMNS;
+	"RETURNING x.c AND NOT x.sn AND m.fwd_seq IS NOT NULL, "
+	"x.c AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
+#undef UPD_LATE
+#undef UPD_DUE
+#undef UPD_NB
 
 static const char *SQL_CONFLICTS =
 	"INSERT INTO txhub.conflicts (biz_id, message_key, arrived, met_status, detail, "
@@ -1257,7 +1282,7 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
                           char *err, size_t errsz)
 {
 	char lease[32];
-	const char *p[20];
+	const char *p[22];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	for (int c = 0; c < 13; c++)
 		p[c] = sbuf_str(&w[c]);
@@ -1272,6 +1297,8 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 		p[n++] = sbuf_str(&w[W_TN]);
 	p[n++] = sbuf_str(&w[W_TRP]);
 	p[n++] = sbuf_str(&w[W_TRS]);
+	p[n++] = sbuf_str(&w[W_NB]);
+	p[n++] = sbuf_str(&w[W_DL]);
 	*res = exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
 		return classify(st->conn, *res, err, errsz);
@@ -1306,6 +1333,15 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 	sbuf_arr_text(&w[W_TN], k->tenant[0] ? k->tenant : NULL);
 	sbuf_arr_text(&w[W_TRP], pe ? pe->traceparent : NULL);
 	sbuf_arr_text(&w[W_TRS], pe ? pe->tracestate : NULL);
+	/* delayed delivery: NULL where the prepare asked for none */
+	if (pe && pe->not_before_ms >= 0)
+		sbuf_arr_int(&w[W_NB], pe->not_before_ms);
+	else
+		sbuf_arr_text(&w[W_NB], NULL);
+	if (pe && pe->delay_ms >= 0)
+		sbuf_arr_int(&w[W_DL], pe->delay_ms);
+	else
+		sbuf_arr_text(&w[W_DL], NULL);
 	if (seq > 0)
 		sbuf_arr_int(&w[W_SQ], seq);
 	else
@@ -1505,6 +1541,7 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	PGresult *first = NULL, *ins = NULL, *upd = NULL;
 	store_rc rc = STORE_OK;
 	memset(stats, 0, sizeof *stats);
+	store_forward_list_clear(&st->scheduled);
 	if (lost)
 		*lost = NULL;
 	if (nlost)
@@ -1542,8 +1579,16 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	for (size_t i = 0; i < bp.n; i++)
 		rewind_advance(&st->known, bp.own[i].tp, bp.next[i]);
 
-	if ((ins && collect_forwards(ins, 1, 0, out) != 0) ||
-	    (upd && collect_forwards(upd, 1, 0, out) != 0)) {
+	/* delayed delivery, forward.order = key: the scheduled ones block their
+	 * keys from now on (store_take_scheduled) */
+	if (st->order_by_key && ((ins && collect_forwards(ins, 2, 1, &st->scheduled) != 0) ||
+	                         (upd && collect_forwards(upd, 2, 1, &st->scheduled) != 0))) {
+		log_error("store: out of memory copying scheduled messages; their keys wait from the "
+		          "next due scan");
+		store_forward_list_clear(&st->scheduled);
+	}
+	if ((ins && collect_forwards(ins, 2, 0, out) != 0) ||
+	    (upd && collect_forwards(upd, 2, 0, out) != 0)) {
 		/* committed, but we could not copy the rows: the lease expiry or the
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
@@ -1618,6 +1663,38 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	return rc;
 }
 
+store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
+                             char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT CASE WHEN min(x.at) IS NULL THEN -1 ELSE greatest(0, ceil(extract(epoch FROM "
+		"min(x.at) - now()) * 1000)) END::bigint FROM (SELECT DISTINCT n FROM "
+		"unnest($1::int[]) AS n) p CROSS JOIN LATERAL (SELECT next_send_at AS at "
+		"FROM txhub.message_rows WHERE src_partition = p.n AND send_status = 'pending' "
+		"AND fwd_seq IS NULL AND next_send_at < 'infinity' " /* not held for order */
+		"ORDER BY next_send_at LIMIT 1) x";
+	*in_ms = -1;
+	if (nown == 0)
+		return STORE_OK;
+	sbuf tb = {0}, pb = {0};
+	owned_arrays(&tb, &pb, NULL, own, nown);
+	const char *p[1] = {sbuf_str(&pb)};
+	PGresult *r = pb.oom ? NULL : exec_params(st, sql, 1, p, 0);
+	store_rc rc = STORE_OK;
+	if (!r) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+	} else if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = classify(st->conn, r, err, errsz);
+	} else {
+		*in_ms = atoll(PQgetvalue(r, 0, 0));
+	}
+	PQclear(r);
+	sbuf_free(&tb);
+	sbuf_free(&pb);
+	return rc;
+}
+
 store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz)
 {
@@ -1630,7 +1707,8 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"WHERE p.topic = m.src_topic AND p.partition = m.src_partition "
 		"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND " OF_PARTS("m.", "$1", "$2") " "
 		"AND m.send_attempts = 0 AND m.next_send_at > now() AND m.updated_at < p.taken_at "
-		"AND m.next_send_at < 'infinity'"; /* held for order: released by their key */
+		"AND m.next_send_at < 'infinity' " /* held for order: released by their key */
+		"AND (m.not_before IS NULL OR m.not_before <= now())"; /* not a scheduled one */
 	static const char *sql_sequenced =
 		"UPDATE txhub.message_rows AS m SET next_send_at = now(), "
 		"fwd_seq = CASE WHEN $3::bool THEN NULL ELSE m.fwd_seq END "
@@ -2170,12 +2248,21 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed'), "
 		"coalesce((SELECT extract(epoch FROM now() - min(created_at)) FROM txhub.message_rows "
 		" WHERE status = 'prepared'), -1), "
+		/* a delayed row waits from its due time (delay_sql.h), not before */
 		"coalesce((WITH RECURSIVE " SQL_PENDING_PARTS " SELECT extract(epoch FROM now() - "
-		" min(updated_at)) FROM (" SQL_PENDING_ROWS("r.updated_at") ") u), -1), "
+		/* a delayed row waits from its due time (delay_sql.h), not before */
+		" min(greatest(updated_at, not_before))) FROM (" SQL_PENDING_ROWS("r.updated_at, "
+		"r.not_before") ") u WHERE NOT coalesce(not_before > now(), false)), -1), "
 		"(SELECT reltuples FROM pg_class WHERE oid = 'txhub.message_rows'::regclass), "
 		/* held for their key (forward.order = key), on messages_send_retry */
 		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
-		" AND fwd_seq IS NULL AND next_send_at = 'infinity')";
+		" AND fwd_seq IS NULL AND next_send_at = 'infinity'), "
+		/* the scheduled rows, on messages_send_retry (their due times are its
+		 * next_send_at): those still ahead, and the oldest due time passed */
+		"(SELECT count(*) FROM txhub.message_rows WHERE send_status = 'pending' "
+		" AND fwd_seq IS NULL AND not_before > now()), "
+		"coalesce((SELECT extract(epoch FROM now() - min(not_before)) FROM txhub.message_rows "
+		" WHERE send_status = 'pending' AND fwd_seq IS NULL AND not_before <= now()), -1)";
 	static const char *sql_exact =
 		"SELECT count(*) FILTER (WHERE status = 'committed'), "
 		"count(*) FILTER (WHERE status = 'rolled_back') FROM txhub.message_rows";
@@ -2200,6 +2287,8 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_pending_send_s = atof(PQgetvalue(r, 0, 6));
 	double rows = atof(PQgetvalue(r, 0, 7));
 	out->blocked = atoll(PQgetvalue(r, 0, 8));
+	out->scheduled = atoll(PQgetvalue(r, 0, 9));
+	out->oldest_overdue_s = atof(PQgetvalue(r, 0, 10));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
 	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
@@ -2426,7 +2515,7 @@ static const char *SQL_RECORD_CHECKS =
 	"END, "
 	"send_status = CASE WHEN x.o = 'committed' THEN 'pending' ELSE m.send_status END, "
 	"send_attempts = CASE WHEN x.o = 'committed' THEN 0 ELSE m.send_attempts END, "
-	"next_send_at = CASE WHEN x.o = 'committed' THEN now() ELSE m.next_send_at END, "
+	SQL_COMMIT_DUE("m.", "x.o = 'committed'") ", "
 	"updated_at = now() "
 	"FROM (SELECT y.* FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], "
 	"$6::text[], $7::bigint[]) AS y(b, k, p, n, o, e, ms) "
@@ -2539,6 +2628,12 @@ done:
 /* ---- order per key ---- */
 
 void store_set_order_by_key(store *st, int by_key) { st->order_by_key = by_key; }
+
+void store_take_scheduled(store *st, store_forward_list *out)
+{
+	*out = st->scheduled;
+	memset(&st->scheduled, 0, sizeof st->scheduled);
+}
 
 void store_blocker_list_clear(store_blocker_list *l)
 {

@@ -218,6 +218,14 @@ store_rc store_apply(store *st, store_record *recs, size_t n,
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz);
 
+/* When the next pending forward without a sequence (a retry, a scheduled
+ * message: CONTRACT §15) of these partitions' numbers falls due: *in_ms
+ * from now (0: due already), -1 when none waits. One index probe per
+ * partition number (messages_send_retry), no lock: a hint for when to
+ * claim next, never a claim. */
+store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
+                             char *err, size_t errsz);
+
 /* Make the first-attempt leases of these owned partitions due now (a new
  * owner takes over what the old one may have left in flight). clear_seqs
  * (at_least_once): the rows of earlier owners above their partition's
@@ -487,5 +495,11 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 /* forward.order = key: store_sequence_forwards numbers a partition's rows in
  * offset order (a released chain keeps its order), not by age. */
 void store_set_order_by_key(store *st, int by_key);
+
+/* With forward.order = key: the messages the last successful store_apply()
+ * made scheduled (delayed delivery, CONTRACT §15: committed, not forwarded
+ * before their due time), moved into *out (the caller clears it; empty
+ * otherwise), so that they block their keys at once (forward.h). */
+void store_take_scheduled(store *st, store_forward_list *out);
 
 #endif

@@ -38,6 +38,9 @@ extern "C" {
 #define TXHUB_HEADER_NAME_MAX 255
 #define TXHUB_URL_MAX 2048
 #define TXHUB_FIRST_AFTER_MS_MAX 2592000000LL /* 30 days */
+/* Largest delay_ms an envelope may carry (100 years); the hub's
+ * forward.max_delay bounds it further. */
+#define TXHUB_DELAY_MS_MAX 3153600000000LL
 /* Deepest nesting of arrays and objects accepted in a JSON payload. */
 #define TXHUB_JSON_DEPTH_MAX 512
 /* envelope.max_bytes' default, the producer's too. */
@@ -86,6 +89,14 @@ typedef struct {
 	 * would drop is refused), a tracestate needs a traceparent. */
 	const char *traceparent; /* "00-<32 hex>-<16 hex>-<2 hex>", lowercase */
 	const char *tracestate;  /* key=value list, <= 512 chars, <= 32 members */
+	/* Delayed delivery (CONTRACT §15), at most one of the two, with a
+	 * forward_topic: forwarded no earlier than forward_not_before (RFC 3339
+	 * with a zone, e.g. "2026-12-01T09:00:00+01:00"), or than delay_ms after
+	 * the commit. The hub also rejects a delay beyond its forward.max_delay
+	 * (default 30 days). Added in soversion 2. */
+	const char *forward_not_before;      /* NULL: none */
+	int has_delay_ms;                    /* 0: none */
+	long long delay_ms;                  /* 0..TXHUB_DELAY_MS_MAX when has_delay_ms */
 } txhub_message;
 
 /* Validate m for an envelope of type t and encode it. A prepare needs a

@@ -126,7 +126,16 @@ void v_input_from(const cJSON *vector, v_input *v)
 	v->m.biz_id = v->biz_id;
 	v->m.message_key = v->message_key;
 	payload_from(in, v);
-	forward_from(cJSON_GetObjectItemCaseSensitive(in, "forward"), v);
+	const cJSON *fw = cJSON_GetObjectItemCaseSensitive(in, "forward");
+	forward_from(fw, v);
+	if (fw) { /* delayed delivery */
+		v->m.forward_not_before = str(fw, "not_before");
+		const cJSON *dl = cJSON_GetObjectItemCaseSensitive(fw, "delay_ms");
+		if (cJSON_IsNumber(dl)) {
+			v->m.has_delay_ms = 1;
+			v->m.delay_ms = (long long)dl->valuedouble;
+		}
+	}
 	const cJSON *cb = cJSON_GetObjectItemCaseSensitive(in, "checkback");
 	if (cb) {
 		v->m.checkback_url = str(cb, "url");

@@ -441,6 +441,7 @@ static size_t read_topic(h_env *e, const char *topic, int idle_ms, const char *i
 		h_record *r = &recs[n++];
 		memset(r, 0, sizeof *r);
 		r->partition = m->partition;
+		r->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
 		r->key_null = m->key == NULL;
 		r->key_len = m->key_len;
 		r->key = calloc(1, m->key_len + 1);

@@ -86,6 +86,7 @@ typedef struct {
 	size_t value_len;
 	char *headers; /* "name=value\n" lines */
 	int partition;
+	long long timestamp_ms; /* the record's timestamp (CreateTime: when the hub produced it) */
 } h_record;
 
 /* Everything on topic, reading until idle_ms pass with nothing new.

@@ -929,6 +929,55 @@ Test(console, resolve_and_redrive_a_selection)
 	con_stop(&c);
 }
 
+/* Delayed delivery (CONTRACT §15): a scheduled message's due time on its
+ * page, the Search filter "scheduled only", and Send now (redrive --now) */
+Test(console, scheduled_messages_are_found_and_sent_now)
+{
+	con c;
+	con_start(&c, "cnsched", WITH_TOKEN);
+	fixture(&c.e);
+	sql(&c.e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, "
+	          "forward_topic, src_partition, src_offset, not_before, next_send_at) VALUES "
+	          "('shop', 'later-1', 'committed', 'pending', 'l', 'fw', 0, 30, "
+	          " '2099-01-01T00:00:00Z', '2099-01-01T00:00:00Z'),"
+	          "('shop', 'later-2', 'committed', 'pending', 'l', 'fw', 0, 31, "
+	          " '2098-01-01T00:00:00Z', '2098-01-01T00:00:00Z')");
+	con_login(&c, "alice", TOKEN);
+	resp r = {0};
+	get(&c, "/search?scheduled=1", &r);
+	cr_assert_eq(r.status, 200);
+	const char *body = sbuf_str(&r.body);
+	char *a = strstr(body, "later-2"), *b = strstr(body, "later-1");
+	cr_expect(a && b && a < b, "next due first: %.3000s", body);
+	cr_expect(strstr(body, "2 scheduled message(s)"), "%.3000s", body);
+	cr_expect(strstr(body, "2098-01-01T00:00:00.000Z"), "the due time: %.3000s", body);
+	cr_expect_null(strstr(body, "fail-1"), "a failed send is not scheduled");
+	get(&c, "/search?scheduled=yes", &r);
+	cr_expect_eq(r.status, 400);
+	get(&c, "/message?biz=shop&key=later-1", &r);
+	cr_expect(strstr(sbuf_str(&r.body), "data-field=\"not_before\">2099-01-01T00:00:00.000Z"),
+	          "%.3000s", sbuf_str(&r.body));
+	cr_expect(strstr(sbuf_str(&r.body), "value=\"send_now\""), "a Send now button");
+	get(&c, "/message?biz=shop&key=sent-1", &r);
+	cr_expect_null(strstr(sbuf_str(&r.body), "value=\"send_now\""), "not for a sent one");
+	post_form(&c, "/actions", "action=send_now&sel=4%3Ashoplater-1&sel=4%3Ashopsent-1", &r);
+	cr_assert_eq(r.status, 303, "%s", sbuf_str(&r.body));
+	cr_expect_eq(count(&c.e, "SELECT count(*) FROM txhub.messages WHERE message_key = "
+	                         "'later-1' AND not_before <= now() AND next_send_at <= now()"), 1);
+	cr_expect_eq(count(&c.e, "SELECT count(*) FROM txhub.history WHERE message_key = 'later-1' "
+	                         "AND event = 'redrive' AND actor = 'console:alice' "
+	                         "AND detail LIKE 'scheduled for 2099-01-01T00:00:00.000Z%'"), 1);
+	cr_expect_eq(count(&c.e, "SELECT count(*) FROM txhub.history WHERE message_key = 'sent-1' "
+	                         "AND event = 'redrive'"), 0, "a sent message is refused");
+	get(&c, "/search?scheduled=1", &r);
+	cr_expect(strstr(sbuf_str(&r.body), "1 scheduled message(s)"), "%.3000s",
+	          sbuf_str(&r.body));
+	cr_expect(strstr(sbuf_str(&r.body), "shop / sent-1: refused"), "the flash: %.3000s",
+	          sbuf_str(&r.body));
+	resp_free(&r);
+	con_stop(&c);
+}
+
 Test(console, bad_actions_change_nothing)
 {
 	con c;

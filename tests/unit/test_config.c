@@ -510,6 +510,28 @@ Test(config, validate_log_level)
 	}
 }
 
+/* delayed delivery (CONTRACT §15): a duration as the admin commands take */
+Test(config, validate_forward_max_delay)
+{
+	cr_assert_eq(config_max_delay_ms(&cfg), 30LL * 86400000, "the default is 30d");
+	static const struct {
+		const char *v;
+		long long ms;
+	} good[] = {{"0s", 0}, {"90s", 90000}, {"1h30m", 5400000}, {"365d", 365LL * 86400000}};
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.max_delay", good[i].v, err, sizeof err), 0);
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), 0, "%s: %s", good[i].v, err);
+		cr_assert_eq(config_max_delay_ms(&cfg), good[i].ms, "%s", good[i].v);
+	}
+	static const char *bad[] = {"", "30", "-1d", "5x", "1d 2h", "36501d"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(config_set(&cfg, "forward.max_delay", bad[i], err, sizeof err), 0);
+		err[0] = '\0';
+		cr_assert_eq(config_validate(&cfg, err, sizeof err), -1, "\"%s\" accepted", bad[i]);
+		cr_assert(strstr(err, "forward.max_delay"), "message: %s", err);
+	}
+}
+
 Test(config, validate_pg_adopt_from)
 {
 	static const char *good[] = {"", "7712026944935744815/orders", "1/a/b"};

@@ -77,6 +77,8 @@ static void assert_empty(void)
 	cr_assert_null(env.forward_headers);
 	cr_assert_null(env.checkback_url);
 	cr_assert_eq(env.first_after_ms, -1);
+	cr_assert_eq(env.not_before_ms, -1);
+	cr_assert_eq(env.delay_ms, -1);
 }
 
 /* Building blocks for envelopes that are valid except for one field. */
@@ -247,6 +249,34 @@ Test(envelope, forward_optional_parts)
 	must_accept(PREP_FWD("{\"topic\":\"_private\"}"));
 	envelope_free(&env);
 	must_accept(PREP_FWD("{\"topic\":\"a__b\"}"));
+}
+
+/* CONTRACT §15: a prepare or a one-shot commit may be delayed; none means
+ * no delay */
+Test(envelope, forward_not_before_and_delay_ms)
+{
+	must_accept(PREP_FWD("{\"topic\":\"orders\"}"));
+	cr_assert_eq(env.not_before_ms, -1);
+	cr_assert_eq(env.delay_ms, -1);
+	envelope_free(&env);
+	must_accept(PREP_FWD("{\"topic\":\"orders\",\"not_before\":\"2026-11-28T13:00:00.250+01:00\"}"));
+	cr_assert_eq(env.not_before_ms, 1795867200250LL);
+	cr_assert_eq(env.delay_ms, -1);
+	envelope_free(&env);
+	must_accept(PREP_FWD("{\"topic\":\"orders\",\"delay_ms\":1500}"));
+	cr_assert_eq(env.delay_ms, 1500);
+	cr_assert_eq(env.not_before_ms, -1);
+	envelope_free(&env);
+	must_accept(PREP_FWD("{\"topic\":\"orders\",\"delay_ms\":0,\"not_before\":null}"));
+	cr_assert_eq(env.delay_ms, 0);
+	cr_assert_eq(env.not_before_ms, -1);
+	envelope_free(&env);
+	must_accept(PREP_FWD("{\"topic\":\"orders\",\"delay_ms\":null}"));
+	cr_assert_eq(env.delay_ms, -1);
+	envelope_free(&env);
+	must_accept(COMMIT("," PL ",\"forward\":{\"topic\":\"o\",\"not_before\":\"1970-01-01T00:00:00Z\"}"));
+	cr_assert(envelope_is_oneshot(&env));
+	cr_assert_eq(env.not_before_ms, 0);
 }
 
 Test(envelope, checkback_url_and_first_after_ms)
@@ -669,6 +699,29 @@ static const bad_case bad_cases[] = {
 	BAD("header name with control", PREP_HDR("{\"a\\nb\":\"x\"}"), "header name"),
 	BAD("header name with C1 control", PREP_HDR("{\"a\xc2\x85\":\"x\"}"), "header name"),
 	BAD("rollback with a bad forward", "{\"type\":\"rollback\"," BASE ",\"forward\":5}", "\"forward\""),
+	/* delayed delivery (CONTRACT §15) */
+	BAD("not_before and delay_ms", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":5,"
+	    "\"not_before\":\"2026-11-28T12:00:00Z\"}"), "mutually exclusive"),
+	BAD("not_before without a zone", PREP_FWD("{\"topic\":\"t\",\"not_before\":"
+	    "\"2026-11-28T12:00:00\"}"), "no zone"),
+	BAD("not_before a date", PREP_FWD("{\"topic\":\"t\",\"not_before\":\"2026-11-28\"}"),
+	    "forward.not_before"),
+	BAD("not_before malformed", PREP_FWD("{\"topic\":\"t\",\"not_before\":\"soon\"}"),
+	    "forward.not_before"),
+	BAD("not_before no such day", PREP_FWD("{\"topic\":\"t\",\"not_before\":"
+	    "\"2026-02-30T12:00:00Z\"}"), "no such date"),
+	BAD("not_before before 1970", PREP_FWD("{\"topic\":\"t\",\"not_before\":"
+	    "\"1969-12-31T23:59:59Z\"}"), "out of range"),
+	BAD("not_before a number", PREP_FWD("{\"topic\":\"t\",\"not_before\":1795867200}"),
+	    "forward.not_before"),
+	BAD("delay_ms negative", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":-1}"), "forward.delay_ms"),
+	BAD("delay_ms fraction", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":1.5}"), "forward.delay_ms"),
+	BAD("delay_ms string", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":\"100\"}"),
+	    "forward.delay_ms"),
+	BAD("delay_ms over 100 years", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":1e300}"),
+	    "forward.delay_ms"),
+	BAD("delay_ms twice", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":1,\"delay_ms\":2}"),
+	    "appears more than once"),
 	/* checkback */
 	BAD("checkback not an object", PREP_CB("\"http://a/\""), "\"checkback\""),
 	BAD("checkback array", PREP_CB("[]"), "\"checkback\""),

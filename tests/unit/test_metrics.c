@@ -147,7 +147,7 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	cr_assert_null(strstr(t, "txhub_messages{"), "a gauge before PostgreSQL was sampled");
 	cr_assert_null(strstr(t, "txhub_parked "));
 	free(t);
-	metrics_sample s = {{1, 2, 3, 4, 5}, 9, 12.5, -1, 7};
+	metrics_sample s = {{1, 2, 3, 4, 5}, 9, 12.5, -1, 7, 8, 2.25};
 	metrics_set_sample(&s);
 	tp_key parts[] = {tp_of("ctl", 0), tp_of("ctl", 7)};
 	int64_t lag[] = {5, 0};
@@ -159,6 +159,8 @@ Test(metrics, gauges_wait_for_the_first_sample_and_lag_follows_the_partitions)
 	cr_assert_eq(value(t, "txhub_blocked_messages"), 7);
 	cr_assert_eq(value(t, "txhub_oldest_prepared_age_seconds"), 12.5);
 	cr_assert_eq(value(t, "txhub_oldest_pending_send_age_seconds"), 0);
+	cr_assert_eq(value(t, "txhub_scheduled_messages"), 8);
+	cr_assert_eq(value(t, "txhub_scheduled_overdue_seconds"), 2.25);
 	cr_assert_eq(value(t, "txhub_consumer_lag{topic=\"ctl\",partition=\"7\"}"), 0);
 	cr_assert_eq(value(t, "txhub_consumer_lag{topic=\"ctl\",partition=\"0\"}"), -1);
 	free(t);
@@ -199,7 +201,7 @@ Test(metrics, control_records_lost_per_partition)
 Test(metrics, every_series_has_help_and_type)
 {
 	metrics_reset();
-	metrics_sample s = {{0}, 0, -1, -1, 0};
+	metrics_sample s = {{0}, 0, -1, -1, 0, 0, -1};
 	metrics_set_sample(&s);
 	char *t = exposition();
 	int families = 0;

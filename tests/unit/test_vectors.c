@@ -80,6 +80,11 @@ static void check_one(const cJSON *vec)
 	cr_assert_str_eq(env.trace_id, tid ? tid : "", "%s", name);
 	assert_str_or_null(env.tracestate, field(hub, "tracestate"), "trace.tracestate", name);
 	cr_assert_null(env.trace_dropped, "%s", name);
+	/* delayed delivery: -1 where the vector has none */
+	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(hub, "not_before_ms");
+	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(hub, "delay_ms");
+	cr_assert_eq(env.not_before_ms, nb ? (int64_t)nb->valuedouble : -1, "%s", name);
+	cr_assert_eq(env.delay_ms, dl ? (int64_t)dl->valuedouble : -1, "%s", name);
 	envelope_free(&env);
 	free(raw);
 }

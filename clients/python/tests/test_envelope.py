@@ -29,3 +29,32 @@ def test_json_payload_reaches_the_consumer_as_its_compact_text(text: str, compac
     else:  # forwarded as the envelope's text of it, which is compact
         assert f'"payload":{compact},"forward"' in out
     assert json.loads(compact) == json.loads(text)
+
+
+# Delayed delivery (CONTRACT §15): an aware datetime goes as RFC 3339; a
+# naive one, a str the hub would refuse, both fields, or either without a
+# forward topic are refused before anything is sent.
+def test_not_before_from_an_aware_datetime() -> None:
+    import datetime as dt
+    t = dt.datetime(2026, 12, 1, 9, 0, 0, 500000, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    out = encode("prepare", Message("b", "k", payload="x", forward_topic="t", forward_not_before=t))
+    assert json.loads(out)["forward"]["not_before"] == "2026-12-01T09:00:00.500000+01:00"
+
+
+@pytest.mark.parametrize("fields", [
+    {"forward_not_before": __import__("datetime").datetime(2026, 12, 1)},
+    {"forward_not_before": "2026-12-01 09:00:00Z"},
+    {"forward_not_before": "2026-12-01T09:00:00"},
+    {"forward_not_before": "2026-04-31T09:00:00Z"},
+    {"forward_not_before": 1796112000},
+    {"delay_ms": -1},
+    {"delay_ms": 1.5},
+    {"delay_ms": True},
+    {"delay_ms": 5, "forward_not_before": "2026-12-01T09:00:00Z"},
+])
+def test_bad_delays_are_refused(fields: dict) -> None:
+    from txhub.errors import InvalidInput
+    with pytest.raises(InvalidInput):
+        encode("prepare", Message("b", "k", payload="x", forward_topic="t", **fields))
+    with pytest.raises(InvalidInput):  # and without a forward at all
+        encode("commit", Message("b", "k", **fields))

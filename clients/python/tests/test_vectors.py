@@ -43,7 +43,8 @@ def message(inp: dict) -> Message:
         forward_key=_text(fw, "key"),
         forward_headers=[tuple(h) for h in fw["headers"]] if "headers" in fw else None,
         checkback_url=cb.get("url"), first_after_ms=cb.get("first_after_ms"),
-        traceparent=tr.get("traceparent"), tracestate=tr.get("tracestate"))
+        traceparent=tr.get("traceparent"), tracestate=tr.get("tracestate"),
+        forward_not_before=fw.get("not_before"), delay_ms=fw.get("delay_ms"))
 
 
 @pytest.mark.parametrize("vec", ENVELOPES["envelopes"], ids=lambda v: v["name"])

@@ -5,7 +5,8 @@ The encoding is deterministic and byte-identical to the C library's
 
 - fields in this order, each only when present: ``"v":1``, ``type``,
   ``biz_id``, ``message_key``, ``payload`` or ``payload_base64``,
-  ``forward`` (``topic``, ``key``, ``headers`` in the caller's order),
+  ``forward`` (``topic``, ``key``, ``headers`` in the caller's order,
+  ``not_before``, ``delay_ms``),
   ``checkback`` (``url``, ``first_after_ms``), ``trace`` (``traceparent``,
   ``tracestate``);
 - compact: no white space outside strings;
@@ -22,6 +23,7 @@ The encoding is deterministic and byte-identical to the C library's
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import json
 import re
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ HEADERS_MAX = 64
 HEADER_NAME_MAX = 255
 URL_MAX = 2048
 FIRST_AFTER_MS_MAX = 2_592_000_000
+DELAY_MS_MAX = 3_153_600_000_000  # 100 years; the hub's forward.max_delay bounds it further
 JSON_DEPTH_MAX = 512
 MAX_BYTES_DEFAULT = 1_048_576
 
@@ -74,6 +77,13 @@ class Message:
     first_after_ms: Optional[int] = None
     traceparent: Optional[str] = None
     tracestate: Optional[str] = None
+    #: Delayed delivery (CONTRACT §15), at most one of the two, with a
+    #: forward_topic: forwarded no earlier than ``forward_not_before`` (an RFC
+    #: 3339 time with a zone, ``str``, or an aware ``datetime``), or than
+    #: ``delay_ms`` after the commit. The hub rejects more than its
+    #: ``forward.max_delay`` (default 30 days) ahead.
+    forward_not_before: Union[str, _dt.datetime, None] = None
+    delay_ms: Optional[int] = None
 
 
 def _utf8(what: str, s: Any) -> bytes:
@@ -250,6 +260,55 @@ def _check_forward(m: Message) -> None:
     _header_pairs(m.forward_headers)
 
 
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?"
+                      r"(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_END_S = 253_402_300_800  # 10000-01-01T00:00:00Z, in seconds since the epoch
+
+
+def not_before_text(v: Union[str, _dt.datetime]) -> str:
+    """``forward_not_before`` as it is sent: a ``str`` as given (checked as the
+    hub reads it: RFC 3339 with a zone, years 1970 to 9999 in UTC), an aware
+    ``datetime`` as RFC 3339 to the microsecond."""
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None or v.utcoffset() is None:
+            raise InvalidInput("forward_not_before: a datetime needs a time zone")
+        v = v.isoformat(timespec="microseconds")
+    if not isinstance(v, str):
+        raise InvalidInput("forward_not_before must be a str or a datetime")
+    m = _RFC3339.fullmatch(v)
+    if not m:
+        raise InvalidInput("forward_not_before is not an RFC 3339 time with a zone "
+                           "(YYYY-MM-DDTHH:MM:SS[.fraction] then Z or +HH:MM / -HH:MM)")
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    oh, om = (int(m.group(10)), int(m.group(11))) if m.group(9) else (0, 0)
+    if h > 23 or mi > 59 or s > 60 or oh > 23 or om > 59:
+        raise InvalidInput("forward_not_before: no such time of day or zone offset")
+    try:
+        t = _dt.datetime(max(y, 1), mo, d, h, mi, min(s, 59), tzinfo=_dt.timezone.utc)
+    except ValueError:
+        raise InvalidInput("forward_not_before: no such date") from None
+    sign = -1 if m.group(9) == "-" else 1
+    secs = (t - _EPOCH) // _dt.timedelta(seconds=1) + (s == 60) - sign * (oh * 3600 + om * 60)
+    if y == 0 or not 0 <= secs <= _END_S:
+        raise InvalidInput("forward_not_before is out of range (years 1970 to 9999 in UTC)")
+    return v
+
+
+def _check_delay(m: Message) -> None:
+    if m.forward_not_before is None and m.delay_ms is None:
+        return
+    if m.forward_topic is None:
+        raise InvalidInput("forward_not_before or delay_ms without forward_topic")
+    if m.forward_not_before is not None and m.delay_ms is not None:
+        raise InvalidInput("give forward_not_before or delay_ms, not both")
+    dl = m.delay_ms
+    if dl is not None and (isinstance(dl, bool) or not isinstance(dl, int) or not 0 <= dl <= DELAY_MS_MAX):
+        raise InvalidInput(f"delay_ms must be from 0 to {DELAY_MS_MAX}")
+    if m.forward_not_before is not None:
+        not_before_text(m.forward_not_before)
+
+
 def check(type: str, m: Message) -> None:
     """Validate ``m`` for an envelope of ``type``; raise :class:`InvalidInput`."""
     if type not in TYPES:
@@ -270,6 +329,7 @@ def check(type: str, m: Message) -> None:
     fa = m.first_after_ms
     if fa is not None and (isinstance(fa, bool) or not isinstance(fa, int) or not 0 <= fa <= FIRST_AFTER_MS_MAX):
         raise InvalidInput(f"first_after_ms must be from 0 to {FIRST_AFTER_MS_MAX}")
+    _check_delay(m)
     _check_trace(m)
 
 
@@ -322,6 +382,10 @@ def _forward_part(m: Message) -> str:
     pairs = _header_pairs(m.forward_headers)
     if pairs:
         s += ',"headers":{' + ",".join(quote(k) + ":" + quote(v) for k, v in pairs) + "}"
+    if m.forward_not_before is not None:
+        s += ',"not_before":' + quote(not_before_text(m.forward_not_before))
+    if m.delay_ms is not None:
+        s += ',"delay_ms":%d' % m.delay_ms
     return s + "}"
 
 
