@@ -16,6 +16,10 @@
 # argument lists for txhub bench, alternated run by run, e.g.
 # TXHUB_BENCH_VARIANTS="--tenants 100|--tenants 100 --no-enforce".
 #
+# TXHUB_BENCH_HUB=OTHER_TXHUB: the database is migrated and the hub run by that
+# binary (another version, e.g. 0.4.0 built side by side), driven and
+# measured by TXHUB_BINARY's bench, so that both get the same figures.
+#
 # Each run prints one JSON line on stdout (see README, Benchmark); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
 #
@@ -23,6 +27,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 txhub=$(realpath "$1")
+hub=$txhub hub_arg=()
+if [ -n "${TXHUB_BENCH_HUB:-}" ]; then
+  hub=$(realpath "$TXHUB_BENCH_HUB") hub_arg=(--hub-binary "$hub")
+fi
 n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
 [ "$rates" = none ] && rates=
@@ -64,9 +72,9 @@ run() {
   local name=$1; shift
   psql -h "$tmp" -U txhub -d postgres -qc "CREATE DATABASE $name" >/dev/null
   local pg="host=$tmp user=txhub dbname=$name"
-  "$txhub" migrate -X pg="$pg" 2>/dev/null
+  "$hub" migrate -X pg="$pg" 2>/dev/null
   "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
-    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
+    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "${hub_arg[@]}" "$@"
 }
 seq=0
 for mode in $modes; do

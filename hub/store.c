@@ -398,7 +398,12 @@ static const char *SQL_FIRST_PREPARE =
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good) */
+ * good). A plain INSERT: the batch read its keys under lock first
+ * (SQL_LOCK), so a key is stored already only if another replica inserted
+ * it since, and then the primary key refuses the statement (exec_rows:
+ * the batch is applied again, and finds the row). ON CONFLICT DO NOTHING
+ * made every row a speculative insertion, whose confirmation is one more
+ * WAL record per message (48 bytes, issue 22). */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
@@ -413,7 +418,6 @@ static const char *SQL_INSERT =
 	"$7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::int[], $13::bigint[], "
 	"$15::bigint[], $16::bool[], $17::text[], $18::text[]) "
 	"AS x(b, k, s, d, c, p, ft, fk, fh, cu, fa, sp, so, sq, sn, st, tn) "
-	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending', " FORWARD_COLUMNS;
 
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
@@ -1234,9 +1238,17 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	if (!update) /* a stored message's tenant never changes */
 		p[n++] = sbuf_str(&w[W_TN]);
 	*res = exec_params(st, sql, n, p, 1);
-	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
-		return classify(st->conn, *res, err, errsz);
-	return STORE_OK;
+	if (PQresultStatus(*res) == PGRES_TUPLES_OK)
+		return STORE_OK;
+	store_rc rc = classify(st->conn, *res, err, errsz);
+	const char *state = PQresultErrorField(*res, PG_DIAG_SQLSTATE);
+	if (!update && rc == STORE_REFUSED && state && strcmp(state, "23505") == 0) {
+		/* the only unique index is the key's: not the data's fault */
+		snprintf(err, errsz, "another replica inserted some of this batch's messages "
+		                     "first; applying the batch again");
+		rc = STORE_RETRY;
+	}
+	return rc;
 }
 
 /* One row of the INSERT or UPDATE arrays: key k's final state, and the
@@ -1298,14 +1310,8 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 	store_rc rc = arrays_ok(iw, W_NCOLS, err, errsz);
 	if (rc == STORE_OK)
 		rc = arrays_ok(uw, W_NCOLS, err, errsz);
-	if (rc == STORE_OK && nins > 0 &&
-	    (rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz)) == STORE_OK &&
-	    (size_t)PQntuples(*ins) != nins) {
-		snprintf(err, errsz, "another replica inserted %zu of this batch's messages "
-		                     "first; applying the batch again",
-		         nins - (size_t)PQntuples(*ins));
-		rc = STORE_RETRY;
-	}
+	if (rc == STORE_OK && nins > 0)
+		rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz);
 	if (rc == STORE_OK && nupd > 0)
 		rc = exec_rows(st, SQL_UPDATE, uw, 1, upd, err, errsz);
 	for (int c = 0; c < W_NCOLS; c++) {
