@@ -136,3 +136,59 @@ void sbuf_arr_bool(sbuf *b, int v)
 	sep(b);
 	sbuf_put(b, v ? "t" : "f", 1);
 }
+
+void sbuf_copy_text(sbuf *b, const char *s)
+{
+	if (!s) {
+		sbuf_put(b, "\\N\t", 3);
+		return;
+	}
+	size_t n = strlen(s);
+	if (grow(b, 2 * n + 1) != 0)
+		return;
+	char *o = b->data + b->len;
+	for (; *s; s++) {
+		char e = *s == '\\' ? '\\' : *s == '\n' ? 'n' : *s == '\r' ? 'r' : *s == '\t' ? 't' : 0;
+		if (e) {
+			*o++ = '\\';
+			*o++ = e;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\t';
+	b->len = (size_t)(o - b->data);
+	b->data[b->len] = '\0';
+}
+
+void sbuf_copy_hex(sbuf *b, const void *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (!p) {
+		sbuf_put(b, "\\N\t", 3);
+		return;
+	}
+	if (grow(b, 2 * n + 4) != 0)
+		return;
+	const unsigned char *s = p;
+	char *o = b->data + b->len;
+	/* bytea's input \x<hex>, its backslash escaped for COPY */
+	*o++ = '\\';
+	*o++ = '\\';
+	*o++ = 'x';
+	for (size_t i = 0; i < n; i++) {
+		*o++ = hex[s[i] >> 4];
+		*o++ = hex[s[i] & 15];
+	}
+	*o++ = '\t';
+	b->len = (size_t)(o - b->data);
+	b->data[b->len] = '\0';
+}
+
+void sbuf_copy_int(sbuf *b, int64_t v) { sbuf_printf(b, "%lld\t", (long long)v); }
+
+void sbuf_copy_end(sbuf *b)
+{
+	if (!b->oom && b->len > 0 && b->data[b->len - 1] == '\t')
+		b->data[b->len - 1] = '\n';
+}
