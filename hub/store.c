@@ -388,11 +388,15 @@ static int cmp_forward(const void *a, const void *b)
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
        W_SN, W_ST, W_TN, W_NCOLS };
 
+/* Each key by the primary key, in key order (the order every transaction
+ * locks in); OFFSET 0: a join would read a young table whole, its
+ * statistics behind the rows just written (issue 22's drain). */
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
-	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
-	"ON m.biz_id = x.b AND m.message_key = x.k "
-	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
+	"FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(b, k) ORDER BY b, k) x "
+	"CROSS JOIN LATERAL (SELECT r.biz_id, r.message_key, r.status, r.decision, r.tenant "
+	"FROM txhub.message_rows r WHERE r.biz_id = x.b AND r.message_key = x.k "
+	"OFFSET 0 FOR UPDATE) m ORDER BY m.biz_id, m.message_key";
 
 static const char *SQL_FIRST_PREPARE =
 	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key "
@@ -402,12 +406,14 @@ static const char *SQL_FIRST_PREPARE =
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good). A plain INSERT: the batch read its keys under lock first
- * (SQL_LOCK), so a key is stored already only if another replica inserted
- * it since, and then the primary key refuses the statement (exec_rows:
- * the batch is applied again, and finds the row). ON CONFLICT DO NOTHING
- * made every row a speculative insertion, whose confirmation is one more
- * WAL record per message (48 bytes, issue 22). */
+ * good). New rows go in by COPY (copy_rows); this INSERT is for a role
+ * that may not (row-level security). Neither says ON CONFLICT: the batch
+ * read its keys under lock first (SQL_LOCK), so a key is stored already
+ * only if another replica inserted it since, and then the primary key
+ * refuses the statement (not_the_datas: the batch is applied again, and
+ * finds the row). ON CONFLICT DO NOTHING made every row a speculative
+ * insertion, whose confirmation is one more WAL record per message (48
+ * bytes, issue 22). */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
@@ -439,10 +445,13 @@ static const char *SQL_COPY =
 static const char *SQL_NOW_US = "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
 
 /* $1, $2: the keys of the rows copied that became committed and are not
- * sent yet; the columns SQL_INSERT returns */
+ * sent yet; the columns SQL_INSERT returns. Each key by the primary key
+ * (OFFSET 0: a join would read a young table whole, its statistics
+ * behind the rows just written). */
 static const char *SQL_READ_BACK =
-	"SELECT true, " FORWARD_COLUMNS " FROM txhub.message_rows m "
-	"JOIN unnest($1::text[], $2::text[]) AS x(b, k) ON m.biz_id = x.b AND m.message_key = x.k";
+	"SELECT true, " FORWARD_COLUMNS " FROM unnest($1::text[], $2::text[]) AS x(b, k) "
+	"CROSS JOIN LATERAL (SELECT * FROM txhub.message_rows r "
+	"WHERE r.biz_id = x.b AND r.message_key = x.k OFFSET 0) m";
 
 /* same columns, $14 the lease, $15 whether the row takes the payload, $16
  * the forward sequences, $17 forwarded already, $18 the source topics */
