@@ -103,26 +103,34 @@ void sbuf_arr_text(sbuf *b, const char *s)
 	b->data[b->len] = '\0';
 }
 
-void sbuf_arr_hex(sbuf *b, const void *p, size_t n)
+/* Append pre, the n bytes of p as lowercase hex, then post (room for all
+ * of it made first). */
+static void put_hex(sbuf *b, const char *pre, const void *p, size_t n, char post)
 {
 	static const char hex[] = "0123456789abcdef";
-	sep(b);
-	if (!p) {
-		sbuf_put(b, "NULL", 4);
-		return;
-	}
-	if (grow(b, 2 * n + 2) != 0)
+	size_t lp = strlen(pre);
+	if (grow(b, lp + 2 * n + 1) != 0)
 		return;
 	const unsigned char *s = p;
 	char *o = b->data + b->len;
-	*o++ = '"';
+	memcpy(o, pre, lp);
+	o += lp;
 	for (size_t i = 0; i < n; i++) {
 		*o++ = hex[s[i] >> 4];
 		*o++ = hex[s[i] & 15];
 	}
-	*o++ = '"';
+	*o++ = post;
 	b->len = (size_t)(o - b->data);
 	b->data[b->len] = '\0';
+}
+
+void sbuf_arr_hex(sbuf *b, const void *p, size_t n)
+{
+	sep(b);
+	if (!p)
+		sbuf_put(b, "NULL", 4);
+	else
+		put_hex(b, "\"", p, n, '"');
 }
 
 void sbuf_arr_int(sbuf *b, int64_t v)
@@ -163,26 +171,10 @@ void sbuf_copy_text(sbuf *b, const char *s)
 
 void sbuf_copy_hex(sbuf *b, const void *p, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
-	if (!p) {
+	if (!p)
 		sbuf_put(b, "\\N\t", 3);
-		return;
-	}
-	if (grow(b, 2 * n + 4) != 0)
-		return;
-	const unsigned char *s = p;
-	char *o = b->data + b->len;
-	/* bytea's input \x<hex>, its backslash escaped for COPY */
-	*o++ = '\\';
-	*o++ = '\\';
-	*o++ = 'x';
-	for (size_t i = 0; i < n; i++) {
-		*o++ = hex[s[i] >> 4];
-		*o++ = hex[s[i] & 15];
-	}
-	*o++ = '\t';
-	b->len = (size_t)(o - b->data);
-	b->data[b->len] = '\0';
+	else /* bytea's input \x<hex>, its backslash escaped for COPY */
+		put_hex(b, "\\\\x", p, n, '\t');
 }
 
 void sbuf_copy_int(sbuf *b, int64_t v) { sbuf_printf(b, "%lld\t", (long long)v); }
