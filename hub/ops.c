@@ -655,6 +655,9 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 		               " SELECT * FROM (" SQL_PENDING_ROWS("r.biz_id AS pb, r.message_key AS pk")
 		               ") k OFFSET 0) k CROSS JOIN LATERAL (SELECT * FROM txhub.messages v "
 		               "WHERE v.biz_id = k.pb AND v.message_key = k.pk OFFSET 0) m WHERE true");
+	else if (!f->send_status) /* the keys from the table, then the rows from the view */
+		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM (SELECT r.biz_id AS kb, r.message_key AS kk "
+		               "FROM txhub.message_rows r WHERE true");
 	else
 		sbuf_puts(sql, "SELECT " ROW_COLUMNS " FROM txhub.messages WHERE true");
 	if (f->nstatuses > 0) {
@@ -698,6 +701,13 @@ static void list_sql(const ops_list_filter *f, sbuf *sql, sbuf *statuses, const 
 	}
 	p[*np] = limit;
 	sbuf_printf(sql, " ORDER BY updated_at DESC, biz_id, message_key LIMIT $%d", ++*np);
+	/* without a send status every filter is on a stored column: the table is
+	 * read without the view's computed send_status (which kept the scan from
+	 * running in parallel), and only the rows listed through the view */
+	if (!f->send_status)
+		sbuf_puts(sql, ") k CROSS JOIN LATERAL (SELECT * FROM txhub.messages v "
+		               "WHERE v.biz_id = k.kb AND v.message_key = k.kk OFFSET 0) m "
+		               "ORDER BY m.updated_at DESC, m.biz_id, m.message_key");
 }
 
 ops_rc ops_list(PGconn *conn, const ops_list_filter *f, cJSON **out, char *err, size_t errsz)
