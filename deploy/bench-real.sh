@@ -18,6 +18,13 @@
 # alternate: each repetition runs every variant in every mode in turn (the
 # machine's load drifts; runs of one kind in a row would measure it).
 #
+# TXHUB_BENCH_HUB=OTHER_TXHUB: the database is migrated and the hub run by that
+# binary (another version, e.g. 0.4.0 built side by side), driven and
+# measured by TXHUB_BINARY's bench, so that both get the same figures. A
+# variant may say so for its runs only ("--hub-binary OTHER_TXHUB"), e.g.
+# TXHUB_BENCH_VARIANTS="--hub-binary /tmp/txhub-040/build-rel/txhub|" to
+# alternate 0.4.0 and this version run by run.
+#
 # Each run prints one JSON line on stdout (see README, Benchmark); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
 #
@@ -25,6 +32,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 txhub=$(realpath "$1")
+hub=$txhub hub_arg=()
+if [ -n "${TXHUB_BENCH_HUB:-}" ]; then
+  hub=$(realpath "$TXHUB_BENCH_HUB") hub_arg=(--hub-binary "$hub")
+fi
 n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
 [ "$rates" = none ] && rates=
@@ -61,14 +72,22 @@ echo "bench-real: PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}'): 
 brokers=$(deploy/kafka.sh start "$kdir")
 echo "bench-real: Apache Kafka at $brokers" >&2
 
-# one database, control topic and group per run
+# one database, control topic and group per run. Each run starts after a
+# checkpoint (full-page images alike for all) and its database is dropped
+# after it, so that no autovacuum of an earlier run's rows writes into a
+# later run's WAL figure. A variant's --hub-binary also migrates.
 run() {
   local name=$1; shift
+  local mig=$hub a prev=
+  for a in "$@"; do [ "$prev" = --hub-binary ] && mig=$a; prev=$a; done
   psql -h "$tmp" -U txhub -d postgres -qc "CREATE DATABASE $name" >/dev/null
-  local pg="host=$tmp user=txhub dbname=$name"
-  "$txhub" migrate -X pg="$pg" 2>/dev/null
+  local pg="host=$tmp user=txhub dbname=$name" rc=0
+  "$mig" migrate -X pg="$pg" 2>/dev/null
+  psql -h "$tmp" -U txhub -d postgres -qc CHECKPOINT
   "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
-    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "$@"
+    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "${hub_arg[@]}" "$@" || rc=$?
+  psql -h "$tmp" -U txhub -d postgres -qc "DROP DATABASE $name WITH (FORCE)" >/dev/null
+  return $rc
 }
 seq=0
 for ((rep = 1; rep <= repeat; rep++)); do

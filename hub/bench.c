@@ -47,6 +47,7 @@ typedef struct {
 	int tenants;          /* tenants to define (bench-0 owns the control topic); 0: leave them */
 	int enforce;          /* ... and tenants.enforce for the hub it starts */
 	char hub_log[256];
+	char hub_binary[256]; /* --start-hub runs this txhub; "": this one */
 } opts;
 
 static int64_t now_us(void)
@@ -75,7 +76,8 @@ static void usage(FILE *out)
 	        "usage: txhub bench [--count N] [--rate TX_PER_S] [--rollback PCT] [--payload BYTES]\n"
 	        "                   [--keys N] [--partitions N] [--forward-topic NAME]\n"
 	        "                   [--delayed PCT [--delay-ms MS]]\n"
-	        "                   [--start-hub [--preload] [--hub-log FILE] | --hub-pid PID]\n"
+	        "                   [--start-hub [--preload] [--hub-log FILE] [--hub-binary FILE]\n"
+	        "                    | --hub-pid PID]\n"
 	        "                   [--no-ceilings] [--ceiling-tx N] [--drain SECONDS]\n"
 	        "                   [--exactly-once] [--tenants N [--no-enforce]] [--run-id ID]\n"
 	        "                   [-c FILE] [-X key=value]...\n"
@@ -99,6 +101,8 @@ static void usage(FILE *out)
 	        "  --preload          with --start-hub: produce everything first, then start the\n"
 	        "                     hub and time it draining (no latency then)\n"
 	        "  --hub-log FILE     the started hub's log; /tmp/txhub-bench-hub.log\n"
+	        "  --hub-binary FILE  the txhub that --start-hub runs (another version, to\n"
+	        "                     compare it with the same bench); default this one\n"
 	        "  --hub-pid PID      a running hub to report the CPU and peak memory of\n"
 	        "  --no-ceilings      skip measuring PostgreSQL and Kafka alone\n"
 	        "  --ceiling-tx N     transactions per ceiling; min(count, 50000)\n"
@@ -177,6 +181,9 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			snprintf(o->run, sizeof o->run, "%s", v);
 		else if (strcmp(k, "--hub-log") == 0 && v && strlen(v) < sizeof o->hub_log)
 			snprintf(o->hub_log, sizeof o->hub_log, "%s", v);
+		else if (strcmp(k, "--hub-binary") == 0 && v && *v && strlen(v) < sizeof o->hub_binary &&
+		         access(v, X_OK) == 0)
+			snprintf(o->hub_binary, sizeof o->hub_binary, "%s", v);
 		else if ((takes = 0), strcmp(k, "--start-hub") == 0)
 			o->start_hub = 1;
 		else if (strcmp(k, "--preload") == 0)
@@ -208,6 +215,10 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 	if (o->preload && !o->start_hub) {
 		fprintf(stderr, "txhub bench: --preload needs --start-hub (the hub starts after the "
 		                "envelopes are in)\n");
+		return -1;
+	}
+	if (*o->hub_binary && !o->start_hub) {
+		fprintf(stderr, "txhub bench: --hub-binary goes with --start-hub\n");
 		return -1;
 	}
 	if (o->start_hub && o->hub_pid) {
@@ -462,7 +473,7 @@ static pid_t start_hub(const opts *o, char **hub_args)
 			dup2(fileno(f), 1);
 			dup2(fileno(f), 2);
 		}
-		execv("/proc/self/exe", argv);
+		execv(*o->hub_binary ? o->hub_binary : "/proc/self/exe", argv);
 		_exit(127);
 	}
 	return pid;

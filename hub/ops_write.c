@@ -377,15 +377,9 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 static const char *SQL_PURGE_GIVEN =
 	SQL_PURGE_MESSAGES("parts(t, p) AS (SELECT * FROM unnest($4::text[], $3::int[]))");
 
-/* Every partition that has finished rows, found by skipping through the
- * index (one probe per partition) instead of reading the table. */
-#define SKIP(status)                                                                       \
-	"seen_" status "(p) AS (SELECT min(src_partition) FROM txhub.message_rows "            \
-	"WHERE status = '" status "' UNION ALL SELECT (SELECT min(src_partition) "             \
-	"FROM txhub.message_rows WHERE status = '" status "' AND src_partition > seen_" status \
-	".p) FROM seen_" status " WHERE seen_" status ".p IS NOT NULL)"
+/* Every partition that has finished rows (SQL_SEEN_PARTITIONS). */
 static const char *SQL_PURGE_EVERY = SQL_PURGE_MESSAGES(
-	SKIP("committed") ", " SKIP("rolled_back") ", "
+	SQL_SEEN_PARTITIONS("committed") ", " SQL_SEEN_PARTITIONS("rolled_back") ", "
 	"parts(t, p) AS (SELECT NULL::text, p FROM seen_committed WHERE p IS NOT NULL "
 	"UNION SELECT NULL::text, p FROM seen_rolled_back WHERE p IS NOT NULL)");
 

@@ -57,4 +57,14 @@
 	"AND x.send_status = 'pending' AND x.fwd_seq > pend_parts.lo "                         \
 	"AND NOT coalesce(" SQL_MARKED("x") ", false) OFFSET 0) r"
 
+/* A recursive CTE seen_<status>(p): every partition number with rows of
+ * status (committed or rolled_back), found by skipping through the status's
+ * index (src_partition, updated_at), one probe per partition, instead of
+ * reading the table; it ends with a null. */
+#define SQL_SEEN_PARTITIONS(status)                                                        \
+	"seen_" status "(p) AS (SELECT min(src_partition) FROM txhub.message_rows "            \
+	"WHERE status = '" status "' UNION ALL SELECT (SELECT min(src_partition) "             \
+	"FROM txhub.message_rows WHERE status = '" status "' AND src_partition > seen_" status \
+	".p) FROM seen_" status " WHERE seen_" status ".p IS NOT NULL)"
+
 #endif

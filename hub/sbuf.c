@@ -103,26 +103,34 @@ void sbuf_arr_text(sbuf *b, const char *s)
 	b->data[b->len] = '\0';
 }
 
-void sbuf_arr_hex(sbuf *b, const void *p, size_t n)
+/* Append pre, the n bytes of p as lowercase hex, then post (room for all
+ * of it made first). */
+static void put_hex(sbuf *b, const char *pre, const void *p, size_t n, char post)
 {
 	static const char hex[] = "0123456789abcdef";
-	sep(b);
-	if (!p) {
-		sbuf_put(b, "NULL", 4);
-		return;
-	}
-	if (grow(b, 2 * n + 2) != 0)
+	size_t lp = strlen(pre);
+	if (grow(b, lp + 2 * n + 1) != 0)
 		return;
 	const unsigned char *s = p;
 	char *o = b->data + b->len;
-	*o++ = '"';
+	memcpy(o, pre, lp);
+	o += lp;
 	for (size_t i = 0; i < n; i++) {
 		*o++ = hex[s[i] >> 4];
 		*o++ = hex[s[i] & 15];
 	}
-	*o++ = '"';
+	*o++ = post;
 	b->len = (size_t)(o - b->data);
 	b->data[b->len] = '\0';
+}
+
+void sbuf_arr_hex(sbuf *b, const void *p, size_t n)
+{
+	sep(b);
+	if (!p)
+		sbuf_put(b, "NULL", 4);
+	else
+		put_hex(b, "\"", p, n, '"');
 }
 
 void sbuf_arr_int(sbuf *b, int64_t v)
@@ -135,4 +143,44 @@ void sbuf_arr_bool(sbuf *b, int v)
 {
 	sep(b);
 	sbuf_put(b, v ? "t" : "f", 1);
+}
+
+void sbuf_copy_text(sbuf *b, const char *s)
+{
+	if (!s) {
+		sbuf_put(b, "\\N\t", 3);
+		return;
+	}
+	size_t n = strlen(s);
+	if (grow(b, 2 * n + 1) != 0)
+		return;
+	char *o = b->data + b->len;
+	for (; *s; s++) {
+		char e = *s == '\\' ? '\\' : *s == '\n' ? 'n' : *s == '\r' ? 'r' : *s == '\t' ? 't' : 0;
+		if (e) {
+			*o++ = '\\';
+			*o++ = e;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\t';
+	b->len = (size_t)(o - b->data);
+	b->data[b->len] = '\0';
+}
+
+void sbuf_copy_hex(sbuf *b, const void *p, size_t n)
+{
+	if (!p)
+		sbuf_put(b, "\\N\t", 3);
+	else /* bytea's input \x<hex>, its backslash escaped for COPY */
+		put_hex(b, "\\\\x", p, n, '\t');
+}
+
+void sbuf_copy_int(sbuf *b, int64_t v) { sbuf_printf(b, "%lld\t", (long long)v); }
+
+void sbuf_copy_end(sbuf *b)
+{
+	if (!b->oom && b->len > 0 && b->data[b->len - 1] == '\t')
+		b->data[b->len - 1] = '\n';
 }

@@ -13,10 +13,12 @@
 #include "store.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "delay_sql.h"
@@ -39,6 +41,8 @@ struct store {
 	/* ... and then the messages the last store_apply() made scheduled (delayed
 	 * delivery): store_take_scheduled() */
 	store_forward_list scheduled;
+	int copy_refused;       /* COPY into txhub.message_rows refused (row-level security
+	                         * applies to this role): new rows go in by INSERT */
 };
 
 /* ---- results and errors ---- */
@@ -421,11 +425,15 @@ static int cmp_forward(const void *a, const void *b)
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
        W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NB, W_DL, W_NCOLS };
 
+/* Each key by the primary key, in key order (the order every transaction
+ * locks in); OFFSET 0: a join would read a young table whole, its
+ * statistics behind the rows just written (issue 22's drain). */
 static const char *SQL_LOCK =
 	"SELECT m.biz_id, m.message_key, m.status, m.decision, m.tenant "
-	"FROM txhub.message_rows m JOIN unnest($1::text[], $2::text[]) AS x(b, k) "
-	"ON m.biz_id = x.b AND m.message_key = x.k "
-	"ORDER BY m.biz_id, m.message_key FOR UPDATE OF m";
+	"FROM (SELECT * FROM unnest($1::text[], $2::text[]) AS u(b, k) ORDER BY b, k) x "
+	"CROSS JOIN LATERAL (SELECT r.biz_id, r.message_key, r.status, r.decision, r.tenant "
+	"FROM txhub.message_rows r WHERE r.biz_id = x.b AND r.message_key = x.k "
+	"OFFSET 0 FOR UPDATE) m ORDER BY m.biz_id, m.message_key";
 
 static const char *SQL_FIRST_PREPARE =
 	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key "
@@ -435,7 +443,16 @@ static const char *SQL_FIRST_PREPARE =
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good), $19 and $20 the traceparents and tracestates (CONTRACT §15) */
+ * good), $19 and $20 the traceparents and tracestates (CONTRACT §15), $21 and
+ * $22 the not_befores and delays (delayed delivery). New rows go in by COPY
+ * (copy_rows) unless the batch has a delayed one (its due time is computed
+ * here) or the role may not COPY (row-level security). Neither says ON
+ * CONFLICT: the batch read its keys under lock first (SQL_LOCK), so a key
+ * is stored already only if another replica inserted it since, and then the
+ * primary key refuses the statement (not_the_datas: the batch is applied
+ * again, and finds the row). ON CONFLICT DO NOTHING made every row a
+ * speculative insertion, whose confirmation is one more WAL record per
+ * message (48 bytes, issue 22). */
 static const char *SQL_INSERT =
 	"INSERT INTO txhub.message_rows AS m (biz_id, message_key, status, decision, send_status, "
 	"payload, forward_topic, forward_key, forward_headers, checkback_url, next_check_at, "
@@ -457,9 +474,35 @@ static const char *SQL_INSERT =
 	"CROSS JOIN LATERAL (SELECT n.nb, coalesce(n.nb, now() + x.dl * interval '1 millisecond') "
 	"AS due) e CROSS JOIN LATERAL (SELECT e.nb, e.due, x.c AND coalesce(e.due > now(), false) "
 	"AS late) d "
-	"ON CONFLICT DO NOTHING "
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
 	"m.status = 'committed' AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
+
+/* The new rows of a batch go in by COPY when they can (copy_rows): COPY
+ * writes a page's rows as one WAL record, where each INSERTed row is a
+ * record of its own, about 45 bytes less per message (issue 22); the
+ * forwards are read back by key (SQL_READ_BACK) as SQL_INSERT returns
+ * them. The columns of SQL_INSERT, in its order; not_before stays NULL (a
+ * batch with a delayed message goes by SQL_INSERT). */
+static const char *SQL_COPY =
+	"COPY txhub.message_rows (biz_id, message_key, status, decision, send_status, payload, "
+	"forward_topic, forward_key, forward_headers, checkback_url, next_check_at, next_send_at, "
+	"src_partition, src_offset, fwd_seq, src_topic, tenant, traceparent, tracestate, trace_id) "
+	"FROM STDIN";
+
+/* The transaction's now() in microseconds since 1970 (COPY has no
+ * expressions: next_check_at and next_send_at are computed from it). */
+static const char *SQL_NOW_US = "SELECT (extract(epoch FROM now()) * 1000000)::bigint";
+
+/* $1, $2: the keys of the rows copied that became committed and are not
+ * sent yet; the columns SQL_INSERT returns. Each key by the primary key
+ * (OFFSET 0: a join would read a young table whole, its statistics
+ * behind the rows just written). */
+static const char *SQL_READ_BACK =
+	"SELECT m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
+	"m.status = 'committed' AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS
+	" FROM unnest($1::text[], $2::text[]) AS x(b, k) "
+	"CROSS JOIN LATERAL (SELECT * FROM txhub.message_rows r "
+	"WHERE r.biz_id = x.b AND r.message_key = x.k OFFSET 0) m";
 
 /* same columns, $14 the lease, $15 whether the row takes the payload (and
  * its trace), $16 the forward sequences, $17 forwarded already, $18 the
@@ -1276,6 +1319,20 @@ done:
 	return rc;
 }
 
+/* A primary key violation of the new rows: another replica inserted one of
+ * them since the batch read its keys (SQL_LOCK), which is not the data's
+ * fault: the batch is applied again, and finds the row. */
+static store_rc not_the_datas(const PGresult *r, store_rc rc, char *err, size_t errsz)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	if (rc == STORE_REFUSED && state && strcmp(state, "23505") == 0) {
+		snprintf(err, errsz, "another replica inserted some of this batch's messages "
+		                     "first; applying the batch again");
+		rc = STORE_RETRY;
+	}
+	return rc;
+}
+
 /* SQL_INSERT or SQL_UPDATE over the row arrays w, with the forward lease;
  * the UPDATE also takes W_TP. *res keeps the rows it returned. */
 static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGresult **res,
@@ -1300,9 +1357,10 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_NB]);
 	p[n++] = sbuf_str(&w[W_DL]);
 	*res = exec_params(st, sql, n, p, 1);
-	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
-		return classify(st->conn, *res, err, errsz);
-	return STORE_OK;
+	if (PQresultStatus(*res) == PGRES_TUPLES_OK)
+		return STORE_OK;
+	store_rc rc = classify(st->conn, *res, err, errsz);
+	return update ? rc : not_the_datas(*res, rc, err, errsz);
 }
 
 /* One row of the INSERT or UPDATE arrays: key k's final state, and the
@@ -1348,6 +1406,140 @@ static void write_row(sbuf *w, const fold_key *k, int64_t seq, int sent,
 		sbuf_arr_text(&w[W_SQ], NULL);
 }
 
+/* A timestamp of COPY's text format, us microseconds since 1970, in UTC. */
+static void copy_time(sbuf *b, int64_t us)
+{
+	time_t sec = (time_t)(us / 1000000);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	sbuf_printf(b, "%04d-%02d-%02d %02d:%02d:%02d.%06d+00\t", tm.tm_year + 1900, tm.tm_mon + 1,
+	            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(us % 1000000));
+}
+
+/* One row of the COPY, as write_row() for SQL_INSERT; now_us the
+ * transaction's now(). */
+static void copy_row(sbuf *c, const fold_key *k, int64_t seq, int sent, const store_record *recs,
+                     int64_t default_first_after, int64_t lease_ms, int64_t now_us)
+{
+	const envelope *pe = k->payload_rec >= 0 ? &recs[k->payload_rec].env : NULL;
+	sbuf_copy_text(c, k->biz_id);
+	sbuf_copy_text(c, k->message_key);
+	sbuf_copy_text(c, rules_status_name(k->state.status));
+	sbuf_copy_text(c, k->state.status == STATUS_AWAITING_PREPARE
+	                      ? rules_decision_name(k->state.decision) : NULL);
+	sbuf_copy_text(c, k->committed ? (sent ? "sent" : "pending") : NULL);
+	sbuf_copy_hex(c, pe ? (pe->payload ? (const void *)pe->payload : "") : NULL,
+	              pe ? pe->payload_len : 0);
+	sbuf_copy_text(c, pe ? pe->forward_topic : NULL);
+	sbuf_copy_text(c, pe ? pe->forward_key : NULL);
+	sbuf_copy_text(c, pe ? pe->forward_headers : NULL);
+	sbuf_copy_text(c, pe ? pe->checkback_url : NULL);
+	if (k->state.status == STATUS_PREPARED)
+		copy_time(c, now_us + 1000 * (pe && pe->first_after_ms >= 0 ? pe->first_after_ms
+		                                                           : default_first_after));
+	else
+		sbuf_copy_text(c, NULL);
+	if (k->committed)
+		copy_time(c, now_us + 1000 * lease_ms);
+	else
+		sbuf_copy_text(c, NULL);
+	sbuf_copy_int(c, k->src_partition);
+	sbuf_copy_int(c, k->src_offset);
+	if (seq > 0)
+		sbuf_copy_int(c, seq);
+	else
+		sbuf_copy_text(c, NULL);
+	sbuf_copy_text(c, k->src_topic);
+	sbuf_copy_text(c, k->tenant[0] ? k->tenant : NULL);
+	const char *tp = pe ? pe->traceparent : NULL;
+	sbuf_copy_text(c, tp);
+	sbuf_copy_text(c, pe ? pe->tracestate : NULL);
+	char trace_id[33] = ""; /* as SQL_INSERT's substr(traceparent, 4, 32) */
+	if (tp && strlen(tp) >= 35)
+		memcpy(trace_id, tp + 3, 32);
+	sbuf_copy_text(c, trace_id[0] ? trace_id : NULL);
+	sbuf_copy_end(c);
+}
+
+/* The new rows of f by COPY, then the forwards of those that became
+ * committed read back into *res (NULL when none). */
+static store_rc copy_rows(store *st, const fold *f, const int64_t *seq,
+                          const unsigned char *sent, const store_record *recs, PGresult **res,
+                          char *err, size_t errsz)
+{
+	sbuf c = {0}, kb = {0}, kk = {0};
+	store_rc rc = STORE_OK;
+	PGresult *r = PQexec(st->conn, SQL_NOW_US);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		rc = classify(st->conn, r, err, errsz);
+		PQclear(r);
+		return rc == STORE_REFUSED ? STORE_RETRY : rc;
+	}
+	int64_t now_us = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	size_t nback = 0;
+	sbuf_arr_begin(&kb);
+	sbuf_arr_begin(&kk);
+	for (size_t i = 0; i < f->nkeys; i++) {
+		const fold_key *k = &f->keys[i];
+		if (!k->changed || k->existed)
+			continue;
+		copy_row(&c, k, seq[i], sent[i], recs, st->first_after_ms, st->lease_ms, now_us);
+		if (k->committed && !sent[i]) {
+			sbuf_arr_text(&kb, k->biz_id);
+			sbuf_arr_text(&kk, k->message_key);
+			nback++;
+		}
+	}
+	sbuf_arr_end(&kb);
+	sbuf_arr_end(&kk);
+	if (c.oom || kb.oom || kk.oom) {
+		snprintf(err, errsz, "out of memory");
+		rc = STORE_RETRY;
+		goto done;
+	}
+	r = PQexec(st->conn, SQL_COPY);
+	if (PQresultStatus(r) != PGRES_COPY_IN) {
+		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+		rc = classify(st->conn, r, err, errsz);
+		if (state && strcmp(state, "0A000") == 0) {
+			/* "COPY FROM not supported with row-level security" */
+			log_warn("store: PostgreSQL refuses COPY into txhub.message_rows to this role (%s); "
+			         "new messages go in by INSERT from now on", err);
+			st->copy_refused = 1;
+			rc = STORE_RETRY;
+		}
+		PQclear(r);
+		goto done;
+	}
+	PQclear(r);
+	int ok = PQputCopyData(st->conn, c.data ? c.data : "", (int)c.len) == 1;
+	ok = PQputCopyEnd(st->conn, ok ? NULL : "txhub: sending the rows failed") == 1 && ok;
+	r = PQgetResult(st->conn);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		rc = not_the_datas(r, classify(st->conn, r, err, errsz), err, errsz);
+	else if (!ok)
+		rc = classify(st->conn, NULL, err, errsz);
+	PQclear(r);
+	while ((r = PQgetResult(st->conn)))
+		PQclear(r);
+	if (rc != STORE_OK || nback == 0)
+		goto done;
+	const char *p[2] = {sbuf_str(&kb), sbuf_str(&kk)};
+	*res = exec_params(st, SQL_READ_BACK, 2, p, 1);
+	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
+		rc = classify(st->conn, *res, err, errsz);
+	else if ((size_t)PQntuples(*res) != nback) {
+		snprintf(err, errsz, "read back %d of the %zu rows copied", PQntuples(*res), nback);
+		rc = STORE_RETRY;
+	}
+done:
+	sbuf_free(&c);
+	sbuf_free(&kb);
+	sbuf_free(&kk);
+	return rc;
+}
+
 /* Write the final state of every key the batch changed: one INSERT for the
  * new ones, one UPDATE for the stored ones. *ins and *upd keep what they
  * returned (the messages that became committed). */
@@ -1357,6 +1549,7 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 {
 	sbuf iw[W_NCOLS] = {{0}}, uw[W_NCOLS] = {{0}};
 	size_t nins = 0, nupd = 0;
+	int delayed = 0; /* a new row with a due time: SQL_INSERT computes it */
 	for (int c = 0; c < W_NCOLS; c++) {
 		sbuf_arr_begin(&iw[c]);
 		sbuf_arr_begin(&uw[c]);
@@ -1367,6 +1560,8 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 			write_row(k->existed ? uw : iw, k, seq[i], sent[i], recs, st->first_after_ms);
 		nupd += k->changed && k->existed;
 		nins += k->changed && !k->existed;
+		const envelope *pe = k->payload_rec >= 0 ? &recs[k->payload_rec].env : NULL;
+		delayed |= k->changed && !k->existed && pe && (pe->not_before_ms >= 0 || pe->delay_ms >= 0);
 	}
 	for (int c = 0; c < W_NCOLS; c++) {
 		sbuf_arr_end(&iw[c]);
@@ -1375,14 +1570,10 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 	store_rc rc = arrays_ok(iw, W_NCOLS, err, errsz);
 	if (rc == STORE_OK)
 		rc = arrays_ok(uw, W_NCOLS, err, errsz);
-	if (rc == STORE_OK && nins > 0 &&
-	    (rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz)) == STORE_OK &&
-	    (size_t)PQntuples(*ins) != nins) {
-		snprintf(err, errsz, "another replica inserted %zu of this batch's messages "
-		                     "first; applying the batch again",
-		         nins - (size_t)PQntuples(*ins));
-		rc = STORE_RETRY;
-	}
+	if (rc == STORE_OK && nins > 0 && !st->copy_refused && !delayed)
+		rc = copy_rows(st, f, seq, sent, recs, ins, err, errsz);
+	else if (rc == STORE_OK && nins > 0)
+		rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz);
 	if (rc == STORE_OK && nupd > 0)
 		rc = exec_rows(st, SQL_UPDATE, uw, 1, upd, err, errsz);
 	for (int c = 0; c < W_NCOLS; c++) {

@@ -32,9 +32,10 @@ static const char *const grants[] = {
 	"txhub.forward_marks, txhub.rejected, txhub.conflicts, txhub.history, txhub.partitions, "
 	"txhub.gaps, txhub.tenants, txhub.tenant_grants TO %s",
 	/* the view runs with the caller's rights (migration 0012): its table's
-	 * policies apply, and resolve and redrive write the table */
+	 * policies apply, and resolve and redrive write the table (not_before:
+	 * a resolved commit's due time, redrive --now) */
 	"GRANT UPDATE (status, send_status, send_attempts, next_send_at, check_attempts, "
-	"next_check_at, fwd_seq, updated_at) ON txhub.message_rows TO %s",
+	"next_check_at, fwd_seq, updated_at, not_before) ON txhub.message_rows TO %s",
 	"GRANT INSERT (biz_id, message_key, event, detail, actor, tenant) ON txhub.history TO %s",
 	"GRANT USAGE ON SEQUENCE txhub.history_id_seq TO %s",
 	"GRANT EXECUTE ON FUNCTION txhub.granted_tenants(), txhub.granted_topic(text) TO %s",

@@ -33,3 +33,16 @@ ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
 ALTER TABLE txhub.history ADD COLUMN trace_id text;
 
 SELECT txhub.define_messages_view();
+
+-- Roles granted a tenant before: resolve (a delayed message's due time) and
+-- redrive --now write not_before, as `txhub tenant grant` gives from now on.
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN SELECT DISTINCT t.role FROM txhub.tenant_grants t
+             JOIN pg_catalog.pg_roles r ON r.rolname = t.role LOOP
+        EXECUTE format('GRANT UPDATE (not_before) ON txhub.message_rows TO %I', g.role);
+    END LOOP;
+END
+$$;

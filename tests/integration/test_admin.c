@@ -360,6 +360,24 @@ Test(admin, list_filters_and_order_match_sql, .timeout = 120)
 	expect_list(&e, lim, "message_key IN (SELECT message_key FROM txhub.messages "
 	                     "ORDER BY updated_at DESC, biz_id, message_key LIMIT 3)");
 
+	/* without a filter the newest rows are taken per status and partition
+	 * (ops.c): ties of updated_at across statuses and partitions, cut by the
+	 * limit in the middle, come out as ORDER BY updated_at DESC, biz_id,
+	 * message_key over the whole table says */
+	sql(&e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, "
+	        "src_partition, src_offset, created_at, updated_at) "
+	        "SELECT 'tie' || (i % 3), 'tie-' || i, (ARRAY['committed', 'rolled_back', 'prepared', "
+	        "'awaiting_prepare', 'check_failed'])[1 + i % 5], CASE WHEN i % 5 = 0 THEN 'sent' END, "
+	        "i % 4, 100 + i, now(), now() + interval '1 day' FROM generate_series(1, 40) i");
+	const char *ties[] = {"list", "--json", "--limit", "13", NULL};
+	expect_list(&e, ties, "message_key IN (SELECT message_key FROM txhub.messages "
+	                      "ORDER BY updated_at DESC, biz_id, message_key LIMIT 13)");
+	const char *ties_since[] = {"list", "--json", "--since", "1h", "--limit", "29", NULL};
+	expect_list(&e, ties_since, "message_key IN (SELECT message_key FROM txhub.messages "
+	                            "WHERE updated_at > now() - interval '1 hour' "
+	                            "ORDER BY updated_at DESC, biz_id, message_key LIMIT 29)");
+	sql(&e, "DELETE FROM txhub.messages WHERE biz_id LIKE 'tie%'");
+
 	const char *text[] = {"list", "--status", "check_failed", NULL};
 	cr_assert_eq(h_txhub_io(&e, text, out_buf, OUT_MAX, err_buf, sizeof err_buf), 0);
 	cr_expect(strstr(out_buf, "MESSAGE_KEY") && strstr(out_buf, "cf-old") &&

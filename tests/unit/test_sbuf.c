@@ -197,3 +197,42 @@ Test(sbuf, text_element_starting_with_brace)
 	sbuf_arr_end(&b);
 	cr_assert_str_eq(sbuf_str(&b), "{\"{\",\"{\"}");
 }
+
+/* COPY's text format (the store's new rows): the characters that end a
+ * field, a row or the data are escaped, NULL is \N, bytea is \\x<hex>. */
+Test(sbuf, copy_row_escapes_what_would_end_a_field_or_the_data)
+{
+	const unsigned char bytes[] = {0x00, 0x5c, 0x0a, 0xff};
+	sbuf_copy_text(&b, "plain");
+	sbuf_copy_text(&b, "tab\there, nl\nthere, cr\r, back\\slash");
+	sbuf_copy_text(&b, "\\.");
+	sbuf_copy_text(&b, "\\N");
+	sbuf_copy_text(&b, NULL);
+	sbuf_copy_text(&b, "");
+	sbuf_copy_hex(&b, bytes, sizeof bytes);
+	sbuf_copy_hex(&b, NULL, 0);
+	sbuf_copy_hex(&b, "", 0);
+	sbuf_copy_int(&b, -42);
+	sbuf_copy_end(&b);
+	cr_assert_str_eq(sbuf_str(&b), "plain\ttab\\there, nl\\nthere, cr\\r, back\\\\slash\t\\\\.\t"
+	                               "\\\\N\t\\N\t\t\\\\x005c0aff\t\\N\t\\\\x\t-42\n");
+	/* exactly one newline, at the end; tabs only between fields */
+	cr_assert_eq(strchr(sbuf_str(&b), '\n'), b.data + b.len - 1);
+	size_t tabs = 0;
+	for (size_t i = 0; i < b.len; i++)
+		tabs += b.data[i] == '\t';
+	cr_assert_eq(tabs, 9);
+}
+
+Test(sbuf, copy_long_text_grows)
+{
+	char s[5001];
+	memset(s, '\t', 5000);
+	s[5000] = '\0';
+	sbuf_copy_text(&b, s);
+	sbuf_copy_end(&b);
+	cr_assert_eq(b.len, 2 * 5000 + 1);
+	cr_assert_eq(b.data[b.len - 1], '\n');
+	cr_assert_eq(b.data[0], '\\');
+	cr_assert_eq(b.data[1], 't');
+}
