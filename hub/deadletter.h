@@ -12,7 +12,7 @@
  *
  * A thread of its own with its own producer and PostgreSQL connection: it
  * looks for parked rows of the partitions this replica owns (index
- * messages_dead_letter, migration 0017) once a second, so nothing the hub
+ * messages_dead_letter, migration 0014) once a second, so nothing the hub
  * does waits for it, and a dead-letter topic that fails (refused, missing,
  * a record too large for it) is logged, counted
  * (txhub_dead_letters_total{outcome="failed"}), alerted once per episode
