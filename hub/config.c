@@ -451,10 +451,6 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 		goto done;
 	}
 	topics_progress_name(&spec, cfg->forward_progress_topic, progress, sizeof progress);
-	if (strcmp(cfg->forward_order, "partition") != 0 && strcmp(cfg->forward_order, "key") != 0) {
-		snprintf(err, errsz, "forward.order: \"%s\" is not partition or key", cfg->forward_order);
-		return -1;
-	}
 	if (*cfg->forward_progress_topic &&
 	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name",
@@ -520,6 +516,10 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (!*cfg->brokers) {
 		snprintf(err, errsz, "brokers: must not be empty");
+		return -1;
+	}
+	if (strcmp(cfg->forward_order, "partition") != 0 && strcmp(cfg->forward_order, "key") != 0) {
+		snprintf(err, errsz, "forward.order: \"%s\" is not partition or key", cfg->forward_order);
 		return -1;
 	}
 	if (check_control_topics(cfg, err, errsz) != 0)
