@@ -326,6 +326,14 @@ static void head(sbuf *o, const char *name, const char *type, const char *help)
 	sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A gauge of seconds whose negative value means none (written as 0). */
+static void write_age(sbuf *o, const char *name, const char *help, _Atomic double *age)
+{
+	head(o, name, "gauge", help);
+	double a = atomic_load(age);
+	sbuf_printf(o, "%s %.3f\n", name, a < 0 ? 0.0 : a);
+}
+
 static void write_latency(sbuf *o, const char *name, const char *help, latency *l)
 {
 	head(o, name, "histogram", help);
@@ -495,23 +503,19 @@ static void write_gauges(sbuf *o)
 	     "Messages held for an earlier unsent message of their forward key (forward.order = "
 	     "key).");
 	sbuf_printf(o, "txhub_blocked_messages %lld\n", (long long)atomic_load(&m.blocked));
-	head(o, "txhub_oldest_prepared_age_seconds", "gauge",
-	     "Age of the oldest prepared row (0: none).");
-	double a = atomic_load(&m.oldest_prepared_s);
-	sbuf_printf(o, "txhub_oldest_prepared_age_seconds %.3f\n", a < 0 ? 0.0 : a);
-	head(o, "txhub_oldest_pending_send_age_seconds", "gauge",
-	     "Age of the oldest committed row waiting to be forwarded (0: none).");
-	a = atomic_load(&m.oldest_pending_send_s);
-	sbuf_printf(o, "txhub_oldest_pending_send_age_seconds %.3f\n", a < 0 ? 0.0 : a);
+	write_age(o, "txhub_oldest_prepared_age_seconds", "Age of the oldest prepared row (0: none).",
+	          &m.oldest_prepared_s);
+	write_age(o, "txhub_oldest_pending_send_age_seconds",
+	          "Age of the oldest committed row waiting to be forwarded (0: none).",
+	          &m.oldest_pending_send_s);
 	head(o, "txhub_scheduled_messages", "gauge",
 	     "Committed messages waiting for their due time (forward.not_before, "
 	     "forward.delay_ms).");
 	sbuf_printf(o, "txhub_scheduled_messages %lld\n", (long long)atomic_load(&m.scheduled));
-	head(o, "txhub_scheduled_overdue_seconds", "gauge",
-	     "How long the oldest delayed message that is due has waited past its due time "
-	     "without being sent (0: none).");
-	a = atomic_load(&m.oldest_overdue_s);
-	sbuf_printf(o, "txhub_scheduled_overdue_seconds %.3f\n", a < 0 ? 0.0 : a);
+	write_age(o, "txhub_scheduled_overdue_seconds",
+	          "How long the oldest delayed message that is due has waited past its due time "
+	          "without being sent (0: none).",
+	          &m.oldest_overdue_s);
 }
 
 static void write_process(sbuf *o)
