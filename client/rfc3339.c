@@ -4,4 +4,4 @@
  * with, and libtxhub.a clashes with nothing (the hub links both). */
 #define rfc3339_parse txhubi_rfc3339_parse
 #define rfc3339_format txhubi_rfc3339_format
-#include "../hub/rfc3339.c"
+#include "../hub/lib/rfc3339.c"
