@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "duration.h"
 #include "utf8.h"
 
@@ -66,16 +67,12 @@ typedef struct {
 
 static void table_cell(table *t, const char *text)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		char **c = realloc(t->cells, cap * sizeof *c);
-		if (!c) {
-			t->oom = 1;
-			return;
-		}
-		t->cells = c;
-		t->cap = cap;
+	char **c = array_grow(t->cells, &t->cap, t->n + 1, sizeof *c);
+	if (!c) {
+		t->oom = 1;
+		return;
 	}
+	t->cells = c;
 	char *e = admin_escape(text ? text : "-");
 	if (!e)
 		t->oom = 1;

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "clock.h"
 #include "fault.h"
@@ -150,14 +151,10 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, tp_key p
                         int32_t claimed, int32_t attempts, store_check_outcome o,
                         const char *error, int64_t retry_in_ms)
 {
-	if (cb->npend == cb->cappend) {
-		size_t cap = cb->cappend ? cb->cappend * 2 : 64;
-		pending *n = realloc(cb->pend, cap * sizeof *n);
-		if (!n)
-			goto oom;
-		cb->pend = n;
-		cb->cappend = cap;
-	}
+	pending *n = array_grow(cb->pend, &cb->cappend, cb->npend + 1, sizeof *n);
+	if (!n)
+		goto oom;
+	cb->pend = n;
 	pending *p = &cb->pend[cb->npend];
 	memset(p, 0, sizeof *p);
 	p->biz_id = strdup(biz);
