@@ -1,7 +1,9 @@
-/* admin_print.h: each admin command's operation and its output, text or
- * JSON (admin_print.c). Internal to admin.c; same thread. Every function
- * prints only when the operation succeeded; on any other result it prints
- * nothing on standard output and leaves the reason in err. */
+/* admin_print.h: a parsed admin command (admin.c's admin_parse() makes
+ * it), each command's operation and its output, text or JSON, and the text
+ * helpers the tenant commands share (admin_print.c). Same thread. Every
+ * admin_do_* function prints only when the operation succeeded; on any
+ * other result it prints nothing on standard output and leaves the reason
+ * in err. */
 #ifndef TXHUB_ADMIN_PRINT_H
 #define TXHUB_ADMIN_PRINT_H
 
