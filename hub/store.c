@@ -288,6 +288,8 @@ int store_forward_copy(store_forward *dst, const store_forward *src)
 	dst->topic = dup_or_null(src->topic, &oom);
 	dst->key = dup_or_null(src->key, &oom);
 	dst->headers = dup_or_null(src->headers, &oom);
+	dst->traceparent = dup_or_null(src->traceparent, &oom);
+	dst->tracestate = dup_or_null(src->tracestate, &oom);
 	dst->payload = NULL;
 	if (src->payload && (dst->payload = malloc(src->payload_len + 1)))
 		memcpy(dst->payload, src->payload, src->payload_len);
@@ -2112,7 +2114,8 @@ done:
 /* ---- exactly_once forwarding ---- */
 
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, size_t *again, char *err, size_t errsz)
+                                 int lanes, store_forward_list *out, size_t *again, char *err,
+                                 size_t errsz)
 {
 	/* Under the partitions' exclusive locks (the batch assigns sequences
 	 * under them too), one statement: lock the rows, number them per
@@ -2131,13 +2134,20 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	 * marker could be one that the marker vouches for. A row prepared
 	 * below what a lost history decided outside the control topic
 	 * (fwd_lost_oob, migration 0008) may have gone out there: counted in
-	 * *again. */
+	 * *again.
+	 *
+	 * at_least_once (!lanes) has no lanes and no markers: every owned
+	 * partition takes part, and a row sequenced here is the forwarder's at
+	 * once, leased (next_send_at) as a claimed one is; the
+	 * delivery mark then records its delivery, with no row write of its
+	 * own. $6 lanes, $7 the lease (ms). */
 	static const char *sql =
 		"WITH b AS (SELECT tp.topic, tp.partition, greatest(tp.next_fwd_seq, "
 		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
 		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim, tp.fwd_lost_oob >> $4::int AS lost "
 		"FROM txhub.partitions tp JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
-		"ON tp.topic = o.t AND tp.partition = o.p WHERE tp.fwd_recovered_epoch = tp.epoch), "
+		"ON tp.topic = o.t AND tp.partition = o.p "
+		"WHERE NOT $6::bool OR tp.fwd_recovered_epoch = tp.epoch), "
 		"l AS (SELECT m.biz_id, m.message_key, m.src_topic, m.src_partition, m.src_offset, "
 		"m.updated_at FROM txhub.message_rows m WHERE m.send_status = 'pending' "
 		"AND m.fwd_seq IS NULL "
@@ -2153,9 +2163,11 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"l.message_key) AS sq "
 		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
-		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
+		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq, next_send_at = CASE WHEN "
+		"$6::bool THEN m.next_send_at ELSE now() + $7::bigint * interval '1 millisecond' END "
+		"FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
-		"RETURNING k.again, " FORWARD_COLUMNS "), "
+		"RETURNING k.again, " FORWARD_COLUMNS ", m.last_error IS NOT NULL), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
 		"FROM (SELECT src_topic, src_partition, max(sq) AS top FROM k "
 		"GROUP BY src_topic, src_partition) x "
@@ -2168,6 +2180,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
+	size_t first = out->n; /* what collect_forwards adds comes after */
 	store_rc rc = begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
@@ -2176,21 +2189,34 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f"};
-	r = exec_params(st, sql, 5, p, 1);
+	char lease[32];
+	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
+	const char *p[7] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f",
+	                    lanes ? "t" : "f", lease};
+	r = exec_params(st, sql, 7, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
 		rollback(st);
-	} else if (collect_forwards(r, 1, -1, out) != 0) {
+	} else if (collect_forwards(r, 1, -1, out) != 0 && lanes) {
 		/* sequenced: the owner's lane recovers them from PostgreSQL */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else {
+		/* at_least_once, out of memory copying: leased, sent again when
+		 * their lease ends (store_claim_forwards); the marks of what was
+		 * copied must not pass them (forward_send freezes them) */
+		if ((size_t)PQntuples(r) != out->n - first)
+			out->incomplete = 1;
+		else
+			for (size_t i = 0; i < out->n - first; i++)
+				out->items[first + i].had_error = PQgetvalue(r, (int)i, 17)[0] != 0;
 		for (int i = 0; i < PQntuples(r); i++)
 			*again += PQgetvalue(r, i, 0)[0] != 0;
+		if (!lanes && out->n > 1) /* in offset order per partition (forward.order = key) */
+			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 	}
 done:
 	PQclear(r);

@@ -77,6 +77,8 @@ typedef struct {
 	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
 	char *tracestate;
 	char trace_id[33];     /* of traceparent, "" without one: for log lines */
+	int had_error;         /* its row has a last_error, which its delivery clears (a row
+	                        * write beside the delivery mark: store_sequence_forwards) */
 } store_forward;
 
 typedef struct {
@@ -281,9 +283,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
  * lane recovered at their current epoch (store_recover_forwards) take
  * part. *again: how many of them a history of the database that was lost
  * may have decided and forwarded already (their decision made again: a
- * possible duplicate). */
+ * possible duplicate). lanes = 0 (at_least_once): every owned partition
+ * takes part, and the rows come back leased for the caller to send (the
+ * delivery mark records them: no `sent` write per row). */
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, size_t *again, char *err,
+                                 int lanes, store_forward_list *out, size_t *again, char *err,
                                  size_t errsz);
 
 /* Forward sequences (exactly_once): a message committed by the control
