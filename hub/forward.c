@@ -541,8 +541,8 @@ static void order_done(forward *fw, fw_item *it)
 {
 	order_key *k = it->okey;
 	it->okey = NULL;
-	if (it->ok && k->blocker != INT64_MAX && k->blocker > it->src_offset)
-		fw->release = 1; /* its held successors may go now (forward_take_release) */
+	if (it->ok && k->blocker != INT64_MAX && k->blocker >= it->src_offset)
+		fw->release = 1; /* it or one after it blocked: held ones may go now */
 	if (it->ok && k->nqueue > 0) { /* the next one goes (forward_poll) */
 		order_key **r = fw->ready;
 		if (fw->nready == fw->capready &&

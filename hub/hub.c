@@ -1178,7 +1178,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
-	store_set_order_by_key(h.st, config_order_by_key(h.cfg));
+	store_set_order_by_key(h.st, config_order_by_key(h.cfg), config_exactly_once(h.cfg));
 	char host[64] = "";
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");

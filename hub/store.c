@@ -38,6 +38,7 @@ struct store {
 	int reconnected;        /* the connection was made again since last asked */
 	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
 	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
+	int retries_block;      /* ... in at_least_once: SQL_RETRIES_ABOVE_MARK */
 	/* ... and then the messages the last store_apply() made scheduled (delayed
 	 * delivery): store_take_scheduled() */
 	store_forward_list scheduled;
@@ -2844,7 +2845,11 @@ done:
 
 /* ---- order per key ---- */
 
-void store_set_order_by_key(store *st, int by_key) { st->order_by_key = by_key; }
+void store_set_order_by_key(store *st, int by_key, int exactly_once)
+{
+	st->order_by_key = by_key;
+	st->retries_block = by_key && !exactly_once;
+}
 
 void store_take_scheduled(store *st, store_forward_list *out)
 {
@@ -2874,25 +2879,37 @@ void store_blocker_list_clear(store_blocker_list *l)
 	"FROM txhub.message_rows WHERE send_status = 'failed' AND forward_key IS NOT NULL AND " \
 	OF_PARTS("", "$1", "$2")
 
+/* The pending rows with a sequence above the marks of the partitions $1/$2
+ * (in flight, or lost with a hub that died) for which `cond` holds. */
+#define SQL_ABOVE_MARK(cond)                                                                 \
+	"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "   \
+	"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "            \
+	"ON r.src_partition = o.p AND r.src_topic = o.t WHERE " cond " "                      \
+	"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "                         \
+	"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)"
+
+/* at_least_once (store_set_order_by_key): a retry that a due scan gave a
+ * sequence blocks its key too, in flight or lost with a hub that died: what
+ * comes after it is not released before it is delivered (exactly_once's
+ * lanes read and send in sequence order: not there). $4 */
+#define SQL_RETRIES_ABOVE_MARK SQL_ABOVE_MARK("$4::bool AND r.send_attempts > 0")
+
 store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
 		"SELECT src_topic, src_partition, forward_topic, forward_key, min(src_offset) "
-		"FROM (" SQL_BLOCKERS("") " UNION ALL "
-		"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "
-		"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "
-		"ON r.src_partition = o.p AND r.src_topic = o.t WHERE $3::bool "
-		"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "
-		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)) b GROUP BY 1, 2, 3, 4";
+		"FROM (" SQL_BLOCKERS("") " UNION ALL " SQL_ABOVE_MARK("$3::bool") " UNION ALL "
+		SQL_RETRIES_ABOVE_MARK ") b GROUP BY 1, 2, 3, 4";
 	memset(out, 0, sizeof *out);
 	if (nown == 0)
 		return STORE_OK;
 	sbuf w[2] = {{0}};
 	owned_arrays(&w[0], &w[1], NULL, own, nown);
-	const char *p[3] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f"};
+	const char *p[4] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f",
+	                    st->retries_block ? "t" : "f"};
 	store_rc rc = arrays_ok(w, 2, err, errsz);
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 3, p, 0) : NULL;
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 4, p, 0) : NULL;
 	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	int n = rc == STORE_OK ? PQntuples(r) : 0;
@@ -2927,7 +2944,7 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 	static const char *sql =
 		"WITH b AS (SELECT src_topic, src_partition, forward_topic, forward_key, "
 		"min(src_offset) AS o FROM (" SQL_BLOCKERS("AND next_send_at < 'infinity'")
-		") x GROUP BY 1, 2, 3, 4), "
+		" UNION ALL " SQL_RETRIES_ABOVE_MARK ") x GROUP BY 1, 2, 3, 4), "
 		"h AS (SELECT m.biz_id, m.message_key FROM txhub.message_rows m "
 		"WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.next_send_at = 'infinity' AND " OF_PARTS("m.", "$1", "$2") " "
@@ -2943,8 +2960,8 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 		return STORE_OK;
 	PGresult *r;
 	size_t nkept;
-	const char *p[1] = {all ? "t" : "f"};
-	store_rc rc = run_owned(st, own, nown, sql, p, 1, 0, &r, &nkept, err, errsz);
+	const char *p[2] = {all ? "t" : "f", st->retries_block ? "t" : "f"};
+	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc == STORE_OK)
 		*released = (size_t)PQntuples(r);
 	PQclear(r);

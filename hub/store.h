@@ -497,8 +497,10 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
                              size_t *released, char *err, size_t errsz);
 
 /* forward.order = key: store_sequence_forwards numbers a partition's rows in
- * offset order (a released chain keeps its order), not by age. */
-void store_set_order_by_key(store *st, int by_key);
+ * offset order (a released chain keeps its order), not by age; in
+ * at_least_once (!exactly_once), a retry that has a sequence blocks its key
+ * in store_order_blockers and store_order_release. */
+void store_set_order_by_key(store *st, int by_key, int exactly_once);
 
 /* With forward.order = key: the messages the last successful store_apply()
  * made scheduled (delayed delivery, CONTRACT §15: committed, not forwarded
