@@ -827,15 +827,17 @@ static int claim_retries(hub *h)
 	                                      &again, err, sizeof err);
 	size_t nseq = l.n; /* (the claim adds to l, all in offset order) */
 	int64_t t1 = now_ms();
+	/* (rows falling due meanwhile wait for the next sequencing; a full one
+	 * comes back at once) */
 	if (rc == STORE_OK && !eos)
-		rc = store_claim_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX, &l, err,
-		                          sizeof err);
+		rc = store_claim_lost_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX,
+		                               nseq >= DUE_CLAIM_MAX ? -1 : 1000, &l, err, sizeof err);
 	if (rc == STORE_OK && by_key && order_read(h, own->parts, own->n, 0, err, sizeof err) != 0)
 		rc = STORE_RETRY;
 	if (rc != STORE_OK)
 		fault_fail(&h->f_scan, err);
 	if (l.n > 0)
-		log_debug("hub: sending %zu due forward(s), %zu of them again after their lease "
+		log_debug("hub: sending %zu due forward(s), %zu of them without a new sequence "
 		          "(sequenced in %lld ms, claimed in %lld ms)", l.n, l.n - nseq,
 		          (long long)(t1 - t0), (long long)(now_ms() - t1));
 	if (again > 0) {

@@ -1817,8 +1817,11 @@ done:
 	m "src_partition = ANY(" p "::int[]) AND (" m "src_topic, " m "src_partition) IN " \
 	"(SELECT * FROM unnest(" t "::text[], " p "::int[]))"
 
-store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                              store_forward_list *out, char *err, size_t errsz)
+/* store_claim_forwards, and with overdue_ms: the rows without a sequence
+ * only once due that long (-1: none of them) */
+static store_rc claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                               int64_t overdue_ms, store_forward_list *out, char *err,
+                               size_t errsz)
 {
 	/* Rows without a sequence on messages_send_retry; sequenced rows whose
 	 * lease ran out (a forward list lost to a failed allocation) on the range
@@ -1828,7 +1831,8 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"UPDATE txhub.message_rows AS m SET next_send_at = now() + $4::bigint * interval "
 		"'1 millisecond' FROM (SELECT * FROM (SELECT biz_id, message_key "
 		"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "
-		"AND " OF_PARTS("", "$1", "$2") " AND next_send_at <= now() "
+		"AND " OF_PARTS("", "$1", "$2") " AND $5::bigint >= 0 "
+		"AND next_send_at <= now() - $5::bigint * interval '1 millisecond' "
 		"ORDER BY src_partition, next_send_at LIMIT $3 FOR UPDATE SKIP LOCKED) a "
 		"UNION ALL SELECT b.biz_id, b.message_key FROM unnest($1::text[], $2::int[]) AS o(t, p) "
 		"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows r "
@@ -1839,13 +1843,14 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
 		return STORE_OK;
-	char lim[16], lease[32];
+	char lim[16], lease[32], overdue[32];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
-	const char *p[2] = {lim, lease};
+	snprintf(overdue, sizeof overdue, "%lld", (long long)overdue_ms);
+	const char *p[3] = {lim, lease, overdue};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, p, 2, 1, &r, &nkept, err, errsz);
+	store_rc rc = run_owned(st, own, nown, sql, p, 3, 1, &r, &nkept, err, errsz);
 	if (rc == STORE_OK && collect_forwards(r, 0, -1, out) != 0) {
 		/* leased: they fall due again when the lease ends */
 		snprintf(err, errsz, "out of memory");
@@ -1855,6 +1860,19 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	}
 	PQclear(r);
 	return rc;
+}
+
+store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                              store_forward_list *out, char *err, size_t errsz)
+{
+	return claim_forwards(st, own, nown, limit, 0, out, err, errsz);
+}
+
+store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                   int64_t overdue_ms, store_forward_list *out, char *err,
+                                   size_t errsz)
+{
+	return claim_forwards(st, own, nown, limit, overdue_ms, out, err, errsz);
 }
 
 store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,

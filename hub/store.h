@@ -220,6 +220,13 @@ store_rc store_apply(store *st, store_record *recs, size_t n,
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz);
 
+/* at_least_once after store_sequence_forwards: the rows with a sequence
+ * whose lease ran out (lost), and those without one only once overdue by
+ * overdue_ms (rows the sequencing could not take; -1: none), leased. */
+store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                   int64_t overdue_ms, store_forward_list *out, char *err,
+                                   size_t errsz);
+
 /* When the next pending forward without a sequence (a retry, a scheduled
  * message: CONTRACT §15) of these partitions' numbers falls due: *in_ms
  * from now (0: due already), -1 when none waits. One index probe per
