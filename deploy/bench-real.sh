@@ -27,7 +27,7 @@
 # TXHUB_BENCH_VARIANTS="--hub-binary /tmp/txhub-040/build-rel/txhub|" to
 # alternate 0.4.0 and this version run by run.
 #
-# Each run prints one JSON line on stdout (see README, Benchmark); the hub's
+# Each run prints one JSON line on stdout (see docs/benchmark.md); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
 #
 #   deploy/bench-real.sh TXHUB_BINARY [N]
