@@ -277,7 +277,8 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 		rc = OPS_DB_ERROR;
 		goto done;
 	}
-	if ((rc = ops_blocked_read(conn, tenant, out, err, errsz)) != OPS_OK)
+	if ((rc = ops_blocked_read(conn, tenant, &out->blocked_messages, &out->blocked,
+	                           &out->nblocked, err, errsz)) != OPS_OK)
 		goto done;
 	rc = ops_exec(conn, "COMMIT", err, errsz);
 done:
@@ -532,7 +533,7 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	cJSON_AddItemToObject(o, "tenant", str_or_null(st->tenant));
-	cJSON *blocked = ops_blocked_json(st);
+	cJSON *blocked = ops_blocked_json(st->blocked_messages, st->blocked, st->nblocked);
 	if (!blocked)
 		goto fail_all;
 	cJSON_AddItemToObject(o, "blocked", blocked);

@@ -133,12 +133,14 @@ typedef struct {
 	size_t nblocked;
 } ops_status;
 
-/* The held keys into st (ops_order.c), in the open read of ops_status_read. */
-ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, ops_status *st, char *err,
-                        size_t errsz);
+/* The held keys (ops_order.c), in the open read of ops_status_read: the
+ * messages held in all into *messages, the keys (at most OPS_BLOCKED_MAX,
+ * the caller frees them) into *keys and *nkeys (NULL and 0 on entry). */
+ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, int64_t *messages,
+                        ops_blocked_key **keys, size_t *nkeys, char *err, size_t errsz);
 /* {"messages": N, "keys": [{forward_topic, forward_key, control_topic,
  * partition, held, blocked_by: {biz_id, message_key, send_status} | null}]} */
-cJSON *ops_blocked_json(const ops_status *st);
+cJSON *ops_blocked_json(int64_t messages, const ops_blocked_key *keys, size_t nkeys);
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
  * (one snapshot).
