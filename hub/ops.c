@@ -45,15 +45,6 @@ int ops_valid_send_status(const char *s)
 	return strcmp(s, "pending") == 0 || strcmp(s, "sent") == 0 || strcmp(s, "failed") == 0;
 }
 
-ops_rc ops_bad(char *err, size_t errsz, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errsz, fmt, ap);
-	va_end(ap);
-	return OPS_BAD_ARG;
-}
-
 ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, size_t errsz)
 {
 	if (!biz_id)
@@ -64,57 +55,6 @@ ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, siz
 	    envelope_check_id("message_key", message_key, ENVELOPE_MESSAGE_KEY_MAX, err, errsz) != 0)
 		return OPS_BAD_ARG;
 	return OPS_OK;
-}
-
-/* ---- shared with ops_write.c (ops_sql.h) ---- */
-
-ops_rc ops_db_fail(PGconn *conn, const PGresult *res, char *err, size_t errsz)
-{
-	store_error_text(conn, res, err, errsz);
-	return OPS_DB_ERROR;
-}
-
-ops_rc ops_exec(PGconn *conn, const char *sql, char *err, size_t errsz)
-{
-	PGresult *r = PQexec(conn, sql);
-	ops_rc rc = OPS_OK;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return rc;
-}
-
-void ops_rollback(PGconn *conn)
-{
-	if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) != PQTRANS_IDLE)
-		PQclear(PQexec(conn, "ROLLBACK"));
-}
-
-PGresult *ops_query(PGconn *conn, const char *sql, int n, const char *const *vals, int binary,
-                    char *err, size_t errsz)
-{
-	PGresult *r = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, binary);
-	if (PQresultStatus(r) == PGRES_TUPLES_OK)
-		return r;
-	ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return NULL;
-}
-
-ops_rc ops_command(PGconn *conn, const char *sql, int n, const char *const *vals, char *err,
-                   size_t errsz)
-{
-	PGresult *r = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, 0);
-	ops_rc rc = OPS_OK;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return rc;
-}
-
-int64_t ops_int(const PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
 /* A consistent view for a read: one snapshot for all its statements. */

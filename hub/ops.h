@@ -31,16 +31,10 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ops_order.h"
+#include "ops_rc.h"
 
 struct pg_conn;
-
-typedef enum {
-	OPS_OK = 0,
-	OPS_NOT_FOUND = 1, /* no such message */
-	OPS_REFUSED = 2,   /* not allowed in the message's state; err names the state */
-	OPS_DB_ERROR = 3,  /* PostgreSQL failed or is unreachable */
-	OPS_BAD_ARG = 4,   /* an argument breaks the rules; err names it */
-} ops_rc;
 
 /* Longest list (ops_list_filter.limit) and largest purge batch. */
 #define OPS_LIST_MAX 10000
@@ -101,20 +95,6 @@ typedef struct {
 	int64_t gap_age_s;        /* ... how long ago */
 } ops_partition;
 
-/* forward.order = key: a key whose messages are held for an earlier unsent one. */
-typedef struct {
-	char topic[256], key[1024];    /* forward topic and key */
-	char control_topic[256];
-	int32_t partition;             /* of the control topic: the order is per partition */
-	int64_t held;                  /* messages held */
-	/* the unsent message before them (to redrive or skip); "" when none now */
-	char by_biz_id[128], by_message_key[512], by_send_status[16];
-} ops_blocked_key;
-
-/* Most keys status lists (the most held first). */
-#define OPS_BLOCKED_MAX 100
-#define OPS_BLOCKED_MAX_TEXT "100"
-
 typedef struct {
 	int64_t messages[OPS_NSTATUS]; /* count per ops_status_names[i] */
 	int64_t send_pending, send_sent, send_failed;
@@ -132,15 +112,6 @@ typedef struct {
 	ops_blocked_key *blocked;      /* owned: the keys (at most OPS_BLOCKED_MAX) */
 	size_t nblocked;
 } ops_status;
-
-/* The held keys (ops_order.c), in the open read of ops_status_read: the
- * messages held in all into *messages, the keys (at most OPS_BLOCKED_MAX,
- * the caller frees them) into *keys and *nkeys (NULL and 0 on entry). */
-ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, int64_t *messages,
-                        ops_blocked_key **keys, size_t *nkeys, char *err, size_t errsz);
-/* {"messages": N, "keys": [{forward_topic, forward_key, control_topic,
- * partition, held, blocked_by: {biz_id, message_key, send_status} | null}]} */
-cJSON *ops_blocked_json(int64_t messages, const ops_blocked_key *keys, size_t nkeys);
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
  * (one snapshot).

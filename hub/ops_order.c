@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
+#include "ops_order.h"
 #include "ops_sql.h"
 
 /* The keys with held rows (pending, no sequence, due at 'infinity': store.h),

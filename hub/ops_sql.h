@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops.h"
+#include "ops_rc.h"
 
 /* A timestamp column as ISO 8601 text in UTC, to the millisecond. */
 #define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
