@@ -218,7 +218,8 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 		goto done;
 	}
 	if ((rc = ops_blocked_read(conn, tenant, &out->blocked_messages, &out->blocked,
-	                           &out->nblocked, err, errsz)) != OPS_OK)
+	                           &out->nblocked, err, errsz)) != OPS_OK ||
+	    (rc = ops_dead_letters_read(conn, tenant, &out->dead_letters, err, errsz)) != OPS_OK)
 		goto done;
 	rc = ops_exec(conn, "COMMIT", err, errsz);
 done:
@@ -477,6 +478,10 @@ cJSON *ops_status_json(const ops_status *st)
 	if (!blocked)
 		goto fail_all;
 	cJSON_AddItemToObject(o, "blocked", blocked);
+	cJSON *dl = ops_dead_letters_json(&st->dead_letters);
+	if (!dl)
+		goto fail_all;
+	cJSON_AddItemToObject(o, "dead_letter", dl);
 	return o;
 fail_all:
 	cJSON_Delete(o);
@@ -775,7 +780,9 @@ static const char *SQL_SHOW_ROW =
 	"(extract(epoch FROM created_at) * 1000000)::bigint, "
 	"(extract(epoch FROM updated_at) * 1000000)::bigint, traceparent, tracestate, "
 	/* delayed delivery: committed, due later, not sent (delay_sql.h) */
-	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false) "
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false), "
+	/* forward.order = key: held for an earlier message of its key (store.h) */
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND next_send_at = 'infinity', false) "
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
@@ -784,7 +791,7 @@ static const char *SQL_SHOW_HISTORY =
 	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
 
 /* Add payload, payload_encoding, forward_headers, alerted_at, traceparent,
- * tracestate and scheduled to the
+ * tracestate, scheduled and held to the
  * message object m. r: SQL_SHOW_ROW's row, pr: SQL_SHOW_PAYLOAD's (binary). */
 static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 {
@@ -810,6 +817,7 @@ static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 		                      PQgetisnull(r, 0, c) ? cJSON_CreateNull()
 		                                           : cJSON_CreateString(PQgetvalue(r, 0, c)));
 	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 6)[0] == 't');
+	cJSON_AddBoolToObject(m, "held", PQgetvalue(r, 0, NROW_FIELDS + 7)[0] == 't');
 	return 0;
 }
 

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ops_deadletter.h"
 #include "ops_order.h"
 #include "ops_rc.h"
 
@@ -111,6 +112,7 @@ typedef struct {
 	int64_t blocked_messages;      /* held for their key's order, in all */
 	ops_blocked_key *blocked;      /* owned: the keys (at most OPS_BLOCKED_MAX) */
 	size_t nblocked;
+	ops_dead_letters dead_letters; /* the dead-letter topic's (topic: the caller's to fill) */
 } ops_status;
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
@@ -148,8 +150,9 @@ void ops_status_free(ops_status *st);
  * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
  * to_offset, at; null when none), and clashes (a partition held by one
  * consumer group while a replica of another waits for it: topic,
- * partition, owner, group, waiting_group, advice), and tenant (the one
- * counted, or null). NULL when out of memory; the caller deletes it. */
+ * partition, owner, group, waiting_group, advice), tenant (the one
+ * counted, or null), blocked (ops_blocked_json) and dead_letter
+ * (ops_dead_letters_json). NULL when out of memory; the caller deletes it. */
 cJSON *ops_status_json(const ops_status *st);
 
 /* ---- list and show ---- */
@@ -252,6 +255,9 @@ typedef struct {
 	char send_status[16];  /* after; "" for null */
 	int32_t attempts;      /* redrive: the attempts reset to 0 */
 	char detail[OPS_REASON_MAX + 128]; /* the history row's detail */
+	/* the message's W3C trace id (CONTRACT §15), "" without one: for log
+	 * lines about it; also filled when the change is refused */
+	char trace_id[33];
 } ops_change;
 
 /* Decide a prepared or check_failed message as its producer would have:
