@@ -862,6 +862,10 @@ static int last_event(const cJSON *m, int changed, char *event, size_t evsz, cha
 	} else if (strcmp(st, "committed") == 0 && strcmp(send, "failed") == 0) {
 		snprintf(event, evsz, "send_failed");
 		snprintf(detail, dsz, "forward to %s given up after %d attempt(s): %s", topic, sends, lerr);
+	} else if (strcmp(st, "committed") == 0 && strcmp(send, "skipped") == 0) {
+		snprintf(event, evsz, "skipped");
+		snprintf(detail, dsz, "never forwarded to %s (given up after %d failed attempt(s))",
+		         topic, sends);
 	} else if (strcmp(st, "committed") == 0) {
 		snprintf(event, evsz, "forward_pending");
 		snprintf(detail, dsz, "committed; forward to %s pending, %d failed attempt(s) so far",

@@ -468,6 +468,12 @@ Test(console_tenants, skip_gives_up_on_a_parked_or_held_forward_of_its_own_tenan
 	                 "send failed -> skipped: ticket OPS-9 by console:alice " SKIP_TID ","
 	                 "held for an earlier message of its key -> skipped: ticket OPS-9 by "
 	                 "console:alice -");
+	/* its page says so (the step the row itself tells), with no button left */
+	cr_expect_eq(raw(&c, "127.0.0.2", "GET", "/message?biz=a-shop&key=a-fail", &a, NULL, NULL),
+	             200);
+	cr_expect(strstr(body_of(), "never forwarded to fw.a (given up after 15 failed attempt(s))"),
+	          "%.3000s", body_of());
+	cr_expect_null(strstr(body_of(), "value=\"skip\""), "%.3000s", body_of());
 	/* the console's log line about it names the message and its trace */
 	char logf[256], line[8192];
 	h_hub_log(logf, sizeof logf, &c.e);
