@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "forward.h"
 #include "kafka.h"
 #include "signals.h"
@@ -49,13 +50,6 @@ typedef struct {
 	char hub_log[256];
 	char hub_binary[256]; /* --start-hub runs this txhub; "": this one */
 } opts;
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int rolled_back(const opts *o, int64_t i)
 {
@@ -365,7 +359,7 @@ static int64_t tx_of(const verifier *v, const rd_kafka_message_t *m)
 
 static void arrived(verifier *v, const rd_kafka_message_t *m)
 {
-	int64_t t = now_us(), i = tx_of(v, m);
+	int64_t t = clock_us(), i = tx_of(v, m);
 	if (i < 0) {
 		atomic_fetch_add(&v->foreign, 1);
 		return;
@@ -406,9 +400,9 @@ static void *verify(void *arg)
 		if (atomic_load(&v->generating) || !done)
 			continue;
 		if (atomic_load(&v->arrived) >= v->committed &&
-		    now_us() - done > 1000000) /* a second more, for late duplicates */
+		    clock_us() - done > 1000000) /* a second more, for late duplicates */
 			break;
-		if (now_us() - done > (int64_t)v->o->drain_s * 1000000 || signals_stop_requested())
+		if (clock_us() - done > (int64_t)v->o->drain_s * 1000000 || signals_stop_requested())
 			break;
 	}
 	return NULL;
@@ -631,7 +625,7 @@ static void produce(rd_kafka_t *rk, const char *topic, const char *key, const ch
 
 static void progress(const verifier *v, int64_t i, int64_t t0, const char *what)
 {
-	double s = (double)(now_us() - t0) / 1e6;
+	double s = (double)(clock_us() - t0) / 1e6;
 	fprintf(stderr, "bench: %6.1f s  %s %lld of %lld tx (%.0f/s)  forwarded %lld of %lld\n", s,
 	        what, (long long)i, (long long)v->o->count, s > 0 ? (double)i / s : 0.0,
 	        (long long)atomic_load(&v->arrived), (long long)v->committed);
@@ -646,10 +640,10 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 	char *val = malloc(strlen(payload) + 512);
 	if (!val)
 		return;
-	int64_t t0 = now_us(), next_report = t0 + 1000000;
+	int64_t t0 = clock_us(), next_report = t0 + 1000000;
 	for (int64_t i = 0; i < o->count && !signals_stop_requested(); i++) {
 		if (o->rate > 0) {
-			int64_t due = t0 + (int64_t)((double)i * 1e6 / o->rate), wait = due - now_us();
+			int64_t due = t0 + (int64_t)((double)i * 1e6 / o->rate), wait = due - clock_us();
 			if (wait > 0) {
 				rd_kafka_poll(rk, 0);
 				usleep((useconds_t)wait);
@@ -670,11 +664,11 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 		produce(rk, v->cfg->control_topic, key, val);
 		sprintf(val, "{\"type\":\"%s\",\"biz_id\":\"bench\",\"message_key\":\"%s\"}",
 		        rolled_back(o, i) ? "rollback" : "commit", mk);
-		atomic_store(&v->commit_us[i], now_us());
+		atomic_store(&v->commit_us[i], clock_us());
 		produce(rk, v->cfg->control_topic, key, val);
 		if ((i & 255) == 0)
 			rd_kafka_poll(rk, 0);
-		if (now_us() >= next_report) {
+		if (clock_us() >= next_report) {
 			progress(v, i + 1, t0, "produced");
 			next_report += 1000000;
 		}
@@ -839,7 +833,7 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	               NULL, NULL, 0, 0};
 	pthread_t th;
 	pthread_create(&th, NULL, deliver, &d);
-	int64_t t0 = now_us();
+	int64_t t0 = clock_us();
 	size_t per = (size_t)cfg->intake_batch_max, total = (size_t)(2 * n);
 	for (size_t i = 0; i < total && !d.failed; i += per) {
 		size_t k = total - i < per ? total - i : per;
@@ -870,7 +864,7 @@ static double ceiling_pg(const txhub_config *cfg, const opts *o)
 	pthread_mutex_unlock(&d.mu);
 	pthread_join(th, NULL);
 	if (!d.failed)
-		rate = (double)n / ((double)(now_us() - t0) / 1e6);
+		rate = (double)n / ((double)(clock_us() - t0) / 1e6);
 done:
 	for (int64_t i = 0; recs && texts && i < 2 * n; i++) {
 		envelope_free(&recs[i].env);
@@ -937,13 +931,13 @@ static double ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *
 	rd_kafka_assign(con, l);
 	rd_kafka_topic_partition_list_destroy(l);
 	atomic_store(&ceiling_delivered, 0);
-	int64_t t0 = 0, got = 0, deadline = now_us() + 120000000;
+	int64_t t0 = 0, got = 0, deadline = clock_us() + 120000000;
 	/* (the warm-up's report was served by the flush above) */
-	while (atomic_load(&ceiling_delivered) < n && now_us() < deadline) {
+	while (atomic_load(&ceiling_delivered) < n && clock_us() < deadline) {
 		rd_kafka_message_t *m = got < n ? rd_kafka_consumer_poll(con, 100) : NULL;
 		if (m && !m->err) {
 			if (!t0)
-				t0 = now_us();
+				t0 = clock_us();
 			got++;
 			for (;;) {
 				rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -960,7 +954,7 @@ static double ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *
 		rd_kafka_poll(fwd, got < n ? 0 : 50);
 	}
 	if (t0 && atomic_load(&ceiling_delivered) >= n)
-		rate = (double)n / ((double)(now_us() - t0) / 1e6);
+		rate = (double)n / ((double)(clock_us() - t0) / 1e6);
 	else
 		fprintf(stderr, "txhub bench: Kafka ceiling: %lld of %lld delivered\n",
 		        (long long)atomic_load(&ceiling_delivered), (long long)n);
@@ -1256,7 +1250,7 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 	pg_counters_read(cfg, &r.pg_before);
 	pthread_t th;
 	pthread_create(&th, NULL, verify, &v);
-	r.start_us = now_us();
+	r.start_us = clock_us();
 	generate(&v, gen, payload);
 	int64_t drain_from = 0;
 	if (o.preload) {
@@ -1267,14 +1261,14 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 		if (wait_hub_ready(cfg, hub, cparts) != 0)
 			fprintf(stderr, "txhub bench: the hub did not take the control topic's %d "
 			                "partitions; see %s\n", cparts, o.hub_log);
-		drain_from = now_us();
+		drain_from = clock_us();
 	}
-	atomic_store(&v.gen_done_us, now_us());
+	atomic_store(&v.gen_done_us, clock_us());
 	atomic_store(&v.generating, 0);
-	int64_t report_at = now_us() + 1000000;
+	int64_t report_at = clock_us() + 1000000;
 	while (atomic_load(&v.gen_done_us) && pthread_tryjoin_np(th, NULL) == EBUSY) {
 		usleep(50000);
-		if (now_us() >= report_at) {
+		if (clock_us() >= report_at) {
 			progress(&v, o.count, r.start_us, "produced");
 			report_at += 1000000;
 		}

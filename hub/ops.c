@@ -45,6 +45,15 @@ int ops_valid_send_status(const char *s)
 	return strcmp(s, "pending") == 0 || strcmp(s, "sent") == 0 || strcmp(s, "failed") == 0;
 }
 
+ops_rc ops_bad(char *err, size_t errsz, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errsz, fmt, ap);
+	va_end(ap);
+	return OPS_BAD_ARG;
+}
+
 ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, size_t errsz)
 {
 	if (!biz_id)
