@@ -236,6 +236,22 @@ static void status_clashes_text(const ops_status *st)
 		printf("           %s\n", OPS_GROUP_CLASH_ADVICE);
 }
 
+/* forward.dead_letter_topic: parked forwards produced there and not (yet),
+ * and whether producing there fails (the dead_letter_failed alert). */
+static void status_dead_letters_text(const ops_dead_letters *d)
+{
+	if (d->topic[0])
+		printf("dead letter topic %s: %lld parked forward(s) dead-lettered, %lld parked not yet\n",
+		       d->topic, (long long)d->dead_lettered, (long long)d->waiting);
+	else
+		printf("dead letter off (forward.dead_letter_topic is empty): %lld parked forward(s) "
+		       "dead-lettered before\n", (long long)d->dead_lettered);
+	if (d->failing > 0)
+		printf("            FAILING since %s: %lld of those parked could not be produced there "
+		       "(alert dead_letter_failed); the latest: %s\n", d->failing_since,
+		       (long long)d->failing, d->last_error);
+}
+
 /* forward.order = key: the keys whose messages wait for an earlier unsent one. */
 static void status_blocked_text(const ops_status *st)
 {
@@ -279,6 +295,8 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 		return rc;
 	}
 	ops_status_lag(cfg, &st, OPS_LAG_BUDGET_MS);
+	snprintf(st.dead_letters.topic, sizeof st.dead_letters.topic, "%s",
+	         cfg->forward_dead_letter_topic);
 	if (st.lag_note[0])
 		fprintf(stderr, "txhub status: lag unknown: %s\n", st.lag_note);
 	if (a->json) {
@@ -293,6 +311,7 @@ ops_rc admin_do_status(const txhub_config *cfg, PGconn *conn, const admin_args *
 			printf("tenant %s: its messages, rejected and conflict rows; every partition\n",
 			       a->tenant);
 		status_counts_text(&st, cfg->alert_awaiting_prepare_ms);
+		status_dead_letters_text(&st.dead_letters);
 		status_partitions_text(&st);
 		status_gaps_text(&st);
 		status_clashes_text(&st);

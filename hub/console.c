@@ -173,11 +173,6 @@ void console_conn_done(console_req *q, struct pg_conn *conn)
 	console_db_give(q->c->db, conn);
 }
 
-const char *console_scope(const console_req *q)
-{
-	return q->sess.tenant[0] ? q->sess.tenant : NULL;
-}
-
 int console_tenant_param(console_req *q, const char *name, const char **out)
 {
 	char why[256];

@@ -1,5 +1,5 @@
-/* console_actions.c: the console's POSTs: log in, log out, and resolve or
- * redrive a selection of messages. console.c has already checked the
+/* console_actions.c: the console's POSTs: log in, log out, and resolve,
+ * redrive or skip a selection of messages. console.c has already checked the
  * origin, the form's fields and its CSRF token (or, for the login, its
  * nonce); here each field's value is checked before anything is done,
  * and the whole selection before the first message is touched.
@@ -128,14 +128,14 @@ void action_logout(console_req *q)
 	console_redirect(q, 303, "/login");
 }
 
-/* ---- resolve and redrive ---- */
+/* ---- resolve, redrive and skip ---- */
 
 typedef struct {
 	char biz[ENVELOPE_BIZ_ID_MAX + 1];
 	char key[ENVELOPE_MESSAGE_KEY_MAX + 1];
 } selected;
 
-typedef enum { ACT_COMMIT, ACT_ROLLBACK, ACT_REDRIVE, ACT_SEND_NOW } act_kind;
+typedef enum { ACT_COMMIT, ACT_ROLLBACK, ACT_REDRIVE, ACT_SEND_NOW, ACT_SKIP } act_kind;
 
 /* The action, reason and where to go back to, checked. -1 after 400. */
 static int read_action(console_req *q, act_kind *kind, const char **reason, const char **back)
@@ -150,8 +150,10 @@ static int read_action(console_req *q, act_kind *kind, const char **reason, cons
 		*kind = ACT_REDRIVE;
 	else if (a && strcmp(a, "send_now") == 0) /* a scheduled message (redrive --now) */
 		*kind = ACT_SEND_NOW;
+	else if (a && strcmp(a, "skip") == 0) /* forward.order = key: txhub skip */
+		*kind = ACT_SKIP;
 	else {
-		console_text(q, 400, "field action: give commit, rollback, redrive or send_now");
+		console_text(q, 400, "field action: give commit, rollback, redrive, send_now or skip");
 		return -1;
 	}
 	*reason = form_get(&q->form, "reason");
@@ -159,6 +161,11 @@ static int read_action(console_req *q, act_kind *kind, const char **reason, cons
 		*reason = NULL;
 	if (*reason && envelope_check_id("reason", *reason, OPS_REASON_MAX, why, sizeof why) != 0) {
 		console_text(q, 400, "field %s", why);
+		return -1;
+	}
+	if (*kind == ACT_SKIP && !*reason) { /* as `txhub skip` requires --reason */
+		console_text(q, 400, "field reason: a skip needs a reason (why the message is given "
+		             "up; it goes into its history): nothing was skipped");
 		return -1;
 	}
 	*back = b && *b ? console_local_path(b) : "/stuck";
@@ -199,15 +206,18 @@ static selected *read_selection(console_req *q, size_t *n)
 }
 
 /* Run the action on one message, when it is in the session's scope
- * (tenant; NULL: any); a line for the flash into out. Another tenant's
+ * (tenant; NULL: any); a line for the flash into out, the message's trace
+ * id into trace_id ("" without one, or out of scope). Another tenant's
  * message is "not found", word for word as a missing one. Returns 1 when
  * it was done. */
 static int act_one(struct pg_conn *conn, const char *tenant, act_kind kind, const selected *s,
-                   const char *reason, const char *actor, char *out, size_t outsz)
+                   const char *reason, const char *actor, char *out, size_t outsz,
+                   char trace_id[33])
 {
 	ops_change ch;
 	char err[1200];
 	memset(&ch, 0, sizeof ch);
+	trace_id[0] = '\0';
 	int in = tenant ? console_db_in_scope(conn, tenant, s->biz, s->key, err, sizeof err) : 1;
 	if (in <= 0) {
 		if (in == 0)
@@ -220,8 +230,11 @@ static int act_one(struct pg_conn *conn, const char *tenant, act_kind kind, cons
 		? ops_redrive(conn, s->biz, s->key, actor, &ch, err, sizeof err)
 		: kind == ACT_SEND_NOW
 		? ops_redrive_now(conn, s->biz, s->key, actor, &ch, err, sizeof err)
+		: kind == ACT_SKIP
+		? ops_skip(conn, s->biz, s->key, reason, actor, &ch, err, sizeof err)
 		: ops_resolve(conn, s->biz, s->key, kind == ACT_COMMIT ? OPS_COMMIT : OPS_ROLLBACK,
 		              reason, actor, &ch, err, sizeof err);
+	memcpy(trace_id, ch.trace_id, sizeof ch.trace_id);
 	if (rc == OPS_OK) {
 		snprintf(out, outsz, "%s / %s: %s%s%s (was %s)", s->biz, s->key, ch.status,
 		         ch.send_status[0] ? ", send " : "", ch.send_status, ch.previous);
@@ -237,6 +250,7 @@ static const char *act_name(act_kind k)
 	return k == ACT_COMMIT     ? "resolve --commit"
 	       : k == ACT_ROLLBACK ? "resolve --rollback"
 	       : k == ACT_SEND_NOW ? "redrive --now"
+	       : k == ACT_SKIP     ? "skip"
 	                           : "redrive";
 }
 
@@ -258,13 +272,15 @@ void action_messages(console_req *q)
 	sbuf lines = {0};
 	size_t done = 0;
 	for (size_t i = 0; i < n; i++) {
+		char tid[33];
 		int ok = act_one(conn, console_scope(q), kind, &sel[i], reason, actor, line,
-		                 sizeof line);
+		                 sizeof line, tid);
 		done += (size_t)ok;
 		sbuf_printf(&lines, "\n%s", line);
 		char shown[400];
-		log_info("console: %s by %s: %s", act_name(kind), actor,
-		         log_escape(line, strlen(line), shown, sizeof shown));
+		log_about about = {sel[i].biz, sel[i].key, -1, tid};
+		log_msg_about(LOG_INFO, "console", &about, "%s by %s: %s", act_name(kind), actor,
+		              log_escape(line, strlen(line), shown, sizeof shown));
 	}
 	console_conn_done(q, conn);
 	sbuf flash = {0};

@@ -72,12 +72,6 @@ void console_no_message(const char *biz_id, const char *message_key, char *err, 
 struct pg_conn *console_conn(console_req *q);
 void console_conn_done(console_req *q, struct pg_conn *conn);
 
-/* The tenant the session sees (a tenant's console token), or NULL for the
- * global session (console.token, or console.open). Every read and action
- * passes it to its query as a parameter: a tenant sees and acts on rows
- * with its name only. Borrowed from q. */
-const char *console_scope(const console_req *q);
-
 /* A tenant-name argument of the global session (a filter), or NULL when
  * absent; -1 after answering 400 (malformed, or any value in a scoped
  * session: it sees its own tenant only). */
@@ -101,6 +95,12 @@ int console_id_param(console_req *q, const char *name, const char *field, size_t
 const char *console_local_path(const char *v);
 
 /* ---- HTML (console_view.c) ---- */
+
+/* The tenant the session sees (a tenant's console token), or NULL for the
+ * global session (console.token, or console.open). Every read and action
+ * passes it to its query as a parameter: a tenant sees and acts on rows
+ * with its name only. Borrowed from q. */
+const char *console_scope(const console_req *q);
 
 /* The page's head, the menu (nav names the current item: "overview",
  * "stuck", "rejected", "conflicts", "tenants", "search", or NULL), and the session's

@@ -155,6 +155,8 @@ cJSON *console_overview_doc(console_req *q)
 	if (scope_rc != 0)
 		goto done;
 	ops_status_lag(q->c->cfg, &st, OPS_LAG_BUDGET_MS);
+	snprintf(st.dead_letters.topic, sizeof st.dead_letters.topic, "%s",
+	         q->c->cfg->forward_dead_letter_topic);
 	/* a tenant sees its own control topics' partitions; a tenant that is
 	 * gone (removed a moment ago) sees none */
 	if (console_scope(q) &&
@@ -237,6 +239,10 @@ static void overview_cards(console_req *q, const cJSON *doc)
 	field(q, doc, "check_failed", "parked_by.check_failed");
 	field(q, doc, "failed sends", "parked_by.send_failed");
 	field(q, doc, "awaiting_prepare, old", "parked_by.awaiting_prepare");
+	/* forward.dead_letter_topic: failed sends produced there, not yet, failing */
+	field(q, doc, "dead-lettered", "dead_letter.dead_lettered");
+	field(q, doc, "not dead-lettered yet", "dead_letter.waiting");
+	field(q, doc, "dead letter failing", "dead_letter.failing_messages");
 	sbuf_puts(b, "</table></div><div class=\"card\"><h2>Oldest</h2><table>");
 	age_field(q, doc, "prepared", "oldest_prepared_s");
 	age_field(q, doc, "pending send", "oldest_pending_send_s");

@@ -41,22 +41,31 @@ static void action_hidden(console_req *q)
 	sbuf_free(&target);
 }
 
-static void action_buttons(console_req *q, int resolve, int redrive, int send_now)
+/* The buttons of an action form: resolve (commit, roll back), redrive,
+ * send now (a scheduled message), skip (a parked forward or one held for
+ * its key: `txhub skip`); the reason field with resolve or skip (required
+ * for a skip: the server refuses one without). */
+static void action_buttons(console_req *q, int resolve, int redrive, int send_now, int skip)
 {
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<div class=\"actions\">");
-	if (resolve)
+	if (resolve || skip)
 		sbuf_printf(b, "<label>Reason <input name=\"reason\" id=\"reason\" maxlength=\"%d\" "
-		            "placeholder=\"ticket, what you checked\"></label>"
-		            "<button name=\"action\" value=\"commit\" class=\"commit\">Resolve: commit"
-		            "</button><button name=\"action\" value=\"rollback\" class=\"rollback\">"
-		            "Resolve: roll back</button>", OPS_REASON_MAX);
+		            "placeholder=\"ticket, what you checked\"></label>", OPS_REASON_MAX);
+	if (resolve)
+		sbuf_puts(b, "<button name=\"action\" value=\"commit\" class=\"commit\">Resolve: commit"
+		             "</button><button name=\"action\" value=\"rollback\" class=\"rollback\">"
+		             "Resolve: roll back</button>");
 	if (redrive)
 		sbuf_puts(b, "<button name=\"action\" value=\"redrive\" class=\"redrive\">Redrive"
 		             "</button>");
 	if (send_now) /* a scheduled message: redrive --now */
 		sbuf_puts(b, "<button name=\"action\" value=\"send_now\" class=\"redrive\">Send now, "
 		             "before its due time</button>");
+	if (skip) /* never forwarded; its key's later messages flow */
+		sbuf_puts(b, "<button name=\"action\" value=\"skip\" class=\"skip\" title=\"Give up "
+		             "on its forward (send_status skipped, never sent); needs a reason\">Skip"
+		             "</button>");
 	sbuf_puts(b, "<span id=\"selected\" class=\"note\"></span></div>\n");
 }
 
@@ -102,7 +111,7 @@ static void stuck_table(console_req *q, cJSON *lists[3], const char *age)
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<form method=\"post\" action=\"/actions\" id=\"act\">");
 	action_hidden(q);
-	action_buttons(q, 1, 1, 0);
+	action_buttons(q, 1, 1, 0, 1);
 	sbuf_puts(b, "<table class=\"rows\" id=\"stuck\">");
 	view_row_head(q, 1, 1);
 	sbuf_puts(b, "<tbody>");
@@ -246,7 +255,11 @@ static void message_actions(console_req *q, const cJSON *m)
 	int resolve = st && (strcmp(st, "prepared") == 0 || strcmp(st, "check_failed") == 0);
 	int redrive = (st && strcmp(st, "check_failed") == 0) || (send && strcmp(send, "failed") == 0);
 	int send_now = cJSON_IsTrue(cJSON_GetObjectItem(m, "scheduled"));
-	if (!resolve && !redrive && !send_now)
+	/* as `txhub skip`: a failed send, or one held for an earlier message of its key */
+	int skip = (st && strcmp(st, "committed") == 0) &&
+	           ((send && strcmp(send, "failed") == 0) ||
+	            cJSON_IsTrue(cJSON_GetObjectItem(m, "held")));
+	if (!resolve && !redrive && !send_now && !skip)
 		return;
 	sbuf *b = view_out(q);
 	sbuf_puts(b, "<h2>Act on it</h2><form method=\"post\" action=\"/actions\" id=\"act\">");
@@ -255,7 +268,7 @@ static void message_actions(console_req *q, const cJSON *m)
 	view_selection(q, cJSON_GetStringValue(cJSON_GetObjectItem(m, "biz_id")),
 	               cJSON_GetStringValue(cJSON_GetObjectItem(m, "message_key")));
 	sbuf_puts(b, "\">");
-	action_buttons(q, resolve, redrive, send_now);
+	action_buttons(q, resolve, redrive, send_now, skip);
 	sbuf_puts(b, "</form>\n");
 }
 

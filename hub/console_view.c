@@ -13,6 +13,11 @@
 #include "html.h"
 #include "tenant_rules.h"
 
+const char *console_scope(const console_req *q)
+{
+	return q->sess.tenant[0] ? q->sess.tenant : NULL;
+}
+
 sbuf *view_out(console_req *q) { return &q->reply->body; }
 
 void view_text(console_req *q, const char *s) { html_text(view_out(q), s); }

@@ -97,6 +97,21 @@ static const char *SQL_DONE =
 	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || $4, "
 	"tenant FROM u";
 
+/* A dead letter that failed, in the history of its row, once per park (a
+ * row parked again after a redrive gets a new one), while the row still
+ * waits: `txhub status` reads the dead_letter_failed state from these rows
+ * (ops_deadletter.h), a dead letter produced later ends it for the row.
+ * $1, $2: the rows; $3: each one's reason. */
+static const char *SQL_FAILED =
+	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
+	"SELECT m.biz_id, m.message_key, 'dead_letter_failed', x.d, m.tenant "
+	"FROM unnest($1::text[], $2::text[], $3::text[]) AS x(b, k, d) "
+	"JOIN txhub.message_rows m ON m.biz_id = x.b AND m.message_key = x.k "
+	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
+	"AND NOT EXISTS (SELECT 1 FROM txhub.history h WHERE h.biz_id = m.biz_id "
+	"AND h.message_key = m.message_key AND h.at >= m.updated_at "
+	"AND h.event = 'dead_letter_failed')";
+
 static char *col_text(const PGresult *r, int row, int col)
 {
 	if (PQgetisnull(r, row, col))
@@ -240,6 +255,50 @@ static int record_done(deadletter *d, const dl_item *items, size_t n, const char
 	return rc;
 }
 
+/* Why item it was not dead-lettered, into why. */
+static void item_failure(const deadletter *d, const dl_item *it, char *why, size_t whysz)
+{
+	if (it->err == (rd_kafka_resp_err_t)-1)
+		snprintf(why, whysz, "no delivery report within %lld ms",
+		         (long long)(d->delivery_timeout_ms + 5000));
+	else
+		forward_describe_failure(why, whysz, d->cfg->forward_dead_letter_topic, !it->produced,
+		                         it->err);
+}
+
+/* Write the dead_letter_failed history rows of the items that failed
+ * (SQL_FAILED). A failure to write them is logged only: the next attempt
+ * writes them. */
+static void note_failed(deadletter *d, const dl_item *items, size_t n)
+{
+	sbuf bb = {0}, kb = {0}, db = {0};
+	sbuf_arr_begin(&bb);
+	sbuf_arr_begin(&kb);
+	sbuf_arr_begin(&db);
+	for (size_t i = 0; i < n; i++) {
+		char why[FORWARD_ERROR_MAX], detail[FORWARD_ERROR_MAX + 300];
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			continue;
+		item_failure(d, &items[i], why, sizeof why);
+		snprintf(detail, sizeof detail, "producing to the dead-letter topic %s failed: %s",
+		         d->cfg->forward_dead_letter_topic, why);
+		sbuf_arr_text(&bb, items[i].f.biz_id);
+		sbuf_arr_text(&kb, items[i].f.message_key);
+		sbuf_arr_text(&db, detail);
+	}
+	sbuf_arr_end(&bb);
+	sbuf_arr_end(&kb);
+	sbuf_arr_end(&db);
+	char err[512] = "out of memory";
+	const char *p[3] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&db)};
+	if (bb.oom || kb.oom || db.oom ||
+	    sql_command(store_conn(d->st), SQL_FAILED, 3, p, err, sizeof err) != 0)
+		log_warn("dead-letter: noting the failure in the history: %s", err);
+	sbuf_free(&bb);
+	sbuf_free(&kb);
+	sbuf_free(&db);
+}
+
 /* A batch failed (why): counted, logged, and alerted when a run of failures
  * begins. */
 static void batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char *why)
@@ -330,13 +389,9 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 	}
 	if (nbad > 0) {
 		char why[FORWARD_ERROR_MAX];
-		if (first_bad->err == (rd_kafka_resp_err_t)-1)
-			snprintf(why, sizeof why, "no delivery report within %lld ms",
-			         (long long)(d->delivery_timeout_ms + 5000));
-		else
-			forward_describe_failure(why, sizeof why, d->cfg->forward_dead_letter_topic,
-			                         !first_bad->produced, first_bad->err);
+		item_failure(d, first_bad, why, sizeof why);
 		batch_failed(d, first_bad, nbad, why);
+		note_failed(d, items, (size_t)n);
 		rc = -1;
 	}
 	if (rc >= 0 && d->fails > 0) {

@@ -96,8 +96,6 @@ void enforce_record(enforce *e, const char *topic, store_record *r)
 	r->label = e->label;
 	if (!e->on || !r->valid)
 		return;
-	if (breach(e, t, topic, r, r->reason, sizeof r->reason)) {
-		envelope_free(&r->env);
-		r->valid = 0;
-	}
+	if (breach(e, t, topic, r, r->reason, sizeof r->reason))
+		r->valid = 0; /* env kept for the caller's log line; it frees it */
 }

@@ -54,7 +54,9 @@ int enforce_ready(const enforce *e);
 /* Judge record r (validated: r->valid and r->env, or the reason), which
  * arrived on topic, when enforce_ready(). Sets r->tenant and r->label
  * (none without a snapshot); with enforcement on, a valid record that
- * breaks a rule becomes invalid (env freed) with the reason. */
+ * breaks a rule becomes invalid with the reason, its env still filled (to
+ * name the message in a log line): the caller frees it with
+ * envelope_free(). */
 void enforce_record(enforce *e, const char *topic, store_record *r);
 
 #endif

@@ -443,9 +443,9 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 	store_stats_free(&stats);
 	store_forward_list_clear(&committed);
 	if (rc == STORE_OK) {
-		log_error("hub: PostgreSQL refuses the record at " TP_FMT " offset %lld for its "
-		          "data: %s; kept in txhub.rejected", TP_ARG(rej.tp), (long long)rej.offset,
-		          err);
+		log_about about = {r->env.biz_id, r->env.message_key, rej.tp, r->env.trace_id};
+		log_msg_about(LOG_ERROR, "hub", &about, "PostgreSQL refuses the record at offset %lld "
+		              "for its data: %s; kept in txhub.rejected", (long long)rej.offset, err);
 		h->refused_in_a_row++;
 		h->rejected++;
 		metrics_envelopes m;

@@ -809,7 +809,8 @@ void intake_set_rules(intake *in, const tenant_rules *rules)
 }
 
 /* The tenant rules' verdict on a record (enforce.h), logged when it is
- * rejected for them. */
+ * rejected for them: the envelope was valid, so the line names its message
+ * and trace. */
 static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 {
 	int was_valid = r->valid;
@@ -817,11 +818,12 @@ static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 	enforce_record(&in->tenants, topic, r);
 	if (was_valid && !r->valid) {
 		char ek[128];
-		log_about about = {NULL, NULL, m->partition, NULL};
+		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
 		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
 		              (long long)m->offset,
 		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
 		              r->reason);
+		envelope_free(&r->env); /* enforce_record() leaves it to us */
 	}
 }
 
@@ -862,7 +864,8 @@ static void validate(const intake *in, store_record *r)
 		return;
 	}
 	if (r->env.trace_dropped) { /* never a rejection (CONTRACT §15) */
-		log_about about = {r->env.biz_id, r->env.message_key, r->tp, NULL};
+		/* a dropped tracestate leaves the traceparent, and its trace id */
+		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
 		log_msg_about(LOG_WARN, "intake: trace context dropped", &about,
 		              "offset %lld: %s; the message is kept without it", (long long)r->offset,
 		              r->env.trace_dropped_why);

@@ -226,7 +226,9 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 		rc = OPS_DB_ERROR;
 		goto done;
 	}
-	if ((rc = ops_blocked_read(conn, tenant, out, err, errsz)) != OPS_OK)
+	if ((rc = ops_blocked_read(conn, tenant, &out->blocked_messages, &out->blocked,
+	                           &out->nblocked, err, errsz)) != OPS_OK ||
+	    (rc = ops_dead_letters_read(conn, tenant, &out->dead_letters, err, errsz)) != OPS_OK)
 		goto done;
 	rc = ops_exec(conn, "COMMIT", err, errsz);
 done:
@@ -481,10 +483,14 @@ cJSON *ops_status_json(const ops_status *st)
 	cJSON_AddItemToObject(o, "clashes", clashes);
 	cJSON_AddItemToObject(o, "lag_note", str_or_null(st->lag_note));
 	cJSON_AddItemToObject(o, "tenant", str_or_null(st->tenant));
-	cJSON *blocked = ops_blocked_json(st);
+	cJSON *blocked = ops_blocked_json(st->blocked_messages, st->blocked, st->nblocked);
 	if (!blocked)
 		goto fail_all;
 	cJSON_AddItemToObject(o, "blocked", blocked);
+	cJSON *dl = ops_dead_letters_json(&st->dead_letters);
+	if (!dl)
+		goto fail_all;
+	cJSON_AddItemToObject(o, "dead_letter", dl);
 	return o;
 fail_all:
 	cJSON_Delete(o);
@@ -783,7 +789,9 @@ static const char *SQL_SHOW_ROW =
 	"(extract(epoch FROM created_at) * 1000000)::bigint, "
 	"(extract(epoch FROM updated_at) * 1000000)::bigint, traceparent, tracestate, "
 	/* delayed delivery: committed, due later, not sent (delay_sql.h) */
-	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false) "
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND not_before > now(), false), "
+	/* forward.order = key: held for an earlier message of its key (store.h) */
+	"coalesce(send_status = 'pending' AND fwd_seq IS NULL AND next_send_at = 'infinity', false) "
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
@@ -792,7 +800,7 @@ static const char *SQL_SHOW_HISTORY =
 	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
 
 /* Add payload, payload_encoding, forward_headers, alerted_at, traceparent,
- * tracestate and scheduled to the
+ * tracestate, scheduled and held to the
  * message object m. r: SQL_SHOW_ROW's row, pr: SQL_SHOW_PAYLOAD's (binary). */
 static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 {
@@ -818,6 +826,7 @@ static int add_show_fields(cJSON *m, const PGresult *r, const PGresult *pr)
 		                      PQgetisnull(r, 0, c) ? cJSON_CreateNull()
 		                                           : cJSON_CreateString(PQgetvalue(r, 0, c)));
 	cJSON_AddBoolToObject(m, "scheduled", PQgetvalue(r, 0, NROW_FIELDS + 6)[0] == 't');
+	cJSON_AddBoolToObject(m, "held", PQgetvalue(r, 0, NROW_FIELDS + 7)[0] == 't');
 	return 0;
 }
 
@@ -862,6 +871,10 @@ static int last_event(const cJSON *m, int changed, char *event, size_t evsz, cha
 	} else if (strcmp(st, "committed") == 0 && strcmp(send, "failed") == 0) {
 		snprintf(event, evsz, "send_failed");
 		snprintf(detail, dsz, "forward to %s given up after %d attempt(s): %s", topic, sends, lerr);
+	} else if (strcmp(st, "committed") == 0 && strcmp(send, "skipped") == 0) {
+		snprintf(event, evsz, "skipped");
+		snprintf(detail, dsz, "never forwarded to %s (given up after %d failed attempt(s))",
+		         topic, sends);
 	} else if (strcmp(st, "committed") == 0) {
 		snprintf(event, evsz, "forward_pending");
 		snprintf(detail, dsz, "committed; forward to %s pending, %d failed attempt(s) so far",

@@ -31,16 +31,11 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ops_deadletter.h"
+#include "ops_order.h"
+#include "ops_rc.h"
 
 struct pg_conn;
-
-typedef enum {
-	OPS_OK = 0,
-	OPS_NOT_FOUND = 1, /* no such message */
-	OPS_REFUSED = 2,   /* not allowed in the message's state; err names the state */
-	OPS_DB_ERROR = 3,  /* PostgreSQL failed or is unreachable */
-	OPS_BAD_ARG = 4,   /* an argument breaks the rules; err names it */
-} ops_rc;
 
 /* Longest list (ops_list_filter.limit) and largest purge batch. */
 #define OPS_LIST_MAX 10000
@@ -101,20 +96,6 @@ typedef struct {
 	int64_t gap_age_s;        /* ... how long ago */
 } ops_partition;
 
-/* forward.order = key: a key whose messages are held for an earlier unsent one. */
-typedef struct {
-	char topic[256], key[1024];    /* forward topic and key */
-	char control_topic[256];
-	int32_t partition;             /* of the control topic: the order is per partition */
-	int64_t held;                  /* messages held */
-	/* the unsent message before them (to redrive or skip); "" when none now */
-	char by_biz_id[128], by_message_key[512], by_send_status[16];
-} ops_blocked_key;
-
-/* Most keys status lists (the most held first). */
-#define OPS_BLOCKED_MAX 100
-#define OPS_BLOCKED_MAX_TEXT "100"
-
 typedef struct {
 	int64_t messages[OPS_NSTATUS]; /* count per ops_status_names[i] */
 	int64_t send_pending, send_sent, send_failed;
@@ -131,14 +112,8 @@ typedef struct {
 	int64_t blocked_messages;      /* held for their key's order, in all */
 	ops_blocked_key *blocked;      /* owned: the keys (at most OPS_BLOCKED_MAX) */
 	size_t nblocked;
+	ops_dead_letters dead_letters; /* the dead-letter topic's (topic: the caller's to fill) */
 } ops_status;
-
-/* The held keys into st (ops_order.c), in the open read of ops_status_read. */
-ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, ops_status *st, char *err,
-                        size_t errsz);
-/* {"messages": N, "keys": [{forward_topic, forward_key, control_topic,
- * partition, held, blocked_by: {biz_id, message_key, send_status} | null}]} */
-cJSON *ops_blocked_json(const ops_status *st);
 
 /* Everything but the lag, from PostgreSQL, in one read-only transaction
  * (one snapshot).
@@ -175,8 +150,9 @@ void ops_status_free(ops_status *st);
  * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
  * to_offset, at; null when none), and clashes (a partition held by one
  * consumer group while a replica of another waits for it: topic,
- * partition, owner, group, waiting_group, advice), and tenant (the one
- * counted, or null). NULL when out of memory; the caller deletes it. */
+ * partition, owner, group, waiting_group, advice), tenant (the one
+ * counted, or null), blocked (ops_blocked_json) and dead_letter
+ * (ops_dead_letters_json). NULL when out of memory; the caller deletes it. */
 cJSON *ops_status_json(const ops_status *st);
 
 /* ---- list and show ---- */
@@ -279,6 +255,9 @@ typedef struct {
 	char send_status[16];  /* after; "" for null */
 	int32_t attempts;      /* redrive: the attempts reset to 0 */
 	char detail[OPS_REASON_MAX + 128]; /* the history row's detail */
+	/* the message's W3C trace id (CONTRACT §15), "" without one: for log
+	 * lines about it; also filled when the change is refused */
+	char trace_id[33];
 } ops_change;
 
 /* Decide a prepared or check_failed message as its producer would have:

@@ -21,14 +21,15 @@ static const char *SQL_REDRIVE_NOW =
 	"WHERE m.biz_id = o.biz_id AND m.message_key = o.message_key AND m.status = 'committed' "
 	"AND m.send_status = 'pending' AND m.fwd_seq IS NULL AND m.not_before > now() "
 	"RETURNING m.biz_id, m.message_key, m.tenant, 'scheduled for ' || " TS("o.not_before")
-	" || ' -> due now: forward at once' AS detail), "
+	" || ' -> due now: forward at once' AS detail, coalesce(m.trace_id, '') AS tid), "
 	"h AS (INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
 	"SELECT biz_id, message_key, 'redrive', detail, $1, tenant FROM u) "
-	"SELECT detail FROM u";
+	"SELECT detail, tid FROM u";
 
 static const char *SQL_STATE =
 	"SELECT r.status, coalesce(" SQL_SEND_STATUS("r") ", ''), "
-	"coalesce(r.not_before <= now(), true) FROM txhub.message_rows r "
+	"coalesce(r.not_before <= now(), true), coalesce(r.trace_id, '') "
+	"FROM txhub.message_rows r "
 	"WHERE r.biz_id = $1 AND r.message_key = $2";
 
 ops_rc ops_redrive_now(PGconn *conn, const char *biz_id, const char *message_key,
@@ -51,6 +52,7 @@ ops_rc ops_redrive_now(PGconn *conn, const char *biz_id, const char *message_key
 		snprintf(out->status, sizeof out->status, "committed");
 		snprintf(out->send_status, sizeof out->send_status, "pending");
 		snprintf(out->detail, sizeof out->detail, "%s", PQgetvalue(r, 0, 0));
+		snprintf(out->trace_id, sizeof out->trace_id, "%s", PQgetvalue(r, 0, 1));
 		PQclear(r);
 		return OPS_OK;
 	}
@@ -64,6 +66,7 @@ ops_rc ops_redrive_now(PGconn *conn, const char *biz_id, const char *message_key
 		rc = OPS_NOT_FOUND;
 	} else {
 		const char *send = PQgetvalue(r, 0, 1);
+		snprintf(out->trace_id, sizeof out->trace_id, "%s", PQgetvalue(r, 0, 3));
 		snprintf(err, errsz, "message %s/%s is %s%s%s%s: only a scheduled message (committed, "
 		         "due later, not sent) can be sent --now%s", biz_id, message_key,
 		         PQgetvalue(r, 0, 0), *send ? " (send_status " : "", send, *send ? ")" : "",

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
+#include "ops_order.h"
 #include "ops_sql.h"
 
 /* The keys with held rows (pending, no sequence, due at 'infinity': store.h),
@@ -29,22 +29,22 @@ static const char *SQL_BLOCKED =
 	"ORDER BY m.src_offset LIMIT 1) b ON true "
 	"ORDER BY h.n DESC, h.forward_topic, h.forward_key LIMIT " OPS_BLOCKED_MAX_TEXT;
 
-ops_rc ops_blocked_read(PGconn *conn, const char *tenant, ops_status *st, char *err, size_t errsz)
+ops_rc ops_blocked_read(PGconn *conn, const char *tenant, int64_t *messages,
+                        ops_blocked_key **keys, size_t *nkeys, char *err, size_t errsz)
 {
 	const char *p[1] = {tenant};
 	PGresult *r = ops_query(conn, SQL_BLOCKED, 1, p, 0, err, errsz);
 	if (!r)
 		return OPS_DB_ERROR;
 	int n = PQntuples(r);
-	st->blocked_messages = n > 0 ? ops_int(r, 0, 0) : 0;
-	if (n > 0 && !PQgetisnull(r, 0, 1) &&
-	    !(st->blocked = calloc((size_t)n, sizeof *st->blocked))) {
+	*messages = n > 0 ? ops_int(r, 0, 0) : 0;
+	if (n > 0 && !PQgetisnull(r, 0, 1) && !(*keys = calloc((size_t)n, sizeof **keys))) {
 		PQclear(r);
 		snprintf(err, errsz, "out of memory");
 		return OPS_DB_ERROR;
 	}
-	for (int i = 0; st->blocked && i < n; i++) {
-		ops_blocked_key *b = &st->blocked[st->nblocked++];
+	for (int i = 0; *keys && i < n; i++) {
+		ops_blocked_key *b = &(*keys)[(*nkeys)++];
 		snprintf(b->topic, sizeof b->topic, "%s", PQgetvalue(r, i, 1));
 		snprintf(b->key, sizeof b->key, "%s", PQgetvalue(r, i, 2));
 		snprintf(b->control_topic, sizeof b->control_topic, "%s", PQgetvalue(r, i, 3));
@@ -58,16 +58,16 @@ ops_rc ops_blocked_read(PGconn *conn, const char *tenant, ops_status *st, char *
 	return OPS_OK;
 }
 
-cJSON *ops_blocked_json(const ops_status *st)
+cJSON *ops_blocked_json(int64_t messages, const ops_blocked_key *held, size_t nkeys)
 {
 	cJSON *o = cJSON_CreateObject(), *keys = cJSON_AddArrayToObject(o, "keys");
 	if (!o || !keys) {
 		cJSON_Delete(o);
 		return NULL;
 	}
-	cJSON_AddNumberToObject(o, "messages", (double)st->blocked_messages);
-	for (size_t i = 0; i < st->nblocked; i++) {
-		const ops_blocked_key *b = &st->blocked[i];
+	cJSON_AddNumberToObject(o, "messages", (double)messages);
+	for (size_t i = 0; i < nkeys; i++) {
+		const ops_blocked_key *b = &held[i];
 		cJSON *k = cJSON_CreateObject();
 		if (!k) {
 			cJSON_Delete(o);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops.h"
+#include "ops_rc.h"
 #include "sql.h"
 
 /* A timestamp column as ISO 8601 text in UTC, to the millisecond. */

@@ -27,8 +27,8 @@
 
 /* The row, locked until the transaction ends. */
 static const char *SQL_LOCK_ROW =
-	"SELECT r.status, coalesce(" SQL_SEND_STATUS("r") ", '') FROM txhub.message_rows r "
-	"WHERE r.biz_id = $1 AND r.message_key = $2 FOR UPDATE OF r";
+	"SELECT r.status, coalesce(" SQL_SEND_STATUS("r") ", ''), coalesce(r.trace_id, '') "
+	"FROM txhub.message_rows r WHERE r.biz_id = $1 AND r.message_key = $2 FOR UPDATE OF r";
 
 /* With the message's tenant: a team's role (row-level security) may add
  * history rows of its own tenant only, and sees them by it. */
@@ -45,10 +45,10 @@ static ops_rc check_actor(const char *actor, char *err, size_t errsz)
 }
 
 /* BEGIN and lock the row; status and send_status (or "") into the
- * buffers. OPS_NOT_FOUND when there is none. On anything but OPS_OK the
- * transaction is rolled back. */
+ * buffers, its trace id into out->trace_id. OPS_NOT_FOUND when there is
+ * none. On anything but OPS_OK the transaction is rolled back. */
 static ops_rc begin_locked(PGconn *conn, const char *const *ids, char *status, size_t stsz,
-                           char *send, size_t sendsz, char *err, size_t errsz)
+                           char *send, size_t sendsz, ops_change *out, char *err, size_t errsz)
 {
 	ops_rc rc = ops_exec(conn, "BEGIN", err, errsz);
 	if (rc != OPS_OK)
@@ -63,6 +63,7 @@ static ops_rc begin_locked(PGconn *conn, const char *const *ids, char *status, s
 	} else {
 		snprintf(status, stsz, "%s", PQgetvalue(r, 0, 0));
 		snprintf(send, sendsz, "%s", PQgetvalue(r, 0, 1));
+		snprintf(out->trace_id, sizeof out->trace_id, "%s", PQgetvalue(r, 0, 2));
 	}
 	PQclear(r);
 	if (rc != OPS_OK)
@@ -140,8 +141,8 @@ ops_rc ops_resolve(PGconn *conn, const char *biz_id, const char *message_key, op
 	ops_rc rc = check_resolve(ids, d, reason, actor, err, errsz);
 	if (rc != OPS_OK)
 		return rc;
-	rc = begin_locked(conn, ids, out->previous, sizeof out->previous, send, sizeof send, err,
-	                  errsz);
+	rc = begin_locked(conn, ids, out->previous, sizeof out->previous, send, sizeof send, out,
+	                  err, errsz);
 	if (rc != OPS_OK)
 		return rc;
 	if (strcmp(out->previous, "prepared") != 0 && strcmp(out->previous, "check_failed") != 0) {
@@ -248,8 +249,8 @@ static ops_rc change_begin(PGconn *conn, change_row *c, const char *biz_id,
 		rc = OPS_BAD_ARG;
 	if (rc != OPS_OK)
 		return rc;
-	return begin_locked(conn, c->ids, c->status, sizeof c->status, c->send, sizeof c->send, err,
-	                    errsz);
+	return begin_locked(conn, c->ids, c->status, sizeof c->status, c->send, sizeof c->send, out,
+	                    err, errsz);
 }
 
 ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,

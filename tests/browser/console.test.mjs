@@ -8,7 +8,8 @@
 // does what an operator does: a wrong token, the login, the Overview
 // against `txhub status --json` (and its refresh without a reload), the
 // hostile key on Stuck and Overview, a resolve that gets forwarded, a
-// redrive of a failed send that gets sent, a message's history, a
+// redrive of a failed send that gets sent, a skip (without a reason
+// refused, then with one), a message's history, a
 // rejected record, the conflicts, every page at 1280x800 with long values
 // in every column (rows the set-up writes to PostgreSQL), a cross-site POST
 // from a page of another origin, the logout. Tests run in order and share
@@ -395,6 +396,33 @@ test('redrive a failed send: it is sent', { timeout: 60000 }, async () => {
     () => forwarded().split('\n').find((l) => l.startsWith('order-2 ')));
   assert.equal(line, 'order-2 {"order_id":2}');
 });
+
+test('skip a parked forward: a reason is required, then it is skipped', { timeout: 60000 },
+  async () => {
+    // parked in partition 99, which no hub owns: only the skip changes it
+    sql('INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, '
+      + 'forward_topic, forward_key, send_attempts, last_error, src_partition, src_offset) '
+      + `VALUES ('shop', 'order-9', 'committed', 'failed', 'p', '${FW}', 'order-9', 15, `
+      + "'denied', 99, 2)");
+    await page.goto(`${consoleUrl}/message?biz=shop&key=order-9`);
+    assert.equal(await page.locator('button.skip').count(), 1);
+    // no reason: refused, nothing done
+    await Promise.all([page.waitForURL(`${consoleUrl}/actions`), page.click('button.skip')]);
+    assert.match(await page.textContent('body'), /a skip needs a reason/);
+    assert.equal(sql("SELECT send_status FROM txhub.messages WHERE message_key = 'order-9'"),
+      'failed');
+    await page.goto(`${consoleUrl}/message?biz=shop&key=order-9`);
+    await page.fill('#reason', 'refunded, ticket OPS-9');
+    await Promise.all([page.waitForURL(/\/message\?/), page.click('button.skip')]);
+    assert.match(await page.textContent('#flash'), /skip by console:alice: 1 done, 0 not/);
+    assert.equal(sql("SELECT send_status FROM txhub.messages WHERE message_key = 'order-9'"),
+      'skipped');
+    assert.equal(sql("SELECT detail || ' / ' || actor FROM txhub.history "
+      + "WHERE message_key = 'order-9' AND event = 'skip'"),
+    'send failed -> skipped: refunded, ticket OPS-9 / console:alice');
+    assert.equal(await page.locator('button.skip').count(), 0, 'nothing left to skip');
+    await shot('skip');
+  });
 
 test('search, open a message and read its history', { timeout: 30000 }, async () => {
   await page.fill('header input[name=key]', 'order-1');

@@ -7,7 +7,10 @@
  * PostgreSQL, a disabled or removed tenant's token (or a revoked one) is
  * refused at login and ends its sessions at their next request, wrong
  * tokens are throttled per address whichever kind they were meant to be,
- * and the global console.token still sees everything. Real PostgreSQL and
+ * the global console.token still sees everything, and Skip (`txhub skip`
+ * on the console) gives up on a parked or held forward of the session's
+ * own tenant only, with a reason, in the history and in a log line that
+ * names the message's trace. Real PostgreSQL and
  * a real `txhub console`; the rows are written with SQL (the hub's intake
  * writing them is tested in test_tenants.c). */
 #include <criterion/criterion.h>
@@ -380,6 +383,105 @@ Test(console_tenants, forged_actions_on_another_tenants_rows_change_nothing)
 	                               "WHERE message_key = 'a-cf' AND actor LIKE 'console:%') "
 	                               "FROM txhub.messages WHERE message_key = 'a-cf'",
 	                         after, sizeof after), "prepared console:alice");
+	tc_stop(&c);
+}
+
+#define SKIP_TID "4bf92f3577b34da6a3ce929d0e0e4736"
+
+/* Skip (forward.order = key, CONTRACT §15) as `txhub skip` does it: a
+ * reason required, the session's CSRF token required, another tenant's
+ * message answered as a missing one and left alone, a good one skipped
+ * with its history row and a log line carrying its trace id. */
+Test(console_tenants, skip_gives_up_on_a_parked_or_held_forward_of_its_own_tenant)
+{
+	tc c;
+	const char *json_log[] = {"log.format=json", NULL};
+	tc_start(&c, "cntskip", json_log);
+	tn_sql(&c.e, "INSERT INTO txhub.messages (biz_id, message_key, status, decision, "
+	             "send_status, payload, forward_topic, forward_key, send_attempts, last_error, "
+	             "src_partition, src_offset, next_send_at, trace_id, tenant) VALUES "
+	             "('a-shop', 'a-fail', 'committed', 'commit', 'failed', 'pa', 'fw.a', 'k', 15, "
+	             " 'a-denied', 0, 4, now(), '" SKIP_TID "', 'team-a'),"
+	             "('a-shop', 'a-held', 'committed', 'commit', 'pending', 'pa', 'fw.a', 'k', 0, "
+	             " NULL, 0, 5, 'infinity', NULL, 'team-a')");
+	sess a;
+	cr_assert_eq(login(&c, "127.0.0.2", "alice", c.token_a, &a), 303);
+	/* the button where a skip can be done, not elsewhere */
+	static const struct {
+		const char *path;
+		int button;
+	} pages[] = {
+		{"/message?biz=a-shop&key=a-fail", 1},
+		{"/message?biz=a-shop&key=a-held", 1},
+		{"/message?biz=a-shop&key=a-sent", 0},
+		{"/message?biz=a-shop&key=a-cf", 0},
+		{"/stuck", 1},
+	};
+	for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+		cr_expect_eq(raw(&c, "127.0.0.2", "GET", pages[i].path, &a, NULL, NULL), 200);
+		cr_expect_eq(strstr(body_of(), "value=\"skip\"") != NULL, pages[i].button, "%s: %.2000s",
+		             pages[i].path, body_of());
+	}
+	static const char *const keys[] = {"a-fail", "a-held", "b-fail"};
+	char before[3][2048], after[2048], form[512];
+	for (int i = 0; i < 3; i++)
+		row_state(&c, keys[i], before[i], sizeof before[i]);
+	/* forged (no token), and without a reason: refused, nothing done */
+	cr_expect_eq(raw(&c, "127.0.0.2", "POST", "/actions", &a, NULL,
+	                 "action=skip&reason=r&sel=6%3Aa-shopa-fail"), 403, "%.300s", body_of());
+	snprintf(form, sizeof form, "csrf=%s&action=skip&sel=6%%3Aa-shopa-fail", a.csrf);
+	cr_expect_eq(raw(&c, "127.0.0.2", "POST", "/actions", &a, NULL, form), 400);
+	cr_expect(strstr(body_of(), "field reason: a skip needs a reason"), "%.300s", body_of());
+	snprintf(form, sizeof form, "csrf=%s&action=skip&reason=&sel=6%%3Aa-shopa-fail", a.csrf);
+	cr_expect_eq(raw(&c, "127.0.0.2", "POST", "/actions", &a, NULL, form), 400);
+	/* another tenant's parked forward: "not found", word for word as a missing one */
+	snprintf(form, sizeof form, "csrf=%s&action=skip&reason=r&sel=6%%3Ab-shopb-fail"
+	         "&sel=6%%3Ab-shopb-nop&back=%%2Fstuck", a.csrf);
+	cr_expect_eq(raw(&c, "127.0.0.2", "POST", "/actions", &a, NULL, form), 303);
+	cr_expect_eq(raw(&c, "127.0.0.2", "GET", "/stuck", &a, NULL, NULL), 200);
+	cr_expect(strstr(body_of(), "skip by console:alice: 0 done, 2 not"), "%.2000s", body_of());
+	cr_expect(strstr(body_of(), "b-shop / b-fail: not found: no message with biz_id "
+	                            "&quot;b-shop&quot; and message_key &quot;b-fail&quot;"),
+	          "%.2000s", body_of());
+	cr_expect(strstr(body_of(), "b-shop / b-nop: not found: no message with biz_id "
+	                            "&quot;b-shop&quot; and message_key &quot;b-nop&quot;"),
+	          "%.2000s", body_of());
+	cr_expect_null(strstr(body_of(), "b-denied"), "%.2000s", body_of());
+	for (int i = 0; i < 3; i++) {
+		row_state(&c, keys[i], after, sizeof after);
+		cr_expect_str_eq(after, before[i], "%s changed", keys[i]);
+	}
+	/* its own: skipped, in the history by console:alice with the reason */
+	snprintf(form, sizeof form, "csrf=%s&action=skip&reason=ticket+OPS-9&sel=6%%3Aa-shopa-fail"
+	         "&sel=6%%3Aa-shopa-held&sel=6%%3Aa-shopa-sent&back=%%2Fstuck", a.csrf);
+	cr_expect_eq(raw(&c, "127.0.0.2", "POST", "/actions", &a, NULL, form), 303);
+	cr_expect_eq(raw(&c, "127.0.0.2", "GET", "/stuck", &a, NULL, NULL), 200);
+	cr_expect(strstr(body_of(), "skip by console:alice: 2 done, 1 not"), "%.2000s", body_of());
+	cr_expect(strstr(body_of(), "a-shop / a-sent: refused"), "%.2000s", body_of());
+	cr_expect_str_eq(h_query(&c.e, "SELECT string_agg(message_key || '=' || send_status, ',' "
+	                               "ORDER BY message_key) FROM txhub.messages WHERE message_key "
+	                               "IN ('a-fail', 'a-held', 'a-sent')", after, sizeof after),
+	                 "a-fail=skipped,a-held=skipped,a-sent=sent");
+	cr_expect_str_eq(h_query(&c.e, "SELECT string_agg(detail || ' by ' || actor || ' ' || "
+	                               "coalesce(trace_id, '-'), ',' ORDER BY message_key) FROM "
+	                               "txhub.history WHERE event = 'skip'", after, sizeof after),
+	                 "send failed -> skipped: ticket OPS-9 by console:alice " SKIP_TID ","
+	                 "held for an earlier message of its key -> skipped: ticket OPS-9 by "
+	                 "console:alice -");
+	/* its page says so (the step the row itself tells), with no button left */
+	cr_expect_eq(raw(&c, "127.0.0.2", "GET", "/message?biz=a-shop&key=a-fail", &a, NULL, NULL),
+	             200);
+	cr_expect(strstr(body_of(), "never forwarded to fw.a (given up after 15 failed attempt(s))"),
+	          "%.3000s", body_of());
+	cr_expect_null(strstr(body_of(), "value=\"skip\""), "%.3000s", body_of());
+	/* the console's log line about it names the message and its trace */
+	char logf[256], line[8192];
+	h_hub_log(logf, sizeof logf, &c.e);
+	cr_expect_eq(h_log_first(logf, "\"msg\":\"console: skip by console:alice: a-shop / a-fail: "
+	                               "committed, send skipped", line, sizeof line), 1);
+	cr_expect(strstr(line, "\"biz_id\":\"a-shop\",\"message_key\":\"a-fail\",\"trace_id\":\""
+	                       SKIP_TID "\""), "%s", line);
+	cr_expect_eq(h_log_lines(logf, "b-fail\",\"trace_id\""), 0, "another tenant's trace stays hidden");
 	tc_stop(&c);
 }
 

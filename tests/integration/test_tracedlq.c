@@ -6,7 +6,10 @@
  * `txhub list --trace`; a parked forward produced once to the dead-letter
  * topic with its headers, not again after a restart, again after a
  * redrive and a new park, and a failing dead-letter topic alerted while the
- * hub goes on. The exactly_once cases need Apache Kafka. */
+ * hub goes on (its state in `txhub status`); every log line about a traced
+ * message, on every path it takes (check-back, forward, park, dead letter,
+ * an operator's redrive), names its trace id. The exactly_once cases need
+ * Apache Kafka. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +43,23 @@ static const h_record *record_of(const h_record *r, size_t n, const char *mk)
 		if (r[i].headers && strstr(r[i].headers, want))
 			return &r[i];
 	return NULL;
+}
+
+/* Lines of the log at path that hold needle but not must; the first of
+ * them into first. */
+static long lines_without(const char *path, const char *needle, const char *must, char *first,
+                          size_t firstsz)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "cannot read %s", path);
+	char line[8192];
+	long n = 0;
+	first[0] = '\0';
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, needle) && !strstr(line, must) && n++ == 0)
+			snprintf(first, firstsz, "%s", line);
+	fclose(f);
+	return n;
 }
 
 /* A check-back endpoint that keeps the trace headers it was sent, and
@@ -182,6 +202,9 @@ Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
 	char logf[256];
 	h_hub_log(logf, sizeof logf, &e);
 	cr_assert_eq(h_log_lines(logf, "trace context dropped"), 6);
+	/* bad-4's traceparent stayed (only its tracestate went): its line names the trace */
+	cr_assert_eq(h_log_lines(logf, "\"message_key\":\"bad-4\",\"trace_id\":\"" TID "\""),
+	             h_log_lines(logf, "\"message_key\":\"bad-4\""));
 	cr_assert_geq(h_log_lines(logf, "\"msg\":\"checkback: attempt 1: HTTP 503"), 1);
 	long traced = h_log_lines(logf, "\"message_key\":\"t-1\",\"trace_id\":\"" TID "\"");
 	cr_assert_eq(traced, h_log_lines(logf, "\"message_key\":\"t-1\""), "every line about t-1");
@@ -250,6 +273,61 @@ Test(tracedlq, exactly_once_forwards_carry_the_trace_headers, .timeout = 240)
 	h_records_free(r, n);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
+}
+
+/* One traced message down every path of the hub: checked back (503 once),
+ * forwarded to a topic the broker refuses, parked, dead-lettered, redriven
+ * by an operator, parked and dead-lettered again: each line that names it
+ * (as a field or in its text) carries its trace id. */
+Test(tracedlq, every_log_line_about_a_traced_message_names_its_trace_id, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "tracelog");
+	const char *deny[] = {"--deny-topic", "denied", NULL};
+	pid_t broker = h_devbroker_start(&e, deny, NULL);
+	seen_t seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	h_httpd *srv = h_httpd_start(answer, &seen);
+	cr_assert_not_null(srv);
+	char dlqset[160], buf[2048], logf[256], first[8192], errb[1024];
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=dlq.%s", e.name);
+	const char *settings[] = {"log.format=json", "checkback.backoff_ms=100",
+	                          "kafka.message.timeout.ms=1000", "forward.backoff_ms=100",
+	                          "forward.backoff_max_ms=200", "forward.max_attempts=2", dlqset,
+	                          NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	h_hub_log(logf, sizeof logf, &e);
+	snprintf(buf, sizeof buf,
+	         "{\"type\":\"prepare\",\"biz_id\":\"shop\",\"message_key\":\"traced-1\","
+	         "\"payload\":\"p\",\"forward\":{\"topic\":\"denied\"},\"checkback\":{\"url\":"
+	         "\"http://127.0.0.1:%d/cb\",\"first_after_ms\":0},\"trace\":{\"traceparent\":"
+	         "\"" TP "\"}}", h_httpd_port(srv));
+	h_send_str(&e, -1, "traced-1", buf);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'traced-1' "
+	                     "AND event = 'dead_lettered'", "1", 60000));
+	const char *redrive[] = {"redrive", "shop", "traced-1", NULL};
+	cr_assert_eq(h_txhub(&e, redrive, errb, sizeof errb), 0, "%s", errb);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'traced-1' "
+	                     "AND event = 'dead_lettered'", "2", 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+
+	static const char *const paths[] = {
+		"\"msg\":\"checkback: attempt 1: HTTP 503",           /* the check-back */
+		"\"msg\":\"forward: attempt 1: ",                      /* a failed forward */
+		"\"msg\":\"ALERT send_failed: ",                       /* parked */
+		"\"msg\":\"dead-letter: parked forward to denied produced to dlq.", /* dead letter */
+	};
+	for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+		cr_expect_geq(h_log_lines(logf, paths[i]), 1, "no line %s", paths[i]);
+	cr_expect_geq(h_log_lines(logf, "\"msg\":\"ALERT send_failed: "), 2, "parked twice");
+	cr_expect_eq(lines_without(logf, "traced-1", "\"trace_id\":\"" TID "\"", first,
+	                           sizeof first), 0, "a line without the trace id: %s", first);
+	cr_expect_geq(h_log_lines(logf, "traced-1"), 7);
+	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'traced-1' "
+	                         "AND trace_id IS DISTINCT FROM '" TID "'"), 0);
+	h_httpd_stop(srv);
+	h_teardown(&e);
+	h_devbroker_stop(broker, NULL);
 }
 
 /* ---- the dead-letter topic ---- */
@@ -351,7 +429,8 @@ Test(tracedlq, a_failing_dead_letter_topic_is_alerted_and_the_hub_goes_on, .time
 	                          hook, NULL};
 	pid_t hub = h_hub_start(&e, settings);
 	h_send_str(&e, -1, "f", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"f-1\","
-	                        "\"payload\":\"x\",\"forward\":{\"topic\":\"denied\"}}");
+	                        "\"payload\":\"x\",\"forward\":{\"topic\":\"denied\"},"
+	                        "\"trace\":{\"traceparent\":\"" TP "\"}}");
 	h_flush();
 	cr_assert(h_wait(&e, status_of("f-1"), "committed/failed", 60000));
 	/* alerted once (send_failed, then dead_letter_failed), not recorded */
@@ -376,6 +455,28 @@ Test(tracedlq, a_failing_dead_letter_topic_is_alerted_and_the_hub_goes_on, .time
 	char logf[256];
 	h_hub_log(logf, sizeof logf, &e);
 	cr_assert_geq(h_log_lines(logf, "producing 1 parked forward(s) to the dead-letter topic"), 1);
+	char first[8192];
+	cr_assert_eq(lines_without(logf, "f-1", "trace_id=" TID, first, sizeof first), 0,
+	             "a line without the trace id: %s", first);
+	/* in the history once per park, however many attempts failed; and in
+	 * txhub status (its -X names the topic as the hub's configuration does) */
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' AND "
+	                     "event = 'dead_letter_failed' AND trace_id = '" TID "'", "1", WAIT_MS));
+	for (int i = 0; i < 100 && h_log_lines(logf, "dead-letter: biz_id=b message_key=f-1") < 2; i++)
+		h_pause_ms(100);
+	cr_assert_geq(h_log_lines(logf, "dead-letter: biz_id=b message_key=f-1"), 2,
+	              "tried more than once");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' AND "
+	                         "event = 'dead_letter_failed'"), 1);
+	static char out[1 << 16];
+	const char *status[] = {"-X", dlqset, "status", "--json", NULL};
+	cr_assert_eq(h_txhub_io(&e, status, out, sizeof out, body, sizeof body), 0, "%s", body);
+	cr_assert(strstr(out, "\"dead_letter\":{\"topic\":\"dlq."), "%s", out);
+	cr_assert(strstr(out, "\"dead_lettered\":0,\"waiting\":1,\"failing\":true,"
+	                      "\"failing_messages\":1,"), "%s", out);
+	const char *status_text[] = {"-X", dlqset, "status", NULL};
+	cr_assert_eq(h_txhub_io(&e, status_text, out, sizeof out, body, sizeof body), 0, "%s", body);
+	cr_assert(strstr(out, "FAILING since "), "%s", out);
 	/* the topic works again: the parked forward goes there */
 	fprintf(cmd, "allow %s\n", dlq);
 	fflush(cmd);
@@ -386,6 +487,8 @@ Test(tracedlq, a_failing_dead_letter_topic_is_alerted_and_the_hub_goes_on, .time
 	cr_assert_eq(n, 1);
 	h_records_free(r, n);
 	cr_assert_geq(h_log_lines(logf, "works again"), 1);
+	cr_assert_eq(h_txhub_io(&e, status, out, sizeof out, body, sizeof body), 0, "%s", body);
+	cr_assert(strstr(out, "\"dead_lettered\":1,\"waiting\":0,\"failing\":false,"), "%s", out);
 	int alerts = 0;
 	for (int j = 0; j < h_webhook_count(w); j++)
 		alerts += strstr(h_webhook_body(w, j, body, sizeof body), "dead_letter_failed") != NULL;
