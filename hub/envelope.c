@@ -578,16 +578,14 @@ static int parse_trace(const cJSON *root, envelope *env)
 	return 0;
 }
 
-int envelope_parse(const void *value, size_t len, size_t max_bytes,
-                   envelope *env, char *err, size_t errsz)
-{
-	memset(env, 0, sizeof *env);
-	env->first_after_ms = -1;
-	env->not_before_ms = -1;
-	env->delay_ms = -1;
-	const char *text = value;
-	cJSON *root = NULL;
+/* ---- envelope_parse, step by step: each returns 0, or -1 with the
+ * reason in err (what it filled in env is freed by the caller) ---- */
 
+/* The record value as bytes, before any JSON: a Kafka null, empty, too
+ * large, with a NUL, not UTF-8, or opening with a byte-order mark. */
+static int check_value(const void *value, size_t len, size_t max_bytes, char *err, size_t errsz)
+{
+	const char *text = value;
 	if (!value)
 		return reject(err, errsz, "null record value (tombstone)");
 	if (len == 0)
@@ -601,9 +599,31 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		return reject(err, errsz, "record value is not valid UTF-8");
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
 		return reject(err, errsz, "invalid JSON: the record value starts with a byte-order mark");
+	return 0;
+}
 
+/* -1 with the reason when a field of known_fields appears twice. */
+static int duplicate_known_field(const cJSON *root, char *err, size_t errsz)
+{
+	for (const char **f = known_fields; *f; f++) {
+		int n = 0;
+		for (const cJSON *c = root->child; c; c = c->next)
+			if (c->string && strcmp(c->string, *f) == 0)
+				n++;
+		if (n > 1)
+			return reject(err, errsz, "field \"%s\" appears more than once", *f);
+	}
+	return 0;
+}
+
+/* text[0..len) as one JSON object, by cJSON and the strict checks, each
+ * field the hub reads at most once. Returns 0 with the tree in *out (the
+ * caller deletes it), or -1 with nothing to free. */
+static int parse_json(const char *text, size_t len, cJSON **out, char *err, size_t errsz)
+{
 	const char *parse_end = NULL;
-	root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
+	*out = NULL;
 	if (!root) {
 		size_t at = parse_end && parse_end >= text ? (size_t)(parse_end - text) : 0;
 		if (nested_too_deep(text, at < len ? at + 1 : len))
@@ -613,274 +633,263 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		return reject(err, errsz, "invalid JSON near byte %zu", at);
 	}
 	const char *tail = skip_ws(parse_end, text + len);
-	if (tail != text + len) {
+	const char *strict = NULL;
+	if (tail != text + len)
 		reject(err, errsz, "invalid JSON: trailing data at byte %zu", (size_t)(tail - text));
-		goto fail;
-	}
-	if (!cJSON_IsObject(root)) {
+	else if (!cJSON_IsObject(root))
 		reject(err, errsz, "envelope is not a JSON object");
-		goto fail;
-	}
-	const char *strict = strict_json_check(text, len);
-	if (strict) {
+	else if ((strict = strict_json_check(text, len)))
 		reject(err, errsz, "%s", strict);
-		goto fail;
+	else if (duplicate_known_field(root, err, errsz) == 0) {
+		*out = root;
+		return 0;
 	}
-	for (const char **f = known_fields; *f; f++) {
-		int n = 0;
-		for (cJSON *c = root->child; c; c = c->next)
-			if (c->string && strcmp(c->string, *f) == 0)
-				n++;
-		if (n > 1) {
-			reject(err, errsz, "field \"%s\" appears more than once", *f);
-			goto fail;
-		}
-	}
+	cJSON_Delete(root);
+	return -1;
+}
 
-	cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
+/* The version (absent, null or 1) and the type. */
+static int parse_head(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
 	if (v && !cJSON_IsNull(v)) {
-		if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble, 1e9)) {
-			reject(err, errsz, "field \"v\" must be a non-negative integer");
-			goto fail;
-		}
-		if (v->valuedouble != 1) {
-			reject(err, errsz, "unsupported envelope version %.0f (this hub reads version 1)",
-			       v->valuedouble);
-			goto fail;
-		}
+		if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble, 1e9))
+			return reject(err, errsz, "field \"v\" must be a non-negative integer");
+		if (v->valuedouble != 1)
+			return reject(err, errsz, "unsupported envelope version %.0f (this hub reads "
+			                          "version 1)", v->valuedouble);
 	}
-
-	cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
-	if (!type) {
-		reject(err, errsz, "missing field \"type\"");
-		goto fail;
-	}
-	if (!cJSON_IsString(type)) {
-		reject(err, errsz, "field \"type\" must be a string");
-		goto fail;
-	}
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
+	if (!type)
+		return reject(err, errsz, "missing field \"type\"");
+	if (!cJSON_IsString(type))
+		return reject(err, errsz, "field \"type\" must be a string");
 	if (strcmp(type->valuestring, "prepare") == 0)
 		env->type = ENVELOPE_PREPARE;
 	else if (strcmp(type->valuestring, "commit") == 0)
 		env->type = ENVELOPE_COMMIT;
 	else if (strcmp(type->valuestring, "rollback") == 0)
 		env->type = ENVELOPE_ROLLBACK;
-	else {
-		reject(err, errsz, "field \"type\" must be \"prepare\", \"commit\" or \"rollback\"");
-		goto fail;
-	}
+	else
+		return reject(err, errsz, "field \"type\" must be \"prepare\", \"commit\" or "
+		                          "\"rollback\"");
+	return 0;
+}
 
-	cJSON *biz = cJSON_GetObjectItemCaseSensitive(root, "biz_id");
-	if (!biz) {
-		reject(err, errsz, "missing field \"biz_id\"");
-		goto fail;
-	}
+/* biz_id (a string, or an integer kept as its digits) and message_key. */
+static int parse_ids(const cJSON *root, const char *text, size_t len, envelope *env, char *err,
+                     size_t errsz)
+{
+	const cJSON *biz = cJSON_GetObjectItemCaseSensitive(root, "biz_id");
+	if (!biz)
+		return reject(err, errsz, "missing field \"biz_id\"");
 	if (cJSON_IsString(biz)) {
 		if (check_id("biz_id", biz->valuestring, ENVELOPE_BIZ_ID_MAX, err, errsz) != 0)
-			goto fail;
+			return -1;
 		env->biz_id = strdup(biz->valuestring);
 	} else if (cJSON_IsNumber(biz)) {
 		if (integer_biz_id(text, len, &env->biz_id, err, errsz) != 0)
-			goto fail;
+			return -1;
 	} else {
-		reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
-		goto fail;
+		return reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
 	}
 	if (!env->biz_id)
-		goto oom;
-
-	cJSON *mk = cJSON_GetObjectItemCaseSensitive(root, "message_key");
-	if (!mk) {
-		reject(err, errsz, "missing field \"message_key\"");
-		goto fail;
-	}
-	if (!cJSON_IsString(mk)) {
-		reject(err, errsz, "field \"message_key\" must be a string");
-		goto fail;
-	}
+		return reject(err, errsz, "out of memory");
+	const cJSON *mk = cJSON_GetObjectItemCaseSensitive(root, "message_key");
+	if (!mk)
+		return reject(err, errsz, "missing field \"message_key\"");
+	if (!cJSON_IsString(mk))
+		return reject(err, errsz, "field \"message_key\" must be a string");
 	if (check_id("message_key", mk->valuestring, ENVELOPE_MESSAGE_KEY_MAX, err, errsz) != 0)
-		goto fail;
+		return -1;
 	if (!(env->message_key = strdup(mk->valuestring)))
-		goto oom;
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
 
-	cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "payload");
-	cJSON *pb = cJSON_GetObjectItemCaseSensitive(root, "payload_base64");
-	if (pl && pb) {
-		reject(err, errsz, "fields \"payload\" and \"payload_base64\" are mutually exclusive");
-		goto fail;
-	}
+/* payload (a string as its text, any other JSON value as its exact text,
+ * minified) or payload_base64 (decoded). */
+static int parse_payload(const cJSON *root, const char *text, size_t len, envelope *env,
+                         char *err, size_t errsz)
+{
+	const cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "payload");
+	const cJSON *pb = cJSON_GetObjectItemCaseSensitive(root, "payload_base64");
+	if (pl && pb)
+		return reject(err, errsz, "fields \"payload\" and \"payload_base64\" are mutually "
+		                          "exclusive");
 	if (pb) {
-		if (!cJSON_IsString(pb)) {
-			reject(err, errsz, "field \"payload_base64\" must be a string");
-			goto fail;
-		}
-		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0) {
-			reject(err, errsz, "field \"payload_base64\" is not valid base64");
-			goto fail;
-		}
+		if (!cJSON_IsString(pb))
+			return reject(err, errsz, "field \"payload_base64\" must be a string");
+		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0)
+			return reject(err, errsz, "field \"payload_base64\" is not valid base64");
 		env->has_payload = 1;
 	} else if (pl) {
 		if (cJSON_IsString(pl)) {
 			env->payload_len = strlen(pl->valuestring);
 			env->payload = malloc(env->payload_len + 1);
 			if (!env->payload)
-				goto oom;
+				return reject(err, errsz, "out of memory");
 			memcpy(env->payload, pl->valuestring, env->payload_len + 1);
 		} else {
 			const char *vs, *ve;
-			if (!raw_member(text, len, "payload", &vs, &ve)) {
+			if (!raw_member(text, len, "payload", &vs, &ve))
 				/* cannot happen for text cJSON accepted; never re-print
 				 * through a double, which would change numbers */
-				reject(err, errsz, "field \"payload\" could not be located in the text");
-				goto fail;
-			}
+				return reject(err, errsz, "field \"payload\" could not be located in the text");
 			if (!(env->payload = minify(vs, ve, &env->payload_len)))
-				goto oom;
+				return reject(err, errsz, "out of memory");
 		}
 		env->has_payload = 1;
 	}
-
-	cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "forward");
-	if (fw) {
-		if (!cJSON_IsObject(fw)) {
-			reject(err, errsz, "field \"forward\" must be an object");
-			goto fail;
-		}
-		const char *dup = duplicate_member(fw);
-		if (dup) {
-			char nb[72];
-			reject(err, errsz, "field \"forward.%s\" appears more than once",
-			       shown(dup, nb, sizeof nb));
-			goto fail;
-		}
-		cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
-		if (!ft) {
-			reject(err, errsz, "missing field \"forward.topic\"");
-			goto fail;
-		}
-		if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring))) {
-			reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
-			                   "(1..249 of a-z A-Z 0-9 . _ -)");
-			goto fail;
-		}
-		if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring))) {
-			/* every forward would fail until the row was parked */
-			reject(err, errsz, "field \"forward.topic\" names a topic Kafka reserves for "
-			                   "itself (names beginning with __, such as __consumer_offsets)");
-			goto fail;
-		}
-		cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");
-		if (fk && !cJSON_IsNull(fk) && !cJSON_IsString(fk)) {
-			reject(err, errsz, "field \"forward.key\" must be a string");
-			goto fail;
-		}
-		cJSON *fh = cJSON_GetObjectItemCaseSensitive(fw, "headers");
-		if (fh && !cJSON_IsNull(fh)) {
-			if (!cJSON_IsObject(fh)) {
-				reject(err, errsz, "field \"forward.headers\" must be an object of strings");
-				goto fail;
-			}
-			if (cJSON_GetArraySize(fh) > ENVELOPE_HEADERS_MAX) {
-				reject(err, errsz, "more than %d forward headers", ENVELOPE_HEADERS_MAX);
-				goto fail;
-			}
-			if ((dup = duplicate_member(fh))) {
-				char nb[72];
-				reject(err, errsz, "forward header \"%s\" appears more than once",
-				       shown(dup, nb, sizeof nb));
-				goto fail;
-			}
-			for (cJSON *h = fh->child; h; h = h->next) {
-				if (!cJSON_IsString(h)) {
-					char nb[72];
-					reject(err, errsz, "forward header \"%s\" must have a string value",
-					       shown(h->string, nb, sizeof nb));
-					goto fail;
-				}
-				if (!*h->string || strlen(h->string) > 255 || first_control(h->string) >= 0) {
-					reject(err, errsz, "a forward header name must be 1..255 bytes "
-					                   "without control characters");
-					goto fail;
-				}
-				if (strncasecmp(h->string, "txhub-", 6) == 0) {
-					char nb[72];
-					reject(err, errsz, "forward header \"%s\" uses the reserved "
-					                   "prefix txhub-", shown(h->string, nb, sizeof nb));
-					goto fail;
-				}
-			}
-			if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
-				goto oom;
-		}
-		if (parse_delay(fw, env, err, errsz) != 0)
-			goto fail;
-		if (!(env->forward_topic = strdup(ft->valuestring)))
-			goto oom;
-		if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
-			goto oom;
-	}
-
-	cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "checkback");
-	if (cb && !cJSON_IsNull(cb)) {
-		if (!cJSON_IsObject(cb)) {
-			reject(err, errsz, "field \"checkback\" must be an object");
-			goto fail;
-		}
-		const char *dup = duplicate_member(cb);
-		if (dup) {
-			char nb[72];
-			reject(err, errsz, "field \"checkback.%s\" appears more than once",
-			       shown(dup, nb, sizeof nb));
-			goto fail;
-		}
-		cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");
-		if (url && !cJSON_IsNull(url)) {
-			if (!cJSON_IsString(url) || !envelope_valid_url(url->valuestring)) {
-				reject(err, errsz, "field \"checkback.url\" must be an http:// or https:// "
-				                   "URL of at most %d characters", ENVELOPE_URL_MAX);
-				goto fail;
-			}
-			if (!(env->checkback_url = dup_or_null(url->valuestring)))
-				goto oom;
-		}
-		cJSON *fa = cJSON_GetObjectItemCaseSensitive(cb, "first_after_ms");
-		if (fa && !cJSON_IsNull(fa)) {
-			if (!cJSON_IsNumber(fa) || !is_whole(fa->valuedouble, 30.0 * 86400000.0)) {
-				reject(err, errsz, "field \"checkback.first_after_ms\" must be an integer "
-				                   "from 0 to 2592000000");
-				goto fail;
-			}
-			env->first_after_ms = (int64_t)fa->valuedouble;
-		}
-	}
-
-	if (parse_trace(root, env) != 0)
-		goto oom;
-
-	if (env->type == ENVELOPE_PREPARE) {
-		if (!env->has_payload) {
-			reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
-			goto fail;
-		}
-		if (!env->forward_topic) {
-			reject(err, errsz, "missing field \"forward\"");
-			goto fail;
-		}
-	} else if (env->type == ENVELOPE_COMMIT) {
-		if (env->has_payload != (env->forward_topic != NULL)) {
-			reject(err, errsz, "a one-shot commit needs both a payload and \"forward\"");
-			goto fail;
-		}
-	}
-	cJSON_Delete(root);
 	return 0;
+}
 
-oom:
-	reject(err, errsz, "out of memory");
-fail:
+/* forward.headers: an object of at most ENVELOPE_HEADERS_MAX string
+ * values, each name 1..255 bytes without control characters and without
+ * the reserved prefix txhub-; kept as compact JSON. */
+static int parse_forward_headers(const cJSON *fh, envelope *env, char *err, size_t errsz)
+{
+	char nb[72];
+	if (!cJSON_IsObject(fh))
+		return reject(err, errsz, "field \"forward.headers\" must be an object of strings");
+	if (cJSON_GetArraySize(fh) > ENVELOPE_HEADERS_MAX)
+		return reject(err, errsz, "more than %d forward headers", ENVELOPE_HEADERS_MAX);
+	const char *dup = duplicate_member(fh);
+	if (dup)
+		return reject(err, errsz, "forward header \"%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	for (const cJSON *h = fh->child; h; h = h->next) {
+		if (!cJSON_IsString(h))
+			return reject(err, errsz, "forward header \"%s\" must have a string value",
+			              shown(h->string, nb, sizeof nb));
+		if (!*h->string || strlen(h->string) > 255 || first_control(h->string) >= 0)
+			return reject(err, errsz, "a forward header name must be 1..255 bytes "
+			                          "without control characters");
+		if (strncasecmp(h->string, "txhub-", 6) == 0)
+			return reject(err, errsz, "forward header \"%s\" uses the reserved "
+			                          "prefix txhub-", shown(h->string, nb, sizeof nb));
+	}
+	if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
+
+/* The forward object: topic, key, headers, and a delay. */
+static int parse_forward(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "forward");
+	if (!fw)
+		return 0;
+	if (!cJSON_IsObject(fw))
+		return reject(err, errsz, "field \"forward\" must be an object");
+	const char *dup = duplicate_member(fw);
+	if (dup) {
+		char nb[72];
+		return reject(err, errsz, "field \"forward.%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	}
+	const cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
+	if (!ft)
+		return reject(err, errsz, "missing field \"forward.topic\"");
+	if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring)))
+		return reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
+		                          "(1..249 of a-z A-Z 0-9 . _ -)");
+	if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring)))
+		/* every forward would fail until the row was parked */
+		return reject(err, errsz, "field \"forward.topic\" names a topic Kafka reserves for "
+		                          "itself (names beginning with __, such as __consumer_offsets)");
+	const cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");
+	if (fk && !cJSON_IsNull(fk) && !cJSON_IsString(fk))
+		return reject(err, errsz, "field \"forward.key\" must be a string");
+	const cJSON *fh = cJSON_GetObjectItemCaseSensitive(fw, "headers");
+	if (fh && !cJSON_IsNull(fh) && parse_forward_headers(fh, env, err, errsz) != 0)
+		return -1;
+	if (parse_delay(fw, env, err, errsz) != 0)
+		return -1;
+	if (!(env->forward_topic = strdup(ft->valuestring)))
+		return reject(err, errsz, "out of memory");
+	if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
+
+/* The checkback object: url and first_after_ms, both optional. */
+static int parse_checkback(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "checkback");
+	if (!cb || cJSON_IsNull(cb))
+		return 0;
+	if (!cJSON_IsObject(cb))
+		return reject(err, errsz, "field \"checkback\" must be an object");
+	const char *dup = duplicate_member(cb);
+	if (dup) {
+		char nb[72];
+		return reject(err, errsz, "field \"checkback.%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	}
+	const cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");
+	if (url && !cJSON_IsNull(url)) {
+		if (!cJSON_IsString(url) || !envelope_valid_url(url->valuestring))
+			return reject(err, errsz, "field \"checkback.url\" must be an http:// or https:// "
+			                          "URL of at most %d characters", ENVELOPE_URL_MAX);
+		if (!(env->checkback_url = dup_or_null(url->valuestring)))
+			return reject(err, errsz, "out of memory");
+	}
+	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(cb, "first_after_ms");
+	if (fa && !cJSON_IsNull(fa)) {
+		if (!cJSON_IsNumber(fa) || !is_whole(fa->valuedouble, 30.0 * 86400000.0))
+			return reject(err, errsz, "field \"checkback.first_after_ms\" must be an integer "
+			                          "from 0 to 2592000000");
+		env->first_after_ms = (int64_t)fa->valuedouble;
+	}
+	return 0;
+}
+
+/* What the type needs: a prepare a payload and a forward; a commit both
+ * or neither (a one-shot commit, or a decision). */
+static int check_type_needs(const envelope *env, char *err, size_t errsz)
+{
+	if (env->type == ENVELOPE_PREPARE) {
+		if (!env->has_payload)
+			return reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
+		if (!env->forward_topic)
+			return reject(err, errsz, "missing field \"forward\"");
+	} else if (env->type == ENVELOPE_COMMIT) {
+		if (env->has_payload != (env->forward_topic != NULL))
+			return reject(err, errsz, "a one-shot commit needs both a payload and \"forward\"");
+	}
+	return 0;
+}
+
+int envelope_parse(const void *value, size_t len, size_t max_bytes,
+                   envelope *env, char *err, size_t errsz)
+{
+	memset(env, 0, sizeof *env);
+	env->first_after_ms = -1;
+	env->not_before_ms = -1;
+	env->delay_ms = -1;
+	const char *text = value;
+	cJSON *root = NULL;
+	if (check_value(value, len, max_bytes, err, errsz) != 0 ||
+	    parse_json(text, len, &root, err, errsz) != 0)
+		return -1;
+	int rc = parse_head(root, env, err, errsz);
+	if (rc == 0)
+		rc = parse_ids(root, text, len, env, err, errsz);
+	if (rc == 0)
+		rc = parse_payload(root, text, len, env, err, errsz);
+	if (rc == 0)
+		rc = parse_forward(root, env, err, errsz);
+	if (rc == 0)
+		rc = parse_checkback(root, env, err, errsz);
+	if (rc == 0 && parse_trace(root, env) != 0)
+		rc = reject(err, errsz, "out of memory");
+	if (rc == 0)
+		rc = check_type_needs(env, err, errsz);
 	cJSON_Delete(root);
-	envelope_free(env);
-	return -1;
+	if (rc != 0)
+		envelope_free(env);
+	return rc;
 }
 
 int envelope_is_oneshot(const envelope *env)
