@@ -172,7 +172,7 @@ static int digit_at(const char *p, size_t len, size_t i)
  * 1.e5); and the escape \u0000 or a \u escape with a non-hex digit (cJSON
  * silently truncates the string there). Runs on text cJSON has accepted.
  * Returns NULL, or the reason. */
-static const char *strict_json_check(const char *p, size_t len)
+const char *strict_json_check(const char *p, size_t len)
 {
 	int in_str = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -224,7 +224,7 @@ static const char *strict_json_check(const char *p, size_t len)
  * inside one another? cJSON stops there with nothing but a position; len
  * ends just after that position, so a deeper level further on does not
  * count. */
-static int nested_too_deep(const char *p, size_t len)
+int nested_too_deep(const char *p, size_t len)
 {
 	int depth = 0, in_str = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -247,7 +247,7 @@ static int nested_too_deep(const char *p, size_t len)
 }
 
 /* Raw scanner over text cJSON has already accepted. */
-static const char *skip_ws(const char *p, const char *end)
+const char *skip_ws(const char *p, const char *end)
 {
 	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
@@ -332,8 +332,8 @@ static int key_equals(const char *ks, const char *ke, const char *name, size_t n
 
 /* Find the raw text of the top-level member named `name`. Returns 1 and the
  * span, or 0 when not found. */
-static int raw_member(const char *text, size_t len, const char *name,
-                      const char **vstart, const char **vend)
+int raw_member(const char *text, size_t len, const char *name,
+               const char **vstart, const char **vend)
 {
 	const char *p = text, *end = text + len;
 	size_t nlen = strlen(name);
@@ -370,7 +370,7 @@ static int raw_member(const char *text, size_t len, const char *name,
 }
 
 /* Copy JSON text dropping whitespace outside strings. */
-static unsigned char *minify(const char *s, const char *e, size_t *outlen)
+unsigned char *minify(const char *s, const char *e, size_t *outlen)
 {
 	unsigned char *out = malloc((size_t)(e - s) + 1);
 	if (!out)
@@ -407,7 +407,7 @@ static int b64val(unsigned char c)
 }
 
 /* Standard base64, padding optional. Returns 0, or -1 on a bad character. */
-static int base64_decode(const char *in, unsigned char **out, size_t *outlen)
+int base64_decode(const char *in, unsigned char **out, size_t *outlen)
 {
 	size_t len = strlen(in);
 	while (len > 0 && in[len - 1] == '=')
