@@ -16,6 +16,7 @@
 #include "envelope_raw.h"
 #include "log.h"
 #include "rfc3339.h"
+#include "topics.h"
 #include "trace.h"
 
 static int reject(char *err, size_t errsz, const char *fmt, ...)
@@ -76,26 +77,6 @@ int envelope_valid_utf8(const unsigned char *s, size_t len)
 		i += n + 1;
 	}
 	return 1;
-}
-
-int envelope_valid_topic(const char *s, size_t len)
-{
-	if (len == 0 || len > 249)
-		return 0;
-	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-int envelope_reserved_topic(const char *s, size_t len)
-{
-	return len >= 2 && s[0] == '_' && s[1] == '_';
 }
 
 int envelope_valid_url(const char *s)
