@@ -49,7 +49,7 @@ tp_key intake_msg_tp(const rd_kafka_message_t *m)
 	return m->rkt ? tp_of(rd_kafka_topic_name(m->rkt), m->partition) : -1;
 }
 
-static int in_list(const tp_key *parts, size_t n, tp_key p)
+int intake_tp_in(const tp_key *parts, size_t n, tp_key p)
 {
 	for (size_t i = 0; i < n; i++)
 		if (parts[i] == p)
@@ -62,7 +62,7 @@ size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n)
 	size_t kept = 0, dropped = 0, judged = 0;
 	b->bytes = 0;
 	for (size_t i = 0; i < b->n; i++) {
-		if (in_list(parts, n, b->recs[i].tp)) {
+		if (intake_tp_in(parts, n, b->recs[i].tp)) {
 			envelope_free(&b->recs[i].env);
 			rd_kafka_message_destroy(b->msgs[i]);
 			dropped++;
@@ -97,7 +97,7 @@ static int cmp_tp(const void *a, const void *b)
 
 static void fenced_add(intake *in, tp_key p)
 {
-	if (in_list(in->fenced, in->nfenced, p))
+	if (intake_tp_in(in->fenced, in->nfenced, p))
 		return;
 	tp_key *n = realloc(in->fenced, (in->nfenced + 1) * sizeof *n);
 	if (!n) {
@@ -335,7 +335,7 @@ done:
 	free(st);
 }
 
-static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+void intake_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
 	intake *in = opaque;
@@ -417,7 +417,7 @@ const tp_key *intake_fenced(const intake *in, size_t *n)
  * at its position (the next record it hands over) or, before it handed
  * any, where it was started. Pauses stay as they were (librdkafka keeps
  * them across assignments). */
-static void restart_partitions(intake *in, rd_kafka_topic_partition_list_t *l)
+void intake_restart(intake *in, rd_kafka_topic_partition_list_t *l)
 {
 	for (int i = 0; i < l->cnt; i++) {
 		char at[32] = "the beginning";
@@ -545,7 +545,7 @@ static void serve_stalled(intake *in)
 		intake_list_add(l, s->tp)->offset = to;
 	}
 	if (l) {
-		restart_partitions(in, l);
+		intake_restart(in, l);
 		rd_kafka_topic_partition_list_destroy(l);
 	}
 }
@@ -621,7 +621,7 @@ void intake_retake(intake *in, const store_owned *own, const int64_t *next_offse
 	if (e)
 		rd_kafka_error_destroy(e);
 	if (stopped->cnt > 0)
-		restart_partitions(in, stopped);
+		intake_restart(in, stopped);
 	rd_kafka_topic_partition_list_destroy(stopped);
 	rd_kafka_topic_partition_list_destroy(l);
 	size_t k = 0;
@@ -745,7 +745,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		rd_kafka_conf_destroy(conf);
 		goto fail;
 	}
-	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+	rd_kafka_conf_set_rebalance_cb(conf, intake_rebalance_cb);
 	rd_kafka_conf_set_offset_commit_cb(conf, intake_offset_commit_cb);
 	rd_kafka_conf_set_error_cb(conf, error_cb);
 	rd_kafka_conf_set_opaque(conf, in);
