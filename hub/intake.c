@@ -10,7 +10,7 @@
 #include "clock.h"
 #include "duration.h"
 #include "gap.h"
-#include "intake_int.h"
+#include "intake_state.h"
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "intake_int.h"
+#include "intake_state.h"
 #include "log.h"
 
 /* ---- offsets committed to the group, with this hub's database ---- */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
-#include "intake_int.h"
+#include "intake_state.h"
 #include "kafka.h"
 #include "log.h"
 
