@@ -34,29 +34,6 @@ void intake_batch_free(intake_batch *b)
 	memset(b, 0, sizeof *b);
 }
 
-rd_kafka_topic_partition_t *intake_list_add(rd_kafka_topic_partition_list_t *l, tp_key k)
-{
-	return rd_kafka_topic_partition_list_add(l, tp_topic(k), tp_part(k));
-}
-
-tp_key intake_elem_tp(const rd_kafka_topic_partition_t *e)
-{
-	return tp_of(e->topic, e->partition);
-}
-
-tp_key intake_msg_tp(const rd_kafka_message_t *m)
-{
-	return m->rkt ? tp_of(rd_kafka_topic_name(m->rkt), m->partition) : -1;
-}
-
-int intake_tp_in(const tp_key *parts, size_t n, tp_key p)
-{
-	for (size_t i = 0; i < n; i++)
-		if (parts[i] == p)
-			return 1;
-	return 0;
-}
-
 size_t intake_batch_drop(intake_batch *b, const tp_key *parts, size_t n)
 {
 	size_t kept = 0, dropped = 0, judged = 0;
@@ -117,14 +94,6 @@ static void fenced_remove(intake *in, tp_key p)
 		if (in->fenced[i] != p)
 			in->fenced[k++] = in->fenced[i];
 	in->nfenced = k;
-}
-
-slot *intake_slot_find(intake *in, tp_key p)
-{
-	for (size_t i = 0; i < in->nslots; i++)
-		if (in->slots[i].tp == p)
-			return &in->slots[i];
-	return NULL;
 }
 
 /* Partition p (re)started at offset: no longer stalled. */

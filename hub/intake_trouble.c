@@ -3,6 +3,8 @@
  * refused password or certificate, an ACL hiding the control topic or the
  * group), and the partitions the broker refuses to let it fetch (an ACL
  * with Describe but not Read), for the log and /readyz. */
+#include "intake_trouble.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
