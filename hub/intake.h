@@ -24,6 +24,7 @@
 #include "config.h"
 #include "dbid.h"
 #include "gap.h"
+#include "intake_assign.h"
 #include "intake_offsets.h"
 #include "intake_state.h"
 #include "intake_trouble.h"
@@ -68,26 +69,6 @@ void intake_close(intake *in);
  * membership, another process took this group.instance.id), or NULL. */
 const char *intake_fatal(const intake *in);
 
-/* These partitions were taken by another replica: stop reading them and
- * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
- * still assigns them here, until taken again (a new assignment, or
- * intake_retake()) or revoked. */
-void intake_fence(intake *in, const tp_key *parts, size_t n);
-
-/* Partitions Kafka assigns here that were fenced off, sorted. The pointer
- * stays valid until the next call into intake. */
-const tp_key *intake_fenced(const intake *in, size_t *n);
-
-/* A next_offset for intake_retake(): the partition's first offset. */
-#define INTAKE_FROM_BEGINNING (-2)
-
-/* Take partitions (back) at new epochs (own, taken in PostgreSQL by the
- * caller: fenced or refused ones, or owned ones read again): read each from
- * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING),
- * commit that offset with this hub's identity (back too), and add it to
- * the owned set at its epoch (one whose seek fails is fenced off). */
-void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
-
 /* The lag of each owned partition: the high watermark last seen by the
  * consumer minus its position (both from librdkafka's cache, no broker
  * round trip). Fills up to max entries, skipping partitions whose position
@@ -98,12 +79,6 @@ size_t intake_lag(intake *in, tp_key *parts, int64_t *lag, size_t max);
  * -1 where none), asked of the broker (at most 5 s). Returns 0, or -1
  * when the broker did not answer. */
 int intake_committed(intake *in, const tp_key *parts, size_t n, int64_t *out);
-
-/* Pause / resume reading every owned partition (PostgreSQL is away). The
- * consumer is still polled while paused, so the replica stays in its
- * group. */
-void intake_pause(intake *in);
-void intake_resume(intake *in);
 
 /* Remove the records of these partitions from b (not acknowledged: they
  * are read again by whoever owns them). Returns how many. */

@@ -124,13 +124,4 @@ slot *intake_slot_find(intake *in, tp_key p);
 /* Whether p is one of parts[0..n). */
 int intake_tp_in(const tp_key *parts, size_t n, tp_key p);
 
-/* The consumer's rebalance_cb (opaque: the intake): partitions assigned
- * are taken and started, those revoked or lost let go. */
-void intake_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *parts, void *opaque);
-
-/* Start the partitions of l again at their offsets (librdkafka stopped
- * them: see intake.c). */
-void intake_restart(intake *in, rd_kafka_topic_partition_list_t *l);
-
 #endif
