@@ -1,5 +1,5 @@
 /* intake_offsets.c: the consumer group's committed offsets (see
- * intake_int.h): committed after PostgreSQL's commit, at most once a
+ * intake_offsets.h): committed after PostgreSQL's commit, at most once a
  * second, each with this hub's database as metadata; read on assignment to
  * refuse partitions last worked against another database. */
 #include "intake_offsets.h"

@@ -1,9 +1,13 @@
-/* intake_int.h: what intake.c (the consumer: assignments, reading,
- * fencing) and intake_offsets.c (the group's committed offsets: committing
- * them with this hub's database, judging them on assignment, refusing
- * partitions) share. Not for other modules. Main thread only. */
-#ifndef TXHUB_INTAKE_INT_H
-#define TXHUB_INTAKE_INT_H
+/* intake_state.h: the consumer's state, which the intake's parts share:
+ * intake.c (the consumer: reading, validating, stalled partitions) on top,
+ * intake_assign.c (assignments, fencing, taking back), intake_offsets.c
+ * (the group's committed offsets, with this hub's database; refusing
+ * partitions) and intake_trouble.c (what keeps it from reading) below it,
+ * and this at the bottom. The types are public (intake.h includes this);
+ * struct intake's fields are the intake's own, for no other module. Main
+ * thread only. */
+#ifndef TXHUB_INTAKE_STATE_H
+#define TXHUB_INTAKE_STATE_H
 
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>

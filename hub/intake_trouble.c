@@ -1,5 +1,5 @@
 /* intake_trouble.c: what keeps the consumer from reading, said (see
- * intake_int.h): the last Kafka error while it has not joined its group (a
+ * intake_trouble.h): the last Kafka error while it has not joined its group (a
  * refused password or certificate, an ACL hiding the control topic or the
  * group), and the partitions the broker refuses to let it fetch (an ACL
  * with Describe but not Read), for the log and /readyz. */
