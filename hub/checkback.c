@@ -285,7 +285,7 @@ fail:
 	return -1;
 }
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
+size_t checkback_on_body(char *data, size_t size, size_t nmemb, void *opaque)
 {
 	slot *s = opaque;
 	size_t n = size * nmemb;
@@ -308,13 +308,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
 /* The entry for key (taken over: freed here when it is not kept), or NULL
  * when out of memory. There are never more hosts than busy slots, so the
  * nslots entries always have room. */
-static host_load *host_get(checkback *cb, char *key)
+host_load *checkback_host_get(host_load *hosts, size_t *nhosts, char *key)
 {
 	if (!key)
 		return NULL;
 	host_load *unused = NULL;
-	for (size_t i = 0; i < cb->nhosts; i++) {
-		host_load *h = &cb->hosts[i];
+	for (size_t i = 0; i < *nhosts; i++) {
+		host_load *h = &hosts[i];
 		if (h->key && strcmp(h->key, key) == 0) {
 			free(key);
 			return h;
@@ -323,23 +323,23 @@ static host_load *host_get(checkback *cb, char *key)
 			unused = h;
 	}
 	if (!unused)
-		unused = &cb->hosts[cb->nhosts++];
+		unused = &hosts[(*nhosts)++];
 	unused->key = key;
 	return unused;
 }
 
 /* Let go of h when nothing runs or waits for it any more. */
-static void host_put(checkback *cb, host_load *h)
+void checkback_host_put(host_load *hosts, size_t *nhosts, host_load *h)
 {
 	if (h->running > 0 || h->waiting)
 		return;
 	free(h->key);
 	memset(h, 0, sizeof *h);
-	while (cb->nhosts > 0 && !cb->hosts[cb->nhosts - 1].key)
-		cb->nhosts--;
+	while (*nhosts > 0 && !hosts[*nhosts - 1].key)
+		(*nhosts)--;
 }
 
-static void host_wait(host_load *h, slot *s)
+void checkback_host_wait(host_load *h, slot *s)
 {
 	s->next_waiting = NULL;
 	if (h->last_waiting)
@@ -350,7 +350,7 @@ static void host_wait(host_load *h, slot *s)
 }
 
 /* Take s off h's queue, if it is on it. */
-static void host_unwait(host_load *h, slot *s)
+void checkback_host_unwait(host_load *h, slot *s)
 {
 	slot *prev = NULL;
 	for (slot *w = h->waiting; w; prev = w, w = w->next_waiting) {
@@ -369,7 +369,7 @@ static void host_unwait(host_load *h, slot *s)
 
 /* "host:port" with the host in lower case: what per_host counts by. Two
  * names of one server count apart, as they do for libcurl's limit. */
-static char *host_key(const checkback_url *u)
+char *checkback_host_key(const checkback_url *u)
 {
 	size_t n = strlen(u->host) + 24;
 	char *k = malloc(n);
@@ -395,8 +395,8 @@ static void slot_reset(checkback *cb, slot *s)
 		if (was_running)
 			s->host->running--;
 		else
-			host_unwait(s->host, s);
-		host_put(cb, s->host);
+			checkback_host_unwait(s->host, s);
+		checkback_host_put(cb->hosts, &cb->nhosts, s->host);
 	}
 	curl_slist_free_all(s->headers);
 	free(s->biz_id);
@@ -469,7 +469,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	set_load(cb, +1, 0);
 	/* the URL that was checked, normalized, is the one requested */
 	s->url = checkback_request_url(target.url, c->biz_id, c->message_key);
-	s->host = host_get(cb, host_key(&target));
+	s->host = checkback_host_get(cb->hosts, &cb->nhosts, checkback_host_key(&target));
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
@@ -490,13 +490,13 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 		slot_reset(cb, s);
 		return;
 	}
-	host_wait(s->host, s);
+	checkback_host_wait(s->host, s);
 }
 
 /* The request headers: the attempt, and the signature when a secret is
  * set, made now so that its timestamp is the request's. NULL when out of
  * memory. */
-static struct curl_slist *request_headers(checkback *cb, const slot *s)
+struct curl_slist *checkback_request_headers(const char *secret, const slot *s)
 {
 	char att[40], ts_h[64], sig_h[100], sig[65];
 	char tp_h[TRACE_PARENT_MAX + 16], tst_h[TRACE_STATE_MAX + 16];
@@ -504,9 +504,8 @@ static struct curl_slist *request_headers(checkback *cb, const slot *s)
 	const char *h[6] = {att, NULL, NULL, NULL, NULL, NULL};
 	size_t n = 1;
 	long long ts = (long long)time(NULL);
-	if (*cb->cfg->checkback_secret &&
-	    txhub_checkback_signature(cb->cfg->checkback_secret, ts, s->biz_id, s->message_key,
-	                              sig, sizeof sig) == 0) {
+	if (*secret && txhub_checkback_signature(secret, ts, s->biz_id, s->message_key, sig,
+	                                         sizeof sig) == 0) {
 		snprintf(ts_h, sizeof ts_h, "X-Txhub-Timestamp: %lld", ts);
 		snprintf(sig_h, sizeof sig_h, "X-Txhub-Signature: v2=%s", sig);
 		h[n++] = ts_h;
@@ -537,8 +536,8 @@ static struct curl_slist *request_headers(checkback *cb, const slot *s)
 /* Start the request of a waiting slot (taken off its host's queue). */
 static void start_request(checkback *cb, slot *s)
 {
-	host_unwait(s->host, s);
-	s->headers = request_headers(cb, s);
+	checkback_host_unwait(s->host, s);
+	s->headers = checkback_request_headers(cb->cfg->checkback_secret, s);
 	s->easy = curl_easy_init();
 	if (!s->headers || !s->easy) {
 		log_error("checkback: out of memory starting a request; it is retried later");
@@ -557,7 +556,7 @@ static void start_request(checkback *cb, slot *s)
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, checkback_on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->curl_err);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, s);
