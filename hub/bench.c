@@ -50,20 +50,20 @@ typedef struct {
 	char hub_binary[256]; /* --start-hub runs this txhub; "": this one */
 } opts;
 
-static int64_t now_us(void)
+static inline int64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static int rolled_back(const opts *o, int64_t i)
+static inline int rolled_back(const opts *o, int64_t i)
 {
 	return (int)((uint64_t)(i * 37) % 100) < o->rollback_pct;
 }
 
 /* delayed delivery: independent of rolled_back() (another stride) */
-static int delayed(const opts *o, int64_t i)
+static inline int delayed(const opts *o, int64_t i)
 {
 	return (int)((uint64_t)(i * 53 + 7) % 100) < o->delayed_pct;
 }
@@ -234,8 +234,8 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 
 /* ---- Kafka helpers ---- */
 
-static rd_kafka_t *client(const txhub_config *cfg, rd_kafka_type_t type, const char *const *defaults,
-                          rd_kafka_conf_t *conf)
+rd_kafka_t *bench_client(const txhub_config *cfg, rd_kafka_type_t type,
+                         const char *const *defaults, rd_kafka_conf_t *conf)
 {
 	char err[512];
 	if (!conf && !(conf = kafka_conf_new(cfg, defaults, err, sizeof err))) {
@@ -253,7 +253,7 @@ static rd_kafka_t *client(const txhub_config *cfg, rd_kafka_type_t type, const c
 /* Create topic with o->partitions partitions unless it exists. The embedded
  * broker answers no admin requests: its topics are created on first use,
  * which is said and accepted. */
-static void create_topic(rd_kafka_t *rk, const char *topic, int partitions)
+void bench_create_topic(rd_kafka_t *rk, const char *topic, int partitions)
 {
 	char err[256];
 	rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, err, sizeof err);
@@ -284,7 +284,7 @@ static void create_topic(rd_kafka_t *rk, const char *topic, int partitions)
 /* The partitions of topic and their high watermarks now (the verifier reads
  * from there). Returns the partition count (0 on failure); *high is
  * malloc'd. */
-static int topic_ends(rd_kafka_t *rk, const char *topic, int64_t **high)
+int bench_topic_ends(rd_kafka_t *rk, const char *topic, int64_t **high)
 {
 	const rd_kafka_metadata_t *md = NULL;
 	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
@@ -310,7 +310,7 @@ static int topic_ends(rd_kafka_t *rk, const char *topic, int64_t **high)
 /* How many records the broker deleted from topic's n partitions past
  * start[] (their high watermarks when the run began): its retention ran
  * ahead of the hub, and a "lost" verdict may be the broker's. */
-static int64_t deleted_since(rd_kafka_t *rk, const char *topic, const int64_t *start, int n)
+int64_t bench_deleted_since(rd_kafka_t *rk, const char *topic, const int64_t *start, int n)
 {
 	int64_t deleted = 0;
 	for (int p = 0; start && p < n; p++) {
@@ -520,7 +520,7 @@ typedef struct {
 	int64_t heap, index;         /* bytes: the table, its indexes */
 } pg_counters;
 
-static void pg_counters_read(const txhub_config *cfg, pg_counters *c)
+void bench_pg_read(const txhub_config *cfg, pg_counters *c)
 {
 	memset(c, 0, sizeof *c);
 	PGconn *conn = PQconnectdb(cfg->pg);
@@ -603,17 +603,17 @@ static int wait_hub_ready(const txhub_config *cfg, pid_t pid, int partitions)
 
 /* ---- the generator ---- */
 
-static _Atomic int64_t produce_errors;
+_Atomic int64_t bench_produce_errors;
 
-static void gen_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+void bench_gen_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
 	(void)opaque;
 	if (m->err)
-		atomic_fetch_add(&produce_errors, 1);
+		atomic_fetch_add(&bench_produce_errors, 1);
 }
 
-static void produce(rd_kafka_t *rk, const char *topic, const char *key, const char *value)
+void bench_produce(rd_kafka_t *rk, const char *topic, const char *key, const char *value)
 {
 	for (;;) {
 		rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -622,7 +622,7 @@ static void produce(rd_kafka_t *rk, const char *topic, const char *key, const ch
 			RD_KAFKA_V_END);
 		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
 			if (e)
-				atomic_fetch_add(&produce_errors, 1);
+				atomic_fetch_add(&bench_produce_errors, 1);
 			return;
 		}
 		rd_kafka_poll(rk, 10);
@@ -667,11 +667,11 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 		sprintf(val, "{\"type\":\"prepare\",\"biz_id\":\"bench\",\"message_key\":\"%s\","
 		             "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"%s}}",
 		        mk, payload, o->forward_topic, mk, delay);
-		produce(rk, v->cfg->control_topic, key, val);
+		bench_produce(rk, v->cfg->control_topic, key, val);
 		sprintf(val, "{\"type\":\"%s\",\"biz_id\":\"bench\",\"message_key\":\"%s\"}",
 		        rolled_back(o, i) ? "rollback" : "commit", mk);
 		atomic_store(&v->commit_us[i], now_us());
-		produce(rk, v->cfg->control_topic, key, val);
+		bench_produce(rk, v->cfg->control_topic, key, val);
 		if ((i & 255) == 0)
 			rd_kafka_poll(rk, 0);
 		if (now_us() >= next_report) {
@@ -812,7 +812,7 @@ static void ceiling_cleanup(const txhub_config *cfg, const opts *o, const char *
 /* PostgreSQL alone: transactions per second through the hub's own apply
  * and delivery statements, batches of intake.batch_max records, on two
  * connections. Rows of a control topic of its own, deleted afterwards. */
-static double ceiling_pg(const txhub_config *cfg, const opts *o)
+double bench_ceiling_pg(const txhub_config *cfg, const opts *o)
 {
 	txhub_config c = *cfg; /* (the store copies the strings it keeps) */
 	char topic[300], err[512];
@@ -899,16 +899,16 @@ static void ceiling_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque
 
 /* Kafka alone: transactions per second consumed from one topic and
  * produced to another with the hub's forward-producer settings. */
-static double ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *admin,
-                            const char *payload)
+double bench_ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *admin,
+                           const char *payload)
 {
 	char in[300], out[300], err[512];
 	snprintf(in, sizeof in, "%s.bench-ceiling-in", cfg->control_topic);
 	snprintf(out, sizeof out, "%s.bench-ceiling-out", cfg->control_topic);
-	create_topic(admin, in, o->partitions);
-	create_topic(admin, out, o->partitions);
+	bench_create_topic(admin, in, o->partitions);
+	bench_create_topic(admin, out, o->partitions);
 	int64_t *start = NULL, n = o->ceiling_tx;
-	int parts = topic_ends(admin, in, &start);
+	int parts = bench_topic_ends(admin, in, &start);
 	double rate = -1;
 	static const char *pdef[] = {"linger.ms", "5", NULL};
 	static const char *cdef[] = {"group.id", "txhub-bench-ceiling", "enable.auto.commit", "false",
@@ -917,18 +917,18 @@ static double ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *
 	rd_kafka_conf_t *fconf = forward_producer_conf(cfg, &tmo, err, sizeof err);
 	if (fconf)
 		rd_kafka_conf_set_dr_msg_cb(fconf, ceiling_dr);
-	rd_kafka_t *src = client(cfg, RD_KAFKA_PRODUCER, pdef, NULL);
-	rd_kafka_t *con = client(cfg, RD_KAFKA_CONSUMER, cdef, NULL);
-	rd_kafka_t *fwd = fconf ? client(cfg, RD_KAFKA_PRODUCER, NULL, fconf) : NULL;
+	rd_kafka_t *src = bench_client(cfg, RD_KAFKA_PRODUCER, pdef, NULL);
+	rd_kafka_t *con = bench_client(cfg, RD_KAFKA_CONSUMER, cdef, NULL);
+	rd_kafka_t *fwd = fconf ? bench_client(cfg, RD_KAFKA_PRODUCER, NULL, fconf) : NULL;
 	if (!parts || !src || !con || !fwd)
 		goto done;
 	/* warm up: the out topic's metadata and leaders, outside the timing */
-	produce(fwd, out, "warm-up", payload);
+	bench_produce(fwd, out, "warm-up", payload);
 	rd_kafka_flush(fwd, 30000);
 	for (int64_t i = 0; i < n; i++) {
 		char key[32];
 		snprintf(key, sizeof key, "%lld", (long long)i);
-		produce(src, in, key, payload);
+		bench_produce(src, in, key, payload);
 	}
 	rd_kafka_flush(src, 60000);
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(parts);
@@ -1035,7 +1035,7 @@ typedef struct {
 	pg_counters pg_before, pg_after;
 } results;
 
-static int report(const verifier *v, const results *r)
+int bench_report(const verifier *v, const results *r)
 {
 	const opts *o = v->o;
 	int64_t lost = v->committed - atomic_load(&v->arrived);
@@ -1073,7 +1073,7 @@ static int report(const verifier *v, const results *r)
 	cJSON_AddNumberToObject(j, "lost", (double)lost);
 	cJSON_AddNumberToObject(j, "duplicated", (double)dup);
 	cJSON_AddNumberToObject(j, "wrong", (double)wrong);
-	cJSON_AddNumberToObject(j, "produce_errors", (double)atomic_load(&produce_errors));
+	cJSON_AddNumberToObject(j, "produce_errors", (double)atomic_load(&bench_produce_errors));
 	cJSON_AddNumberToObject(j, "broker_deleted", (double)r->broker_deleted);
 	add_num(j, "hub_cpu_s", r->hub_cpu_s);
 	add_num(j, "hub_peak_rss_mib", r->hub_rss_mib);
@@ -1152,10 +1152,10 @@ static int verifier_init(verifier *v, const txhub_config *cfg, const opts *o, rd
 	const char *cdef[] = {"group.id", group, "enable.auto.commit", "false",
 	                      "isolation.level", "read_committed", "enable.partition.eof", "false",
 	                      NULL};
-	v->nparts = topic_ends(admin, o->forward_topic, &v->start);
+	v->nparts = bench_topic_ends(admin, o->forward_topic, &v->start);
 	if (!v->commit_us || !v->first_us || !v->arrivals || !v->nparts)
 		return -1;
-	v->rk = client(cfg, RD_KAFKA_CONSUMER, cdef, NULL);
+	v->rk = bench_client(cfg, RD_KAFKA_CONSUMER, cdef, NULL);
 	atomic_store(&v->generating, 1);
 	return v->rk ? 0 : -1;
 }
@@ -1209,8 +1209,8 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 	                             "max.in.flight.requests.per.connection", "1", NULL};
 	rd_kafka_conf_t *pc = kafka_conf_new(cfg, pdef, NULL, 0);
 	if (pc)
-		rd_kafka_conf_set_dr_msg_cb(pc, gen_dr);
-	rd_kafka_t *gen = pc ? client(cfg, RD_KAFKA_PRODUCER, NULL, pc) : NULL;
+		rd_kafka_conf_set_dr_msg_cb(pc, bench_gen_dr);
+	rd_kafka_t *gen = pc ? bench_client(cfg, RD_KAFKA_PRODUCER, NULL, pc) : NULL;
 	char *payload = make_payload(o.payload_bytes);
 	verifier v;
 	memset(&v, 0, sizeof v);
@@ -1224,15 +1224,15 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 		fprintf(stderr, "txhub bench: cannot create the producer\n");
 		goto out;
 	}
-	create_topic(gen, cfg->control_topic, o.partitions);
-	create_topic(gen, o.forward_topic, o.partitions);
+	bench_create_topic(gen, cfg->control_topic, o.partitions);
+	bench_create_topic(gen, o.forward_topic, o.partitions);
 	if (o.tenants && define_tenants(cfg, &o) != 0)
 		goto out;
 	if (verifier_init(&v, cfg, &o, gen) != 0) {
 		fprintf(stderr, "txhub bench: cannot read the forward topic %s\n", o.forward_topic);
 		goto out;
 	}
-	int cparts = topic_ends(gen, cfg->control_topic, &cstart);
+	int cparts = bench_topic_ends(gen, cfg->control_topic, &cstart);
 	if (o.start_hub && !o.preload) {
 		hub = start_hub(&o, hub_args);
 		if (wait_hub_ready(cfg, hub, cparts) != 0) {
@@ -1253,7 +1253,7 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 	double cpu0 = 0, rss;
 	if (o.hub_pid)
 		hub_usage(o.hub_pid, &cpu0, &rss);
-	pg_counters_read(cfg, &r.pg_before);
+	bench_pg_read(cfg, &r.pg_before);
 	pthread_t th;
 	pthread_create(&th, NULL, verify, &v);
 	r.start_us = now_us();
@@ -1294,16 +1294,16 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 		stop_hub(hub);
 		hub = 0;
 	}
-	pg_counters_read(cfg, &r.pg_after); /* before the ceilings write their own rows */
+	bench_pg_read(cfg, &r.pg_after); /* before the ceilings write their own rows */
 	if (o.ceilings && !signals_stop_requested()) {
 		fprintf(stderr, "bench: measuring the PostgreSQL ceiling (%lld tx)\n",
 		        (long long)o.ceiling_tx);
-		r.ceiling_pg = ceiling_pg(cfg, &o);
+		r.ceiling_pg = bench_ceiling_pg(cfg, &o);
 		fprintf(stderr, "bench: measuring the Kafka ceiling (%lld tx)\n", (long long)o.ceiling_tx);
-		r.ceiling_kafka = ceiling_kafka(cfg, &o, gen, payload);
+		r.ceiling_kafka = bench_ceiling_kafka(cfg, &o, gen, payload);
 	}
-	r.broker_deleted = deleted_since(gen, cfg->control_topic, cstart, cparts);
-	status = report(&v, &r);
+	r.broker_deleted = bench_deleted_since(gen, cfg->control_topic, cstart, cparts);
+	status = bench_report(&v, &r);
 out:
 	free(cstart);
 	if (hub)
