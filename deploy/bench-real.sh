@@ -40,7 +40,9 @@ n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
 [ "$rates" = none ] && rates=
 repeat=${TXHUB_BENCH_REPEAT:-1}
-IFS='|' read -r -a variants <<< "${TXHUB_BENCH_VARIANTS:-}"
+# (a sentinel field keeps a trailing empty variant, e.g. "A|": read drops it)
+IFS='|' read -r -a variants <<< "${TXHUB_BENCH_VARIANTS:-}|."
+unset 'variants[${#variants[@]}-1]'
 [ ${#variants[@]} -gt 0 ] || variants=("")
 modes=${TXHUB_BENCH_MODES:-at_least_once exactly_once}
 out=${TXHUB_BENCH_OUT:-/tmp/txhub-bench-real}
