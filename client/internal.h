@@ -17,7 +17,7 @@ txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, cons
 /* Validate an id (biz_id or message_key) named `what`; TXHUB_OK or
  * TXHUB_ERR_INVALID with the reason. s may hold len bytes, not
  * NUL-terminated. */
-/* hub/rfc3339.h's rfc3339_parse, under an internal name (client/rfc3339.c). */
+/* hub/lib/rfc3339.h's rfc3339_parse, under an internal name (client/rfc3339.c). */
 int txhubi_rfc3339_parse(const char *s, size_t len, int64_t *ms, char *err, size_t errsz);
 
 txhub_status txhubi_check_id(const char *what, const void *s, size_t len, size_t max,

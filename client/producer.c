@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../hub/lib/clock.h" /* header-only: the hub's deadlines */
 #include "internal.h"
 
 struct txhub_producer {
@@ -240,14 +241,7 @@ txhub_status txhub_producer_flush(txhub_producer *p, int timeout_ms)
 {
 	if (!p)
 		return TXHUB_ERR_INVALID;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = clock_deadline(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&p->mu);
 	while (p->inflight > 0 && rc != ETIMEDOUT)

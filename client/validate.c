@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../hub/lib/utf8.h" /* the hub's decoder, compiled into this library */
 #include "internal.h"
 
 txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, const char *fmt, ...)
@@ -21,57 +22,7 @@ txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, cons
 	return st;
 }
 
-/* Decode one UTF-8 sequence at s[0..len); returns its length (1..4) and the
- * code point, or 0 when invalid (overlong, surrogate, above U+10FFFF). */
-static size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp)
-{
-	unsigned char c = s[0];
-	size_t n;
-	uint32_t v;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		v = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		v = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		v = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (len < n)
-		return 0;
-	for (size_t k = 1; k < n; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[k] & 0x3f);
-	}
-	if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || v > 0x10ffff ||
-	    (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return n;
-}
-
-int txhub_valid_utf8(const void *s, size_t len)
-{
-	const unsigned char *p = s;
-	if (!p && len)
-		return 0;
-	for (size_t i = 0; i < len;) {
-		uint32_t cp;
-		size_t n = utf8_next(p + i, len - i, &cp);
-		if (!n)
-			return 0;
-		i += n;
-	}
-	return 1;
-}
+int txhub_valid_utf8(const void *s, size_t len) { return utf8_valid(s, len); }
 
 /* C0, DEL and C1 (U+0080..U+009F): Unicode's control characters. */
 static int is_control(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
@@ -83,7 +34,7 @@ int txhub_valid_id(const char *s, size_t len, size_t max)
 		return 0;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
-		size_t n = utf8_next(p + i, len - i, &cp);
+		size_t n = utf8_decode(p + i, len - i, &cp);
 		if (!n || is_control(cp))
 			return 0;
 		i += n;

@@ -13,52 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "admin_print.h"
 #include "config.h"
 #include "ops.h"
 #include "store.h"
-
-typedef enum {
-	ADMIN_STATUS,
-	ADMIN_LIST,
-	ADMIN_SHOW,
-	ADMIN_RESOLVE,
-	ADMIN_REDRIVE,
-	ADMIN_PURGE,
-	ADMIN_SKIP,
-} admin_command;
-
-/* Most --status options one list takes. */
-#define ADMIN_MAX_STATUSES 16
-
-/* A parsed command. Strings point into the argv given to admin_parse()
- * and live as long as it does. */
-typedef struct {
-	admin_command cmd;
-	const char *name;                /* the command word */
-	int help;                        /* -h or --help: print the usage, do nothing */
-	int json;                        /* --json */
-	const char *biz_id;              /* BIZ, or list's / redrive's --biz */
-	const char *message_key;         /* KEY */
-	/* list */
-	const char *statuses[ADMIN_MAX_STATUSES];
-	size_t nstatuses;
-	const char *send_status;
-	int64_t since_ms;                /* with since_set */
-	int since_set;                   /* --since given (0s too: nothing is that new) */
-	int limit;                       /* default 100 */
-	const char *tenant;              /* list's, status's --tenant */
-	const char *trace_id;            /* list's --trace (32 lowercase hex digits) */
-	/* resolve */
-	ops_decision decision;
-	const char *reason;              /* NULL: none given */
-	int scheduled;                   /* list --scheduled */
-	/* redrive */
-	int all_failed;
-	int now;                         /* --now: a scheduled message, due now */
-	/* purge */
-	int64_t older_than_ms;
-	int dry_run;
-} admin_args;
 
 /* 1 when name is one of the admin commands. */
 int admin_is_command(const char *name);
@@ -111,10 +69,6 @@ int admin_usage_error(char *err, size_t errsz, const char *fmt, ...)
  * failed, after "txhub <what>: <reason>" on standard error (exit 1). */
 store *admin_open(const txhub_config *cfg, const char *what, char *actor, size_t actorsz);
 
-/* doc as one line of JSON on standard output (--json). Returns 0, or -1
- * when out of memory (nothing printed). */
-int admin_print_json(const cJSON *doc);
-
 /* The operator running the command, for the history: the effective user's
  * name (getpwuid), else $USER or $LOGNAME, else "uid N"; "root (sudo:
  * alice)" when root came from sudo. */
@@ -122,15 +76,5 @@ void admin_actor(char *out, size_t outsz);
 
 /* The admin commands' lines for `txhub help`. */
 void admin_write_help(FILE *out);
-
-/* Text for a terminal: printable UTF-8 kept, control characters (C0, DEL,
- * C1), invalid UTF-8 and the backslash written as \xNN, so nothing a
- * producer stored can move the cursor or hide a character. Returns a new
- * string (the caller frees it), NULL when out of memory. Pure. */
-char *admin_escape(const char *s);
-
-/* Characters (code points) of a valid UTF-8 string: its width in a table
- * of admin_escape()d cells. Pure. */
-size_t admin_width(const char *s);
 
 #endif

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "duration.h"
-#include "envelope.h"
+#include "utf8.h"
 
 /* ---- text for terminals ---- */
 
@@ -21,15 +22,11 @@ char *admin_escape(const char *s)
 		return NULL;
 	const unsigned char *p = (const unsigned char *)s;
 	while (*p) {
-		/* the length of a valid, printable UTF-8 sequence starting here */
-		size_t n = *p >= 0x20 && *p < 0x7f && *p != '\\' ? 1
-		           : *p >= 0xc2 && *p <= 0xdf           ? 2
-		           : *p >= 0xe0 && *p <= 0xef           ? 3
-		           : *p >= 0xf0 && *p <= 0xf4           ? 4
-		                                                : 0;
-		if (n > 1 && (strnlen((const char *)p, n) < n ||
-		              !envelope_valid_utf8(p, n) || (p[0] == 0xc2 && p[1] <= 0x9f)))
-			n = 0; /* invalid, cut short, or a C1 control */
+		/* a valid, printable UTF-8 sequence starting here, or 0 */
+		uint32_t cp;
+		size_t n = utf8_decode(p, strnlen((const char *)p, 4), &cp);
+		if (n && (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == '\\'))
+			n = 0; /* a C0 or C1 control, DEL, or the backslash */
 		if (n == 0) {
 			o += sprintf(o, "\\x%02X", *p);
 			p++;
@@ -70,16 +67,12 @@ typedef struct {
 
 static void table_cell(table *t, const char *text)
 {
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		char **c = realloc(t->cells, cap * sizeof *c);
-		if (!c) {
-			t->oom = 1;
-			return;
-		}
-		t->cells = c;
-		t->cap = cap;
+	char **c = array_grow(t->cells, &t->cap, t->n + 1, sizeof *c);
+	if (!c) {
+		t->oom = 1;
+		return;
 	}
+	t->cells = c;
 	char *e = admin_escape(text ? text : "-");
 	if (!e)
 		t->oom = 1;

@@ -41,13 +41,6 @@ struct alert {
 	alert_stats stats;
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Append it to the queue; the caller holds al->mu. */
 static void append(alert *al, item *it)
 {
@@ -106,7 +99,7 @@ static void *run(void *arg)
 	CURL *c = curl_easy_init();
 	pthread_mutex_lock(&al->mu);
 	for (;;) {
-		int64_t now = mono_ms();
+		int64_t now = clock_ms();
 		if (al->stopping && (!al->head || now >= al->give_up_at))
 			break;
 		/* the earliest due item (the queue is short; a scan is fine) */
@@ -161,7 +154,7 @@ static void *run(void *arg)
 			int64_t d = backoff_delay(best->attempts, ALERT_BACKOFF_MS, ALERT_BACKOFF_MAX_MS,
 			                          backoff_random());
 			log_warn("alert: webhook: %s; retrying in %lld ms", why, (long long)d);
-			best->due_ms = mono_ms() + d;
+			best->due_ms = clock_ms() + d;
 			append(al, best);
 		}
 	}
@@ -314,7 +307,7 @@ static void raise_alert(alert *al, const alert_what *w)
 		return;
 	}
 	it->json = json;
-	it->due_ms = mono_ms();
+	it->due_ms = clock_ms();
 	pthread_mutex_lock(&al->mu);
 	if (al->queued >= ALERT_QUEUE_MAX || al->stopping) {
 		al->stats.dropped++;
@@ -362,7 +355,7 @@ void alert_stop(alert *al, int wait_ms)
 	if (al->running) {
 		pthread_mutex_lock(&al->mu);
 		al->stopping = 1;
-		al->give_up_at = mono_ms() + wait_ms;
+		al->give_up_at = clock_ms() + wait_ms;
 		pthread_cond_signal(&al->cv);
 		pthread_mutex_unlock(&al->mu);
 		pthread_join(al->thread, NULL);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bench_int.h"
+#include "clock.h"
 #include "forward.h"
 #include "kafka.h"
 #include "signals.h"
@@ -217,7 +218,7 @@ static int64_t tx_of(const verifier *v, const rd_kafka_message_t *m)
 
 static void arrived(verifier *v, const rd_kafka_message_t *m)
 {
-	int64_t t = now_us(), i = tx_of(v, m);
+	int64_t t = clock_us(), i = tx_of(v, m);
 	if (i < 0) {
 		atomic_fetch_add(&v->foreign, 1);
 		return;
@@ -258,9 +259,9 @@ static void *verify(void *arg)
 		if (atomic_load(&v->generating) || !done)
 			continue;
 		if (atomic_load(&v->arrived) >= v->committed &&
-		    now_us() - done > 1000000) /* a second more, for late duplicates */
+		    clock_us() - done > 1000000) /* a second more, for late duplicates */
 			break;
-		if (now_us() - done > (int64_t)v->o->drain_s * 1000000 || signals_stop_requested())
+		if (clock_us() - done > (int64_t)v->o->drain_s * 1000000 || signals_stop_requested())
 			break;
 	}
 	return NULL;
@@ -387,7 +388,7 @@ static int wait_hub_ready(const txhub_config *cfg, pid_t pid, int partitions)
 
 static void progress(const verifier *v, int64_t i, int64_t t0, const char *what)
 {
-	double s = (double)(now_us() - t0) / 1e6;
+	double s = (double)(clock_us() - t0) / 1e6;
 	fprintf(stderr, "bench: %6.1f s  %s %lld of %lld tx (%.0f/s)  forwarded %lld of %lld\n", s,
 	        what, (long long)i, (long long)v->o->count, s > 0 ? (double)i / s : 0.0,
 	        (long long)atomic_load(&v->arrived), (long long)v->committed);
@@ -402,10 +403,10 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 	char *val = malloc(strlen(payload) + 512);
 	if (!val)
 		return;
-	int64_t t0 = now_us(), next_report = t0 + 1000000;
+	int64_t t0 = clock_us(), next_report = t0 + 1000000;
 	for (int64_t i = 0; i < o->count && !signals_stop_requested(); i++) {
 		if (o->rate > 0) {
-			int64_t due = t0 + (int64_t)((double)i * 1e6 / o->rate), wait = due - now_us();
+			int64_t due = t0 + (int64_t)((double)i * 1e6 / o->rate), wait = due - clock_us();
 			if (wait > 0) {
 				rd_kafka_poll(rk, 0);
 				usleep((useconds_t)wait);
@@ -426,11 +427,11 @@ static void generate(verifier *v, rd_kafka_t *rk, const char *payload)
 		bench_produce(rk, v->cfg->control_topic, key, val);
 		sprintf(val, "{\"type\":\"%s\",\"biz_id\":\"bench\",\"message_key\":\"%s\"}",
 		        rolled_back(o, i) ? "rollback" : "commit", mk);
-		atomic_store(&v->commit_us[i], now_us());
+		atomic_store(&v->commit_us[i], clock_us());
 		bench_produce(rk, v->cfg->control_topic, key, val);
 		if ((i & 255) == 0)
 			rd_kafka_poll(rk, 0);
-		if (now_us() >= next_report) {
+		if (clock_us() >= next_report) {
 			progress(v, i + 1, t0, "produced");
 			next_report += 1000000;
 		}
@@ -582,7 +583,7 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 	bench_pg_read(cfg, &r.pg_before);
 	pthread_t th;
 	pthread_create(&th, NULL, verify, &v);
-	r.start_us = now_us();
+	r.start_us = clock_us();
 	generate(&v, gen, payload);
 	int64_t drain_from = 0;
 	if (o.preload) {
@@ -593,14 +594,14 @@ int bench_main(const txhub_config *given, int argc, char **args, char **hub_args
 		if (wait_hub_ready(cfg, hub, cparts) != 0)
 			fprintf(stderr, "txhub bench: the hub did not take the control topic's %d "
 			                "partitions; see %s\n", cparts, o.hub_log);
-		drain_from = now_us();
+		drain_from = clock_us();
 	}
-	atomic_store(&v.gen_done_us, now_us());
+	atomic_store(&v.gen_done_us, clock_us());
 	atomic_store(&v.generating, 0);
-	int64_t report_at = now_us() + 1000000;
+	int64_t report_at = clock_us() + 1000000;
 	while (atomic_load(&v.gen_done_us) && pthread_tryjoin_np(th, NULL) == EBUSY) {
 		usleep(50000);
-		if (now_us() >= report_at) {
+		if (clock_us() >= report_at) {
 			progress(&v, o.count, r.start_us, "produced");
 			report_at += 1000000;
 		}

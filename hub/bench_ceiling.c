@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench_int.h"
+#include "clock.h"
 #include "envelope.h"
 #include "forward.h"
 #include "store.h"
@@ -170,7 +171,7 @@ double bench_ceiling_pg(const txhub_config *cfg, const opts *o)
 	               NULL, NULL, 0, 0};
 	pthread_t th;
 	pthread_create(&th, NULL, deliver, &d);
-	int64_t t0 = now_us();
+	int64_t t0 = clock_us();
 	size_t per = (size_t)cfg->intake_batch_max, total = (size_t)(2 * n);
 	for (size_t i = 0; i < total && !d.failed; i += per) {
 		size_t k = total - i < per ? total - i : per;
@@ -201,7 +202,7 @@ double bench_ceiling_pg(const txhub_config *cfg, const opts *o)
 	pthread_mutex_unlock(&d.mu);
 	pthread_join(th, NULL);
 	if (!d.failed)
-		rate = (double)n / ((double)(now_us() - t0) / 1e6);
+		rate = (double)n / ((double)(clock_us() - t0) / 1e6);
 done:
 	for (int64_t i = 0; recs && texts && i < 2 * n; i++) {
 		envelope_free(&recs[i].env);
@@ -268,13 +269,13 @@ double bench_ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *a
 	rd_kafka_assign(con, l);
 	rd_kafka_topic_partition_list_destroy(l);
 	atomic_store(&ceiling_delivered, 0);
-	int64_t t0 = 0, got = 0, deadline = now_us() + 120000000;
+	int64_t t0 = 0, got = 0, deadline = clock_us() + 120000000;
 	/* (the warm-up's report was served by the flush above) */
-	while (atomic_load(&ceiling_delivered) < n && now_us() < deadline) {
+	while (atomic_load(&ceiling_delivered) < n && clock_us() < deadline) {
 		rd_kafka_message_t *m = got < n ? rd_kafka_consumer_poll(con, 100) : NULL;
 		if (m && !m->err) {
 			if (!t0)
-				t0 = now_us();
+				t0 = clock_us();
 			got++;
 			for (;;) {
 				rd_kafka_resp_err_t e = rd_kafka_producev(
@@ -291,7 +292,7 @@ double bench_ceiling_kafka(const txhub_config *cfg, const opts *o, rd_kafka_t *a
 		rd_kafka_poll(fwd, got < n ? 0 : 50);
 	}
 	if (t0 && atomic_load(&ceiling_delivered) >= n)
-		rate = (double)n / ((double)(now_us() - t0) / 1e6);
+		rate = (double)n / ((double)(clock_us() - t0) / 1e6);
 	else
 		fprintf(stderr, "txhub bench: Kafka ceiling: %lld of %lld delivered\n",
 		        (long long)atomic_load(&ceiling_delivered), (long long)n);

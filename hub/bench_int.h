@@ -1,6 +1,6 @@
 /* bench_int.h: what the parts of `txhub bench` share: its options, the
- * run's plan (which transactions roll back or are delayed), its clock, the
- * verifier's counters and the figures of the result; and the parts'
+ * run's plan (which transactions roll back or are delayed), the verifier's
+ * counters and the figures of the result; and the parts'
  * functions: bench_kafka.c (clients, topics, produce), bench_ceiling.c (the
  * two ceilings), bench_report.c (PostgreSQL's counters, the JSON line). */
 #ifndef TXHUB_BENCH_INT_H
@@ -38,13 +38,6 @@ typedef struct {
 	char hub_log[256];
 	char hub_binary[256]; /* --start-hub runs this txhub; "": this one */
 } opts;
-
-static inline int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static inline int rolled_back(const opts *o, int64_t i)
 {

@@ -30,8 +30,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "checkback_http.h"
+#include "clock.h"
 #include "fault.h"
 #include "log.h"
 #include "metrics.h"
@@ -90,13 +92,6 @@ struct checkback {
 	fault f_store;           /* its errors, each logged once */
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void count(checkback *cb, uint64_t *counter)
 {
 	pthread_mutex_lock(&cb->mu);
@@ -120,14 +115,10 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, tp_key p
                         int32_t claimed, int32_t attempts, store_check_outcome o,
                         const char *error, int64_t retry_in_ms)
 {
-	if (cb->npend == cb->cappend) {
-		size_t cap = cb->cappend ? cb->cappend * 2 : 64;
-		pending *n = realloc(cb->pend, cap * sizeof *n);
-		if (!n)
-			goto oom;
-		cb->pend = n;
-		cb->cappend = cap;
-	}
+	pending *n = array_grow(cb->pend, &cb->cappend, cb->npend + 1, sizeof *n);
+	if (!n)
+		goto oom;
+	cb->pend = n;
 	pending *p = &cb->pend[cb->npend];
 	memset(p, 0, sizeof *p);
 	p->biz_id = strdup(biz);
@@ -148,7 +139,7 @@ static void add_pending(checkback *cb, const char *biz, const char *mk, tp_key p
 	p->r.error = p->error;
 	p->r.retry_in_ms = retry_in_ms;
 	if (cb->npend++ == 0)
-		cb->first_pend_ms = mono_ms();
+		cb->first_pend_ms = clock_ms();
 	return;
 oom:
 	/* the row stays leased and is asked again when the lease ends */
@@ -184,7 +175,7 @@ static void add_unresolved(checkback *cb, const char *biz, const char *mk, tp_ke
 static void store_failed(checkback *cb, const char *err)
 {
 	cb->store_failures++;
-	cb->store_retry_ms = mono_ms() + backoff_delay(cb->store_failures, 200, 5000,
+	cb->store_retry_ms = clock_ms() + backoff_delay(cb->store_failures, 200, 5000,
 	                                               backoff_random());
 	fault_fail(&cb->f_store, err);
 }
@@ -227,7 +218,7 @@ static int write_pending(checkback *cb)
 	for (size_t i = 0; i < cb->npend; i++) {
 		if (cb->pend[i].r.outcome != CHECK_RETRY)
 			continue;
-		int64_t due = mono_ms() + cb->pend[i].r.retry_in_ms;
+		int64_t due = clock_ms() + cb->pend[i].r.retry_in_ms;
 		if (due < cb->next_scan_ms)
 			cb->next_scan_ms = due;
 	}
@@ -397,7 +388,7 @@ static void start_request(checkback *cb, slot *s)
 	s->state = SLOT_RUNNING;
 	s->host->running++;
 	set_load(cb, 0, +1);
-	s->started_ms = mono_ms();
+	s->started_ms = clock_ms();
 	count(cb, &cb->stats.requests);
 }
 
@@ -457,7 +448,7 @@ static void finish_check(checkback *cb, slot *s, CURLcode rc)
 	}
 	static const metrics_checkback outcome[] = {METRICS_CB_COMMITTED, METRICS_CB_ROLLED_BACK,
 	                                            METRICS_CB_UNDECIDED, METRICS_CB_ERROR};
-	metrics_checkback_done(s->tenant, outcome[a], mono_ms() - s->started_ms);
+	metrics_checkback_done(s->tenant, outcome[a], clock_ms() - s->started_ms);
 	switch (a) {
 	case CHECKBACK_COMMITTED:
 		count(cb, &cb->stats.committed);
@@ -612,22 +603,22 @@ static void *run(void *arg)
 		if (stopping)
 			break;
 		take_assignment(cb);
-		int64_t now = mono_ms();
+		int64_t now = clock_ms();
 		if (cb->npend > 0 && now >= cb->store_retry_ms &&
 		    (cb->npend >= WRITE_BATCH || now - cb->first_pend_ms >= WRITE_MS || cb->busy == 0))
 			write_pending(cb);
-		claim(cb, mono_ms());
-		start_waiting(cb, mono_ms());
+		claim(cb, clock_ms());
+		start_waiting(cb, clock_ms());
 
 		int running = 0;
 		curl_multi_perform(cb->multi, &running);
 		collect_finished(cb);
 		/* the answers just read freed connections: start what waits for
 		 * them now (curl_multi_poll() returns at once for new transfers) */
-		start_waiting(cb, mono_ms());
+		start_waiting(cb, clock_ms());
 
 		/* sleep until a socket is ready or the next thing to do */
-		now = mono_ms();
+		now = clock_ms();
 		int64_t wait = SCAN_MAX_MS;
 		if (slots_to_claim(cb)) {
 			int64_t t = cb->next_scan_ms > cb->store_retry_ms ? cb->next_scan_ms
@@ -733,9 +724,7 @@ void checkback_assign(checkback *cb, const owned_set *owned)
 	curl_multi_wakeup(cb->multi);
 	if (!taken)
 		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ASSIGN_WAIT_MS / 1000;
+	struct timespec ts = clock_deadline(ASSIGN_WAIT_MS);
 	pthread_mutex_lock(&cb->mu);
 	int rc = 0;
 	while (cb->acked_gen < gen && rc != ETIMEDOUT)

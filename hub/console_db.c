@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "rows_sql.h"
 #include "tenant_rules.h"
@@ -30,11 +31,7 @@ console_db *console_db_new(const txhub_config *cfg)
 		free(db);
 		return NULL;
 	}
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&db->freed, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&db->freed);
 	pthread_mutex_init(&db->mu, NULL);
 	return db;
 }
@@ -104,9 +101,7 @@ static int alive(PGconn *c)
 /* A free slot, marked busy; -1 after CONSOLE_DB_WAIT_MS. */
 static int claim_slot(console_db *db)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += CONSOLE_DB_WAIT_MS / 1000;
+	struct timespec until = clock_mono_deadline(CONSOLE_DB_WAIT_MS);
 	pthread_mutex_lock(&db->mu);
 	int slot = -1;
 	for (;;) {

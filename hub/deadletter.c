@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "sbuf.h"
+#include "sql.h"
 #include "store.h"
 
 /* The owned partitions are looked at this often for parked rows ... */
@@ -142,11 +143,9 @@ static int read_parked(deadletter *d, const owned_set *own, dl_item **out, char 
 		snprintf(err, errsz, "out of memory");
 		goto done;
 	}
-	r = PQexecParams(store_conn(d->st), SQL_PARKED, 3, NULL, p, NULL, NULL, 1);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		store_error_text(store_conn(d->st), r, err, errsz);
+	r = sql_query(store_conn(d->st), SQL_PARKED, 3, p, 1, err, errsz);
+	if (!r)
 		goto done;
-	}
 	int rows = PQntuples(r);
 	dl_item *items = calloc(rows ? (size_t)rows : 1, sizeof *items);
 	if (!items) {
@@ -233,12 +232,8 @@ static int record_done(deadletter *d, const dl_item *items, size_t n, const char
 		rc = -1;
 	} else if (nok > 0) {
 		const char *p[4] = {sbuf_str(&bb), sbuf_str(&kb), at, d->cfg->forward_dead_letter_topic};
-		PGresult *r = PQexecParams(store_conn(d->st), SQL_DONE, 4, NULL, p, NULL, NULL, 0);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			store_error_text(store_conn(d->st), r, err, errsz);
+		if (sql_command(store_conn(d->st), SQL_DONE, 4, p, err, errsz) != 0)
 			rc = -1;
-		}
-		PQclear(r);
 	}
 	sbuf_free(&bb);
 	sbuf_free(&kb);

@@ -18,6 +18,7 @@
 #include "rfc3339.h"
 #include "topics.h"
 #include "trace.h"
+#include "utf8.h"
 
 static int reject(char *err, size_t errsz, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -41,43 +42,7 @@ const char *envelope_type_name(envelope_type t)
 	return "?";
 }
 
-int envelope_valid_utf8(const unsigned char *s, size_t len)
-{
-	size_t i = 0;
-	while (i < len) {
-		unsigned char c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		size_t n;
-		unsigned int cp;
-		if (c >= 0xc2 && c <= 0xdf) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
-			return 0;
-		}
-		if (len - i - 1 < n)
-			return 0;
-		for (size_t k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += n + 1;
-	}
-	return 1;
-}
+int envelope_valid_utf8(const unsigned char *s, size_t len) { return utf8_valid(s, len); }
 
 int envelope_valid_url(const char *s)
 {

@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "sql.h"
 
 /* Moves next_offset to where the hub reads on (never back for a loss:
  * records the partition applied meanwhile stay applied; back for a
@@ -31,10 +32,9 @@ static gap_report_rc record(store *st, const char *owner, int64_t epoch,
 	snprintf(resume, sizeof resume, "%lld", (long long)g->resume);
 	const char *p[8] = {tp_topic(g->tp), part, ep, gap_kind_name(g->kind), from, to, resume, owner};
 	PGconn *c = (PGconn *)store_conn(st);
-	PGresult *r = PQexecParams(c, SQL_RECORD, 8, NULL, p, NULL, NULL, 0);
+	PGresult *r = sql_query(c, SQL_RECORD, 8, p, 0, err, errsz);
 	gap_report_rc rc = GAP_REPORTED;
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		store_error_text(c, r, err, errsz);
+	if (!r) {
 		metrics_database_error();
 		rc = GAP_FAILED;
 	} else if (PQntuples(r) == 0) {

@@ -7,39 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The length of the valid UTF-8 sequence at s (n bytes left) and its code
- * point, or 0 when the bytes there are not one (overlong forms, surrogates
- * and code points above U+10FFFF included). */
-static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t v, min;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2, v = c & 0x1f, min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3, v = c & 0x0f, min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4, v = c & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return len;
-}
+#include "utf8.h"
 
 static int invisible_bidi(uint32_t cp)
 {
@@ -76,7 +44,7 @@ void html_text_n(sbuf *b, const char *s, size_t len)
 	size_t i = 0;
 	while (i < len) {
 		uint32_t cp;
-		size_t n = utf8_seq(p + i, len - i, &cp);
+		size_t n = utf8_decode(p + i, len - i, &cp);
 		if (n == 0)
 			put_hex_bytes(b, p + i, n = 1);
 		else if (n == 1)

@@ -180,11 +180,7 @@ static void *guard_main(void *arg)
 		if (g->lim.request_ms)
 			close_late(g, now);
 		report(g, now);
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += GUARD_TICK_MS * 1000000L;
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		struct timespec ts = clock_mono_deadline(GUARD_TICK_MS);
 		pthread_cond_timedwait(&g->wake, &g->mu, &ts);
 	}
 	pthread_mutex_unlock(&g->mu);
@@ -194,7 +190,6 @@ static void *guard_main(void *arg)
 http_guard *http_guard_start(const http_guard_limits *limits, char *err, size_t errsz)
 {
 	http_guard *g = calloc(1, sizeof *g);
-	pthread_condattr_t ca;
 	if (!g) {
 		snprintf(err, errsz, "out of memory");
 		return NULL;
@@ -205,10 +200,7 @@ http_guard *http_guard_start(const http_guard_limits *limits, char *err, size_t 
 	g->lim.keys = g->keys;
 	g->library_ms = clock_ms();
 	pthread_mutex_init(&g->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&g->wake);
 	if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
 		snprintf(err, errsz, "cannot start a thread");
 		pthread_cond_destroy(&g->wake);

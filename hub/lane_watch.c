@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -36,7 +37,7 @@ void lane_watch_see(lane_watch *w, tp_key partition, int taken, const char *why,
 		return;
 	}
 	if (!x) {
-		lane_wait *n = realloc(w->waits, (w->n + 1) * sizeof *n);
+		lane_wait *n = array_grow(w->waits, &w->cap, w->n + 1, sizeof *n);
 		if (!n)
 			return; /* out of memory: looked at again next time */
 		w->waits = n;

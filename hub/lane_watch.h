@@ -32,7 +32,7 @@ typedef struct {
 
 typedef struct {
 	lane_wait *waits;
-	size_t n;
+	size_t n, cap;
 	size_t nstuck;    /* waits of alert.lane_stuck_ms or more, at the last look */
 	char reason[700]; /* one line for /readyz while nstuck > 0 */
 } lane_watch;

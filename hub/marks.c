@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+
 struct marks_part {
 	tp_key tp;
 	int frozen;
@@ -26,14 +28,10 @@ static marks_part *find(marks *m, tp_key tp, int add)
 			return &m->parts[i];
 	if (!add)
 		return NULL;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 16;
-		marks_part *n = realloc(m->parts, cap * sizeof *n);
-		if (!n)
-			return NULL;
-		m->parts = n;
-		m->cap = cap;
-	}
+	marks_part *n = array_grow(m->parts, &m->cap, m->n + 1, sizeof *n);
+	if (!n)
+		return NULL;
+	m->parts = n;
 	marks_part *p = &m->parts[m->n++];
 	memset(p, 0, sizeof *p);
 	p->tp = tp;
@@ -67,16 +65,12 @@ int marks_issue(marks *m, tp_key tp, int64_t seq)
 			p->start = 0;
 			p->end = n;
 		}
-		if (p->end == p->cap) {
-			size_t cap = p->cap ? p->cap * 2 : 256;
-			int64_t *s = realloc(p->seq, cap * sizeof *s);
-			if (!s) {
-				p->frozen = 1;
-				return -1;
-			}
-			p->seq = s;
-			p->cap = cap;
+		int64_t *s = array_grow(p->seq, &p->cap, p->end + 1, sizeof *s);
+		if (!s) {
+			p->frozen = 1;
+			return -1;
 		}
+		p->seq = s;
 	}
 	size_t at = p->end > p->start && p->seq[p->end - 1] > seq ? lower_bound(p, seq) : p->end;
 	memmove(p->seq + at + 1, p->seq + at, (p->end - at) * sizeof *p->seq);

@@ -12,6 +12,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "array.h"
+
 #ifndef TXHUB_VERSION
 #define TXHUB_VERSION "0.0.0"
 #endif
@@ -126,14 +128,10 @@ uint64_t *metrics_tally_row_of(metrics_tally *t, metrics_tenant tenant)
 		tenant = METRICS_TENANT_OTHER;
 	if (t->row_of[tenant])
 		return t->rows[t->row_of[tenant] - 1].n;
-	if (t->nrows == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 4;
-		metrics_tally_row *r = realloc(t->rows, cap * sizeof *r);
-		if (!r)
-			return NULL;
-		t->rows = r;
-		t->cap = cap;
-	}
+	metrics_tally_row *grown = array_grow(t->rows, &t->cap, t->nrows + 1, sizeof *grown);
+	if (!grown)
+		return NULL;
+	t->rows = grown;
 	metrics_tally_row *r = &t->rows[t->nrows++];
 	memset(r, 0, sizeof *r);
 	r->tenant = tenant;

@@ -66,57 +66,6 @@ ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, siz
 	return OPS_OK;
 }
 
-/* ---- shared with ops_write.c (ops_sql.h) ---- */
-
-ops_rc ops_db_fail(PGconn *conn, const PGresult *res, char *err, size_t errsz)
-{
-	store_error_text(conn, res, err, errsz);
-	return OPS_DB_ERROR;
-}
-
-ops_rc ops_exec(PGconn *conn, const char *sql, char *err, size_t errsz)
-{
-	PGresult *r = PQexec(conn, sql);
-	ops_rc rc = OPS_OK;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return rc;
-}
-
-void ops_rollback(PGconn *conn)
-{
-	if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) != PQTRANS_IDLE)
-		PQclear(PQexec(conn, "ROLLBACK"));
-}
-
-PGresult *ops_query(PGconn *conn, const char *sql, int n, const char *const *vals, int binary,
-                    char *err, size_t errsz)
-{
-	PGresult *r = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, binary);
-	if (PQresultStatus(r) == PGRES_TUPLES_OK)
-		return r;
-	ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return NULL;
-}
-
-ops_rc ops_command(PGconn *conn, const char *sql, int n, const char *const *vals, char *err,
-                   size_t errsz)
-{
-	PGresult *r = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, 0);
-	ops_rc rc = OPS_OK;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = ops_db_fail(conn, r, err, errsz);
-	PQclear(r);
-	return rc;
-}
-
-int64_t ops_int(const PGresult *r, int row, int col)
-{
-	return PQgetisnull(r, row, col) ? -1 : strtoll(PQgetvalue(r, row, col), NULL, 10);
-}
-
 /* A consistent view for a read: one snapshot for all its statements. */
 static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
 {

@@ -17,6 +17,7 @@
 #include "ops.h"
 #include "ops_sql.h"
 #include "tenant_rules.h"
+#include "utf8.h"
 
 #define TS(c) "to_char(" c " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
@@ -32,20 +33,6 @@ static cJSON *int_or_null(const PGresult *r, int row, int col)
 {
 	return PQgetisnull(r, row, col) ? cJSON_CreateNull()
 	                                : cJSON_CreateNumber((double)ops_int(r, row, col));
-}
-
-/* A cut that split a UTF-8 sequence at the end: the length without the
- * partial sequence, so that a text cut short is still shown as text. */
-static size_t without_partial_utf8(const unsigned char *p, size_t len)
-{
-	for (size_t back = 1; back <= 3 && back <= len; back++) {
-		unsigned char c = p[len - back];
-		if ((c & 0xc0) == 0x80)
-			continue; /* a continuation byte: look further back */
-		size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-		return need > back ? len - back : len;
-	}
-	return len;
 }
 
 /* Add name (text or base64, see ops_payload_text()) and name_encoding for
@@ -65,7 +52,7 @@ static int add_bytes(cJSON *o, const char *name, const PGresult *r, int row, int
 	if (!raw)
 		return -1;
 	if (cut)
-		len = without_partial_utf8(raw, len);
+		len = utf8_complete(raw, len); /* still text, if it was */
 	const char *enc = "utf8";
 	char *text = ops_payload_text(raw, len, &enc);
 	PQfreemem(raw);

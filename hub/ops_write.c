@@ -220,30 +220,55 @@ static ops_rc change_done(PGconn *conn, PGresult *r, int was_flag, const char *c
 	return rc;
 }
 
-ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,
-                   ops_change *out, char *err, size_t errsz)
-{
-	const char *ids[2] = {biz_id, message_key};
+/* One message that a change (redrive, skip) is made to: its ids, and its
+ * status and send_status ("" for none) as change_begin() found them. */
+typedef struct {
+	const char *ids[2];
 	char status[32], send[16];
+} change_row;
+
+/* The start of a change to one message: out zeroed; the ids, the actor
+ * and, when the change takes one (takes_reason), the reason (required)
+ * checked in that order; then BEGIN and the row locked (begin_locked()).
+ * On anything but OPS_OK no transaction is left open. */
+static ops_rc change_begin(PGconn *conn, change_row *c, const char *biz_id,
+                           const char *message_key, const char *actor, int takes_reason,
+                           const char *reason, ops_change *out, char *err, size_t errsz)
+{
+	c->ids[0] = biz_id;
+	c->ids[1] = message_key;
 	memset(out, 0, sizeof *out);
 	ops_rc rc = ops_check_ids(biz_id, message_key, err, errsz);
 	if (rc == OPS_OK)
 		rc = check_actor(actor, err, errsz);
+	if (rc == OPS_OK && takes_reason && !reason)
+		rc = ops_bad(err, errsz, "a reason is required");
+	if (rc == OPS_OK && takes_reason &&
+	    envelope_check_id("reason", reason, OPS_REASON_MAX, err, errsz) != 0)
+		rc = OPS_BAD_ARG;
 	if (rc != OPS_OK)
 		return rc;
-	if ((rc = begin_locked(conn, ids, status, sizeof status, send, sizeof send, err, errsz)) !=
-	    OPS_OK)
+	return begin_locked(conn, c->ids, c->status, sizeof c->status, c->send, sizeof c->send, err,
+	                    errsz);
+}
+
+ops_rc ops_redrive(PGconn *conn, const char *biz_id, const char *message_key, const char *actor,
+                   ops_change *out, char *err, size_t errsz)
+{
+	change_row c;
+	ops_rc rc = change_begin(conn, &c, biz_id, message_key, actor, 0, NULL, out, err, errsz);
+	if (rc != OPS_OK)
 		return rc;
-	if (strcmp(status, "check_failed") != 0 && strcmp(send, "failed") != 0) {
-		refuse(err, errsz, ids, status, send,
+	if (strcmp(c.status, "check_failed") != 0 && strcmp(c.send, "failed") != 0) {
+		refuse(err, errsz, c.ids, c.status, c.send,
 		       "only a check_failed message or a failed send can be redriven");
 		ops_rollback(conn);
 		return OPS_REFUSED;
 	}
 	const char *p[3] = {actor, biz_id, message_key};
 	PGresult *r = ops_query(conn, SQL_REDRIVE, 3, p, 0, err, errsz);
-	return change_done(conn, r, 1, ids, status, send, "its state changed under the lock", out,
-	                   err, errsz);
+	return change_done(conn, r, 1, c.ids, c.status, c.send, "its state changed under the lock",
+	                   out, err, errsz);
 }
 
 /* ---- skip ---- */
@@ -270,24 +295,13 @@ static const char *SQL_SKIP =
 ops_rc ops_skip(PGconn *conn, const char *biz_id, const char *message_key, const char *reason,
                 const char *actor, ops_change *out, char *err, size_t errsz)
 {
-	const char *ids[2] = {biz_id, message_key};
-	char status[32], send[16];
-	memset(out, 0, sizeof *out);
-	ops_rc rc = ops_check_ids(biz_id, message_key, err, errsz);
-	if (rc == OPS_OK)
-		rc = check_actor(actor, err, errsz);
-	if (rc == OPS_OK && !reason)
-		rc = ops_bad(err, errsz, "a reason is required");
-	if (rc == OPS_OK && envelope_check_id("reason", reason, OPS_REASON_MAX, err, errsz) != 0)
-		rc = OPS_BAD_ARG;
+	change_row c;
+	ops_rc rc = change_begin(conn, &c, biz_id, message_key, actor, 1, reason, out, err, errsz);
 	if (rc != OPS_OK)
-		return rc;
-	if ((rc = begin_locked(conn, ids, status, sizeof status, send, sizeof send, err, errsz)) !=
-	    OPS_OK)
 		return rc;
 	const char *p[4] = {actor, biz_id, message_key, reason};
 	PGresult *r = ops_query(conn, SQL_SKIP, 4, p, 0, err, errsz);
-	return change_done(conn, r, 0, ids, status, send,
+	return change_done(conn, r, 0, c.ids, c.status, c.send,
 	                   "only a failed send or one held for an earlier message of its key "
 	                   "(forward.order = key) can be skipped",
 	                   out, err, errsz);

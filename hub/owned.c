@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+
 /* Versions for every set: one counter, so that equal gens mean equal
  * contents even across sets (a copy and its source). Atomic only so that
  * sets on different threads (tests) never draw the same one. */
@@ -56,14 +58,10 @@ int owned_take(owned_set *s, const store_owned *o)
 		}
 		return 0;
 	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		store_owned *n = realloc(s->parts, cap * sizeof *n);
-		if (!n)
-			return -1;
-		s->parts = n;
-		s->cap = cap;
-	}
+	store_owned *n = array_grow(s->parts, &s->cap, s->n + 1, sizeof *n);
+	if (!n)
+		return -1;
+	s->parts = n;
 	memmove(&s->parts[i + 1], &s->parts[i], (s->n - i) * sizeof *s->parts);
 	s->parts[i] = *o;
 	s->n++;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+
 static rewind_mark *find(const rewind_table *t, tp_key tp)
 {
 	for (size_t i = 0; i < t->n; i++)
@@ -18,14 +20,10 @@ int rewind_taken(rewind_table *t, tp_key tp, int64_t epoch, int64_t next_offset,
 {
 	rewind_mark *m = find(t, tp);
 	if (!m) {
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 16;
-			rewind_mark *g = realloc(t->marks, cap * sizeof *g);
-			if (!g)
-				return -1;
-			t->marks = g;
-			t->cap = cap;
-		}
+		rewind_mark *g = array_grow(t->marks, &t->cap, t->n + 1, sizeof *g);
+		if (!g)
+			return -1;
+		t->marks = g;
 		m = &t->marks[t->n++];
 	}
 	m->tp = tp;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "store.h"
+#include "sql.h"
 
 /* ---- the rows ---- */
 
@@ -83,7 +83,7 @@ int tenant_rows_read(PGconn *conn, tenant_rows *rows, char *err, size_t errsz)
 	memset(rows, 0, sizeof *rows);
 	PGresult *r = PQexec(conn, SQL_ROWS);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		store_error_text(conn, r, err, errsz);
+		sql_error_text(conn, r, err, errsz);
 		PQclear(r);
 		return -1;
 	}
@@ -173,7 +173,7 @@ static int fingerprint(PGconn *conn, char *out, size_t outsz, char *err, size_t 
 	if (ok)
 		snprintf(out, outsz, "%s", PQgetvalue(r, 0, 0));
 	else
-		store_error_text(conn, r, err, errsz);
+		sql_error_text(conn, r, err, errsz);
 	PQclear(r);
 	return ok ? 0 : -1;
 }

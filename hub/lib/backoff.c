@@ -4,6 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 int64_t backoff_nominal(int64_t attempt, int64_t base_ms, int64_t max_ms)
 {
 	if (attempt < 1)
@@ -29,8 +31,7 @@ double backoff_random(void)
 {
 	static __thread uint64_t s;
 	if (!s) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
+		struct timespec ts = clock_mono();
 		s = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ 0x9e3779b97f4a7c15ull;
 	}
 	s ^= s << 13;
