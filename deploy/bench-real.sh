@@ -10,6 +10,8 @@
 #      "2000:60 10000:30"; "none": no open loop), the hub running:
 #      commit-to-forward latency;
 #
+# (TXHUB_BENCH_DRAIN=none leaves out the drains: open loops only)
+#
 # both for each forward.mode of TXHUB_BENCH_MODES (default "at_least_once
 # exactly_once"), each TXHUB_BENCH_REPEAT times (default 1), with the
 # arguments of TXHUB_BENCH_VARIANTS in turn when set: "|"-separated
@@ -25,7 +27,7 @@
 # TXHUB_BENCH_VARIANTS="--hub-binary /tmp/txhub-040/build-rel/txhub|" to
 # alternate 0.4.0 and this version run by run.
 #
-# Each run prints one JSON line on stdout (see README, Benchmark); the hub's
+# Each run prints one JSON line on stdout (see docs/benchmark.md); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
 #
 #   deploy/bench-real.sh TXHUB_BINARY [N]
@@ -98,7 +100,8 @@ for ((rep = 1; rep <= repeat; rep++)); do
       tag=${mode%%_*} # at, exactly
       seq=$((seq + 1))
       # shellcheck disable=SC2086 # a variant is a list of arguments
-      run "drain_${tag}_$seq" --start-hub --preload --count "$n" -X forward.mode="$mode" $v
+      [ "${TXHUB_BENCH_DRAIN:-}" = none ] ||
+        run "drain_${tag}_$seq" --start-hub --preload --count "$n" -X forward.mode="$mode" $v
       for r in $rates; do
         rate=${r%%:*} secs=${r##*:}
         # shellcheck disable=SC2086

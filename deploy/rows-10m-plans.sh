@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The plans, with their times, of the operators' commands and of a hub's
-# periodic queries on a database made by deploy/rows-10m.sh (README: Storage).
+# periodic queries on a database made by deploy/rows-10m.sh (docs/architecture.md: Storage).
 # The PostgreSQL server must have auto_explain loaded
 # (shared_preload_libraries = auto_explain); its log file is read back.
 #

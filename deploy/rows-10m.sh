@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A scratch database of N messages (default 10 million) as a hub that ran for two
 # weeks leaves it, to look at the plans of the operators' and the hub's queries
-# (README: Storage). Works on a 0.4-0.5 schema (txhub.messages a table: delivered
+# (docs/architecture.md: Storage). Works on a 0.4-0.5 schema (txhub.messages a table: delivered
 # rows stored 'sent') and on migration 0012's (txhub.message_rows: delivered rows
 # 'pending' at or below their partition's mark), so both can be compared.
 #

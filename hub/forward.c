@@ -38,6 +38,7 @@ typedef struct {
 	int requeue;         /* not attempted after all: the producer died */
 	int64_t fwd_seq;     /* its forward sequence (0: none), for the delivery marks */
 	int reported;        /* counted in the marks */
+	int clear;           /* its row has a last_error: written sent (clearing it) too */
 	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
 	char trace_id[33];   /* from store_forward: for its log lines */
 	/* forward.order = key (order.h) */
@@ -97,6 +98,7 @@ struct forward {
 	order_map *order;  /* forward.order = key: the keys' blockers and queues */
 	order_key **ready; /* keys whose forward was delivered, with more queued */
 	size_t nready, capready;
+	int release;       /* a key's forward was delivered with held ones after it */
 
 	/* shared with the writer, under mu */
 	pthread_mutex_t mu;
@@ -110,6 +112,8 @@ struct forward {
 	forward_stats stats;
 	int64_t failing_since;  /* a copy of the writer's fault, for readiness */
 	int64_t written_ms;     /* when the writer last wrote */
+	int64_t handed_ms;      /* when forward_poll last handed reports over */
+	int64_t synced_ms;      /* every report handed over before this is written */
 	char failing[600];
 
 	/* the writer's */
@@ -537,6 +541,8 @@ static void order_done(forward *fw, fw_item *it)
 {
 	order_key *k = it->okey;
 	it->okey = NULL;
+	if (it->ok && k->blocker != INT64_MAX && k->blocker >= it->src_offset)
+		fw->release = 1; /* it or one after it blocked: held ones may go now */
 	if (it->ok && k->nqueue > 0) { /* the next one goes (forward_poll) */
 		order_key **r = fw->ready;
 		if (fw->nready == fw->capready &&
@@ -601,11 +607,30 @@ static void order_next(forward *fw)
 	}
 }
 
+int64_t forward_reports_synced(forward *fw)
+{
+	pthread_mutex_lock(&fw->mu);
+	int64_t t = fw->synced_ms;
+	pthread_mutex_unlock(&fw->mu);
+	return t;
+}
+
+int forward_take_release(forward *fw)
+{
+	int r = fw->release;
+	fw->release = 0;
+	return r;
+}
+
 void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
-                           const store_blocker_list *b, int64_t started_ms)
+                           const store_blocker_list *b, int64_t started_ms, int64_t synced_ms)
 {
 	if (!fw->order)
 		return;
+	/* a note older than the last report written before the read began is
+	 * in what was read: only the later ones are kept */
+	if (synced_ms + ORDER_STICKY_MS > started_ms)
+		started_ms = synced_ms + ORDER_STICKY_MS;
 	tp_key *parts = calloc(nown ? nown : 1, sizeof *parts);
 	if (!parts)
 		return;
@@ -661,6 +686,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 			continue;
 		}
 		it->fwd_seq = f->fwd_seq;
+		it->clear = f->had_error;
 		if (f->fwd_seq > 0 && issued)
 			issued[nissued++] = (store_mark){f->src_tp, f->fwd_seq};
 		else if (f->fwd_seq > 0)
@@ -894,6 +920,7 @@ void forward_poll(forward *fw, const owned_set *own)
 		}
 	}
 	fw->done.n = 0;
+	fw->handed_ms = clock_ms();
 	pthread_cond_broadcast(&fw->cv);
 	pthread_mutex_unlock(&fw->mu);
 }
@@ -962,7 +989,7 @@ static int write_list(forward *fw, const fw_list *l, const owned_set *own,
 		d[i].message_key = it->message_key;
 		d[i].tp = it->tp;
 		d[i].ok = it->ok;
-		d[i].fwd_seq = it->ok ? it->fwd_seq : 0;
+		d[i].fwd_seq = it->ok && !it->clear ? it->fwd_seq : 0; /* 0: written sent */
 		d[i].requeue = it->requeue;
 		d[i].hold = it->hold;
 		d[i].error = it->error ? it->error : "delivery failed (out of memory describing why)";
@@ -970,9 +997,12 @@ static int write_list(forward *fw, const fw_list *l, const owned_set *own,
 		                                 backoff_random());
 	}
 	store_forward_list failed = {0};
+	int64_t t0 = clock_ms();
 	store_rc rc = store_record_deliveries(fw->st, own->parts, own->n, d, l->n, max_attempts,
 	                                      marks, nmarks, &failed, err, errsz);
 	free(d);
+	log_debug("forward: %zu delivery report(s) and %zu mark(s) written in %lld ms", l->n, nmarks,
+	          (long long)(clock_ms() - t0));
 	if (rc == STORE_OK)
 		reports_written(fw, l, &failed);
 	store_forward_list_clear(&failed);
@@ -1049,6 +1079,7 @@ static void *write_reports(void *arg)
 			continue;
 		}
 		fw_list l = fw->queue;
+		int64_t handed = fw->handed_ms; /* l holds all handed over before it */
 		memset(&fw->queue, 0, sizeof fw->queue);
 		size_t nmarks = count_reported(fw, &l);
 		store_mark *mk = calloc(nmarks ? nmarks : 1, sizeof *mk);
@@ -1074,6 +1105,7 @@ static void *write_reports(void *arg)
 			marks_unsent(&fw->marks, mk, nmarks);
 		free(mk);
 		if (rc == 0) {
+			fw->synced_ms = handed;
 			list_free(&l);
 			continue;
 		}

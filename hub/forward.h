@@ -85,9 +85,20 @@ forward_stats forward_get_stats(forward *fw);
 
 /* forward.order = key, at_least_once: the blockers of the partitions of own
  * as read from PostgreSQL (store_order_blockers) since started_ms (clock_ms)
- * (order.h). Nothing for exactly_once: each lane reads its own. */
+ * (order.h); synced_ms: forward_reports_synced() taken before that read
+ * (what the forwarder noted before it is in PostgreSQL, and not kept).
+ * Nothing for exactly_once: each lane reads its own. */
 void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
-                           const store_blocker_list *b, int64_t started_ms);
+                           const store_blocker_list *b, int64_t started_ms, int64_t synced_ms);
+
+/* at_least_once: every delivery report handed over before this time
+ * (clock_ms) is written to PostgreSQL. */
+int64_t forward_reports_synced(forward *fw);
+
+/* forward.order = key, at_least_once: whether a key's forward was delivered
+ * with held ones after it since the last call (their release is due now:
+ * store_order_release). */
+int forward_take_release(forward *fw);
 
 /* forward.order = key, at_least_once: keys with a blocker known now. */
 size_t forward_order_blocked_keys(forward *fw);

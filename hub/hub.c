@@ -83,6 +83,7 @@ typedef struct {
 	 * the next one falls due (next_claim, 0: at the next scan) */
 	int claim_more;
 	int64_t next_claim;
+	int64_t claimed_at; /* the last claim began (a release asked for waits 100 ms from it) */
 	int scan_step;         /* the scan's next step (scan_step()) ... */
 	int scan_failed;       /* ... and whether one of its steps failed */
 	janitor_retention sweep;
@@ -770,21 +771,19 @@ static int order_read(hub *h, const store_owned *own, size_t n, int taken, char 
 	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
 		return 0;
 	store_blocker_list b = {0};
-	int64_t started = now_ms();
+	int64_t started = now_ms(), synced = forward_reports_synced(h->fw);
 	if (store_order_blockers(h->st, own, n, taken, &b, err, errsz) != STORE_OK)
 		return -1;
-	forward_order_refresh(h->fw, own, n, &b, started);
+	forward_order_refresh(h->fw, own, n, &b, started, synced);
 	store_blocker_list_clear(&b);
 	return 0;
 }
 
-/* forward.order = key: the blockers read again, then the held rows whose
- * blockers are gone made due. Returns 0, or -1 with err. */
-static int order_scan(hub *h, char *err, size_t errsz)
+/* forward.order = key: the held rows whose blockers are gone made due.
+ * Returns 0, or -1 with err. */
+static int order_release(hub *h, char *err, size_t errsz)
 {
 	const owned_set *own = &h->owned;
-	if (order_read(h, own->parts, own->n, 0, err, errsz) != 0)
-		return -1;
 	size_t released = 0;
 	if (store_order_release(h->st, own->parts, own->n, 0, &released, err, errsz) != STORE_OK)
 		return -1;
@@ -793,10 +792,19 @@ static int order_scan(hub *h, char *err, size_t errsz)
 	return 0;
 }
 
-/* The forwards due again (retries, leases run out) and those decided
- * outside a batch (check-back answers, operators): at_least_once claims
- * and sends them; exactly_once gives them the next forward sequences of
- * their partitions and wakes the lanes. */
+/* Rows claimed (or sequenced) by one due scan at most: again at once while
+ * a claim comes back full. */
+#define DUE_CLAIM_MAX 5000
+
+/* The forwards due again (retries, leases run out, delayed messages due,
+ * chains of held ones released) and those decided outside a batch
+ * (check-back answers, operators): they get the next forward sequences of
+ * their partitions, so that the delivery marks record them (no `sent`
+ * write per row); exactly_once wakes the lanes, at_least_once sends them,
+ * and claims besides what has a sequence and was lost (a lease run out).
+ * forward.order = key: released first, and the blockers read after the
+ * claim: what was sequenced is in the forwarder's hands (its keys' queues
+ * keep their order), and a released chain goes whole. */
 static int claim_retries(hub *h)
 {
 	const owned_set *own = &h->owned;
@@ -806,33 +814,44 @@ static int claim_retries(hub *h)
 		return 0;
 	}
 	char err[512];
-	if (config_order_by_key(h->cfg) && order_scan(h, err, sizeof err) != 0) {
+	int eos = config_exactly_once(h->cfg), by_key = config_order_by_key(h->cfg);
+	if (by_key && order_release(h, err, sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
 	store_forward_list l = {0};
 	size_t again = 0;
-	store_rc rc = config_exactly_once(h->cfg)
-	                  ? store_sequence_forwards(h->st, own->parts, own->n, 1000, &l, &again,
-	                                            err, sizeof err)
-	                  : store_claim_forwards(h->st, own->parts, own->n, 1000, &l, err,
-	                                         sizeof err);
-	if (rc != STORE_OK) {
+	int64_t t0 = now_ms();
+	h->claimed_at = t0;
+	store_rc rc = store_sequence_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX, eos, &l,
+	                                      &again, err, sizeof err);
+	size_t nseq = l.n; /* (the claim adds to l, all in offset order) */
+	int64_t t1 = now_ms();
+	/* (rows falling due meanwhile wait for the next sequencing; a full one
+	 * comes back at once) */
+	if (rc == STORE_OK && !eos)
+		rc = store_claim_lost_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX,
+		                               nseq >= DUE_CLAIM_MAX ? -1 : 1000, &l, err, sizeof err);
+	if (rc == STORE_OK && by_key && order_read(h, own->parts, own->n, 0, err, sizeof err) != 0)
+		rc = STORE_RETRY;
+	if (rc != STORE_OK)
 		fault_fail(&h->f_scan, err);
-		return -1;
-	}
 	if (l.n > 0)
-		log_debug("hub: re-sending %zu forward(s)", l.n);
+		log_debug("hub: sending %zu due forward(s), %zu of them without a new sequence "
+		          "(sequenced in %lld ms, claimed in %lld ms)", l.n, l.n - nseq,
+		          (long long)(t1 - t0), (long long)(now_ms() - t1));
 	if (again > 0) {
 		log_warn("hub: %zu message(s) decided again by a check-back or an operator after "
 		         "PostgreSQL lost their first decision may be forwarded twice (counted in "
 		         "txhub_forwards_after_rewind_total{outcome=\"decided_again\"})", again);
 		metrics_forwards_decided_again(again);
 	}
+	/* (what was sequenced is sent even when a later step failed: it is
+	 * leased, and would wait for its lease otherwise) */
 	send_forwards(h, &l);
-	plan_next_claim(h, l.n, 1000);
+	plan_next_claim(h, nseq > l.n - nseq ? nseq : l.n - nseq, DUE_CLAIM_MAX);
 	store_forward_list_clear(&l);
-	return 0;
+	return rc == STORE_OK ? 0 : -1;
 }
 
 /* Take back fenced partitions (Kafka still assigns them here) whose holder
@@ -1161,7 +1180,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
-	store_set_order_by_key(h.st, config_order_by_key(h.cfg));
+	store_set_order_by_key(h.st, config_order_by_key(h.cfg), config_exactly_once(h.cfg));
 	char host[64] = "";
 	if (gethostname(host, sizeof host - 1) != 0)
 		snprintf(host, sizeof host, "unknown-host");
@@ -1214,6 +1233,11 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			next_lag = now + 1000;
 		}
 		hand_over_deliveries(&h);
+		if (forward_take_release(h.fw)) { /* a blocker delivered: release its key's held ones */
+			int64_t at = h.claimed_at + 100 > now ? h.claimed_at + 100 : now;
+			if (h.next_claim == 0 || h.next_claim > at)
+				h.next_claim = at;
+		}
 		if (store_ready(&h) == 0 &&
 		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && scan_step(&h, now))
 			next_scan = now + 1000;

@@ -125,8 +125,10 @@ int order_note(order_map *m, tp_key tp, const char *topic, const char *key, int6
 	if (k->noted == INT64_MAX || now - k->noted_ms > ORDER_STICKY_MS) {
 		k->noted = offset; /* a new run of notes */
 		k->noted_ms = now;
-	} else if (offset < k->noted) {
-		k->noted = offset;
+	} else {
+		if (offset < k->noted)
+			k->noted = offset;
+		k->noted_ms = now; /* a run is kept from its last note */
 	}
 	return 0;
 }

@@ -35,7 +35,7 @@ struct order_key {
 	char *key;
 	int64_t blocker;   /* lowest offset of a blocker; INT64_MAX: none */
 	int64_t noted;     /* lowest offset the forwarder itself noted (INT64_MAX: none) ... */
-	int64_t noted_ms;  /* ... since this time */
+	int64_t noted_ms;  /* ... last noted at this time */
 	int busy;          /* at_least_once: a forward of the key is in flight */
 	void **queue;      /* at_least_once: forwards waiting for it, in order */
 	size_t nqueue, headq, capq;

@@ -38,6 +38,7 @@ struct store {
 	int reconnected;        /* the connection was made again since last asked */
 	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
 	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
+	int retries_block;      /* ... in at_least_once: SQL_RETRIES_ABOVE_MARK */
 	/* ... and then the messages the last store_apply() made scheduled (delayed
 	 * delivery): store_take_scheduled() */
 	store_forward_list scheduled;
@@ -288,6 +289,8 @@ int store_forward_copy(store_forward *dst, const store_forward *src)
 	dst->topic = dup_or_null(src->topic, &oom);
 	dst->key = dup_or_null(src->key, &oom);
 	dst->headers = dup_or_null(src->headers, &oom);
+	dst->traceparent = dup_or_null(src->traceparent, &oom);
+	dst->tracestate = dup_or_null(src->tracestate, &oom);
 	dst->payload = NULL;
 	if (src->payload && (dst->payload = malloc(src->payload_len + 1)))
 		memcpy(dst->payload, src->payload, src->payload_len);
@@ -1814,8 +1817,11 @@ done:
 	m "src_partition = ANY(" p "::int[]) AND (" m "src_topic, " m "src_partition) IN " \
 	"(SELECT * FROM unnest(" t "::text[], " p "::int[]))"
 
-store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                              store_forward_list *out, char *err, size_t errsz)
+/* store_claim_forwards, and with overdue_ms: the rows without a sequence
+ * only once due that long (-1: none of them) */
+static store_rc claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                               int64_t overdue_ms, store_forward_list *out, char *err,
+                               size_t errsz)
 {
 	/* Rows without a sequence on messages_send_retry; sequenced rows whose
 	 * lease ran out (a forward list lost to a failed allocation) on the range
@@ -1825,7 +1831,8 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"UPDATE txhub.message_rows AS m SET next_send_at = now() + $4::bigint * interval "
 		"'1 millisecond' FROM (SELECT * FROM (SELECT biz_id, message_key "
 		"FROM txhub.message_rows WHERE send_status = 'pending' AND fwd_seq IS NULL "
-		"AND " OF_PARTS("", "$1", "$2") " AND next_send_at <= now() "
+		"AND " OF_PARTS("", "$1", "$2") " AND $5::bigint >= 0 "
+		"AND next_send_at <= now() - $5::bigint * interval '1 millisecond' "
 		"ORDER BY src_partition, next_send_at LIMIT $3 FOR UPDATE SKIP LOCKED) a "
 		"UNION ALL SELECT b.biz_id, b.message_key FROM unnest($1::text[], $2::int[]) AS o(t, p) "
 		"CROSS JOIN LATERAL (SELECT biz_id, message_key FROM txhub.message_rows r "
@@ -1836,13 +1843,14 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 		"RETURNING " FORWARD_COLUMNS;
 	if (nown == 0)
 		return STORE_OK;
-	char lim[16], lease[32];
+	char lim[16], lease[32], overdue[32];
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
-	const char *p[2] = {lim, lease};
+	snprintf(overdue, sizeof overdue, "%lld", (long long)overdue_ms);
+	const char *p[3] = {lim, lease, overdue};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, p, 2, 1, &r, &nkept, err, errsz);
+	store_rc rc = run_owned(st, own, nown, sql, p, 3, 1, &r, &nkept, err, errsz);
 	if (rc == STORE_OK && collect_forwards(r, 0, -1, out) != 0) {
 		/* leased: they fall due again when the lease ends */
 		snprintf(err, errsz, "out of memory");
@@ -1852,6 +1860,19 @@ store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, in
 	}
 	PQclear(r);
 	return rc;
+}
+
+store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                              store_forward_list *out, char *err, size_t errsz)
+{
+	return claim_forwards(st, own, nown, limit, 0, out, err, errsz);
+}
+
+store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                   int64_t overdue_ms, store_forward_list *out, char *err,
+                                   size_t errsz)
+{
+	return claim_forwards(st, own, nown, limit, overdue_ms, out, err, errsz);
 }
 
 store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
@@ -2112,7 +2133,8 @@ done:
 /* ---- exactly_once forwarding ---- */
 
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, size_t *again, char *err, size_t errsz)
+                                 int lanes, store_forward_list *out, size_t *again, char *err,
+                                 size_t errsz)
 {
 	/* Under the partitions' exclusive locks (the batch assigns sequences
 	 * under them too), one statement: lock the rows, number them per
@@ -2131,13 +2153,20 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	 * marker could be one that the marker vouches for. A row prepared
 	 * below what a lost history decided outside the control topic
 	 * (fwd_lost_oob, migration 0008) may have gone out there: counted in
-	 * *again. */
+	 * *again.
+	 *
+	 * at_least_once (!lanes) has no lanes and no markers: every owned
+	 * partition takes part, and a row sequenced here is the forwarder's at
+	 * once, leased (next_send_at) as a claimed one is; the
+	 * delivery mark then records its delivery, with no row write of its
+	 * own. $6 lanes, $7 the lease (ms). */
 	static const char *sql =
 		"WITH b AS (SELECT tp.topic, tp.partition, greatest(tp.next_fwd_seq, "
 		"(coalesce(tp.next_offset, 0) << $4::int) + 1) AS base, "
 		"(coalesce(tp.next_offset, 0) + 1) << $4::int AS lim, tp.fwd_lost_oob >> $4::int AS lost "
 		"FROM txhub.partitions tp JOIN unnest($1::text[], $2::int[]) AS o(t, p) "
-		"ON tp.topic = o.t AND tp.partition = o.p WHERE tp.fwd_recovered_epoch = tp.epoch), "
+		"ON tp.topic = o.t AND tp.partition = o.p "
+		"WHERE NOT $6::bool OR tp.fwd_recovered_epoch = tp.epoch), "
 		"l AS (SELECT m.biz_id, m.message_key, m.src_topic, m.src_partition, m.src_offset, "
 		"m.updated_at FROM txhub.message_rows m WHERE m.send_status = 'pending' "
 		"AND m.fwd_seq IS NULL "
@@ -2153,9 +2182,11 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		"l.message_key) AS sq "
 		"FROM l JOIN b ON b.topic = l.src_topic AND b.partition = l.src_partition), "
 		"k AS (SELECT * FROM n WHERE sq < lim), "
-		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq FROM k "
+		"u AS (UPDATE txhub.message_rows AS m SET fwd_seq = k.sq, next_send_at = CASE WHEN "
+		"$6::bool THEN m.next_send_at ELSE now() + $7::bigint * interval '1 millisecond' END "
+		"FROM k "
 		"WHERE m.biz_id = k.biz_id AND m.message_key = k.message_key "
-		"RETURNING k.again, " FORWARD_COLUMNS "), "
+		"RETURNING k.again, " FORWARD_COLUMNS ", m.last_error IS NOT NULL), "
 		"c AS (UPDATE txhub.partitions AS tp SET next_fwd_seq = x.top + 1 "
 		"FROM (SELECT src_topic, src_partition, max(sq) AS top FROM k "
 		"GROUP BY src_topic, src_partition) x "
@@ -2168,6 +2199,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
+	size_t first = out->n; /* what collect_forwards adds comes after */
 	store_rc rc = begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
@@ -2176,21 +2208,34 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f"};
-	r = exec_params(st, sql, 5, p, 1);
+	char lease[32];
+	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
+	const char *p[7] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f",
+	                    lanes ? "t" : "f", lease};
+	r = exec_params(st, sql, 7, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	else
 		rc = exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
 		rollback(st);
-	} else if (collect_forwards(r, 1, -1, out) != 0) {
+	} else if (collect_forwards(r, 1, -1, out) != 0 && lanes) {
 		/* sequenced: the owner's lane recovers them from PostgreSQL */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else {
+		/* at_least_once, out of memory copying: leased, sent again when
+		 * their lease ends (store_claim_forwards); the marks of what was
+		 * copied must not pass them (forward_send freezes them) */
+		if ((size_t)PQntuples(r) != out->n - first)
+			out->incomplete = 1;
+		else
+			for (size_t i = 0; i < out->n - first; i++)
+				out->items[first + i].had_error = PQgetvalue(r, (int)i, 17)[0] != 0;
 		for (int i = 0; i < PQntuples(r); i++)
 			*again += PQgetvalue(r, i, 0)[0] != 0;
+		if (!lanes && out->n > 1) /* in offset order per partition (forward.order = key) */
+			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
 	}
 done:
 	PQclear(r);
@@ -2818,7 +2863,11 @@ done:
 
 /* ---- order per key ---- */
 
-void store_set_order_by_key(store *st, int by_key) { st->order_by_key = by_key; }
+void store_set_order_by_key(store *st, int by_key, int exactly_once)
+{
+	st->order_by_key = by_key;
+	st->retries_block = by_key && !exactly_once;
+}
 
 void store_take_scheduled(store *st, store_forward_list *out)
 {
@@ -2848,25 +2897,37 @@ void store_blocker_list_clear(store_blocker_list *l)
 	"FROM txhub.message_rows WHERE send_status = 'failed' AND forward_key IS NOT NULL AND " \
 	OF_PARTS("", "$1", "$2")
 
+/* The pending rows with a sequence above the marks of the partitions $1/$2
+ * (in flight, or lost with a hub that died) for which `cond` holds. */
+#define SQL_ABOVE_MARK(cond)                                                                 \
+	"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "   \
+	"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "            \
+	"ON r.src_partition = o.p AND r.src_topic = o.t WHERE " cond " "                      \
+	"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "                         \
+	"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)"
+
+/* at_least_once (store_set_order_by_key): a retry that a due scan gave a
+ * sequence blocks its key too, in flight or lost with a hub that died: what
+ * comes after it is not released before it is delivered (exactly_once's
+ * lanes read and send in sequence order: not there). $4 */
+#define SQL_RETRIES_ABOVE_MARK SQL_ABOVE_MARK("$4::bool AND r.send_attempts > 0")
+
 store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
 		"SELECT src_topic, src_partition, forward_topic, forward_key, min(src_offset) "
-		"FROM (" SQL_BLOCKERS("") " UNION ALL "
-		"SELECT r.src_topic, r.src_partition, r.forward_topic, r.forward_key, r.src_offset "
-		"FROM unnest($1::text[], $2::int[]) AS o(t, p) JOIN txhub.message_rows r "
-		"ON r.src_partition = o.p AND r.src_topic = o.t WHERE $3::bool "
-		"AND r.send_status = 'pending' AND r.forward_key IS NOT NULL "
-		"AND r.fwd_seq > coalesce(" SQL_MARK_OF("o.t", "o.p") ", 0)) b GROUP BY 1, 2, 3, 4";
+		"FROM (" SQL_BLOCKERS("") " UNION ALL " SQL_ABOVE_MARK("$3::bool") " UNION ALL "
+		SQL_RETRIES_ABOVE_MARK ") b GROUP BY 1, 2, 3, 4";
 	memset(out, 0, sizeof *out);
 	if (nown == 0)
 		return STORE_OK;
 	sbuf w[2] = {{0}};
 	owned_arrays(&w[0], &w[1], NULL, own, nown);
-	const char *p[3] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f"};
+	const char *p[4] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f",
+	                    st->retries_block ? "t" : "f"};
 	store_rc rc = arrays_ok(w, 2, err, errsz);
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 3, p, 0) : NULL;
+	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 4, p, 0) : NULL;
 	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
 		rc = classify(st->conn, r, err, errsz);
 	int n = rc == STORE_OK ? PQntuples(r) : 0;
@@ -2901,7 +2962,7 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 	static const char *sql =
 		"WITH b AS (SELECT src_topic, src_partition, forward_topic, forward_key, "
 		"min(src_offset) AS o FROM (" SQL_BLOCKERS("AND next_send_at < 'infinity'")
-		") x GROUP BY 1, 2, 3, 4), "
+		" UNION ALL " SQL_RETRIES_ABOVE_MARK ") x GROUP BY 1, 2, 3, 4), "
 		"h AS (SELECT m.biz_id, m.message_key FROM txhub.message_rows m "
 		"WHERE m.send_status = 'pending' AND m.fwd_seq IS NULL "
 		"AND m.next_send_at = 'infinity' AND " OF_PARTS("m.", "$1", "$2") " "
@@ -2917,8 +2978,8 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 		return STORE_OK;
 	PGresult *r;
 	size_t nkept;
-	const char *p[1] = {all ? "t" : "f"};
-	store_rc rc = run_owned(st, own, nown, sql, p, 1, 0, &r, &nkept, err, errsz);
+	const char *p[2] = {all ? "t" : "f", st->retries_block ? "t" : "f"};
+	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc == STORE_OK)
 		*released = (size_t)PQntuples(r);
 	PQclear(r);

@@ -77,6 +77,8 @@ typedef struct {
 	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
 	char *tracestate;
 	char trace_id[33];     /* of traceparent, "" without one: for log lines */
+	int had_error;         /* its row has a last_error, which its delivery clears (a row
+	                        * write beside the delivery mark: store_sequence_forwards) */
 } store_forward;
 
 typedef struct {
@@ -218,6 +220,13 @@ store_rc store_apply(store *st, store_record *recs, size_t n,
 store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz);
 
+/* at_least_once after store_sequence_forwards: the rows with a sequence
+ * whose lease ran out (lost), and those without one only once overdue by
+ * overdue_ms (rows the sequencing could not take; -1: none), leased. */
+store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+                                   int64_t overdue_ms, store_forward_list *out, char *err,
+                                   size_t errsz);
+
 /* When the next pending forward without a sequence (a retry, a scheduled
  * message: CONTRACT §15) of these partitions' numbers falls due: *in_ms
  * from now (0: due already), -1 when none waits. One index probe per
@@ -281,9 +290,11 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
  * lane recovered at their current epoch (store_recover_forwards) take
  * part. *again: how many of them a history of the database that was lost
  * may have decided and forwarded already (their decision made again: a
- * possible duplicate). */
+ * possible duplicate). lanes = 0 (at_least_once): every owned partition
+ * takes part, and the rows come back leased for the caller to send (the
+ * delivery mark records them: no `sent` write per row). */
 store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
-                                 store_forward_list *out, size_t *again, char *err,
+                                 int lanes, store_forward_list *out, size_t *again, char *err,
                                  size_t errsz);
 
 /* Forward sequences (exactly_once): a message committed by the control
@@ -493,8 +504,10 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
                              size_t *released, char *err, size_t errsz);
 
 /* forward.order = key: store_sequence_forwards numbers a partition's rows in
- * offset order (a released chain keeps its order), not by age. */
-void store_set_order_by_key(store *st, int by_key);
+ * offset order (a released chain keeps its order), not by age; in
+ * at_least_once (!exactly_once), a retry that has a sequence blocks its key
+ * in store_order_blockers and store_order_release. */
+void store_set_order_by_key(store *st, int by_key, int exactly_once);
 
 /* With forward.order = key: the messages the last successful store_apply()
  * made scheduled (delayed delivery, CONTRACT §15: committed, not forwarded

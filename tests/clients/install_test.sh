@@ -30,6 +30,11 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 libdir=$(pkg-config --variable=libdir txhub)
 soname=$(readelf -d "$libdir/libtxhub.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 echo "install_test: installed $(pkg-config --modversion txhub), soname $soname, headers $(ls "$tmp/dest$prefix/include/txhub" | tr '\n' ' ')"
+# the man pages, with every command and key (tests/docs/check_docs.py)
+man1=$(find "$tmp/dest" -path '*/man1/txhub.1')
+man5=$(find "$tmp/dest" -path '*/man5/txhub.conf.5')
+[ -n "$man1" ] && [ -n "$man5" ] || { echo "install_test: txhub.1 or txhub.conf.5 not installed" >&2; exit 1; }
+/usr/bin/python3 "$src/tests/docs/check_docs.py" "$build/txhub" "$man1" "$man5" "$src"
 
 # 2. a database and a hub of our own
 db="install_$$"

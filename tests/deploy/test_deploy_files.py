@@ -6,11 +6,11 @@
   keywords, durations or Grafana variables for names (the live check in
   tests/integration/test_monitor.c runs it against a real scrape);
 - the alert rules: every alert has a severity, a summary and a description
-  that points at the README, and txhub-alerts.test.yml shows each one both
+  that points at docs/operators.md, and txhub-alerts.test.yml shows each one both
   firing and quiet;
 - the Grafana dashboard: what an import needs (schema version, a data
   source variable, job and instance variables, unique panel ids, panels on
-  the grid), every query filtered by job, and the series the README
+  the grid), every query filtered by job, and the series docs/operators.md
   promises on it.
 
 Run by meson (suite deploy) with /usr/bin/python3; needs python3-yaml.
@@ -205,7 +205,7 @@ class Rules(unittest.TestCase):
         for r in self.rules:
             self.assertIn(r["labels"]["severity"], ("critical", "warning", "info"), r["alert"])
             self.assertTrue(r["annotations"]["summary"], r["alert"])
-            self.assertIn("README: Operations", r["annotations"]["description"], r["alert"])
+            self.assertIn("docs/operators.md: Operations", r["annotations"]["description"], r["alert"])
             self.assertIn("txhub ", r["annotations"]["description"] + r["annotations"]["summary"])
 
     def test_database_wide_gauges_are_not_summed(self):

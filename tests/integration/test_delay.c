@@ -419,3 +419,75 @@ Test(delay, a_scheduled_message_holds_its_key_exactly_once, .timeout = 180)
 		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
 	holds_its_key("delay_order_eos", 1);
 }
+
+/* A burst of delayed messages falling due together, more than one due scan
+ * claims (5,000): every one leaves, none before its due time, each once
+ * (exactly_once: to a read_committed consumer). */
+#define BURST 5200
+static void a_burst_all_leave(const char *name, int eos)
+{
+	h_env e;
+	h_setup(&e, name);
+	char fwd[128], buf[512];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	const char *alo[] = {NULL};
+	const char *eo[] = {"forward.mode=exactly_once", NULL};
+	if (eos)
+		h_control_topic(&e);
+	pid_t hub = h_hub_start(&e, eos ? eo : alo);
+	for (int i = 0; i < BURST; i++) {
+		char mk[16];
+		snprintf(mk, sizeof mk, "b%05d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"d\",\"message_key\":\"%s\","
+		         "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\","
+		         "\"delay_ms\":3000}}", mk, mk, fwd, mk);
+		h_send_str(&e, -1, mk, buf);
+	}
+	h_flush();
+	char want[16];
+	snprintf(want, sizeof want, "%d", BURST);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", want,
+	                 180000), "not all of the burst was forwarded");
+	cr_assert_eq(h_hub_stop(hub), 0);
+
+	/* every due time, by message key */
+	static char dues[BURST * 24 + 64];
+	h_query(&e, "SELECT string_agg((extract(epoch FROM not_before) * 1000)::bigint::text, ',' "
+	            "ORDER BY message_key) FROM txhub.messages WHERE message_key LIKE 'b%'",
+	        dues, sizeof dues);
+	static long long due[BURST];
+	int nd = 0;
+	for (char *s = dues, *tok; nd < BURST && (tok = strtok(s, ",")); s = NULL)
+		due[nd++] = atoll(tok);
+	cr_assert_eq(nd, BURST, "%d due times", nd);
+	static int seen[BURST];
+	memset(seen, 0, sizeof seen);
+	h_record *recs;
+	size_t n = read_fwd(&e, fwd, eos, &recs);
+	int early = 0;
+	for (size_t i = 0; i < n; i++) {
+		int k = recs[i].key_null ? -1 : atoi(recs[i].key + 1);
+		cr_assert(k >= 0 && k < BURST, "record %zu: key %s", i, recs[i].key);
+		seen[k]++;
+		if (recs[i].timestamp_ms < due[k] && early++ == 0)
+			cr_expect_geq(recs[i].timestamp_ms, due[k], "b%05d forwarded %lld ms early", k,
+			              due[k] - recs[i].timestamp_ms);
+	}
+	cr_expect_eq(early, 0, "%d forwarded before their due time", early);
+	for (int k = 0; k < BURST; k++)
+		cr_assert(eos ? seen[k] == 1 : seen[k] >= 1, "b%05d read %d times", k, seen[k]);
+	h_records_free(recs, n);
+	h_teardown(&e);
+}
+
+Test(delay, a_burst_larger_than_a_claim_all_leave_none_early_at_least_once, .timeout = 300)
+{
+	a_burst_all_leave("delay_burst_alo", 0);
+}
+
+Test(delay, a_burst_larger_than_a_claim_all_leave_none_early_exactly_once, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	a_burst_all_leave("delay_burst_eos", 1);
+}

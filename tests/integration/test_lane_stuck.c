@@ -11,7 +11,7 @@
  * metadata answers TOPIC_AUTHORIZATION_FAILED, as a broker does for a topic
  * an ACL hides), and Apache Kafka with SASL/SCRAM and KRaft's
  * StandardAuthorizer (deploy/kafka.sh start DIR --sasl), the hub's principal
- * granted everything the README lists but the progress topic. The second
+ * granted everything docs/operators.md lists but the progress topic. The second
  * runs in CI's pass against Apache Kafka (TXHUB_TEST_KAFKA_DIR set), and is
  * skipped elsewhere. */
 #include <cjson/cJSON.h>
@@ -193,7 +193,7 @@ static void grant(const char *ops, const char *kind, const char *name, int prefi
 }
 
 
-/* `txhub status` as the hub's principal (the README: Describe on the
+/* `txhub status` as the hub's principal (docs/operators.md: Describe on the
  * control topic is all it needs): the lag of every partition. */
 static void check_status_lag(stuck *s, const char *const *kafka)
 {
@@ -243,7 +243,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	h_control_topic(&s.e);
 	snprintf(fwd, sizeof fwd, "%s.out", s.e.topic);
 	cr_assert_eq(h_create_topic(&s.e, fwd, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
-	/* the README's ACLs for forward.mode = exactly_once (Operations,
+	/* the ACLs of docs/operators.md for forward.mode = exactly_once (Operations,
 	 * "Kafka ACLs"), but the progress topic's and the transactional ids' */
 	grant("Read,Describe", "--topic", s.e.topic, 0);
 	grant("Read", "--group", s.e.name, 0);

@@ -249,6 +249,61 @@ Test(order, a_parked_key_holds_its_later_messages_until_redrive_or_skip, .timeou
 	h_teardown(&e);
 }
 
+/* at_least_once: a key's chain held behind a parked forward goes whole once
+ * the parked one is redriven and sent (released together, sent in order
+ * through the key's queue, their trace context with them), each once, in
+ * order. */
+#define CHAIN 20
+Test(order, a_held_chain_follows_its_blocker_in_order_at_least_once, .timeout = 240)
+{
+	h_env e;
+	h_setup(&e, "order_chain");
+	char bad[128];
+	snprintf(bad, sizeof bad, "%s.bad", e.topic);
+	FILE *cmd = NULL;
+	pid_t broker = h_devbroker_start(&e, NULL, &cmd);
+	fprintf(cmd, "deny %s\n", bad);
+	fflush(cmd);
+	const char *settings[] = {"forward.order=key", "kafka.message.timeout.ms=1000",
+	                          "forward.backoff_ms=100", "forward.backoff_max_ms=200",
+	                          "forward.max_attempts=2", "log.level=debug", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	char want[8 * CHAIN] = "";
+	for (int i = 1; i <= CHAIN; i++) {
+		char mk[16], p[16];
+		snprintf(mk, sizeof mk, "c%d", i);
+		snprintf(p, sizeof p, "%d", i);
+		/* with a trace context: a key's queue keeps its own copy of it */
+		char buf[512];
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"ord\",\"message_key\":"
+		         "\"%s\",\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"C\"},"
+		         "\"trace\":{\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e47%02d-"
+		         "00f067aa0ba902b7-01\",\"tracestate\":\"t=%d\"}}", mk, p, bad, i, i);
+		h_send_str(&e, -1, "C", buf);
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i > 1 ? "," : "", i);
+	}
+	h_flush();
+	cr_assert(h_wait(&e, status_of("c1"), "committed/failed/2", WAIT_MS));
+	char n_held[8];
+	snprintf(n_held, sizeof n_held, "%d", CHAIN - 1);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.message_rows WHERE message_key LIKE 'c%' "
+	                     "AND next_send_at = 'infinity' AND send_attempts = 0", n_held, WAIT_MS));
+	fprintf(cmd, "allow %s\n", bad);
+	fflush(cmd);
+	const char *redrive[] = {"redrive", "ord", "c1", NULL};
+	cr_assert_eq(run(&e, redrive, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 0, "%s",
+	             err_buf);
+	char last[16];
+	snprintf(last, sizeof last, "c%d", CHAIN);
+	cr_assert(h_wait(&e, status_of(last), "committed/sent/0", WAIT_MS));
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key LIKE 'c%' "
+	                         "AND send_status <> 'sent'"), 0);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	check_values(&e, bad, "C", want, 0);
+	h_devbroker_stop(broker, cmd);
+	h_teardown(&e);
+}
+
 /* A delayed row (as delayed delivery stores it: committed, pending, no
  * sequence, due later) is unsent: its key's later messages wait for it. */
 Test(order, a_delayed_message_holds_its_key, .timeout = 120)

@@ -33,7 +33,7 @@ static const vector vectors[] = {
 	{"secret", 1700000000LL, "shop", "order-1",
 	 "f5c8aedf7d7bed9ab4cbf910fd6a33be4e67373fa0b4cb6e697290d49f3079cd"},
 	{"k", 0, "b", "k", "958ddbf085eab933e9d081bd95d2300df68787e966ea245e19d9d6b9601e85f2"},
-	/* the README's worked example */
+	/* the worked example of docs/producers.md */
 	{"example-secret", 1795000000LL, "shop", "order-1",
 	 "9fd5cbe1b22b375c44b91bd44dd750cc6075b225f0f3f067eaa641a43c2ec942"},
 	/* an integer biz_id is signed as its decimal text; UTF-8 bytes as they are */

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Every configuration key and every command is documented (issue 24).
+
+    check_docs.py TXHUB_BINARY TXHUB_1 TXHUB_CONF_5 SOURCE_ROOT
+
+The keys come from the configuration table, as `txhub config` prints it
+(hub/config.c); each must be in txhub.conf(5), in the key table of
+docs/configuration.md and in deploy/txhub.conf.example, and each of those
+must name no key the table lacks. The commands come from the sources that
+dispatch them (main.c's strcmp(command, ...), the admin commands' and the
+tenant subcommands' tables, the admin and tenant options); each must be in
+txhub(1), and each top-level and admin command in docs/operators.md as
+`txhub NAME`. Prints what is missing and exits 1."""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+binary, man1_path, man5_path, root = sys.argv[1:5]
+failures = []
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def unroff(text):
+    """Roff text as the reader sees it: escapes and font changes out."""
+    text = text.replace("\\-", "-").replace("\\e", "\\").replace("\\&", "")
+    return re.sub(r"\\f[BIRP]", "", text)
+
+
+def need(found, what, where):
+    if not found:
+        failures.append(f"{what} is not in {where}")
+
+
+# ---- configuration keys ----
+table = subprocess.run([binary, "config"], check=True, capture_output=True, text=True).stdout
+# (its header shows a kafka.* line: those go to librdkafka, not in the table)
+keys = [k for k in re.findall(r"^# ([a-z][a-z0-9_.]*) =", table, re.M)
+        if not k.startswith("kafka.")]
+if len(keys) < 10:
+    failures.append(f"`{binary} config` names only {len(keys)} keys")
+
+man5 = read(man5_path)
+man5_keys = re.findall(r"^\.TP\n\\fB([^\\]+)\\fR = ", man5, re.M)
+conf_md = read(os.path.join(root, "docs/configuration.md"))
+md_keys = re.findall(r"^\| `([a-z][a-z0-9_.]*)` \|", conf_md, re.M)
+example = read(os.path.join(root, "deploy/txhub.conf.example"))
+example_keys = [k for k in re.findall(r"^# ([a-z][a-z0-9_.]*) =", example, re.M)
+                if not k.startswith("kafka.")]
+for key in keys:
+    need(key in man5_keys, f"key {key}", man5_path)
+    need(key in md_keys, f"key {key}", "docs/configuration.md (a row of its key table)")
+    need(key in example_keys, f"key {key}", "deploy/txhub.conf.example")
+for name, documented in (("txhub.conf(5)", man5_keys), ("docs/configuration.md", md_keys),
+                         ("deploy/txhub.conf.example", example_keys)):
+    for key in documented:
+        if key not in keys:
+            failures.append(f"{name} documents {key}, which the configuration table lacks")
+
+# ---- commands ----
+sources = "\n".join(read(p) for p in sorted(glob.glob(os.path.join(root, "hub/**/*.c"),
+                                                        recursive=True)))
+top = sorted(set(re.findall(r'strcmp\(command, "([a-z]+)"\)', sources)))
+admin = re.findall(r'\{"([a-z]+)", ADMIN_[A-Z_]+\}', sources)
+tenant = re.findall(r'\{"([a-z]+)", TENANT_[A-Z_]+, \d\}', sources)
+options = sorted(set(re.findall(r'\[O_[A-Z_]+\] = \{"(--[a-z-]+)"', sources)))
+for what, found in (("top-level commands", top), ("admin commands", admin),
+                    ("tenant subcommands", tenant), ("options", options)):
+    if len(found) < 3:
+        failures.append(f"found only {found} as {what} in hub/: did the sources move?")
+
+man1 = read(man1_path)
+# each entry's synopsis: the tag line after .TP, and the bold lines that go on below it
+tags = [unroff(t) for t in re.findall(r"^\.TP\n(.*)$", man1, re.M)]
+tags += [unroff(t) for t in re.findall(r"^(\\fB.*\\fR)\n\.br$", man1, re.M)]
+words = set()
+for tag in tags:
+    for alternative in tag.split("|"):
+        w = alternative.split()
+        if w:
+            words.add(w[0])
+            if len(w) > 1:
+                words.add(" ".join(w[:2]))
+text1 = unroff(man1)
+for c in top + admin:
+    need(c in words, f"command {c}", f"{man1_path} (an entry of its own)")
+for s in tenant:
+    need(f"tenant {s}" in words, f"command tenant {s}", f"{man1_path} (an entry of its own)")
+for o in options:
+    need(re.search(re.escape(o) + r"\b", text1), f"option {o}", man1_path)
+
+operators = read(os.path.join(root, "docs/operators.md"))
+for c in top + admin + ["tenant " + s for s in tenant]:
+    need(f"txhub {c}" in operators, f"`txhub {c}`", "docs/operators.md")
+
+if failures:
+    for f in failures:
+        print("check_docs:", f, file=sys.stderr)
+    sys.exit(1)
+print(f"check_docs: {len(keys)} keys in txhub.conf(5), docs/configuration.md and the example "
+      f"file; {len(top) + len(admin) + len(tenant)} commands and {len(options)} options in txhub(1)")
