@@ -32,6 +32,7 @@
 
 #include "array.h"
 #include "backoff.h"
+#include "checkback_http.h"
 #include "clock.h"
 #include "fault.h"
 #include "log.h"
@@ -52,43 +53,6 @@
 #define ASSIGN_WAIT_MS 10000
 
 /* ---- the checker ---- */
-
-typedef enum {
-	SLOT_FREE,
-	SLOT_WAITING, /* claimed; its host has no connection to spare yet */
-	SLOT_RUNNING, /* its request is in flight */
-} slot_state;
-
-typedef struct host_load host_load;
-
-typedef struct slot {
-	slot_state state;
-	CURL *easy;
-	struct curl_slist *headers;
-	char *biz_id, *message_key;
-	char *url;                /* the request URL, built when claimed */
-	char *traceparent, *tracestate; /* sent as headers (CONTRACT §15), or NULL */
-	char trace_id[33];        /* of traceparent, "" without: for log lines */
-	host_load *host;
-	struct slot *next_waiting; /* its host's queue */
-	tp_key tp;
-	int32_t claimed_attempts;
-	metrics_tenant tenant;    /* the message's tenant label */
-	int64_t timeout_ms;       /* checkback.timeout_ms when claimed: the lease is for it */
-	int64_t start_by_ms;      /* a request started later could outlast the lease */
-	int64_t started_ms;
-	char *body;
-	size_t body_len;
-	int too_long;
-	char curl_err[CURL_ERROR_SIZE];
-} slot;
-
-/* One host (name in lower case, and port) that claimed rows are for. */
-struct host_load {
-	char *key;                 /* "host:port"; NULL: the entry is unused */
-	size_t running;            /* its requests in flight */
-	slot *waiting, *last_waiting; /* claimed rows waiting for it, oldest first */
-};
 
 /* An answer waiting to be written; owns its strings. */
 typedef struct {
@@ -276,103 +240,6 @@ fail:
 	return -1;
 }
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
-{
-	slot *s = opaque;
-	size_t n = size * nmemb;
-	if (s->body_len + n > CHECKBACK_BODY_MAX) {
-		s->too_long = 1;
-		return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
-	}
-	char *b = realloc(s->body, s->body_len + n + 1);
-	if (!b)
-		return 0;
-	memcpy(b + s->body_len, data, n);
-	s->body = b;
-	s->body_len += n;
-	b[s->body_len] = '\0';
-	return n;
-}
-
-/* ---- hosts: requests in flight and rows waiting, per host ---- */
-
-/* The entry for key (taken over: freed here when it is not kept), or NULL
- * when out of memory. There are never more hosts than busy slots, so the
- * nslots entries always have room. */
-static host_load *host_get(checkback *cb, char *key)
-{
-	if (!key)
-		return NULL;
-	host_load *unused = NULL;
-	for (size_t i = 0; i < cb->nhosts; i++) {
-		host_load *h = &cb->hosts[i];
-		if (h->key && strcmp(h->key, key) == 0) {
-			free(key);
-			return h;
-		}
-		if (!h->key && !unused)
-			unused = h;
-	}
-	if (!unused)
-		unused = &cb->hosts[cb->nhosts++];
-	unused->key = key;
-	return unused;
-}
-
-/* Let go of h when nothing runs or waits for it any more. */
-static void host_put(checkback *cb, host_load *h)
-{
-	if (h->running > 0 || h->waiting)
-		return;
-	free(h->key);
-	memset(h, 0, sizeof *h);
-	while (cb->nhosts > 0 && !cb->hosts[cb->nhosts - 1].key)
-		cb->nhosts--;
-}
-
-static void host_wait(host_load *h, slot *s)
-{
-	s->next_waiting = NULL;
-	if (h->last_waiting)
-		h->last_waiting->next_waiting = s;
-	else
-		h->waiting = s;
-	h->last_waiting = s;
-}
-
-/* Take s off h's queue, if it is on it. */
-static void host_unwait(host_load *h, slot *s)
-{
-	slot *prev = NULL;
-	for (slot *w = h->waiting; w; prev = w, w = w->next_waiting) {
-		if (w != s)
-			continue;
-		if (prev)
-			prev->next_waiting = w->next_waiting;
-		else
-			h->waiting = w->next_waiting;
-		if (h->last_waiting == w)
-			h->last_waiting = prev;
-		w->next_waiting = NULL;
-		return;
-	}
-}
-
-/* "host:port" with the host in lower case: what per_host counts by. Two
- * names of one server count apart, as they do for libcurl's limit. */
-static char *host_key(const checkback_url *u)
-{
-	size_t n = strlen(u->host) + 24;
-	char *k = malloc(n);
-	if (!k)
-		return NULL;
-	snprintf(k, n, "%s:%ld", u->host, u->port);
-	for (char *p = k; *p; p++)
-		if (*p >= 'A' && *p <= 'Z')
-			*p = (char)(*p - 'A' + 'a');
-	return k;
-}
-
 /* ---- slots ---- */
 
 static void slot_reset(checkback *cb, slot *s)
@@ -386,8 +253,8 @@ static void slot_reset(checkback *cb, slot *s)
 		if (was_running)
 			s->host->running--;
 		else
-			host_unwait(s->host, s);
-		host_put(cb, s->host);
+			checkback_host_unwait(s->host, s);
+		checkback_host_put(cb->hosts, &cb->nhosts, s->host);
 	}
 	curl_slist_free_all(s->headers);
 	free(s->biz_id);
@@ -460,7 +327,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	set_load(cb, +1, 0);
 	/* the URL that was checked, normalized, is the one requested */
 	s->url = checkback_request_url(target.url, c->biz_id, c->message_key);
-	s->host = host_get(cb, host_key(&target));
+	s->host = checkback_host_get(cb->hosts, &cb->nhosts, checkback_host_key(&target));
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
@@ -481,55 +348,14 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 		slot_reset(cb, s);
 		return;
 	}
-	host_wait(s->host, s);
-}
-
-/* The request headers: the attempt, and the signature when a secret is
- * set, made now so that its timestamp is the request's. NULL when out of
- * memory. */
-static struct curl_slist *request_headers(checkback *cb, const slot *s)
-{
-	char att[40], ts_h[64], sig_h[100], sig[65];
-	char tp_h[TRACE_PARENT_MAX + 16], tst_h[TRACE_STATE_MAX + 16];
-	snprintf(att, sizeof att, "X-Txhub-Attempt: %d", s->claimed_attempts + 1);
-	const char *h[6] = {att, NULL, NULL, NULL, NULL, NULL};
-	size_t n = 1;
-	long long ts = (long long)time(NULL);
-	if (*cb->cfg->checkback_secret &&
-	    txhub_checkback_signature(cb->cfg->checkback_secret, ts, s->biz_id, s->message_key,
-	                              sig, sizeof sig) == 0) {
-		snprintf(ts_h, sizeof ts_h, "X-Txhub-Timestamp: %lld", ts);
-		snprintf(sig_h, sizeof sig_h, "X-Txhub-Signature: v2=%s", sig);
-		h[n++] = ts_h;
-		h[n++] = sig_h;
-	}
-	/* validated at intake: printable ASCII, no line break */
-	if (s->traceparent) {
-		snprintf(tp_h, sizeof tp_h, "traceparent: %s", s->traceparent);
-		h[n++] = tp_h;
-	}
-	if (s->traceparent && s->tracestate) {
-		snprintf(tst_h, sizeof tst_h, "tracestate: %s", s->tracestate);
-		h[n++] = tst_h;
-	}
-	h[n++] = "Accept: application/json, text/plain";
-	struct curl_slist *l = NULL;
-	for (size_t i = 0; i < n; i++) {
-		struct curl_slist *more = curl_slist_append(l, h[i]);
-		if (!more) {
-			curl_slist_free_all(l);
-			return NULL;
-		}
-		l = more;
-	}
-	return l;
+	checkback_host_wait(s->host, s);
 }
 
 /* Start the request of a waiting slot (taken off its host's queue). */
 static void start_request(checkback *cb, slot *s)
 {
-	host_unwait(s->host, s);
-	s->headers = request_headers(cb, s);
+	checkback_host_unwait(s->host, s);
+	s->headers = checkback_request_headers(cb->cfg->checkback_secret, s);
 	s->easy = curl_easy_init();
 	if (!s->headers || !s->easy) {
 		log_error("checkback: out of memory starting a request; it is retried later");
@@ -548,7 +374,7 @@ static void start_request(checkback *cb, slot *s)
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, s->headers);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, checkback_on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->curl_err);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, s);

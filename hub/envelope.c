@@ -6,7 +6,6 @@
 #include "envelope.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +13,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "envelope_raw.h"
 #include "log.h"
 #include "rfc3339.h"
+#include "topics.h"
 #include "trace.h"
 #include "utf8.h"
 
@@ -42,26 +43,6 @@ const char *envelope_type_name(envelope_type t)
 }
 
 int envelope_valid_utf8(const unsigned char *s, size_t len) { return utf8_valid(s, len); }
-
-int envelope_valid_topic(const char *s, size_t len)
-{
-	if (len == 0 || len > 249)
-		return 0;
-	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-int envelope_reserved_topic(const char *s, size_t len)
-{
-	return len >= 2 && s[0] == '_' && s[1] == '_';
-}
 
 int envelope_valid_url(const char *s)
 {
@@ -123,284 +104,6 @@ int envelope_check_id(const char *field, const char *s, size_t max, char *err, s
 	if (!envelope_valid_utf8((const unsigned char *)s, strlen(s)))
 		return reject(err, errsz, "field \"%s\" is not valid UTF-8", field);
 	return check_id(field, s, max, err, errsz);
-}
-
-static int digit_at(const char *p, size_t len, size_t i)
-{
-	return i < len && p[i] >= '0' && p[i] <= '9';
-}
-
-/* What cJSON lets through but RFC 8259 (or we) do not: a raw control
- * character inside a string, or outside one other than the white space
- * tab, line feed and carriage return; a number with a leading zero, or
- * with no digit after its minus sign (-.5) or its decimal point (1.,
- * 1.e5); and the escape \u0000 or a \u escape with a non-hex digit (cJSON
- * silently truncates the string there). Runs on text cJSON has accepted.
- * Returns NULL, or the reason. */
-static const char *strict_json_check(const char *p, size_t len)
-{
-	int in_str = 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (in_str) {
-			if (c == '"') {
-				in_str = 0;
-			} else if (c < 0x20) {
-				return "invalid JSON: a raw control character inside a string";
-			} else if (c == '\\' && i + 1 < len && p[i + 1] == 'u') {
-				/* cJSON reads \uZZZZ with a non-hex digit as U+0000 */
-				for (size_t k = i + 2; k < i + 6; k++)
-					if (k >= len || !isxdigit((unsigned char)p[k]))
-						return "invalid JSON: a \\u escape without four hex digits";
-				if (memcmp(p + i + 2, "0000", 4) == 0)
-					return "a string contains \\u0000, which is not supported";
-				i += 5;
-			} else if (c == '\\') {
-				i++; /* cJSON has refused any other escape it does not know */
-			}
-			continue;
-		}
-		if (c == '"') {
-			in_str = 1;
-		} else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-			/* cJSON skips every byte up to 0x20 as white space */
-			return "invalid JSON: a control character outside a string";
-		} else if (c == '-' && !(i > 0 && (p[i - 1] == 'e' || p[i - 1] == 'E')) &&
-		           !digit_at(p, len, i + 1)) {
-			return "invalid JSON: a number with no digit after its minus sign";
-		} else if (c == '.' && !digit_at(p, len, i + 1)) {
-			return "invalid JSON: a number with no digit after its decimal point";
-		} else if (c == '0' && digit_at(p, len, i + 1)) {
-			/* a leading zero, unless this 0 is inside a number already:
-			 * after a digit or '.', or in an exponent, which may have
-			 * leading zeros (1e05, 1E+05, 1e-05; but -05 is refused) */
-			unsigned char prev = i ? (unsigned char)p[i - 1] : ' ';
-			unsigned char before = i > 1 ? (unsigned char)p[i - 2] : ' ';
-			int in_exponent = prev == 'e' || prev == 'E' || prev == '+' ||
-			                  (prev == '-' && (before == 'e' || before == 'E'));
-			if (!((prev >= '0' && prev <= '9') || prev == '.' || in_exponent))
-				return "invalid JSON: a number with a leading zero";
-		}
-	}
-	return NULL;
-}
-
-/* Does p[0..len) open more than CJSON_NESTING_LIMIT arrays and objects
- * inside one another? cJSON stops there with nothing but a position; len
- * ends just after that position, so a deeper level further on does not
- * count. */
-static int nested_too_deep(const char *p, size_t len)
-{
-	int depth = 0, in_str = 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = p[i];
-		if (in_str) {
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_str = 0;
-		} else if (c == '"') {
-			in_str = 1;
-		} else if (c == '{' || c == '[') {
-			if (++depth > CJSON_NESTING_LIMIT)
-				return 1;
-		} else if ((c == '}' || c == ']') && depth > 0) {
-			depth--;
-		}
-	}
-	return 0;
-}
-
-/* Raw scanner over text cJSON has already accepted. */
-static const char *skip_ws(const char *p, const char *end)
-{
-	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
-}
-
-static const char *skip_string(const char *p, const char *end)
-{
-	for (p++; p < end; p++) {
-		if (*p == '\\')
-			p++;
-		else if (*p == '"')
-			return p + 1;
-	}
-	return end;
-}
-
-static const char *skip_value(const char *p, const char *end)
-{
-	int depth = 0;
-	while (p < end) {
-		char c = *p;
-		if (c == '"') {
-			p = skip_string(p, end);
-		} else if (c == '{' || c == '[') {
-			depth++;
-			p++;
-		} else if (c == '}' || c == ']') {
-			if (depth == 0)
-				return p;
-			depth--;
-			p++;
-		} else if (c == ',' && depth == 0) {
-			return p;
-		} else {
-			p++;
-		}
-		if (depth == 0 && (c == '"' || c == '}' || c == ']'))
-			return p;
-	}
-	return p;
-}
-
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Does the raw JSON string body [ks, ke) decode to name? (ASCII names.) */
-static int key_equals(const char *ks, const char *ke, const char *name, size_t nlen)
-{
-	size_t o = 0;
-	for (const char *p = ks; p < ke; p++, o++) {
-		char c = *p;
-		if (c == '\\' && p + 1 < ke) {
-			char e = *++p;
-			if (e == 'u') {
-				if (ke - p < 5)
-					return 0;
-				int v = 0;
-				for (int k = 1; k <= 4; k++) {
-					int h = hexval(p[k]);
-					if (h < 0)
-						return 0;
-					v = v * 16 + h;
-				}
-				if (v >= 0x80)
-					return 0;
-				c = (char)v;
-				p += 4;
-			} else {
-				c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
-				    : e == 'f' ? '\f' : e;
-			}
-		}
-		if (o >= nlen || name[o] != c)
-			return 0;
-	}
-	return o == nlen;
-}
-
-/* Find the raw text of the top-level member named `name`. Returns 1 and the
- * span, or 0 when not found. */
-static int raw_member(const char *text, size_t len, const char *name,
-                      const char **vstart, const char **vend)
-{
-	const char *p = text, *end = text + len;
-	size_t nlen = strlen(name);
-	p = skip_ws(p, end);
-	if (p >= end || *p != '{')
-		return 0;
-	p++;
-	for (;;) {
-		p = skip_ws(p, end);
-		if (p >= end || *p != '"')
-			return 0;
-		const char *ks = p + 1;
-		p = skip_string(p, end);
-		const char *ke = p - 1;
-		p = skip_ws(p, end);
-		if (p >= end || *p != ':')
-			return 0;
-		p = skip_ws(p + 1, end);
-		const char *vs = p;
-		p = skip_value(p, end);
-		const char *ve = p;
-		while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\n' || ve[-1] == '\r'))
-			ve--;
-		if (key_equals(ks, ke, name, nlen)) {
-			*vstart = vs;
-			*vend = ve;
-			return 1;
-		}
-		p = skip_ws(p, end);
-		if (p >= end || *p != ',')
-			return 0;
-		p++;
-	}
-}
-
-/* Copy JSON text dropping whitespace outside strings. */
-static unsigned char *minify(const char *s, const char *e, size_t *outlen)
-{
-	unsigned char *out = malloc((size_t)(e - s) + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0;
-	int in_str = 0;
-	for (const char *p = s; p < e; p++) {
-		char c = *p;
-		if (in_str) {
-			out[o++] = (unsigned char)c;
-			if (c == '\\' && p + 1 < e)
-				out[o++] = (unsigned char)*++p;
-			else if (c == '"')
-				in_str = 0;
-		} else if (c == '"') {
-			in_str = 1;
-			out[o++] = (unsigned char)c;
-		} else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-			out[o++] = (unsigned char)c;
-		}
-	}
-	*outlen = o;
-	return out;
-}
-
-static int b64val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z') return c - 'A';
-	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if (c >= '0' && c <= '9') return c - '0' + 52;
-	if (c == '+') return 62;
-	if (c == '/') return 63;
-	return -1;
-}
-
-/* Standard base64, padding optional. Returns 0, or -1 on a bad character. */
-static int base64_decode(const char *in, unsigned char **out, size_t *outlen)
-{
-	size_t len = strlen(in);
-	while (len > 0 && in[len - 1] == '=')
-		len--;
-	if (strlen(in) - len > 2 || len % 4 == 1)
-		return -1;
-	unsigned char *buf = malloc(len * 3 / 4 + 1);
-	if (!buf)
-		return -1;
-	size_t o = 0;
-	unsigned int acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64val((unsigned char)in[i]);
-		if (v < 0) {
-			free(buf);
-			return -1;
-		}
-		acc = (acc << 6) | (unsigned int)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			buf[o++] = (unsigned char)(acc >> bits);
-		}
-	}
-	*out = buf;
-	*outlen = o;
-	return 0;
 }
 
 static int is_whole(double d, double max)
@@ -543,16 +246,14 @@ static int parse_trace(const cJSON *root, envelope *env)
 	return 0;
 }
 
-int envelope_parse(const void *value, size_t len, size_t max_bytes,
-                   envelope *env, char *err, size_t errsz)
-{
-	memset(env, 0, sizeof *env);
-	env->first_after_ms = -1;
-	env->not_before_ms = -1;
-	env->delay_ms = -1;
-	const char *text = value;
-	cJSON *root = NULL;
+/* ---- envelope_parse, step by step: each returns 0, or -1 with the
+ * reason in err (what it filled in env is freed by the caller) ---- */
 
+/* The record value as bytes, before any JSON: a Kafka null, empty, too
+ * large, with a NUL, not UTF-8, or opening with a byte-order mark. */
+static int check_value(const void *value, size_t len, size_t max_bytes, char *err, size_t errsz)
+{
+	const char *text = value;
 	if (!value)
 		return reject(err, errsz, "null record value (tombstone)");
 	if (len == 0)
@@ -566,9 +267,31 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		return reject(err, errsz, "record value is not valid UTF-8");
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
 		return reject(err, errsz, "invalid JSON: the record value starts with a byte-order mark");
+	return 0;
+}
 
+/* -1 with the reason when a field of known_fields appears twice. */
+static int duplicate_known_field(const cJSON *root, char *err, size_t errsz)
+{
+	for (const char **f = known_fields; *f; f++) {
+		int n = 0;
+		for (const cJSON *c = root->child; c; c = c->next)
+			if (c->string && strcmp(c->string, *f) == 0)
+				n++;
+		if (n > 1)
+			return reject(err, errsz, "field \"%s\" appears more than once", *f);
+	}
+	return 0;
+}
+
+/* text[0..len) as one JSON object, by cJSON and the strict checks, each
+ * field the hub reads at most once. Returns 0 with the tree in *out (the
+ * caller deletes it), or -1 with nothing to free. */
+static int parse_json(const char *text, size_t len, cJSON **out, char *err, size_t errsz)
+{
 	const char *parse_end = NULL;
-	root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &parse_end, 0);
+	*out = NULL;
 	if (!root) {
 		size_t at = parse_end && parse_end >= text ? (size_t)(parse_end - text) : 0;
 		if (nested_too_deep(text, at < len ? at + 1 : len))
@@ -578,274 +301,263 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		return reject(err, errsz, "invalid JSON near byte %zu", at);
 	}
 	const char *tail = skip_ws(parse_end, text + len);
-	if (tail != text + len) {
+	const char *strict = NULL;
+	if (tail != text + len)
 		reject(err, errsz, "invalid JSON: trailing data at byte %zu", (size_t)(tail - text));
-		goto fail;
-	}
-	if (!cJSON_IsObject(root)) {
+	else if (!cJSON_IsObject(root))
 		reject(err, errsz, "envelope is not a JSON object");
-		goto fail;
-	}
-	const char *strict = strict_json_check(text, len);
-	if (strict) {
+	else if ((strict = strict_json_check(text, len)))
 		reject(err, errsz, "%s", strict);
-		goto fail;
+	else if (duplicate_known_field(root, err, errsz) == 0) {
+		*out = root;
+		return 0;
 	}
-	for (const char **f = known_fields; *f; f++) {
-		int n = 0;
-		for (cJSON *c = root->child; c; c = c->next)
-			if (c->string && strcmp(c->string, *f) == 0)
-				n++;
-		if (n > 1) {
-			reject(err, errsz, "field \"%s\" appears more than once", *f);
-			goto fail;
-		}
-	}
+	cJSON_Delete(root);
+	return -1;
+}
 
-	cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
+/* The version (absent, null or 1) and the type. */
+static int parse_head(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "v");
 	if (v && !cJSON_IsNull(v)) {
-		if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble, 1e9)) {
-			reject(err, errsz, "field \"v\" must be a non-negative integer");
-			goto fail;
-		}
-		if (v->valuedouble != 1) {
-			reject(err, errsz, "unsupported envelope version %.0f (this hub reads version 1)",
-			       v->valuedouble);
-			goto fail;
-		}
+		if (!cJSON_IsNumber(v) || !is_whole(v->valuedouble, 1e9))
+			return reject(err, errsz, "field \"v\" must be a non-negative integer");
+		if (v->valuedouble != 1)
+			return reject(err, errsz, "unsupported envelope version %.0f (this hub reads "
+			                          "version 1)", v->valuedouble);
 	}
-
-	cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
-	if (!type) {
-		reject(err, errsz, "missing field \"type\"");
-		goto fail;
-	}
-	if (!cJSON_IsString(type)) {
-		reject(err, errsz, "field \"type\" must be a string");
-		goto fail;
-	}
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
+	if (!type)
+		return reject(err, errsz, "missing field \"type\"");
+	if (!cJSON_IsString(type))
+		return reject(err, errsz, "field \"type\" must be a string");
 	if (strcmp(type->valuestring, "prepare") == 0)
 		env->type = ENVELOPE_PREPARE;
 	else if (strcmp(type->valuestring, "commit") == 0)
 		env->type = ENVELOPE_COMMIT;
 	else if (strcmp(type->valuestring, "rollback") == 0)
 		env->type = ENVELOPE_ROLLBACK;
-	else {
-		reject(err, errsz, "field \"type\" must be \"prepare\", \"commit\" or \"rollback\"");
-		goto fail;
-	}
+	else
+		return reject(err, errsz, "field \"type\" must be \"prepare\", \"commit\" or "
+		                          "\"rollback\"");
+	return 0;
+}
 
-	cJSON *biz = cJSON_GetObjectItemCaseSensitive(root, "biz_id");
-	if (!biz) {
-		reject(err, errsz, "missing field \"biz_id\"");
-		goto fail;
-	}
+/* biz_id (a string, or an integer kept as its digits) and message_key. */
+static int parse_ids(const cJSON *root, const char *text, size_t len, envelope *env, char *err,
+                     size_t errsz)
+{
+	const cJSON *biz = cJSON_GetObjectItemCaseSensitive(root, "biz_id");
+	if (!biz)
+		return reject(err, errsz, "missing field \"biz_id\"");
 	if (cJSON_IsString(biz)) {
 		if (check_id("biz_id", biz->valuestring, ENVELOPE_BIZ_ID_MAX, err, errsz) != 0)
-			goto fail;
+			return -1;
 		env->biz_id = strdup(biz->valuestring);
 	} else if (cJSON_IsNumber(biz)) {
 		if (integer_biz_id(text, len, &env->biz_id, err, errsz) != 0)
-			goto fail;
+			return -1;
 	} else {
-		reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
-		goto fail;
+		return reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
 	}
 	if (!env->biz_id)
-		goto oom;
-
-	cJSON *mk = cJSON_GetObjectItemCaseSensitive(root, "message_key");
-	if (!mk) {
-		reject(err, errsz, "missing field \"message_key\"");
-		goto fail;
-	}
-	if (!cJSON_IsString(mk)) {
-		reject(err, errsz, "field \"message_key\" must be a string");
-		goto fail;
-	}
+		return reject(err, errsz, "out of memory");
+	const cJSON *mk = cJSON_GetObjectItemCaseSensitive(root, "message_key");
+	if (!mk)
+		return reject(err, errsz, "missing field \"message_key\"");
+	if (!cJSON_IsString(mk))
+		return reject(err, errsz, "field \"message_key\" must be a string");
 	if (check_id("message_key", mk->valuestring, ENVELOPE_MESSAGE_KEY_MAX, err, errsz) != 0)
-		goto fail;
+		return -1;
 	if (!(env->message_key = strdup(mk->valuestring)))
-		goto oom;
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
 
-	cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "payload");
-	cJSON *pb = cJSON_GetObjectItemCaseSensitive(root, "payload_base64");
-	if (pl && pb) {
-		reject(err, errsz, "fields \"payload\" and \"payload_base64\" are mutually exclusive");
-		goto fail;
-	}
+/* payload (a string as its text, any other JSON value as its exact text,
+ * minified) or payload_base64 (decoded). */
+static int parse_payload(const cJSON *root, const char *text, size_t len, envelope *env,
+                         char *err, size_t errsz)
+{
+	const cJSON *pl = cJSON_GetObjectItemCaseSensitive(root, "payload");
+	const cJSON *pb = cJSON_GetObjectItemCaseSensitive(root, "payload_base64");
+	if (pl && pb)
+		return reject(err, errsz, "fields \"payload\" and \"payload_base64\" are mutually "
+		                          "exclusive");
 	if (pb) {
-		if (!cJSON_IsString(pb)) {
-			reject(err, errsz, "field \"payload_base64\" must be a string");
-			goto fail;
-		}
-		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0) {
-			reject(err, errsz, "field \"payload_base64\" is not valid base64");
-			goto fail;
-		}
+		if (!cJSON_IsString(pb))
+			return reject(err, errsz, "field \"payload_base64\" must be a string");
+		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0)
+			return reject(err, errsz, "field \"payload_base64\" is not valid base64");
 		env->has_payload = 1;
 	} else if (pl) {
 		if (cJSON_IsString(pl)) {
 			env->payload_len = strlen(pl->valuestring);
 			env->payload = malloc(env->payload_len + 1);
 			if (!env->payload)
-				goto oom;
+				return reject(err, errsz, "out of memory");
 			memcpy(env->payload, pl->valuestring, env->payload_len + 1);
 		} else {
 			const char *vs, *ve;
-			if (!raw_member(text, len, "payload", &vs, &ve)) {
+			if (!raw_member(text, len, "payload", &vs, &ve))
 				/* cannot happen for text cJSON accepted; never re-print
 				 * through a double, which would change numbers */
-				reject(err, errsz, "field \"payload\" could not be located in the text");
-				goto fail;
-			}
+				return reject(err, errsz, "field \"payload\" could not be located in the text");
 			if (!(env->payload = minify(vs, ve, &env->payload_len)))
-				goto oom;
+				return reject(err, errsz, "out of memory");
 		}
 		env->has_payload = 1;
 	}
-
-	cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "forward");
-	if (fw) {
-		if (!cJSON_IsObject(fw)) {
-			reject(err, errsz, "field \"forward\" must be an object");
-			goto fail;
-		}
-		const char *dup = duplicate_member(fw);
-		if (dup) {
-			char nb[72];
-			reject(err, errsz, "field \"forward.%s\" appears more than once",
-			       shown(dup, nb, sizeof nb));
-			goto fail;
-		}
-		cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
-		if (!ft) {
-			reject(err, errsz, "missing field \"forward.topic\"");
-			goto fail;
-		}
-		if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring))) {
-			reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
-			                   "(1..249 of a-z A-Z 0-9 . _ -)");
-			goto fail;
-		}
-		if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring))) {
-			/* every forward would fail until the row was parked */
-			reject(err, errsz, "field \"forward.topic\" names a topic Kafka reserves for "
-			                   "itself (names beginning with __, such as __consumer_offsets)");
-			goto fail;
-		}
-		cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");
-		if (fk && !cJSON_IsNull(fk) && !cJSON_IsString(fk)) {
-			reject(err, errsz, "field \"forward.key\" must be a string");
-			goto fail;
-		}
-		cJSON *fh = cJSON_GetObjectItemCaseSensitive(fw, "headers");
-		if (fh && !cJSON_IsNull(fh)) {
-			if (!cJSON_IsObject(fh)) {
-				reject(err, errsz, "field \"forward.headers\" must be an object of strings");
-				goto fail;
-			}
-			if (cJSON_GetArraySize(fh) > ENVELOPE_HEADERS_MAX) {
-				reject(err, errsz, "more than %d forward headers", ENVELOPE_HEADERS_MAX);
-				goto fail;
-			}
-			if ((dup = duplicate_member(fh))) {
-				char nb[72];
-				reject(err, errsz, "forward header \"%s\" appears more than once",
-				       shown(dup, nb, sizeof nb));
-				goto fail;
-			}
-			for (cJSON *h = fh->child; h; h = h->next) {
-				if (!cJSON_IsString(h)) {
-					char nb[72];
-					reject(err, errsz, "forward header \"%s\" must have a string value",
-					       shown(h->string, nb, sizeof nb));
-					goto fail;
-				}
-				if (!*h->string || strlen(h->string) > 255 || first_control(h->string) >= 0) {
-					reject(err, errsz, "a forward header name must be 1..255 bytes "
-					                   "without control characters");
-					goto fail;
-				}
-				if (strncasecmp(h->string, "txhub-", 6) == 0) {
-					char nb[72];
-					reject(err, errsz, "forward header \"%s\" uses the reserved "
-					                   "prefix txhub-", shown(h->string, nb, sizeof nb));
-					goto fail;
-				}
-			}
-			if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
-				goto oom;
-		}
-		if (parse_delay(fw, env, err, errsz) != 0)
-			goto fail;
-		if (!(env->forward_topic = strdup(ft->valuestring)))
-			goto oom;
-		if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
-			goto oom;
-	}
-
-	cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "checkback");
-	if (cb && !cJSON_IsNull(cb)) {
-		if (!cJSON_IsObject(cb)) {
-			reject(err, errsz, "field \"checkback\" must be an object");
-			goto fail;
-		}
-		const char *dup = duplicate_member(cb);
-		if (dup) {
-			char nb[72];
-			reject(err, errsz, "field \"checkback.%s\" appears more than once",
-			       shown(dup, nb, sizeof nb));
-			goto fail;
-		}
-		cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");
-		if (url && !cJSON_IsNull(url)) {
-			if (!cJSON_IsString(url) || !envelope_valid_url(url->valuestring)) {
-				reject(err, errsz, "field \"checkback.url\" must be an http:// or https:// "
-				                   "URL of at most %d characters", ENVELOPE_URL_MAX);
-				goto fail;
-			}
-			if (!(env->checkback_url = dup_or_null(url->valuestring)))
-				goto oom;
-		}
-		cJSON *fa = cJSON_GetObjectItemCaseSensitive(cb, "first_after_ms");
-		if (fa && !cJSON_IsNull(fa)) {
-			if (!cJSON_IsNumber(fa) || !is_whole(fa->valuedouble, 30.0 * 86400000.0)) {
-				reject(err, errsz, "field \"checkback.first_after_ms\" must be an integer "
-				                   "from 0 to 2592000000");
-				goto fail;
-			}
-			env->first_after_ms = (int64_t)fa->valuedouble;
-		}
-	}
-
-	if (parse_trace(root, env) != 0)
-		goto oom;
-
-	if (env->type == ENVELOPE_PREPARE) {
-		if (!env->has_payload) {
-			reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
-			goto fail;
-		}
-		if (!env->forward_topic) {
-			reject(err, errsz, "missing field \"forward\"");
-			goto fail;
-		}
-	} else if (env->type == ENVELOPE_COMMIT) {
-		if (env->has_payload != (env->forward_topic != NULL)) {
-			reject(err, errsz, "a one-shot commit needs both a payload and \"forward\"");
-			goto fail;
-		}
-	}
-	cJSON_Delete(root);
 	return 0;
+}
 
-oom:
-	reject(err, errsz, "out of memory");
-fail:
+/* forward.headers: an object of at most ENVELOPE_HEADERS_MAX string
+ * values, each name 1..255 bytes without control characters and without
+ * the reserved prefix txhub-; kept as compact JSON. */
+static int parse_forward_headers(const cJSON *fh, envelope *env, char *err, size_t errsz)
+{
+	char nb[72];
+	if (!cJSON_IsObject(fh))
+		return reject(err, errsz, "field \"forward.headers\" must be an object of strings");
+	if (cJSON_GetArraySize(fh) > ENVELOPE_HEADERS_MAX)
+		return reject(err, errsz, "more than %d forward headers", ENVELOPE_HEADERS_MAX);
+	const char *dup = duplicate_member(fh);
+	if (dup)
+		return reject(err, errsz, "forward header \"%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	for (const cJSON *h = fh->child; h; h = h->next) {
+		if (!cJSON_IsString(h))
+			return reject(err, errsz, "forward header \"%s\" must have a string value",
+			              shown(h->string, nb, sizeof nb));
+		if (!*h->string || strlen(h->string) > 255 || first_control(h->string) >= 0)
+			return reject(err, errsz, "a forward header name must be 1..255 bytes "
+			                          "without control characters");
+		if (strncasecmp(h->string, "txhub-", 6) == 0)
+			return reject(err, errsz, "forward header \"%s\" uses the reserved "
+			                          "prefix txhub-", shown(h->string, nb, sizeof nb));
+	}
+	if (fh->child && !(env->forward_headers = cJSON_PrintUnformatted(fh)))
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
+
+/* The forward object: topic, key, headers, and a delay. */
+static int parse_forward(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *fw = cJSON_GetObjectItemCaseSensitive(root, "forward");
+	if (!fw)
+		return 0;
+	if (!cJSON_IsObject(fw))
+		return reject(err, errsz, "field \"forward\" must be an object");
+	const char *dup = duplicate_member(fw);
+	if (dup) {
+		char nb[72];
+		return reject(err, errsz, "field \"forward.%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	}
+	const cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
+	if (!ft)
+		return reject(err, errsz, "missing field \"forward.topic\"");
+	if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring)))
+		return reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
+		                          "(1..249 of a-z A-Z 0-9 . _ -)");
+	if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring)))
+		/* every forward would fail until the row was parked */
+		return reject(err, errsz, "field \"forward.topic\" names a topic Kafka reserves for "
+		                          "itself (names beginning with __, such as __consumer_offsets)");
+	const cJSON *fk = cJSON_GetObjectItemCaseSensitive(fw, "key");
+	if (fk && !cJSON_IsNull(fk) && !cJSON_IsString(fk))
+		return reject(err, errsz, "field \"forward.key\" must be a string");
+	const cJSON *fh = cJSON_GetObjectItemCaseSensitive(fw, "headers");
+	if (fh && !cJSON_IsNull(fh) && parse_forward_headers(fh, env, err, errsz) != 0)
+		return -1;
+	if (parse_delay(fw, env, err, errsz) != 0)
+		return -1;
+	if (!(env->forward_topic = strdup(ft->valuestring)))
+		return reject(err, errsz, "out of memory");
+	if (fk && cJSON_IsString(fk) && !(env->forward_key = strdup(fk->valuestring)))
+		return reject(err, errsz, "out of memory");
+	return 0;
+}
+
+/* The checkback object: url and first_after_ms, both optional. */
+static int parse_checkback(const cJSON *root, envelope *env, char *err, size_t errsz)
+{
+	const cJSON *cb = cJSON_GetObjectItemCaseSensitive(root, "checkback");
+	if (!cb || cJSON_IsNull(cb))
+		return 0;
+	if (!cJSON_IsObject(cb))
+		return reject(err, errsz, "field \"checkback\" must be an object");
+	const char *dup = duplicate_member(cb);
+	if (dup) {
+		char nb[72];
+		return reject(err, errsz, "field \"checkback.%s\" appears more than once",
+		              shown(dup, nb, sizeof nb));
+	}
+	const cJSON *url = cJSON_GetObjectItemCaseSensitive(cb, "url");
+	if (url && !cJSON_IsNull(url)) {
+		if (!cJSON_IsString(url) || !envelope_valid_url(url->valuestring))
+			return reject(err, errsz, "field \"checkback.url\" must be an http:// or https:// "
+			                          "URL of at most %d characters", ENVELOPE_URL_MAX);
+		if (!(env->checkback_url = dup_or_null(url->valuestring)))
+			return reject(err, errsz, "out of memory");
+	}
+	const cJSON *fa = cJSON_GetObjectItemCaseSensitive(cb, "first_after_ms");
+	if (fa && !cJSON_IsNull(fa)) {
+		if (!cJSON_IsNumber(fa) || !is_whole(fa->valuedouble, 30.0 * 86400000.0))
+			return reject(err, errsz, "field \"checkback.first_after_ms\" must be an integer "
+			                          "from 0 to 2592000000");
+		env->first_after_ms = (int64_t)fa->valuedouble;
+	}
+	return 0;
+}
+
+/* What the type needs: a prepare a payload and a forward; a commit both
+ * or neither (a one-shot commit, or a decision). */
+static int check_type_needs(const envelope *env, char *err, size_t errsz)
+{
+	if (env->type == ENVELOPE_PREPARE) {
+		if (!env->has_payload)
+			return reject(err, errsz, "a prepare needs \"payload\" or \"payload_base64\"");
+		if (!env->forward_topic)
+			return reject(err, errsz, "missing field \"forward\"");
+	} else if (env->type == ENVELOPE_COMMIT) {
+		if (env->has_payload != (env->forward_topic != NULL))
+			return reject(err, errsz, "a one-shot commit needs both a payload and \"forward\"");
+	}
+	return 0;
+}
+
+int envelope_parse(const void *value, size_t len, size_t max_bytes,
+                   envelope *env, char *err, size_t errsz)
+{
+	memset(env, 0, sizeof *env);
+	env->first_after_ms = -1;
+	env->not_before_ms = -1;
+	env->delay_ms = -1;
+	const char *text = value;
+	cJSON *root = NULL;
+	if (check_value(value, len, max_bytes, err, errsz) != 0 ||
+	    parse_json(text, len, &root, err, errsz) != 0)
+		return -1;
+	int rc = parse_head(root, env, err, errsz);
+	if (rc == 0)
+		rc = parse_ids(root, text, len, env, err, errsz);
+	if (rc == 0)
+		rc = parse_payload(root, text, len, env, err, errsz);
+	if (rc == 0)
+		rc = parse_forward(root, env, err, errsz);
+	if (rc == 0)
+		rc = parse_checkback(root, env, err, errsz);
+	if (rc == 0 && parse_trace(root, env) != 0)
+		rc = reject(err, errsz, "out of memory");
+	if (rc == 0)
+		rc = check_type_needs(env, err, errsz);
 	cJSON_Delete(root);
-	envelope_free(env);
-	return -1;
+	if (rc != 0)
+		envelope_free(env);
+	return rc;
 }
 
 int envelope_is_oneshot(const envelope *env)

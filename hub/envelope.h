@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topics.h"
+
 typedef enum {
 	ENVELOPE_PREPARE = 1,
 	ENVELOPE_COMMIT = 2,
@@ -69,11 +71,8 @@ void envelope_free(envelope *env);
 
 const char *envelope_type_name(envelope_type t);
 
-/* Helpers shared with the rest of the hub. */
-int envelope_valid_topic(const char *s, size_t len);
-/* 1 for a name Kafka keeps for its own topics (beginning with "__":
- * __consumer_offsets, __transaction_state): never a forward topic. */
-int envelope_reserved_topic(const char *s, size_t len);
+/* Helpers shared with the rest of the hub (envelope_valid_topic and
+ * envelope_reserved_topic: topics.h). */
 int envelope_valid_url(const char *s);
 int envelope_valid_utf8(const unsigned char *s, size_t len);
 

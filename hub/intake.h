@@ -24,50 +24,16 @@
 #include "config.h"
 #include "dbid.h"
 #include "gap.h"
+#include "intake_assign.h"
+#include "intake_offsets.h"
+#include "intake_state.h"
+#include "intake_trouble.h"
 #include "owned.h"
 #include "store.h"
 #include "tenant_rules.h"
 
-typedef struct intake intake;
-
-/* A batch of records read but not yet acknowledged. */
-typedef struct {
-	store_record *recs;
-	rd_kafka_message_t **msgs; /* kept alive: recs point into them */
-	size_t n, cap;
-	size_t bytes;
-	size_t judged; /* recs[0..judged) have their tenant, and were held to its rules
-	                * (enforce.h); the rest wait for rules (intake_judge) */
-} intake_batch;
-
 void intake_batch_reset(intake_batch *b); /* destroys the messages */
 void intake_batch_free(intake_batch *b);
-
-/* Called from inside intake_poll() on a rebalance.
- *
- * take: before new partitions are read, take them in PostgreSQL: fill
- * own[i] (the new epoch) and next_offset[i] (where to start; -1: the
- * group's committed offset, or the beginning without one) for parts[i]. Returns 0, or -1 when a stop came first
- * (the partitions are then not read at all).
- * assigned: after they were assigned, with their epochs (the owned set
- * holds them by then).
- * revoking: before partitions move away (they are still in the owned set);
- * the callee must finish (store and acknowledge, or drop unacknowledged)
- * the batch in hand for them.
- * gap: called from inside intake_poll(), for an owned partition, when the
- * offset it was to read is not on the broker (gap.h: deleted before it
- * was read, or beyond the partition's end). The callee records and reports
- * it, and returns 0: the partition is then read from g->resume; or -1 to
- * be asked again later (PostgreSQL away): it waits until then. May be
- * NULL (read on from g->resume). */
-typedef struct {
-	int (*take)(void *opaque, const tp_key *parts, size_t n, store_owned *own,
-	            int64_t *next_offset);
-	void (*assigned)(void *opaque, const store_owned *own, size_t n);
-	void (*revoking)(void *opaque, const tp_key *partitions, size_t n);
-	int (*gap)(void *opaque, const gap *g);
-	void *opaque;
-} intake_hooks;
 
 /* owned: the run loop's set of owned partitions, empty, which intake keeps
  * up to date from now until intake_close() (owned.h: the points at which
@@ -96,69 +62,12 @@ int intake_judge(intake *in, intake_batch *b);
  * bytes, or nothing more is ready; waits up to intake.poll_ms for the first. */
 void intake_poll(intake *in, intake_batch *b);
 
-/* Note the offsets of every record of b as done (after its transaction
- * committed), to be committed to the group. */
-void intake_ack(intake *in, const intake_batch *b);
-
-/* Commit what was noted, in the background, when the last commit is a
- * second old (one request for every partition, never one per batch). */
-void intake_commit_due(intake *in);
-
-/* Commit what was noted now, synchronously. */
-void intake_commit(intake *in);
-
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
 void intake_close(intake *in);
 
 /* Why the consumer failed for good (librdkafka's fatal error: with static
  * membership, another process took this group.instance.id), or NULL. */
 const char *intake_fatal(const intake *in);
-
-/* The last error librdkafka reported for the consumer (a refused password
- * or certificate, brokers out of reach, the control topic or group hidden
- * by an ACL), on one line, or NULL. Kept until another comes: meant for
- * while the consumer has not joined its group. */
-const char *intake_trouble(const intake *in);
-
-/* Assigned partitions the broker refuses to let the consumer fetch (an ACL
- * with Describe but not Read on the control topic): how many; when some
- * are, one line naming them, the topic and the grant into why. They count
- * until a record or the partition's end is read, or an offset of theirs is
- * committed. */
-size_t intake_unreadable(const intake *in, char *why, size_t whysz);
-
-/* These partitions were taken by another replica: stop reading them and
- * drop them from the owned set (silently: the caller logs who took them). They stay in intake_fenced() while Kafka
- * still assigns them here, until taken again (a new assignment, or
- * intake_retake()) or revoked. */
-void intake_fence(intake *in, const tp_key *parts, size_t n);
-
-/* Partitions Kafka assigns here that were fenced off, sorted. The pointer
- * stays valid until the next call into intake. */
-const tp_key *intake_fenced(const intake *in, size_t *n);
-
-/* A next_offset for intake_retake(): the partition's first offset. */
-#define INTAKE_FROM_BEGINNING (-2)
-
-/* Take partitions (back) at new epochs (own, taken in PostgreSQL by the
- * caller: fenced or refused ones, or owned ones read again): read each from
- * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING),
- * commit that offset with this hub's identity (back too), and add it to
- * the owned set at its epoch (one whose seek fails is fenced off). */
-void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
-
-/* The partitions Kafka assigns here that are refused (see the top): how
- * many. When some are, why (one line: the partitions, both databases and
- * what to do) into why: those last worked against another database first
- * (*mismatch set to 1), else those whose committed offsets could not be
- * read (*mismatch 0). */
-size_t intake_refusals(const intake *in, char *why, size_t whysz, int *mismatch);
-
-/* Read the committed offsets of the refused partitions again: into
- * accept (up to max) those that may be taken now (their metadata names
- * this database or pg.adopt_from, or none); returns how many. The caller
- * takes them in PostgreSQL, then calls intake_retake(). */
-size_t intake_recheck(intake *in, tp_key *accept, size_t max);
 
 /* The lag of each owned partition: the high watermark last seen by the
  * consumer minus its position (both from librdkafka's cache, no broker
@@ -170,12 +79,6 @@ size_t intake_lag(intake *in, tp_key *parts, int64_t *lag, size_t max);
  * -1 where none), asked of the broker (at most 5 s). Returns 0, or -1
  * when the broker did not answer. */
 int intake_committed(intake *in, const tp_key *parts, size_t n, int64_t *out);
-
-/* Pause / resume reading every owned partition (PostgreSQL is away). The
- * consumer is still polled while paused, so the replica stays in its
- * group. */
-void intake_pause(intake *in);
-void intake_resume(intake *in);
 
 /* Remove the records of these partitions from b (not acknowledged: they
  * are read again by whoever owns them). Returns how many. */

@@ -1,13 +1,16 @@
 /* intake_offsets.c: the consumer group's committed offsets (see
- * intake_int.h): committed after PostgreSQL's commit, at most once a
+ * intake_offsets.h): committed after PostgreSQL's commit, at most once a
  * second, each with this hub's database as metadata; read on assignment to
  * refuse partitions last worked against another database. */
+#include "intake_offsets.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
-#include "intake_int.h"
+#include "intake_state.h"
+#include "intake_trouble.h"
 #include "log.h"
 
 /* ---- offsets committed to the group, with this hub's database ---- */

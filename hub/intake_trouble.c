@@ -1,14 +1,16 @@
 /* intake_trouble.c: what keeps the consumer from reading, said (see
- * intake_int.h): the last Kafka error while it has not joined its group (a
+ * intake_trouble.h): the last Kafka error while it has not joined its group (a
  * refused password or certificate, an ACL hiding the control topic or the
  * group), and the partitions the broker refuses to let it fetch (an ACL
  * with Describe but not Read), for the log and /readyz. */
+#include "intake_trouble.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
-#include "intake_int.h"
+#include "intake_state.h"
 #include "kafka.h"
 #include "log.h"
 

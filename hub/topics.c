@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envelope.h"
-
 /* ---- what control_topic says ---- */
 
 void topics_free(topics_spec *s)
@@ -143,6 +141,28 @@ void topics_progress_name(const topics_spec *s, const char *configured, char *ou
 		snprintf(out, outsz, "%s.progress", s->names[0]);
 	else
 		snprintf(out, outsz, "%s", TOPICS_PROGRESS_DEFAULT);
+}
+
+/* ---- topic names ---- */
+
+int envelope_valid_topic(const char *s, size_t len)
+{
+	if (len == 0 || len > 249)
+		return 0;
+	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int envelope_reserved_topic(const char *s, size_t len)
+{
+	return len >= 2 && s[0] == '_' && s[1] == '_';
 }
 
 /* ---- interned names ----

@@ -52,6 +52,16 @@ int topics_single(const topics_spec *s);
 void topics_progress_name(const topics_spec *s, const char *configured, char *out,
                           size_t outsz);
 
+/* ---- topic names ---- */
+
+/* Whether s[0..len) is a valid Kafka topic name: 1..249 of a-z A-Z 0-9
+ * . _ -, not . or .. (an envelope's forward topic, a control topic, every
+ * topic setting). */
+int envelope_valid_topic(const char *s, size_t len);
+/* 1 for a name Kafka keeps for its own topics (beginning with "__":
+ * __consumer_offsets, __transaction_state): never a forward topic. */
+int envelope_reserved_topic(const char *s, size_t len);
+
 /* ---- interned names and (topic, partition) keys ---- */
 
 /* Distinct topic names a process interns at most. */

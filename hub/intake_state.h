@@ -1,13 +1,63 @@
-/* intake_int.h: what intake.c (the consumer: assignments, reading,
- * fencing) and intake_offsets.c (the group's committed offsets: committing
- * them with this hub's database, judging them on assignment, refusing
- * partitions) share. Not for other modules. Main thread only. */
-#ifndef TXHUB_INTAKE_INT_H
-#define TXHUB_INTAKE_INT_H
+/* intake_state.h: the consumer's state, which the intake's parts share:
+ * intake.c (the consumer: reading, validating, stalled partitions) on top,
+ * intake_assign.c (assignments, fencing, taking back), intake_offsets.c
+ * (the group's committed offsets, with this hub's database; refusing
+ * partitions) and intake_trouble.c (what keeps it from reading) below it,
+ * and this at the bottom. The types are public (intake.h includes this);
+ * struct intake's fields are the intake's own, for no other module. Main
+ * thread only. */
+#ifndef TXHUB_INTAKE_STATE_H
+#define TXHUB_INTAKE_STATE_H
 
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dbid.h"
 #include "enforce.h"
-#include "intake.h"
+#include "gap.h"
+#include "owned.h"
+#include "store.h"
 #include "topics.h"
+
+typedef struct intake intake;
+
+/* A batch of records read but not yet acknowledged. */
+typedef struct {
+	store_record *recs;
+	rd_kafka_message_t **msgs; /* kept alive: recs point into them */
+	size_t n, cap;
+	size_t bytes;
+	size_t judged; /* recs[0..judged) have their tenant, and were held to its rules
+	                * (enforce.h); the rest wait for rules (intake_judge) */
+} intake_batch;
+
+/* Called from inside intake_poll() on a rebalance.
+ *
+ * take: before new partitions are read, take them in PostgreSQL: fill
+ * own[i] (the new epoch) and next_offset[i] (where to start; -1: the
+ * group's committed offset, or the beginning without one) for parts[i]. Returns 0, or -1 when a stop came first
+ * (the partitions are then not read at all).
+ * assigned: after they were assigned, with their epochs (the owned set
+ * holds them by then).
+ * revoking: before partitions move away (they are still in the owned set);
+ * the callee must finish (store and acknowledge, or drop unacknowledged)
+ * the batch in hand for them.
+ * gap: called from inside intake_poll(), for an owned partition, when the
+ * offset it was to read is not on the broker (gap.h: deleted before it
+ * was read, or beyond the partition's end). The callee records and reports
+ * it, and returns 0: the partition is then read from g->resume; or -1 to
+ * be asked again later (PostgreSQL away): it waits until then. May be
+ * NULL (read on from g->resume). */
+typedef struct {
+	int (*take)(void *opaque, const tp_key *parts, size_t n, store_owned *own,
+	            int64_t *next_offset);
+	void (*assigned)(void *opaque, const store_owned *own, size_t n);
+	void (*revoking)(void *opaque, const tp_key *partitions, size_t n);
+	int (*gap)(void *opaque, const gap *g);
+	void *opaque;
+} intake_hooks;
 
 /* Offsets done are committed at most this often ... */
 #define COMMIT_EVERY_MS 1000
@@ -75,55 +125,7 @@ tp_key intake_msg_tp(const rd_kafka_message_t *m);
 /* The slot of assigned partition p, or NULL. */
 slot *intake_slot_find(intake *in, tp_key p);
 
-/* The consumer's error_cb: logged, and kept for intake_trouble() (a
- * specific reason is not replaced within a minute by "all brokers are
- * down", which follows it). */
-void intake_note_error(intake *in, int err, const char *reason);
-
-/* An error the consumer returned instead of a record: the broker refusing
- * to let a slot's partition be fetched (TOPIC_AUTHORIZATION_FAILED) flags
- * it unreadable, with an error line the first time; anything else is
- * logged and kept for intake_trouble(). */
-void intake_note_consume_error(intake *in, const rd_kafka_message_t *m);
-
-/* Partition p was read (a record, its end, or an offset committed): no
- * longer unreadable. Cheap enough for every record while in->unreadable. */
-void intake_note_readable(intake *in, tp_key p);
-
-/* Note offset as partition p's next to commit (never backwards). */
-void intake_done_set(intake *in, tp_key p, int64_t offset);
-/* The same, back too: a partition read again from offset (taken back). */
-void intake_done_reset(intake *in, tp_key p, int64_t offset);
-
-/* The consumer's offset_commit_cb (opaque: the intake). */
-void intake_offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                             rd_kafka_topic_partition_list_t *offsets, void *opaque);
-
-/* Where a partition stands in the group. */
-typedef struct {
-	int64_t committed;    /* the group's committed offset; -1: none */
-	dbid_verdict verdict; /* what its metadata says (dbid_judge) */
-	dbid other;           /* ... the database it names */
-} intake_standing;
-
-/* Whether a partition in that standing may be taken. */
-int intake_may_take(dbid_verdict v);
-
-/* Read where parts[0..n) stand (out[i] for parts[i]). Without an identity
- * of our own, nothing is read: every verdict is DBID_ABSENT. Returns 0, or
- * -1 with err when the committed offsets could not be read. */
-int intake_read_standing(intake *in, const tp_key *parts, size_t n, intake_standing *out,
-                         char *err, size_t errsz);
-
-/* Refuse p (other: what its metadata names; NULL or unknown: its
- * committed offset could not be read, why says why). Returns 1 when that
- * is news (newly refused, or for another database than before). */
-int intake_refuse(intake *in, tp_key p, const dbid *other, const char *why);
-
-/* p is no longer refused (taken, or revoked). */
-void intake_unrefuse(intake *in, tp_key p);
-
-/* Log what is refused (after news). */
-void intake_log_refusals(const intake *in);
+/* Whether p is one of parts[0..n). */
+int intake_tp_in(const tp_key *parts, size_t n, tp_key p);
 
 #endif
