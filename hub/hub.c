@@ -16,6 +16,7 @@
  * on a PostgreSQL error it keeps the batch and retries it with backoff, so an
  * outage delays the hub but loses nothing. */
 #include "hub.h"
+#include "hub_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -48,55 +49,9 @@
 #include "store.h"
 #include "tenants.h"
 
-typedef struct {
-	const txhub_config *cfg; /* in force: the start-up one, or a reload's */
-	txhub_config **loaded;   /* every reload's, freed at exit (threads may hold one) */
-	size_t nloaded;
-	hub_reload_fn reload;
-	void *reload_ctx;
-	store *st;
-	intake *in;
-	forward *fw;
-	deadletter *dl;        /* forward.dead_letter_topic, or NULL: off */
-	checkback *cb;
-	alert *al;
-	monitor *mon;
-	tenants *tenants;      /* the tenants' rules, intake judges records by them */
-	int held;              /* tenants.enforce with no rules loaded: the batch waits */
-	int joined;            /* the consumer has had an assignment */
-	owned_set owned;       /* the partitions this replica owns: intake changes it */
-	intake_batch batch;
-	uint64_t records, batches, rejected, conflicts;
-	owned_set released;    /* partitions taken since the last release */
-	char owner[128];       /* host/pid, recorded with each partition taken */
-	int attempt;           /* failed attempts at the batch in hand */
-	int64_t retry_at;      /* ... and when to try it again */
-	int single;            /* applying the batch in hand one record at a time ... */
-	size_t next_single;    /* ... and the next one to apply */
-	size_t refused_in_a_row; /* valid records refused for their data, across batches */
-	int store_down;        /* attempts at reconnecting that failed */
-	int64_t reconnect_at;
-	int64_t next_owners;   /* heartbeat and fenced partitions, next time */
-	int64_t next_retention;
-	/* forwards due between two scans (scheduled messages, retries): claimed
-	 * again at once while a claim comes back full (claim_more), else when
-	 * the next one falls due (next_claim, 0: at the next scan) */
-	int claim_more;
-	int64_t next_claim;
-	int64_t claimed_at; /* the last claim began (a release asked for waits 100 ms from it) */
-	int scan_step;         /* the scan's next step (scan_step()) ... */
-	int scan_failed;       /* ... and whether one of its steps failed */
-	janitor_retention sweep;
-	fault f_conn, f_apply, f_scan;
-	char problem[1024];    /* why this replica is not doing its job, or "" */
-	char refusals[1200];   /* partitions refused (intake.h), or "" */
-	int mismatch_alerted;  /* database_mismatch raised for the refusals in hand */
-	int64_t refused_seen;  /* when partitions were last refused */
-} hub;
+int64_t hub_now_ms(void) { return clock_ms(); }
 
-static int64_t now_ms(void) { return clock_ms(); }
-
-static void sleep_ms(int64_t ms)
+void hub_sleep_ms(int64_t ms)
 {
 	if (ms <= 0)
 		return;
@@ -108,10 +63,10 @@ static void sleep_ms(int64_t ms)
 /* Whether the store is usable now; while PostgreSQL is away, reconnects
  * at most on a backoff schedule and returns -1 without waiting, so that the
  * loop goes on polling Kafka. */
-static int store_ready(hub *h)
+int hub_store_ready(hub *h)
 {
 	char err[512];
-	int64_t now = now_ms();
+	int64_t now = hub_now_ms();
 	if (h->store_down > 0 && now < h->reconnect_at)
 		return -1;
 	if (store_ensure(h->st, err, sizeof err) == STORE_OK) {
@@ -133,15 +88,15 @@ static int store_ready(hub *h)
  * Only for the rare place that cannot go on without it (taking
  * partitions). Returns 0 when connected, -1 when a stop was requested
  * first. */
-static int wait_for_store(hub *h)
+int hub_wait_for_store(hub *h)
 {
 	for (;;) {
 		h->reconnect_at = 0;
-		if (store_ready(h) == 0)
+		if (hub_store_ready(h) == 0)
 			return 0;
 		if (signals_stop_requested())
 			return -1;
-		sleep_ms(h->reconnect_at - now_ms());
+		hub_sleep_ms(h->reconnect_at - hub_now_ms());
 	}
 }
 
@@ -154,7 +109,7 @@ static int wait_for_store(hub *h)
 /* Forward what became committed, noting per partition which epoch sends
  * it (a debug line the replica tests read to check that no two replicas
  * ever forward for one partition at the same time). */
-static void send_forwards(hub *h, const store_forward_list *l)
+void hub_send_forwards(hub *h, const store_forward_list *l)
 {
 	if (l->n == 0 && !l->incomplete)
 		return;
@@ -174,7 +129,7 @@ static void send_forwards(hub *h, const store_forward_list *l)
 }
 
 /* Forget the pending lease releases of these partitions. */
-static void unrelease(hub *h, const tp_key *parts, size_t n)
+void hub_unrelease(hub *h, const tp_key *parts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		owned_drop(&h->released, parts[i]);
@@ -183,26 +138,22 @@ static void unrelease(hub *h, const tp_key *parts, size_t n)
 /* Another replica took these partitions (a write or the heartbeat found
  * their epoch moved on): stop reading and checking them back, and drop
  * their records from the batch in hand, unacknowledged. */
-static void fence_lost(hub *h, const tp_key *lost, size_t nlost)
+void hub_fence_lost(hub *h, const tp_key *lost, size_t nlost)
 {
 	janitor_log_fenced(h->st, h->cfg, lost, nlost);
 	intake_fence(h->in, lost, nlost);
 	checkback_assign(h->cb, &h->owned);
-	unrelease(h, lost, nlost);
+	hub_unrelease(h, lost, nlost);
 	size_t d = intake_batch_drop(&h->batch, lost, nlost);
 	h->single = 0; /* the batch changed: what is left is applied again whole */
 	if (d > 0)
 		log_warn("hub: dropped %zu record(s) of partitions another replica owns now", d);
 }
 
-static void on_assigned(void *opaque, const store_owned *taken, size_t n);
-static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
-                      size_t errsz);
-
 /* Say that the database lost its last transactions for rw[0..n), read
  * again from from[i]: one error line, one database_rewound alert naming
  * every partition, the counters. */
-static void report_rewound(hub *h, const store_rewound *rw, size_t n, const int64_t *from)
+void hub_report_rewound(hub *h, const store_rewound *rw, size_t n, const int64_t *from)
 {
 	char list[1024] = "", why[1900];
 	size_t len = 0;
@@ -266,15 +217,15 @@ static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 	/* what was read past the database's offsets is read again from them */
 	intake_batch_drop(&h->batch, parts, n);
 	h->single = 0;
-	unrelease(h, parts, n);
+	hub_unrelease(h, parts, n);
 	for (size_t i = 0; i < n; i++) {
 		from[i] = next[i] >= 0 ? next[i] : 0;
 		if (next[i] < 0)
 			next[i] = INTAKE_FROM_BEGINNING;
 	}
-	report_rewound(h, rw, n, from);
+	hub_report_rewound(h, rw, n, from);
 	intake_retake(h->in, own, next, n);
-	on_assigned(h, own, n);
+	hub_on_assigned(h, own, n);
 	rc = 0;
 done:
 	if (rc != 0)
@@ -289,7 +240,7 @@ done:
 /* Compare what the database holds for every owned partition with what
  * this replica wrote, and read again what it lost. Returns 0, or -1 when
  * PostgreSQL failed (in err). */
-static int check_history(hub *h, char *err, size_t errsz)
+int hub_check_history(hub *h, char *err, size_t errsz)
 {
 	store_rewound *rw = NULL;
 	size_t nrw = 0;
@@ -308,8 +259,8 @@ static int check_history(hub *h, char *err, size_t errsz)
  * were taken by another replica and are fenced off. Either way their
  * records are gone from the batch. Returns rc, or STORE_RETRY (err) when
  * PostgreSQL failed sorting them out (the batch is kept). */
-static store_rc sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, char *err,
-                         size_t errsz)
+store_rc hub_sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, char *err,
+                      size_t errsz)
 {
 	store_owned *own = calloc(nlost ? nlost : 1, sizeof *own);
 	size_t n = 0;
@@ -323,7 +274,7 @@ static store_rc sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, 
 			own[n++] = *o;
 	}
 	/* every owned partition, not only the batch's: one loss, one report */
-	if (check_history(h, err, errsz) != 0) {
+	if (hub_check_history(h, err, errsz) != 0) {
 		free(own);
 		return STORE_RETRY;
 	}
@@ -338,7 +289,7 @@ static store_rc sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, 
 	for (size_t i = 0; fenced && i < nf; i++)
 		fenced[i] = own[i].tp;
 	if (fenced && nf > 0 && rc == STORE_FENCED)
-		fence_lost(h, fenced, nf);
+		hub_fence_lost(h, fenced, nf);
 	free(fenced);
 	free(own);
 	return rc;
@@ -363,7 +314,7 @@ static store_rc apply(hub *h, store_record *recs, size_t n, store_forward_list *
 		store_forward_list_clear(&scheduled);
 	}
 	if (rc == STORE_FENCED || rc == STORE_REWOUND)
-		rc = sort_out(h, lost, nlost, rc, err, errsz);
+		rc = hub_sort_out(h, lost, nlost, rc, err, errsz);
 	free(lost);
 	if (rc == STORE_OK && (stats->recognised || stats->maybe_duplicated))
 		metrics_forwards_after_rewind(stats->recognised, stats->maybe_duplicated);
@@ -377,7 +328,7 @@ static int batch_wait(hub *h, const char *err)
 {
 	h->attempt++;
 	fault_fail(&h->f_apply, err);
-	h->retry_at = now_ms() + backoff_delay(h->attempt, 100, 5000, backoff_random());
+	h->retry_at = hub_now_ms() + backoff_delay(h->attempt, 100, 5000, backoff_random());
 	intake_pause(h->in);
 	return -1;
 }
@@ -417,7 +368,7 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 		h->conflicts += stats.conflicts;
 		metrics_add_envelopes(&stats.by);
 		metrics_observe_batch(1);
-		send_forwards(h, &committed);
+		hub_send_forwards(h, &committed);
 	}
 	store_stats_free(&stats);
 	store_forward_list_clear(&committed);
@@ -469,7 +420,7 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
  * for the data of a record, one record at a time from then on, to find
  * that record. Any other failure keeps the batch, unacknowledged, for a
  * later attempt. Returns 0 when the batch is stored (or empty). */
-static int flush_batch(hub *h)
+int hub_flush_batch(hub *h)
 {
 	char err[1024];
 	if (!intake_judge(h->in, &h->batch)) {
@@ -490,7 +441,7 @@ static int flush_batch(hub *h)
 		if (h->batch.n == 0)
 			intake_resume(h->in);
 	}
-	if (h->batch.n > 0 && (now_ms() < h->retry_at || store_ready(h) != 0)) {
+	if (h->batch.n > 0 && (hub_now_ms() < h->retry_at || hub_store_ready(h) != 0)) {
 		intake_pause(h->in);
 		return -1;
 	}
@@ -520,7 +471,7 @@ static int flush_batch(hub *h)
 			          stats.rejected, stats.conflicts);
 			store_stats_free(&stats);
 			batch_done(h);
-			send_forwards(h, &committed);
+			hub_send_forwards(h, &committed);
 			store_forward_list_clear(&committed);
 			return 0;
 		}
@@ -548,7 +499,7 @@ static void hand_over_deliveries(hub *h)
 /* The clash over partitions with a replica of another consumer group (or
  * "": none), as the janitor or a take found it: logged when it changes,
  * the alert group_clash raised when one begins. */
-static void set_problem(hub *h, const char *problem)
+void hub_set_problem(hub *h, const char *problem)
 {
 	if (strcmp(problem, h->problem) == 0)
 		return;
@@ -563,7 +514,7 @@ static void set_problem(hub *h, const char *problem)
 
 /* Note partitions taken: their forwards in flight under the previous
  * owner are released at the next scan, and the checker asks about them. */
-static void on_assigned(void *opaque, const store_owned *taken, size_t n)
+void hub_on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
 	h->joined = 1;
@@ -573,7 +524,7 @@ static void on_assigned(void *opaque, const store_owned *taken, size_t n)
 	/* before the partitions' first batch (else their first scan), with what a
 	 * previous owner had in flight */
 	char err[512];
-	if (order_read(h, taken, n, 1, err, sizeof err) != 0)
+	if (hub_order_read(h, taken, n, 1, err, sizeof err) != 0)
 		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
 		         "next scan reads them", err);
 }
@@ -600,7 +551,7 @@ static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned
 		}
 	}
 	if (k > 0)
-		report_rewound(h, rw, k, from);
+		hub_report_rewound(h, rw, k, from);
 	free(committed);
 	free(from);
 	free(rw);
@@ -609,8 +560,8 @@ static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned
 /* Take newly assigned partitions in PostgreSQL. This must succeed before
  * they are read, so while PostgreSQL is away it waits here, inside the
  * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
-static int on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own,
-                   int64_t *next_offset)
+int hub_on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own,
+                int64_t *next_offset)
 {
 	hub *h = opaque;
 	char err[512];
@@ -619,14 +570,14 @@ static int on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own
 	store_partition_row *prev = calloc(n, sizeof *prev);
 	if (!prev)
 		return -1;
-	int64_t t0 = now_ms();
+	int64_t t0 = hub_now_ms();
 	int rc = -1;
 	for (int attempt = 1; !signals_stop_requested(); attempt++) {
-		if (wait_for_store(h) != 0)
+		if (hub_wait_for_store(h) != 0)
 			break;
 		if (store_take_partitions(h->st, h->owner, h->cfg->group, parts, n, own, next_offset,
 		                          prev, err, sizeof err) == STORE_OK) {
-			int64_t waited = now_ms() - t0;
+			int64_t waited = hub_now_ms() - t0;
 			if (waited > 1000)
 				log_info("hub: taking %zu partition(s) waited %lld ms (PostgreSQL away, or "
 				         "the previous owner's transaction still open)", n, (long long)waited);
@@ -636,7 +587,7 @@ static int on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("hub: taking %zu partition(s): %s; retrying in %lld ms", n, err,
 		         (long long)d);
-		sleep_ms(d);
+		hub_sleep_ms(d);
 	}
 	if (rc == 0)
 		check_taken(h, parts, n, own, next_offset);
@@ -648,13 +599,13 @@ static int on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own
 		         "\"%s\" and this replica of group \"%s\" took it: %s", TP_ARG(parts[i]),
 		         prev[i].owner, prev[i].group, h->cfg->group,
 		         OPS_GROUP_CLASH_ADVICE);
-		set_problem(h, problem);
+		hub_set_problem(h, problem);
 	}
 	free(prev);
 	return rc;
 }
 
-static void on_revoking(void *opaque, const tp_key *parts, size_t n)
+void hub_on_revoking(void *opaque, const tp_key *parts, size_t n)
 {
 	hub *h = opaque;
 	char err[512];
@@ -664,7 +615,7 @@ static void on_revoking(void *opaque, const tp_key *parts, size_t n)
 	 * the new owner */
 	h->retry_at = 0;
 	h->reconnect_at = 0;
-	if (flush_batch(h) != 0 && h->batch.n > 0) {
+	if (hub_flush_batch(h) != 0 && h->batch.n > 0) {
 		size_t d = intake_batch_drop(&h->batch, parts, n);
 		h->single = 0;
 		if (d > 0)
@@ -674,7 +625,7 @@ static void on_revoking(void *opaque, const tp_key *parts, size_t n)
 	intake_commit(h->in);
 	/* (with PostgreSQL away the reports could not be written: the leases
 	 * cover those messages, the new owner sends them again) */
-	int up = store_ready(h) == 0;
+	int up = hub_store_ready(h) == 0;
 	if (up)
 		forward_drain(h->fw, &h->owned, (int)forward_delivery_timeout_ms(h->fw));
 	else
@@ -698,18 +649,18 @@ static void on_revoking(void *opaque, const tp_key *parts, size_t n)
 		log_warn("hub: marking revoked partitions released: %s", err);
 	owned_free(&keep);
 	owned_free(&gone);
-	unrelease(h, parts, n); /* no longer ours: no lease release for them either */
+	hub_unrelease(h, parts, n); /* no longer ours: no lease release for them either */
 }
 
 /* Offsets of an owned partition are not on the broker (gap.h): record
  * and tell (gap_report.h) before intake reads on; -1 while PostgreSQL is
  * away or the partition's epoch moved on (then it is fenced soon). */
-static int on_gap(void *opaque, const gap *g)
+int hub_on_gap(void *opaque, const gap *g)
 {
 	hub *h = opaque;
 	char err[512];
 	const store_owned *o = owned_find(&h->owned, g->tp);
-	if (!o || store_ready(h) != 0)
+	if (!o || hub_store_ready(h) != 0)
 		return -1;
 	gap_report_rc rc = gap_report(h->st, h->al, h->owner, o->epoch, g, err, sizeof err);
 	if (rc == GAP_FAILED)
@@ -749,7 +700,7 @@ static int release_assigned(hub *h)
  * while they come back full, else when the next one falls due within the
  * second (at least 100 ms on: a flow of due times is claimed ten times a
  * second at most), else at the next scan. */
-static void plan_next_claim(hub *h, size_t n, size_t limit)
+void hub_plan_next_claim(hub *h, size_t n, size_t limit)
 {
 	h->claim_more = n >= limit;
 	h->next_claim = 0;
@@ -759,19 +710,19 @@ static void plan_next_claim(hub *h, size_t n, size_t limit)
 	                                         sizeof err) != STORE_OK ||
 	    in_ms < 0 || in_ms >= 1000)
 		return; /* (a failed probe: the scan claims them) */
-	h->next_claim = now_ms() + (in_ms < 100 ? 100 : in_ms);
+	h->next_claim = hub_now_ms() + (in_ms < 100 ? 100 : in_ms);
 }
 
 /* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
  * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
  * with err. */
-static int order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
-                      size_t errsz)
+int hub_order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+                   size_t errsz)
 {
 	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))
 		return 0;
 	store_blocker_list b = {0};
-	int64_t started = now_ms(), synced = forward_reports_synced(h->fw);
+	int64_t started = hub_now_ms(), synced = forward_reports_synced(h->fw);
 	if (store_order_blockers(h->st, own, n, taken, &b, err, errsz) != STORE_OK)
 		return -1;
 	forward_order_refresh(h->fw, own, n, &b, started, synced);
@@ -805,7 +756,7 @@ static int order_release(hub *h, char *err, size_t errsz)
  * forward.order = key: released first, and the blockers read after the
  * claim: what was sequenced is in the forwarder's hands (its keys' queues
  * keep their order), and a released chain goes whole. */
-static int claim_retries(hub *h)
+int hub_claim_retries(hub *h)
 {
 	const owned_set *own = &h->owned;
 	if (own->n == 0 || forward_in_flight(h->fw) > 10000) {
@@ -821,25 +772,25 @@ static int claim_retries(hub *h)
 	}
 	store_forward_list l = {0};
 	size_t again = 0;
-	int64_t t0 = now_ms();
+	int64_t t0 = hub_now_ms();
 	h->claimed_at = t0;
 	store_rc rc = store_sequence_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX, eos, &l,
 	                                      &again, err, sizeof err);
 	size_t nseq = l.n; /* (the claim adds to l, all in offset order) */
-	int64_t t1 = now_ms();
+	int64_t t1 = hub_now_ms();
 	/* (rows falling due meanwhile wait for the next sequencing; a full one
 	 * comes back at once) */
 	if (rc == STORE_OK && !eos)
 		rc = store_claim_lost_forwards(h->st, own->parts, own->n, DUE_CLAIM_MAX,
 		                               nseq >= DUE_CLAIM_MAX ? -1 : 1000, &l, err, sizeof err);
-	if (rc == STORE_OK && by_key && order_read(h, own->parts, own->n, 0, err, sizeof err) != 0)
+	if (rc == STORE_OK && by_key && hub_order_read(h, own->parts, own->n, 0, err, sizeof err) != 0)
 		rc = STORE_RETRY;
 	if (rc != STORE_OK)
 		fault_fail(&h->f_scan, err);
 	if (l.n > 0)
 		log_debug("hub: sending %zu due forward(s), %zu of them without a new sequence "
 		          "(sequenced in %lld ms, claimed in %lld ms)", l.n, l.n - nseq,
-		          (long long)(t1 - t0), (long long)(now_ms() - t1));
+		          (long long)(t1 - t0), (long long)(hub_now_ms() - t1));
 	if (again > 0) {
 		log_warn("hub: %zu message(s) decided again by a check-back or an operator after "
 		         "PostgreSQL lost their first decision may be forwarded twice (counted in "
@@ -848,8 +799,8 @@ static int claim_retries(hub *h)
 	}
 	/* (what was sequenced is sent even when a later step failed: it is
 	 * leased, and would wait for its lease otherwise) */
-	send_forwards(h, &l);
-	plan_next_claim(h, nseq > l.n - nseq ? nseq : l.n - nseq, DUE_CLAIM_MAX);
+	hub_send_forwards(h, &l);
+	hub_plan_next_claim(h, nseq > l.n - nseq ? nseq : l.n - nseq, DUE_CLAIM_MAX);
 	store_forward_list_clear(&l);
 	return rc == STORE_OK ? 0 : -1;
 }
@@ -869,7 +820,7 @@ static int retake(hub *h, const tp_key *parts, size_t n)
 		rc = 0;
 	if (rc == 0) {
 		intake_retake(h->in, own, next, n);
-		on_assigned(h, own, n);
+		hub_on_assigned(h, own, n);
 	} else {
 		fault_fail(&h->f_scan, err);
 	}
@@ -884,7 +835,7 @@ static int tend_partitions(hub *h)
 {
 	char err[512];
 	/* first: a partition whose row went back in time would look taken */
-	if (check_history(h, err, sizeof err) != 0) {
+	if (hub_check_history(h, err, sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
 		return -1;
 	}
@@ -896,7 +847,7 @@ static int tend_partitions(hub *h)
 	if (rc != 0)
 		fault_fail(&h->f_scan, err);
 	if (f.nlost > 0)
-		fence_lost(h, f.lost, f.nlost);
+		hub_fence_lost(h, f.lost, f.nlost);
 	if (rc == 0 && f.ngone > 0)
 		rc = retake(h, f.gone, f.ngone);
 	tp_key accept[256];
@@ -904,9 +855,9 @@ static int tend_partitions(hub *h)
 	if (rc == 0 && naccept > 0)
 		rc = retake(h, accept, naccept);
 	if (rc == 0)
-		set_problem(h, f.problem);
+		hub_set_problem(h, f.problem);
 	janitor_findings_clear(&f);
-	/* (fence_lost and retake changed the set: read it again here) */
+	/* (hub_fence_lost and retake changed the set: read it again here) */
 	if (janitor_missing_prepares(h->st, h->cfg, h->al, h->owned.parts, h->owned.n, err,
 	                             sizeof err) != 0) {
 		fault_fail(&h->f_scan, err);
@@ -961,7 +912,7 @@ static void watch_refusals(hub *h, int64_t now)
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
 {
 	const fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
-	int64_t now = now_ms();
+	int64_t now = hub_now_ms();
 	if (!h->joined && intake_trouble(h->in)) {
 		snprintf(buf, bufsz, "Kafka: %s", intake_trouble(h->in));
 		return buf;
@@ -1000,13 +951,13 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 
 /* Read the tenants' rules again when due (tenants.h), and hand a new
  * snapshot to intake. */
-static void refresh_tenants(hub *h, int64_t now)
+void hub_refresh_tenants(hub *h, int64_t now)
 {
 	if (tenants_refresh(h->tenants, store_conn(h->st), now) == 1) /* logs its count */
 		intake_set_rules(h->in, tenants_rules(h->tenants));
 }
 
-static void publish_lag(hub *h)
+void hub_publish_lag(hub *h)
 {
 	tp_key parts[256];
 	int64_t lag[256];
@@ -1018,7 +969,7 @@ static void publish_lag(hub *h)
  * while running; the others keep their values (and the log says which
  * changed). A configuration that does not load leaves everything as it
  * was. */
-static void reload(hub *h)
+void hub_reload(hub *h)
 {
 	char err[1024], fixed[512];
 	txhub_config *next = calloc(1, sizeof *next);
@@ -1070,7 +1021,7 @@ fail:
  * before it is found out; a reconnect makes them due at once), then
  * releasing and claiming forwards, retention, the tenants' rules. Returns
  * whether the scan is over. */
-static int scan_step(hub *h, int64_t now)
+int hub_scan_step(hub *h, int64_t now)
 {
 	switch (h->scan_step) {
 	case 0:
@@ -1085,13 +1036,13 @@ static int scan_step(hub *h, int64_t now)
 			h->next_owners = now + STORE_HEARTBEAT_MS;
 			return 0; /* claiming next turn */
 		}
-		h->scan_failed |= release_assigned(h) | claim_retries(h);
+		h->scan_failed |= release_assigned(h) | hub_claim_retries(h);
 		break;
 	case 2:
 		h->scan_failed |= retention(h, now);
 		break;
 	default:
-		refresh_tenants(h, now);
+		hub_refresh_tenants(h, now);
 		if (!h->scan_failed)
 			fault_ok(&h->f_scan);
 		h->scan_step = 0;
@@ -1101,11 +1052,11 @@ static int scan_step(hub *h, int64_t now)
 	return 0;
 }
 
-static void take_signals(hub *h)
+void hub_take_signals(hub *h)
 {
 	int sig = signals_take();
 	if (sig & SIGNALS_RELOAD)
-		reload(h);
+		hub_reload(h);
 	if (sig & SIGNALS_USR1)
 		log_info("hub: SIGUSR1 ignored");
 	if (sig & SIGNALS_USR2)
@@ -1148,7 +1099,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		}
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
-		sleep_ms(d);
+		hub_sleep_ms(d);
 	}
 	int version;
 	if (store_schema_version(h.st, &version, err, sizeof err) != STORE_OK) {
@@ -1193,19 +1144,19 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		log_warn("hub: cannot read the database's identity (%s): offsets are committed "
 		         "without it, and a replica of group %s against another database goes "
 		         "unnoticed", err, cfg->group);
-	intake_hooks hooks = {on_take, on_assigned, on_revoking, on_gap, &h};
+	intake_hooks hooks = {hub_on_take, hub_on_assigned, hub_on_revoking, hub_on_gap, &h};
 	if (!(h.in = intake_new(cfg, hooks, &h.owned, &self, err, sizeof err))) {
 		log_error("hub: %s", err);
 		goto done;
 	}
 	/* the rules before the first record (each record's tenant is recorded,
 	 * enforcement or not); failing, tenants.enforce holds intake until they
-	 * load (flush_batch) */
-	refresh_tenants(&h, now_ms());
+	 * load (hub_flush_batch) */
+	hub_refresh_tenants(&h, hub_now_ms());
 	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
 	         cfg->group, cfg->brokers);
 
-	int64_t next_scan = 0, next_stats = now_ms() + 60000;
+	int64_t next_scan = 0, next_stats = hub_now_ms() + 60000;
 	int64_t next_lag = 0;
 	int consumer_died = 0;
 	while (!signals_stop_requested()) {
@@ -1219,17 +1170,17 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			consumer_died = 1;
 			break;
 		}
-		take_signals(&h);
+		hub_take_signals(&h);
 		intake_poll(h.in, &h.batch);
-		flush_batch(&h);
+		hub_flush_batch(&h);
 		intake_commit_due(h.in);
-		int64_t now = now_ms();
+		int64_t now = hub_now_ms();
 		watch_refusals(&h, now);
 		char why[sizeof h.problem + 600];
 		metrics_set_owned_partitions(h.owned.n);
 		monitor_turn(h.mon, h.joined, readiness(&h, why, sizeof why));
 		if (now >= next_lag) {
-			publish_lag(&h);
+			hub_publish_lag(&h);
 			next_lag = now + 1000;
 		}
 		hand_over_deliveries(&h);
@@ -1238,12 +1189,12 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 			if (h.next_claim == 0 || h.next_claim > at)
 				h.next_claim = at;
 		}
-		if (store_ready(&h) == 0 &&
-		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && scan_step(&h, now))
+		if (hub_store_ready(&h) == 0 &&
+		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && hub_scan_step(&h, now))
 			next_scan = now + 1000;
-		else if (store_ready(&h) == 0 && h.scan_step == 0 && h.released.n == 0 &&
+		else if (hub_store_ready(&h) == 0 && h.scan_step == 0 && h.released.n == 0 &&
 		         (h.claim_more || (h.next_claim > 0 && now >= h.next_claim)))
-			claim_retries(&h); /* between two scans (plan_next_claim) */
+			hub_claim_retries(&h); /* between two scans (hub_plan_next_claim) */
 		if (now >= next_stats) {
 			forward_stats fs = forward_get_stats(h.fw);
 			checkback_stats cs = checkback_get_stats(h.cb);
@@ -1266,17 +1217,17 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	log_info("hub: stopping: finishing the batch in hand");
 	h.retry_at = 0;
 	h.reconnect_at = 0;
-	if (flush_batch(&h) != 0 && h.batch.n > 0)
+	if (hub_flush_batch(&h) != 0 && h.batch.n > 0)
 		log_warn("hub: stopping with %zu records not stored; they will be read again",
 		         h.batch.n);
 	intake_batch_reset(&h.batch);
 	intake_commit(h.in);
-	if (store_ready(&h) == 0)
+	if (hub_store_ready(&h) == 0)
 		forward_drain(h.fw, &h.owned, 10000);
 	status = consumer_died ? 1 : 0;
 done:
 	if (h.in)
-		intake_close(h.in); /* may call on_revoking: batch is empty by now */
+		intake_close(h.in); /* may call hub_on_revoking: batch is empty by now */
 	intake_batch_free(&h.batch);
 	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h.fw);
