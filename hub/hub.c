@@ -115,6 +115,197 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 	return h->problem;
 }
 
+/* Connect to PostgreSQL, retrying with backoff until it answers (readiness
+ * says why meanwhile). Returns 0, or -1 when a stop was asked for first. */
+static int connect_store(hub *h)
+{
+	char err[1024];
+	for (int attempt = 1; !h->st; attempt++) {
+		h->st = store_connect(h->cfg, err, sizeof err);
+		if (h->st)
+			break;
+		char why[1100];
+		snprintf(why, sizeof why, "starting: %s", err);
+		monitor_turn(h->mon, 0, why);
+		if (signals_stop_requested())
+			return -1;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
+		hub_sleep_ms(d);
+	}
+	return 0;
+}
+
+/* With the store connected: check the schema, start alerts, check-backs,
+ * forward, the dead-letter producer and intake. Returns 0, or -1 (logged). */
+static int start_parts(hub *h)
+{
+	const txhub_config *cfg = h->cfg;
+	char err[1024];
+	int version;
+	if (store_schema_version(h->st, &version, err, sizeof err) != STORE_OK) {
+		log_error("hub: reading the schema version: %s", err);
+		return -1;
+	}
+	if (version != migrate_latest()) {
+		log_error("hub: the database schema is at version %d, this txhub needs %d: run "
+		          "`txhub migrate` first", version, migrate_latest());
+		return -1;
+	}
+	snprintf(err, sizeof err, "out of memory");
+	if (!(h->tenants = tenants_new()) || !(h->al = alert_start(cfg, err, sizeof err)) ||
+	    !(h->cb = checkback_start(cfg, h->al, err, sizeof err))) {
+		log_error("hub: %s", err);
+		return -1;
+	}
+	fault_init(&h->f_conn, "hub: connecting to PostgreSQL", h->al, cfg->alert_database_failing_ms);
+	fault_init(&h->f_apply, "hub: storing envelopes", h->al, cfg->alert_database_failing_ms);
+	fault_init(&h->f_scan, "hub: scanning owned partitions", h->al,
+	           cfg->alert_database_failing_ms);
+	if (!(h->fw = forward_new(cfg, h->al, err, sizeof err))) {
+		log_error("hub: %s", err);
+		return -1;
+	}
+	if (!(h->dl = deadletter_start(cfg, h->al, err, sizeof err)) && *err) {
+		log_error("hub: %s", err);
+		return -1;
+	}
+	/* a forward in flight is leased for longer than the producer may take */
+	store_set_lease(h->st, forward_delivery_timeout_ms(h->fw) + 60000);
+	store_set_order_by_key(h->st, config_order_by_key(h->cfg), config_exactly_once(h->cfg));
+	char host[64] = "";
+	if (gethostname(host, sizeof host - 1) != 0)
+		snprintf(host, sizeof host, "unknown-host");
+	snprintf(h->owner, sizeof h->owner, "%s/%ld", host, (long)getpid());
+	dbid self;
+	char about[200];
+	if (dbid_read(store_conn(h->st), &self, err, sizeof err) == 0)
+		log_info("hub: working against %s", dbid_describe(&self, about, sizeof about));
+	else
+		log_warn("hub: cannot read the database's identity (%s): offsets are committed "
+		         "without it, and a replica of group %s against another database goes "
+		         "unnoticed", err, cfg->group);
+	intake_hooks hooks = {hub_on_take, hub_on_assigned, hub_on_revoking, hub_on_gap, h};
+	if (!(h->in = intake_new(cfg, hooks, &h->owned, &self, err, sizeof err))) {
+		log_error("hub: %s", err);
+		return -1;
+	}
+	/* the rules before the first record (each record's tenant is recorded,
+	 * enforcement or not); failing, tenants.enforce holds intake until they
+	 * load (hub_flush_batch) */
+	hub_refresh_tenants(h, hub_now_ms());
+	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
+	         cfg->group, cfg->brokers);
+	return 0;
+}
+
+/* The counters, once a minute. */
+static void log_stats(hub *h)
+{
+	forward_stats fs = forward_get_stats(h->fw);
+	checkback_stats cs = checkback_get_stats(h->cb);
+	log_info("hub: %llu records in %llu batches, %llu rejected, %llu conflicts; "
+	         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight; "
+	         "check-backs: %llu asked, %llu committed, %llu rolled back, %llu undecided, "
+	         "%llu errors, %llu check_failed, %zu in flight, %zu waiting for a "
+	         "connection to their host",
+	         (unsigned long long)h->records, (unsigned long long)h->batches,
+	         (unsigned long long)h->rejected, (unsigned long long)h->conflicts,
+	         (unsigned long long)fs.delivered, (unsigned long long)fs.failed_attempts,
+	         (unsigned long long)fs.failed_final, forward_in_flight(h->fw),
+	         (unsigned long long)cs.requests, (unsigned long long)cs.committed,
+	         (unsigned long long)cs.rolled_back, (unsigned long long)cs.undecided,
+	         (unsigned long long)cs.errors, (unsigned long long)cs.check_failed,
+	         cs.in_flight, cs.waiting);
+}
+
+/* The loop, until a stop is asked for or the consumer fails for good.
+ * Returns 1 when the consumer failed, else 0. */
+static int run_loop(hub *h)
+{
+	int64_t next_scan = 0, next_stats = hub_now_ms() + 60000;
+	int64_t next_lag = 0;
+	while (!signals_stop_requested()) {
+		if (intake_fatal(h->in)) {
+			/* a dead consumer cannot be replaced in place: its group
+			 * membership went with it. Stop cleanly; the supervisor starts
+			 * the hub again, which joins as a new member */
+			log_error("hub: the Kafka consumer failed for good (%s); stopping so that a "
+			          "restart replaces it", intake_fatal(h->in));
+			alert_raise(h->al, "kafka_fatal", NULL, NULL, 0, NULL, intake_fatal(h->in));
+			return 1;
+		}
+		hub_take_signals(h);
+		intake_poll(h->in, &h->batch);
+		hub_flush_batch(h);
+		intake_commit_due(h->in);
+		int64_t now = hub_now_ms();
+		watch_refusals(h, now);
+		char why[sizeof h->problem + 600];
+		metrics_set_owned_partitions(h->owned.n);
+		monitor_turn(h->mon, h->joined, readiness(h, why, sizeof why));
+		if (now >= next_lag) {
+			hub_publish_lag(h);
+			next_lag = now + 1000;
+		}
+		hand_over_deliveries(h);
+		if (forward_take_release(h->fw)) { /* a blocker delivered: release its key's held ones */
+			int64_t at = h->claimed_at + 100 > now ? h->claimed_at + 100 : now;
+			if (h->next_claim == 0 || h->next_claim > at)
+				h->next_claim = at;
+		}
+		if (hub_store_ready(h) == 0 &&
+		    (h->scan_step > 0 || h->released.n > 0 || now >= next_scan) && hub_scan_step(h, now))
+			next_scan = now + 1000;
+		else if (hub_store_ready(h) == 0 && h->scan_step == 0 && h->released.n == 0 &&
+		         (h->claim_more || (h->next_claim > 0 && now >= h->next_claim)))
+			hub_claim_retries(h); /* between two scans (hub_plan_next_claim) */
+		if (now >= next_stats) {
+			log_stats(h);
+			next_stats = now + 60000;
+		}
+	}
+	return 0;
+}
+
+/* A stop asked for: store the batch in hand, commit its offsets, drain the
+ * forwards in flight. */
+static void finish(hub *h)
+{
+	log_info("hub: stopping: finishing the batch in hand");
+	h->retry_at = 0;
+	h->reconnect_at = 0;
+	if (hub_flush_batch(h) != 0 && h->batch.n > 0)
+		log_warn("hub: stopping with %zu records not stored; they will be read again",
+		         h->batch.n);
+	intake_batch_reset(&h->batch);
+	intake_commit(h->in);
+	if (hub_store_ready(h) == 0)
+		forward_drain(h->fw, &h->owned, 10000);
+}
+
+/* Close and free what start_parts started (any of it may be missing). */
+static void close_parts(hub *h)
+{
+	if (h->in)
+		intake_close(h->in); /* may call hub_on_revoking: batch is empty by now */
+	intake_batch_free(&h->batch);
+	checkback_stop(h->cb); /* after intake_close: the revoke hook talks to it */
+	forward_destroy(h->fw);
+	deadletter_stop(h->dl);
+	alert_stop(h->al, 3000);
+	monitor_stop(h->mon);
+	tenants_free(h->tenants);
+	store_close(h->st);
+	owned_free(&h->owned); /* after intake_close, its writer */
+	owned_free(&h->released);
+	for (size_t i = 0; i < h->nloaded; i++) {
+		config_free(h->loaded[i]);
+		free(h->loaded[i]);
+	}
+	free(h->loaded);
+}
+
 int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 {
 	hub h;
@@ -137,164 +328,17 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		curl_global_cleanup();
 		return 1;
 	}
-	for (int attempt = 1; !h.st; attempt++) {
-		h.st = store_connect(cfg, err, sizeof err);
-		if (h.st)
-			break;
-		char why[1100];
-		snprintf(why, sizeof why, "starting: %s", err);
-		monitor_turn(h.mon, 0, why);
-		if (signals_stop_requested()) {
-			monitor_stop(h.mon);
-			curl_global_cleanup();
-			return 0;
-		}
-		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("hub: %s; retrying in %lld ms", err, (long long)d);
-		hub_sleep_ms(d);
+	if (connect_store(&h) != 0) {
+		monitor_stop(h.mon);
+		curl_global_cleanup();
+		return 0;
 	}
-	int version;
-	if (store_schema_version(h.st, &version, err, sizeof err) != STORE_OK) {
-		log_error("hub: reading the schema version: %s", err);
-		goto done;
+	if (start_parts(&h) == 0) {
+		int consumer_died = run_loop(&h);
+		finish(&h);
+		status = consumer_died ? 1 : 0;
 	}
-	if (version != migrate_latest()) {
-		log_error("hub: the database schema is at version %d, this txhub needs %d: run "
-		          "`txhub migrate` first", version, migrate_latest());
-		goto done;
-	}
-	snprintf(err, sizeof err, "out of memory");
-	if (!(h.tenants = tenants_new()) || !(h.al = alert_start(cfg, err, sizeof err)) ||
-	    !(h.cb = checkback_start(cfg, h.al, err, sizeof err))) {
-		log_error("hub: %s", err);
-		goto done;
-	}
-	fault_init(&h.f_conn, "hub: connecting to PostgreSQL", h.al, cfg->alert_database_failing_ms);
-	fault_init(&h.f_apply, "hub: storing envelopes", h.al, cfg->alert_database_failing_ms);
-	fault_init(&h.f_scan, "hub: scanning owned partitions", h.al,
-	           cfg->alert_database_failing_ms);
-	if (!(h.fw = forward_new(cfg, h.al, err, sizeof err))) {
-		log_error("hub: %s", err);
-		goto done;
-	}
-	if (!(h.dl = deadletter_start(cfg, h.al, err, sizeof err)) && *err) {
-		log_error("hub: %s", err);
-		goto done;
-	}
-	/* a forward in flight is leased for longer than the producer may take */
-	store_set_lease(h.st, forward_delivery_timeout_ms(h.fw) + 60000);
-	store_set_order_by_key(h.st, config_order_by_key(h.cfg), config_exactly_once(h.cfg));
-	char host[64] = "";
-	if (gethostname(host, sizeof host - 1) != 0)
-		snprintf(host, sizeof host, "unknown-host");
-	snprintf(h.owner, sizeof h.owner, "%s/%ld", host, (long)getpid());
-	dbid self;
-	char about[200];
-	if (dbid_read(store_conn(h.st), &self, err, sizeof err) == 0)
-		log_info("hub: working against %s", dbid_describe(&self, about, sizeof about));
-	else
-		log_warn("hub: cannot read the database's identity (%s): offsets are committed "
-		         "without it, and a replica of group %s against another database goes "
-		         "unnoticed", err, cfg->group);
-	intake_hooks hooks = {hub_on_take, hub_on_assigned, hub_on_revoking, hub_on_gap, &h};
-	if (!(h.in = intake_new(cfg, hooks, &h.owned, &self, err, sizeof err))) {
-		log_error("hub: %s", err);
-		goto done;
-	}
-	/* the rules before the first record (each record's tenant is recorded,
-	 * enforcement or not); failing, tenants.enforce holds intake until they
-	 * load (hub_flush_batch) */
-	hub_refresh_tenants(&h, hub_now_ms());
-	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
-	         cfg->group, cfg->brokers);
-
-	int64_t next_scan = 0, next_stats = hub_now_ms() + 60000;
-	int64_t next_lag = 0;
-	int consumer_died = 0;
-	while (!signals_stop_requested()) {
-		if (intake_fatal(h.in)) {
-			/* a dead consumer cannot be replaced in place: its group
-			 * membership went with it. Stop cleanly; the supervisor starts
-			 * the hub again, which joins as a new member */
-			log_error("hub: the Kafka consumer failed for good (%s); stopping so that a "
-			          "restart replaces it", intake_fatal(h.in));
-			alert_raise(h.al, "kafka_fatal", NULL, NULL, 0, NULL, intake_fatal(h.in));
-			consumer_died = 1;
-			break;
-		}
-		hub_take_signals(&h);
-		intake_poll(h.in, &h.batch);
-		hub_flush_batch(&h);
-		intake_commit_due(h.in);
-		int64_t now = hub_now_ms();
-		watch_refusals(&h, now);
-		char why[sizeof h.problem + 600];
-		metrics_set_owned_partitions(h.owned.n);
-		monitor_turn(h.mon, h.joined, readiness(&h, why, sizeof why));
-		if (now >= next_lag) {
-			hub_publish_lag(&h);
-			next_lag = now + 1000;
-		}
-		hand_over_deliveries(&h);
-		if (forward_take_release(h.fw)) { /* a blocker delivered: release its key's held ones */
-			int64_t at = h.claimed_at + 100 > now ? h.claimed_at + 100 : now;
-			if (h.next_claim == 0 || h.next_claim > at)
-				h.next_claim = at;
-		}
-		if (hub_store_ready(&h) == 0 &&
-		    (h.scan_step > 0 || h.released.n > 0 || now >= next_scan) && hub_scan_step(&h, now))
-			next_scan = now + 1000;
-		else if (hub_store_ready(&h) == 0 && h.scan_step == 0 && h.released.n == 0 &&
-		         (h.claim_more || (h.next_claim > 0 && now >= h.next_claim)))
-			hub_claim_retries(&h); /* between two scans (hub_plan_next_claim) */
-		if (now >= next_stats) {
-			forward_stats fs = forward_get_stats(h.fw);
-			checkback_stats cs = checkback_get_stats(h.cb);
-			log_info("hub: %llu records in %llu batches, %llu rejected, %llu conflicts; "
-			         "forwards: %llu delivered, %llu failed attempts, %llu given up, %zu in flight; "
-			         "check-backs: %llu asked, %llu committed, %llu rolled back, %llu undecided, "
-			         "%llu errors, %llu check_failed, %zu in flight, %zu waiting for a "
-			         "connection to their host",
-			         (unsigned long long)h.records, (unsigned long long)h.batches,
-			         (unsigned long long)h.rejected, (unsigned long long)h.conflicts,
-			         (unsigned long long)fs.delivered, (unsigned long long)fs.failed_attempts,
-			         (unsigned long long)fs.failed_final, forward_in_flight(h.fw),
-			         (unsigned long long)cs.requests, (unsigned long long)cs.committed,
-			         (unsigned long long)cs.rolled_back, (unsigned long long)cs.undecided,
-			         (unsigned long long)cs.errors, (unsigned long long)cs.check_failed,
-			         cs.in_flight, cs.waiting);
-			next_stats = now + 60000;
-		}
-	}
-	log_info("hub: stopping: finishing the batch in hand");
-	h.retry_at = 0;
-	h.reconnect_at = 0;
-	if (hub_flush_batch(&h) != 0 && h.batch.n > 0)
-		log_warn("hub: stopping with %zu records not stored; they will be read again",
-		         h.batch.n);
-	intake_batch_reset(&h.batch);
-	intake_commit(h.in);
-	if (hub_store_ready(&h) == 0)
-		forward_drain(h.fw, &h.owned, 10000);
-	status = consumer_died ? 1 : 0;
-done:
-	if (h.in)
-		intake_close(h.in); /* may call hub_on_revoking: batch is empty by now */
-	intake_batch_free(&h.batch);
-	checkback_stop(h.cb); /* after intake_close: the revoke hook talks to it */
-	forward_destroy(h.fw);
-	deadletter_stop(h.dl);
-	alert_stop(h.al, 3000);
-	monitor_stop(h.mon);
-	tenants_free(h.tenants);
-	store_close(h.st);
-	owned_free(&h.owned); /* after intake_close, its writer */
-	owned_free(&h.released);
-	for (size_t i = 0; i < h.nloaded; i++) {
-		config_free(h.loaded[i]);
-		free(h.loaded[i]);
-	}
-	free(h.loaded);
+	close_parts(&h);
 	curl_global_cleanup();
 	if (status == 0)
 		log_info("hub: stopped cleanly");
