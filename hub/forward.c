@@ -6,6 +6,7 @@
  * of its own. The writer's transactions run beside the loop's batches (see
  * store_record_deliveries), so the loop never waits for them. */
 #include "forward.h"
+#include "forward_int.h"
 
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
@@ -25,110 +26,10 @@
 #include "metrics.h"
 #include "order.h"
 
-/* What travels with a message as its opaque, until its report is written. */
-typedef struct {
-	char *biz_id;
-	char *message_key;
-	tp_key tp;         /* source partition */
-	int32_t send_attempts;
-	int64_t decided_ms;  /* from store_forward: 0 unless a first send */
-	metrics_tenant tenant; /* from store_forward */
-	int64_t produced_ms; /* handed to the producer; 0: refused outright */
-	int ok;
-	int requeue;         /* not attempted after all: the producer died */
-	int64_t fwd_seq;     /* its forward sequence (0: none), for the delivery marks */
-	int reported;        /* counted in the marks */
-	int clear;           /* its row has a last_error: written sent (clearing it) too */
-	char *error;         /* why it failed (FORWARD_ERROR_MAX bytes), only when it did */
-	char trace_id[33];   /* from store_forward: for its log lines */
-	/* forward.order = key (order.h) */
-	int64_t src_offset;
-	int hold;            /* not produced: an earlier message of its key is unsent */
-	order_key *okey;     /* its key's entry, while it is the key's forward in flight */
-	store_forward *queued; /* its row, while it waits for the key's forward in flight */
-} fw_item;
-
-/* A list of reports. */
-typedef struct {
-	fw_item **items;
-	size_t n, cap;
-} fw_list;
-
-/* A partition whose lane ended on its own (failed for good, or fenced by
- * Kafka) gets a new lane no sooner than this. */
-#define LANE_RESTART_MS 5000
-/* The lanes are looked at this often for partitions they have not taken. */
-#define LANE_WATCH_MS 200
-
-typedef struct {
-	tp_key tp;
-	int64_t not_before;
-} lane_cooldown;
-
-struct forward {
-	/* exactly_once: a lane per owned partition (the run loop's; the array
-	 * under mu, as other threads count what is pending) */
-	int eos;
-	lane **lanes;
-	size_t nlanes;
-	lane **retiring; /* asked to stop, not ended yet */
-	size_t nretiring;
-	lane_cooldown *cooldown;
-	size_t ncooldown;
-	forward_stats retired; /* counters of the lanes freed */
-	uint64_t lanes_gen;    /* the owned set's version the lanes were last tended to ... */
-	int lanes_settled;     /* ... leaving a running lane at its epoch for each partition */
-	lane_watch watch;      /* partitions not taken by their lane */
-	int64_t next_watch;
-
-	/* the run loop's */
-	rd_kafka_t *rk;
-	alert *al;
-	int64_t delivery_timeout_ms;
-	int fatal;         /* the producer failed for good: replace it */
-	int64_t born_ms;   /* when the producer in use was made ... */
-	int delivered;     /* ... and whether it has delivered anything since */
-	int dying;         /* producers in a row that failed for good as they started */
-	int64_t dying_since;
-	int64_t replace_at; /* the next producer is made no sooner */
-	char dying_why[512];
-	fw_list done;      /* reports served, not handed over yet */
-	char **topics;     /* forward topics whose metadata the producer has */
-	size_t ntopics;
-	order_map *order;  /* forward.order = key: the keys' blockers and queues */
-	order_key **ready; /* keys whose forward was delivered, with more queued */
-	size_t nready, capready;
-	int release;       /* a key's forward was delivered with held ones after it */
-
-	/* shared with the writer, under mu */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;      /* the writer: work or stop; the loop: written */
-	const txhub_config *cfg;
-	fw_list queue;          /* handed over, not written yet */
-	marks marks;            /* sequences in flight per partition (marks.h) */
-	owned_set own;          /* the partitions owned at the last hand-over (a copy) */
-	int64_t in_flight;      /* produced, report not written yet */
-	int stopping;
-	forward_stats stats;
-	int64_t failing_since;  /* a copy of the writer's fault, for readiness */
-	int64_t written_ms;     /* when the writer last wrote */
-	int64_t handed_ms;      /* when forward_poll last handed reports over */
-	int64_t synced_ms;      /* every report handed over before this is written */
-	char failing[600];
-
-	/* the writer's */
-	pthread_t writer;
-	int writer_started;
-	const txhub_config *start_cfg; /* to connect with */
-	store *st;
-	fault f_write;
-	owned_set written_own;  /* own, as the writer last took it */
-};
-
 /* Most forward topics whose metadata is fetched ahead (see known_topic). */
 #define FORWARD_TOPICS_MAX 10000
 
-static void item_free(fw_item *it)
+void forward_item_free(fw_item *it)
 {
 	if (!it)
 		return;
@@ -142,9 +43,9 @@ static void item_free(fw_item *it)
 	free(it);
 }
 
-static void free_queued(void *it) { item_free(it); }
+void forward_free_queued(void *it) { forward_item_free(it); }
 
-static int list_add(fw_list *l, fw_item *it)
+int forward_list_add(fw_list *l, fw_item *it)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 1024;
@@ -158,10 +59,10 @@ static int list_add(fw_list *l, fw_item *it)
 	return 0;
 }
 
-static void list_free(fw_list *l)
+void forward_list_free(fw_list *l)
 {
 	for (size_t i = 0; i < l->n; i++)
-		item_free(l->items[i]);
+		forward_item_free(l->items[i]);
 	free(l->items);
 	memset(l, 0, sizeof *l);
 }
@@ -181,16 +82,16 @@ static void push_done(forward *fw, fw_item *it)
 {
 	if (it->okey)
 		order_done(fw, it);
-	if (list_add(&fw->done, it) != 0) {
+	if (forward_list_add(&fw->done, it) != 0) {
 		/* the row stays pending and leased: retried after the lease */
 		log_error("forward: out of memory recording a delivery report");
-		item_free(it);
+		forward_item_free(it);
 		in_flight_add(fw, -1);
 	}
 }
 
 /* Mark it failed, with why. */
-static void failed(fw_item *it, const char *topic, int refused, rd_kafka_resp_err_t e)
+void forward_failed(fw_item *it, const char *topic, int refused, rd_kafka_resp_err_t e)
 {
 	it->ok = 0;
 	if ((it->error = malloc(FORWARD_ERROR_MAX)))
@@ -211,7 +112,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	           m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
 		it->requeue = 1; /* the producer's fault, not the message's */
 	} else {
-		failed(it, rd_kafka_topic_name(m->rkt), 0, m->err);
+		forward_failed(it, rd_kafka_topic_name(m->rkt), 0, m->err);
 	}
 	push_done(fw, it);
 }
@@ -227,8 +128,6 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	kafka_describe_error(err, reason, line, sizeof line);
 	log_warn("forward: kafka: %s", line);
 }
-
-static void *write_reports(void *arg);
 
 static rd_kafka_t *new_producer(forward *fw, const txhub_config *cfg, char *err, size_t errsz)
 {
@@ -380,7 +279,7 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 	fw->born_ms = clock_ms();
 	if (!(fw->rk = new_producer(fw, cfg, err, errsz)))
 		goto fail;
-	if (pthread_create(&fw->writer, NULL, write_reports, fw) != 0) {
+	if (pthread_create(&fw->writer, NULL, forward_write_reports, fw) != 0) {
 		snprintf(err, errsz, "cannot start the delivery report writer: %s", strerror(errno));
 		goto fail;
 	}
@@ -430,7 +329,7 @@ static void known_topic(forward *fw, const char *topic)
 		rd_kafka_topic_destroy(t);
 }
 
-static lane *lane_of(forward *fw, tp_key partition)
+lane *forward_lane_of(forward *fw, tp_key partition)
 {
 	for (size_t i = 0; i < fw->nlanes; i++)
 		if (lane_tp(fw->lanes[i]) == partition)
@@ -441,7 +340,7 @@ static lane *lane_of(forward *fw, tp_key partition)
 /* exactly_once: wake the lanes of the partitions with rows due (the rows
  * themselves they read from PostgreSQL, in sequence order). A row without
  * a sequence gets one at the loop's next scan (store_sequence_forwards). */
-static void notify_lanes(forward *fw, const store_forward_list *l)
+void forward_notify_lanes(forward *fw, const store_forward_list *l)
 {
 	for (size_t i = 0; i < l->n;) {
 		tp_key p = l->items[i].src_tp;
@@ -449,7 +348,7 @@ static void notify_lanes(forward *fw, const store_forward_list *l)
 		for (; i < l->n && l->items[i].src_tp == p; i++)
 			if (l->items[i].fwd_seq > max)
 				max = l->items[i].fwd_seq;
-		lane *ln = max > 0 ? lane_of(fw, p) : NULL;
+		lane *ln = max > 0 ? forward_lane_of(fw, p) : NULL;
 		if (ln)
 			lane_notify(ln, max);
 	}
@@ -481,7 +380,7 @@ static void produce_item(forward *fw, const store_forward *f, fw_item *it)
 			it->requeue = 1; /* the producer died: the next poll replaces it */
 			fw->fatal = 1;
 		} else {
-			failed(it, f->topic, 1, e); /* refused outright (too large, bad topic) */
+			forward_failed(it, f->topic, 1, e); /* refused outright (too large, bad topic) */
 		}
 		push_done(fw, it);
 		return;
@@ -648,7 +547,7 @@ void forward_note_scheduled(forward *fw, const store_forward_list *l)
 		const store_forward *f = &l->items[i];
 		if (!f->key)
 			continue; /* a null key has no order to keep */
-		lane *ln = fw->eos ? lane_of(fw, f->src_tp) : NULL;
+		lane *ln = fw->eos ? forward_lane_of(fw, f->src_tp) : NULL;
 		if (ln)
 			lane_blockers_changed(ln);
 		else if (!fw->eos && order_note(fw->order, f->src_tp, f->topic, f->key, f->src_offset))
@@ -665,7 +564,7 @@ size_t forward_order_blocked_keys(forward *fw)
 void forward_send(forward *fw, const store_forward_list *l)
 {
 	if (fw->eos) {
-		notify_lanes(fw, l);
+		forward_notify_lanes(fw, l);
 		return;
 	}
 	size_t handed = 0, produced = 0;
@@ -680,7 +579,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 		fw_item *it = calloc(1, sizeof *it);
 		if (!it || !(it->biz_id = strdup(f->biz_id)) || !(it->message_key = strdup(f->message_key))) {
 			log_error("forward: out of memory; the message is retried after its lease");
-			item_free(it);
+			forward_item_free(it);
 			if (lost)
 				lost[nlost++] = f->src_tp;
 			continue;
@@ -725,7 +624,7 @@ void forward_send(forward *fw, const store_forward_list *l)
 
 /* The metrics of the reports in l, nfailed of which ended the forward for
  * good: one update of the shared counters for all of them. */
-static void count_reports(const fw_list *l, const store_forward_list *failed)
+void forward_count_reports(const fw_list *l, const store_forward_list *failed)
 {
 	metrics_forwards m;
 	memset(&m, 0, sizeof m);
@@ -771,7 +670,7 @@ static int cooling_down(forward *fw, tp_key partition, int64_t now)
 	return found;
 }
 
-static void add_stats(forward_stats *to, forward_stats s)
+void forward_add_stats(forward_stats *to, forward_stats s)
 {
 	to->produced += s.produced;
 	to->delivered += s.delivered;
@@ -786,7 +685,7 @@ static void retire(forward *fw, size_t i)
 {
 	lane **r = realloc(fw->retiring, (fw->nretiring + 1) * sizeof *r);
 	if (!r) { /* stop it here and now */
-		add_stats(&fw->retired, lane_stats(fw->lanes[i]));
+		forward_add_stats(&fw->retired, lane_stats(fw->lanes[i]));
 		lane_free(fw->lanes[i]);
 	} else {
 		fw->retiring = r;
@@ -801,7 +700,7 @@ static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
 	fw->next_watch = now + LANE_WATCH_MS;
 	for (size_t i = 0; i < own->n; i++) {
 		char why[512] = "", topic[300] = "";
-		lane *l = lane_of(fw, own->parts[i].tp);
+		lane *l = forward_lane_of(fw, own->parts[i].tp);
 		int taken = l && lane_taken(l, why, sizeof why, topic, sizeof topic);
 		lane_watch_see(&fw->watch, own->parts[i].tp, taken, l ? why : NULL, topic, now);
 	}
@@ -814,7 +713,7 @@ static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
  * the loop: while the set is the version last tended (own->gen) and that
  * left each owned partition a lane, nothing is compared or started, only
  * the lanes' ends are looked at. */
-static void tend_lanes(forward *fw, const owned_set *own)
+void forward_tend_lanes(forward *fw, const owned_set *own)
 {
 	int64_t now = clock_ms();
 	char why[512], err[512];
@@ -859,7 +758,7 @@ static void tend_lanes(forward *fw, const owned_set *own)
 	int short_of = 0; /* a lane could not be started: tried again next time */
 	for (size_t i = 0; !settled && i < own->n; i++) {
 		const store_owned *o = &own->parts[i];
-		if (lane_of(fw, o->tp) || cooling_down(fw, o->tp, now))
+		if (forward_lane_of(fw, o->tp) || cooling_down(fw, o->tp, now))
 			continue;
 		short_of = 1;
 		lane **n = realloc(fw->lanes, (fw->nlanes + 1) * sizeof *n);
@@ -883,7 +782,7 @@ static void tend_lanes(forward *fw, const owned_set *own)
 		watch_lanes(fw, own, now);
 	for (size_t i = 0; i < fw->nretiring;) {
 		if (lane_ended(fw->retiring[i], NULL, NULL, 0)) {
-			add_stats(&fw->retired, lane_stats(fw->retiring[i]));
+			forward_add_stats(&fw->retired, lane_stats(fw->retiring[i]));
 			lane_free(fw->retiring[i]);
 			fw->retiring[i] = fw->retiring[--fw->nretiring];
 		} else {
@@ -896,7 +795,7 @@ static void tend_lanes(forward *fw, const owned_set *own)
 void forward_poll(forward *fw, const owned_set *own)
 {
 	if (fw->eos) {
-		tend_lanes(fw, own);
+		forward_tend_lanes(fw, own);
 		return;
 	}
 	rd_kafka_poll(fw->rk, 0);
@@ -912,10 +811,10 @@ void forward_poll(forward *fw, const owned_set *own)
 	 * checked again when the reports are written */
 	owned_copy(&fw->own, own);
 	for (size_t i = 0; i < fw->done.n; i++) {
-		if (list_add(&fw->queue, fw->done.items[i]) != 0) {
+		if (forward_list_add(&fw->queue, fw->done.items[i]) != 0) {
 			log_error("forward: out of memory handing over a delivery report; the message "
 			          "is sent again after its lease");
-			item_free(fw->done.items[i]);
+			forward_item_free(fw->done.items[i]);
 			fw->in_flight--;
 		}
 	}
@@ -941,7 +840,7 @@ static void reports_written(forward *fw, const fw_list *l, const store_forward_l
 		alert_raise_traced(fw->al, "send_failed", f->biz_id, f->message_key, f->send_attempts,
 		                   f->topic, why, f->trace_id);
 	}
-	count_reports(l, failed);
+	forward_count_reports(l, failed);
 	uint64_t ok = 0, bad = 0, requeued = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		const fw_item *it = l->items[i];
@@ -1059,7 +958,7 @@ static size_t count_reported(forward *fw, fw_list *l)
  * tuning, write it, and on failure put it back and wait a backoff. When
  * stopping, what cannot be written after one more try is dropped: those
  * rows stay pending and leased and are sent again. */
-static void *write_reports(void *arg)
+void *forward_write_reports(void *arg)
 {
 	forward *fw = arg;
 	pthread_setname_np(pthread_self(), "txhub:reports");
@@ -1106,20 +1005,20 @@ static void *write_reports(void *arg)
 		free(mk);
 		if (rc == 0) {
 			fw->synced_ms = handed;
-			list_free(&l);
+			forward_list_free(&l);
 			continue;
 		}
 		if (stopping) {
 			log_warn("forward: stopping with %zu delivery report(s) not recorded (%s); those "
 			         "messages are sent again after their lease", l.n, err);
 			fw->in_flight -= (int64_t)l.n;
-			list_free(&l);
+			forward_list_free(&l);
 			pthread_cond_broadcast(&fw->cv);
 			continue;
 		}
 		for (size_t i = 0; i < fw->queue.n; i++) /* newer ones after the kept */
-			if (list_add(&l, fw->queue.items[i]) != 0) {
-				item_free(fw->queue.items[i]);
+			if (forward_list_add(&l, fw->queue.items[i]) != 0) {
+				forward_item_free(fw->queue.items[i]);
 				fw->in_flight--;
 			}
 		free(fw->queue.items);
@@ -1161,7 +1060,7 @@ void forward_drain(forward *fw, const owned_set *own, int timeout_ms)
 {
 	int64_t until = clock_ms() + timeout_ms;
 	while (fw->eos && forward_in_flight(fw) > 0 && clock_ms() < until) {
-		tend_lanes(fw, own);
+		forward_tend_lanes(fw, own);
 		struct timespec ts = {0, 20 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
@@ -1185,11 +1084,11 @@ forward_stats forward_get_stats(forward *fw)
 {
 	pthread_mutex_lock(&fw->mu);
 	forward_stats s = fw->stats;
-	add_stats(&s, fw->retired);
+	forward_add_stats(&s, fw->retired);
 	for (size_t i = 0; i < fw->nlanes; i++)
-		add_stats(&s, lane_stats(fw->lanes[i]));
+		forward_add_stats(&s, lane_stats(fw->lanes[i]));
 	for (size_t i = 0; i < fw->nretiring; i++)
-		add_stats(&s, lane_stats(fw->retiring[i]));
+		forward_add_stats(&s, lane_stats(fw->retiring[i]));
 	pthread_mutex_unlock(&fw->mu);
 	return s;
 }
@@ -1223,8 +1122,8 @@ void forward_destroy(forward *fw)
 	free(fw->retiring);
 	free(fw->cooldown);
 	lane_watch_free(&fw->watch);
-	list_free(&fw->done);
-	list_free(&fw->queue);
+	forward_list_free(&fw->done);
+	forward_list_free(&fw->queue);
 	marks_free(&fw->marks);
 	owned_free(&fw->own);
 	owned_free(&fw->written_own);
@@ -1233,9 +1132,9 @@ void forward_destroy(forward *fw)
 	free(fw->topics);
 	if (fw->rk)
 		rd_kafka_destroy(fw->rk);
-	order_free(fw->order, free_queued);
+	order_free(fw->order, forward_free_queued);
 	free(fw->ready);
-	list_free(&fw->done); /* (reports the producer served as it went) */
+	forward_list_free(&fw->done); /* (reports the producer served as it went) */
 	store_close(fw->st);
 	pthread_mutex_destroy(&fw->mu);
 	pthread_cond_destroy(&fw->cv);
