@@ -12,6 +12,7 @@
  * sequence in PostgreSQL before the next run is read. A marker read too
  * low only means forwards sent twice; it is never read too high. */
 #include "lane.h"
+#include "lane_int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -30,50 +31,6 @@
 #include "marker.h"
 #include "metrics.h"
 #include "order.h"
-
-/* How long a Kafka call of the lane may block (init, commit, abort). */
-#define CALL_MS 60000
-/* An idle lane looks in PostgreSQL this often anyway. */
-#define IDLE_LOOK_MS 5000
-/* Forward topics whose existence a lane remembers. */
-#define TOPICS_MAX 10000
-
-struct lane {
-	const txhub_config *cfg;
-	alert *al;
-	store_owned own;
-	char progress[300];     /* the progress topic */
-	char txn_id[600];
-	char marker_key[600];   /* group/partition */
-	int32_t marker_part;    /* the partition of the progress topic */
-	char origin[64];        /* the partition's fwd_origin, for the markers */
-	const char *failpoint;  /* TXHUB_FAILPOINT, for the crash tests */
-	pthread_t thread;
-
-	pthread_mutex_t mu; /* guards what follows */
-	int reread_blockers; /* lane_blockers_changed(): read them before the next run */
-	pthread_cond_t cv;
-	int64_t want_seq;   /* rows up to here are due (lane_notify) */
-	int64_t covered;    /* rows up to here are sent, or were not there */
-	int stopping, ended, fenced;
-	int64_t stop_by;    /* stopping: give up what is left after this */
-	char why[512];      /* why it ended */
-	int taken;          /* take_partition succeeded */
-	char take_err[512]; /* until then: why its last attempt failed ... */
-	char take_topic[300]; /* ... and the Kafka topic that was about ("": none) */
-	forward_stats stats;
-
-	/* the thread's */
-	rd_kafka_t *rk;
-	store *st;
-	int64_t done_seq; /* the last marker committed */
-	marker_dead dead;  /* what its markers say was not sent (marker.h) */
-	size_t singles_left; /* runs of one forward to go (finding a bad one) */
-	char **topics;    /* forward topics known to exist */
-	size_t ntopics;
-	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
-	int64_t order_read_ms; /* when they were last read from PostgreSQL */
-};
 
 void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out)
 {
@@ -101,7 +58,7 @@ void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out)
 tp_key lane_tp(const lane *l) { return l->own.tp; }
 int64_t lane_epoch(const lane *l) { return l->own.epoch; }
 
-static int is_stopping(lane *l, int past_grace)
+int lane_is_stopping(lane *l, int past_grace)
 {
 	pthread_mutex_lock(&l->mu);
 	int s = l->stopping && (!past_grace || clock_ms() >= l->stop_by);
@@ -110,7 +67,7 @@ static int is_stopping(lane *l, int past_grace)
 }
 
 /* Sleep ms, or until asked to stop. */
-static void pause_ms(lane *l, int64_t ms)
+void lane_pause_ms(lane *l, int64_t ms)
 {
 	struct timespec ts = clock_deadline(ms);
 	pthread_mutex_lock(&l->mu);
@@ -174,7 +131,7 @@ static rd_kafka_t *new_producer(lane *l, char *err, size_t errsz)
 
 /* The number of partitions of topic as the broker has it: 0 when it has
  * no such topic, -1 with err when it cannot be asked. */
-static int partitions_of(rd_kafka_t *rk, const char *topic, char *err, size_t errsz)
+int lane_partitions_of(rd_kafka_t *rk, const char *topic, char *err, size_t errsz)
 {
 	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
 	const struct rd_kafka_metadata *md = NULL;
@@ -213,9 +170,9 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 	if (!rk)
 		return -1;
 	char sub[512];
-	int rc = -1, n = partitions_of(rk, l->progress, err, errsz);
+	int rc = -1, n = lane_partitions_of(rk, l->progress, err, errsz);
 	if (n == 0) {
-		int nctl = partitions_of(rk, tp_topic(l->own.tp), err, errsz);
+		int nctl = lane_partitions_of(rk, tp_topic(l->own.tp), err, errsz);
 		if (nctl < 0)
 			goto done;
 		rd_kafka_NewTopic_t *nt =
@@ -252,9 +209,9 @@ static int ensure_progress(lane *l, char *err, size_t errsz)
 		if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
 			goto done;
 		for (int i = 0; i < 20 && n <= 0; i++) { /* its metadata may lag */
-			n = partitions_of(rk, l->progress, err, errsz);
+			n = lane_partitions_of(rk, l->progress, err, errsz);
 			if (n <= 0)
-				pause_ms(l, 250);
+				lane_pause_ms(l, 250);
 		}
 		if (n <= 0) {
 			if (n == 0)
@@ -367,14 +324,14 @@ done:
 	return rc;
 }
 
-static int fenced_error(rd_kafka_resp_err_t e)
+int lane_fenced_error(rd_kafka_resp_err_t e)
 {
 	return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
 	       e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
 /* The lane ends: fenced, or failed for good. */
-static void end_with(lane *l, int fenced, const char *why)
+void lane_end_with(lane *l, int fenced, const char *why)
 {
 	pthread_mutex_lock(&l->mu);
 	l->fenced = fenced;
@@ -399,7 +356,7 @@ static int take_failed(lane *l, const char *err, const char *topic)
  * or refuse (each distinct error logged as a warning once, repeats at
  * debug: forward.c alerts when it goes on); returns 0, or -1 when
  * stopping, fenced or failed for good. */
-static int take_partition(lane *l)
+int lane_take_partition(lane *l)
 {
 	char err[512];
 	int inited = 0, ensured = 0;
@@ -417,10 +374,10 @@ static int take_partition(lane *l)
 		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
 			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
 			         rd_kafka_error_string(e));
-			int fatal = rd_kafka_error_is_fatal(e), fenced = fenced_error(rd_kafka_error_code(e));
+			int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
 			rd_kafka_error_destroy(e);
 			if (fatal || fenced) {
-				end_with(l, fenced, err);
+				lane_end_with(l, fenced, err);
 				log_error("lane %d of %s: %s", TP_ARG(l->own.tp), err);
 				return -1;
 			}
@@ -444,7 +401,7 @@ static int take_partition(lane *l)
 			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
 			if (config_order_by_key(l->cfg) && !l->order && !(l->order = order_new())) {
 				snprintf(err, sizeof err, "out of memory");
-				end_with(l, 0, err);
+				lane_end_with(l, 0, err);
 				return -1;
 			}
 			/* and the failures PostgreSQL recorded that no marker listed
@@ -477,17 +434,17 @@ static int take_partition(lane *l)
 			return 0;
 		}
 		if (rc == STORE_FENCED) {
-			end_with(l, 1, err);
+			lane_end_with(l, 1, err);
 			return -1;
 		}
-		if (is_stopping(l, 0))
+		if (lane_is_stopping(l, 0))
 			return -1;
 		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
 		int changed = take_failed(l, err, about);
 		log_msg(changed ? LOG_WARN : LOG_DEBUG,
 		        "lane %d of %s: taking the partition: %s; retrying in %lld ms%s", TP_ARG(l->own.tp), err,
 		        (long long)d, changed ? " (the same error again is logged at debug)" : "");
-		pause_ms(l, d);
+		lane_pause_ms(l, d);
 	}
 }
 
@@ -497,8 +454,8 @@ static int take_partition(lane *l)
  * attempt that loses its sequence. Retries while PostgreSQL is away: what
  * Kafka committed stays committed, and a new owner marks it sent from the
  * marker anyway. Returns 0, or -1 when stopping. */
-static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed,
-                  int held)
+int lane_record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed,
+                int held)
 {
 	char err[512];
 	store_delivery *d = calloc(n ? n : 1, sizeof *d);
@@ -566,12 +523,12 @@ static int record(lane *l, const store_forward *items, size_t n, const rd_kafka_
 			break;
 		}
 		store_forward_list_clear(&gave_up);
-		if (is_stopping(l, 1))
+		if (lane_is_stopping(l, 1))
 			break;
 		int64_t wait = backoff_delay(attempt, 200, 5000, backoff_random());
 		log_warn("lane %d of %s: recording forwards: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
 		         (long long)wait);
-		pause_ms(l, wait);
+		lane_pause_ms(l, wait);
 	}
 done:
 	free(d);
@@ -621,7 +578,7 @@ static int order_any_blocked(lane *l, const store_forward_list *list)
  * elsewhere). Returns 0; 1 when PostgreSQL did not answer (list is read
  * again after a pause); -1 when the held ones could not be recorded (the
  * lane is stopping: the next owner reads them again). */
-static int order_gate(lane *l, store_forward_list *list)
+int lane_order_gate(lane *l, store_forward_list *list)
 {
 	char err[512];
 	pthread_mutex_lock(&l->mu);
@@ -664,7 +621,7 @@ static int order_gate(lane *l, store_forward_list *list)
 				sorted[k++] = list->items[i];
 		memcpy(list->items, sorted, list->n * sizeof *sorted);
 		free(sorted);
-		if ((rc = record(l, list->items, nheld, NULL, 1)) == 0) {
+		if ((rc = lane_record(l, list->items, nheld, NULL, 1)) == 0) {
 			for (size_t i = 0; i < nheld; i++) {
 				marker_dead_fail(&l->dead, &list->items[i]);
 				store_forward_free(&list->items[i]);
@@ -682,7 +639,7 @@ static int order_gate(lane *l, store_forward_list *list)
 /* Take the forwards failed[i] marks out of list, recording them first.
  * Returns 0, or -1 when they could not be recorded (the lane stops: the
  * next owner sends them again). */
-static int take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_t *failed)
+int lane_take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_t *failed)
 {
 	size_t k = 0, nfailed = 0;
 	for (size_t i = 0; i < list->n; i++)
@@ -705,7 +662,7 @@ static int take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_
 			errs[k] = 0, sorted[k++] = list->items[i];
 	memcpy(list->items, sorted, list->n * sizeof *sorted);
 	free(sorted);
-	int rc = record(l, list->items, nfailed, errs, 0);
+	int rc = lane_record(l, list->items, nfailed, errs, 0);
 	free(errs);
 	for (size_t i = 0; rc == 0 && i < nfailed; i++) {
 		marker_dead_fail(&l->dead, &list->items[i]);
@@ -848,7 +805,7 @@ static int record_committed(lane *l, store_forward_list *unrec)
 {
 	if (unrec->n == 0)
 		return 0;
-	if (record(l, unrec->items, unrec->n, NULL, 0) != 0)
+	if (lane_record(l, unrec->items, unrec->n, NULL, 0) != 0)
 		return -1;
 	pthread_mutex_lock(&l->mu);
 	if (l->covered < unrec->items[unrec->n - 1].fwd_seq)
@@ -888,9 +845,9 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		pe = produce_marker(l, list);
 	if (pe) {
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
-		if (fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
+		if (lane_fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
 			rd_kafka_fatal_error(l->rk, err, sizeof err);
-			end_with(l, fenced_error(pe), err);
+			lane_end_with(l, lane_fenced_error(pe), err);
 			result = -1;
 			goto done;
 		}
@@ -914,7 +871,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 		e = NULL;
-		if (is_stopping(l, 1)) {
+		if (lane_is_stopping(l, 1)) {
 			/* the next owner's init_transactions settles it, and its
 			 * marker says which way */
 			result = -1;
@@ -935,8 +892,8 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	}
 error:
 	snprintf(err, sizeof err, "%s", rd_kafka_error_string(e));
-	if (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e))) {
-		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
+	if (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e))) {
+		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
 		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
 		result = -1;
 		goto done;
@@ -950,14 +907,14 @@ abort:
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 		e = NULL;
-		if (is_stopping(l, 1)) {
+		if (lane_is_stopping(l, 1)) {
 			result = -1;
 			goto done;
 		}
 	}
-	if (e && (rd_kafka_error_is_fatal(e) || fenced_error(rd_kafka_error_code(e)))) {
+	if (e && (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e)))) {
 		snprintf(err, sizeof err, "abort: %s", rd_kafka_error_string(e));
-		end_with(l, fenced_error(rd_kafka_error_code(e)), err);
+		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
 		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
 		result = -1;
 		goto done;
@@ -991,7 +948,7 @@ abort:
 	log_warn("lane %d of %s: a transaction of %zu forward(s) aborted (%s)%s", TP_ARG(l->own.tp), n,
 	         err, nfailed ? "; the forward that failed for its own sake is recorded" : "");
 	if (nfailed > 0) {
-		if (take_out_failed(l, list, failed) != 0)
+		if (lane_take_out_failed(l, list, failed) != 0)
 			result = -1;
 		*backoff = 0; /* the others go again at once */
 	}
@@ -1033,8 +990,8 @@ static void forward_due(lane *l)
 		if (want < 0)
 			break;
 		if (want > l->done_seq && !l->singles_left && clock_ms() < next_run &&
-		    !is_stopping(l, 0)) {
-			pause_ms(l, next_run - clock_ms()); /* (returns at once when stopping) */
+		    !lane_is_stopping(l, 0)) {
+			lane_pause_ms(l, next_run - clock_ms()); /* (returns at once when stopping) */
 			continue;
 		}
 		int64_t t0 = clock_ms();
@@ -1046,7 +1003,7 @@ static void forward_due(lane *l)
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
 			log_warn("lane %d of %s: reading forwards: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
 			         (long long)d);
-			pause_ms(l, d);
+			lane_pause_ms(l, d);
 			continue;
 		}
 		if (list.n == 0) { /* nothing more: record what is committed */
@@ -1061,18 +1018,18 @@ static void forward_due(lane *l)
 		/* forwards to topics the broker does not have fail at once */
 		rd_kafka_resp_err_t *bad = calloc(list.n, sizeof *bad);
 		if (!bad) {
-			pause_ms(l, 1000);
+			lane_pause_ms(l, 1000);
 			continue;
 		}
 		for (size_t i = 0; i < list.n; i++)
 			bad[i] = check_topic(l, list.items[i].topic);
-		int taken = take_out_failed(l, &list, bad);
+		int taken = lane_take_out_failed(l, &list, bad);
 		free(bad);
-		int gated = taken == 0 && l->order ? order_gate(l, &list) : 0;
+		int gated = taken == 0 && l->order ? lane_order_gate(l, &list) : 0;
 		if (taken != 0 || gated < 0)
 			break;
 		if (gated > 0) {
-			pause_ms(l, 1000);
+			lane_pause_ms(l, 1000);
 			continue;
 		}
 		if (list.n == 0)
@@ -1099,7 +1056,7 @@ static void forward_due(lane *l)
 			if (next_run > clock_ms() && record_committed(l, &unrec) != 0)
 				break;
 		} else if (backoff) {
-			pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
+			lane_pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
 		}
 	}
 	/* ending: record the last committed run if PostgreSQL lets us at
@@ -1112,7 +1069,7 @@ static void forward_due(lane *l)
 static void *run(void *arg)
 {
 	lane *l = arg;
-	if (take_partition(l) == 0)
+	if (lane_take_partition(l) == 0)
 		forward_due(l);
 	store_close(l->st);
 	l->st = NULL;

@@ -1,0 +1,80 @@
+/* lane_int.h: what lane.c and its parts share, private to them: the lane's
+ * state and the steps they call of each other. lane.c on top (the thread,
+ * a run, the lane's face), lane_takeover.c and lane_order.c below it,
+ * lane_record.c at the bottom; each calls only those under it. */
+#ifndef TXHUB_LANE_INT_H
+#define TXHUB_LANE_INT_H
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alert.h"
+#include "config.h"
+#include "lane.h"
+#include "marker.h"
+#include "order.h"
+#include "store.h"
+
+/* How long a Kafka call of the lane may block (init, commit, abort). */
+#define CALL_MS 60000
+/* An idle lane looks in PostgreSQL this often anyway. */
+#define IDLE_LOOK_MS 5000
+/* Forward topics whose existence a lane remembers. */
+#define TOPICS_MAX 10000
+
+struct lane {
+	const txhub_config *cfg;
+	alert *al;
+	store_owned own;
+	char progress[300];     /* the progress topic */
+	char txn_id[600];
+	char marker_key[600];   /* group/partition */
+	int32_t marker_part;    /* the partition of the progress topic */
+	char origin[64];        /* the partition's fwd_origin, for the markers */
+	const char *failpoint;  /* TXHUB_FAILPOINT, for the crash tests */
+	pthread_t thread;
+
+	pthread_mutex_t mu; /* guards what follows */
+	int reread_blockers; /* lane_blockers_changed(): read them before the next run */
+	pthread_cond_t cv;
+	int64_t want_seq;   /* rows up to here are due (lane_notify) */
+	int64_t covered;    /* rows up to here are sent, or were not there */
+	int stopping, ended, fenced;
+	int64_t stop_by;    /* stopping: give up what is left after this */
+	char why[512];      /* why it ended */
+	int taken;          /* take_partition succeeded */
+	char take_err[512]; /* until then: why its last attempt failed ... */
+	char take_topic[300]; /* ... and the Kafka topic that was about ("": none) */
+	forward_stats stats;
+
+	/* the thread's */
+	rd_kafka_t *rk;
+	store *st;
+	int64_t done_seq; /* the last marker committed */
+	marker_dead dead;  /* what its markers say was not sent (marker.h) */
+	size_t singles_left; /* runs of one forward to go (finding a bad one) */
+	char **topics;    /* forward topics known to exist */
+	size_t ntopics;
+	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
+	int64_t order_read_ms; /* when they were last read from PostgreSQL */
+};
+
+/* what the parts stand on (lane_record.c) */
+int lane_is_stopping(lane *l, int past_grace);
+void lane_pause_ms(lane *l, int64_t ms);
+int lane_partitions_of(rd_kafka_t *rk, const char *topic, char *err, size_t errsz);
+int lane_record(lane *l, const store_forward *items, size_t n, const rd_kafka_resp_err_t *failed,
+                int held);
+
+/* taking the partition (lane_takeover.c) */
+void lane_end_with(lane *l, int fenced, const char *why);
+int lane_fenced_error(rd_kafka_resp_err_t e);
+int lane_take_partition(lane *l);
+
+/* forward.order = key (lane_order.c) */
+int lane_order_gate(lane *l, store_forward_list *list);
+int lane_take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_t *failed);
+
+#endif
