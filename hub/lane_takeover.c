@@ -1,0 +1,309 @@
+/* lane_takeover.c: a lane takes its partition: the progress topic made
+ * sure of, the previous owner fenced, the last progress marker read and
+ * what it says was committed marked. */
+#include "lane_int.h"
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "clock.h"
+#include "kafka.h"
+#include "log.h"
+#include "marker.h"
+#include "order.h"
+#include "store.h"
+
+/* Make sure the progress topic exists (compacted, as many partitions as
+ * the control topic) and learn which of its partitions holds this lane's
+ * marker. Returns 0, or -1 with err. */
+static int ensure_progress(lane *l, char *err, size_t errsz)
+{
+	/* a client of its own that never creates a topic by asking about it:
+	 * a progress topic made by a broker's auto-creation would not be
+	 * compacted */
+	static const char *defaults[] = {"allow.auto.create.topics", "false", NULL};
+	rd_kafka_t *rk = kafka_client_new(l->cfg, RD_KAFKA_PRODUCER, defaults,
+	                                  "cannot create a Kafka client", err, errsz);
+	if (!rk)
+		return -1;
+	char sub[512];
+	int rc = -1, n = lane_partitions_of(rk, l->progress, err, errsz);
+	if (n == 0) {
+		int nctl = lane_partitions_of(rk, tp_topic(l->own.tp), err, errsz);
+		if (nctl < 0)
+			goto done;
+		rd_kafka_NewTopic_t *nt =
+			rd_kafka_NewTopic_new(l->progress, nctl > 0 ? nctl : -1, -1, sub, sizeof sub);
+		if (!nt) {
+			snprintf(err, errsz, "creating %s: %.200s", l->progress, sub);
+			goto done;
+		}
+		rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+		rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+		rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+		rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+		const rd_kafka_CreateTopics_result_t *res = ev ? rd_kafka_event_CreateTopics_result(ev)
+		                                               : NULL;
+		size_t cnt = 0;
+		const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &cnt)
+		                                         : NULL;
+		rd_kafka_resp_err_t e = !ev ? RD_KAFKA_RESP_ERR__TIMED_OUT
+		                        : rd_kafka_event_error(ev) ? rd_kafka_event_error(ev)
+		                        : cnt == 1 ? rd_kafka_topic_result_error(tr[0])
+		                                   : RD_KAFKA_RESP_ERR__FAIL;
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			log_info("lane %d of %s: created the progress topic %s (%d partition(s), compacted)",
+			         TP_ARG(l->own.tp), l->progress, nctl);
+		else if (e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+			snprintf(err, errsz, "creating the progress topic %s: %s", l->progress,
+			         cnt == 1 && rd_kafka_topic_result_error_string(tr[0])
+			                 ? rd_kafka_topic_result_error_string(tr[0])
+			                 : rd_kafka_err2str(e));
+		if (ev)
+			rd_kafka_event_destroy(ev);
+		rd_kafka_queue_destroy(q);
+		rd_kafka_NewTopic_destroy(nt);
+		if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+			goto done;
+		for (int i = 0; i < 20 && n <= 0; i++) { /* its metadata may lag */
+			n = lane_partitions_of(rk, l->progress, err, errsz);
+			if (n <= 0)
+				lane_pause_ms(l, 250);
+		}
+		if (n <= 0) {
+			if (n == 0)
+				snprintf(err, errsz, "the progress topic %s was created but is not seen yet",
+				         l->progress);
+			goto done;
+		}
+	} else if (n < 0) {
+		goto done;
+	}
+	l->marker_part = tp_part(l->own.tp) % n;
+	rc = 0;
+done:
+	rd_kafka_destroy(rk);
+	return rc;
+}
+
+/* Read the marker partition from offset from to its end into *found (the
+ * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
+static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
+                        char *err, size_t errsz)
+{
+	memset(found, 0, sizeof *found);
+	if (rd_kafka_consume_start(t, l->marker_part, from) != 0) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(rd_kafka_last_error()));
+		return -1;
+	}
+	int rc = -1;
+	int64_t until = clock_ms() + 30000;
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
+		if (!m) {
+			if (clock_ms() > until) {
+				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
+				break;
+			}
+			continue;
+		}
+		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+		if (m->err && !eof) {
+			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+			         rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			break;
+		}
+		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
+		    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+			store_marker mk = {0};
+			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
+				*found = mk; /* the later one wins */
+			else
+				log_warn("lane %d of %s: the record in %s [%d] at offset %lld is not a progress "
+				         "marker txhub can read; ignored", TP_ARG(l->own.tp), l->progress,
+				         l->marker_part, (long long)m->offset);
+		}
+		rd_kafka_message_destroy(m);
+		if (eof) {
+			rc = 0;
+			break;
+		}
+	}
+	rd_kafka_consume_stop(t, l->marker_part);
+	return rc;
+}
+
+/* The last committed marker of the partition, from its progress partition
+ * read with read_committed (seq 0: none). Returns 0, or -1 with err. The
+ * reader has no consumer group (librdkafka's partition consumer): the
+ * hub's principal needs no ACL for one. */
+static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
+{
+	static const char *defaults[] = {"enable.auto.commit", "false",
+	                                 "isolation.level", "read_committed",
+	                                 "enable.partition.eof", "true", NULL};
+	memset(out, 0, sizeof *out);
+	rd_kafka_t *c = kafka_client_new(l->cfg, RD_KAFKA_CONSUMER, defaults,
+	                                 "cannot create the progress reader", err, errsz);
+	if (!c)
+		return -1;
+	int64_t lo = 0, hi = 0;
+	int rc = -1;
+	rd_kafka_topic_t *t = NULL;
+	rd_kafka_resp_err_t e =
+		rd_kafka_query_watermark_offsets(c, l->progress, l->marker_part, &lo, &hi, 10000);
+	if (!e && !(t = rd_kafka_topic_new(c, l->progress, NULL)))
+		e = rd_kafka_last_error();
+	if (e) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(e));
+		goto done;
+	}
+	/* each transaction adds a marker and a commit or abort record, and
+	 * compaction keeps the last marker: it is near the end, further back
+	 * only when other lanes share the partition or after many aborts */
+	for (int64_t back = 64; rc != 0; back *= 8) {
+		int64_t from = hi - back > lo ? hi - back : lo;
+		store_marker found;
+		if (scan_markers(l, t, from, &found, err, errsz) != 0)
+			goto done;
+		if (found.seq > 0 || from == lo) {
+			*out = found;
+			rc = 0;
+		}
+	}
+done:
+	if (t)
+		rd_kafka_topic_destroy(t);
+	rd_kafka_destroy(c);
+	return rc;
+}
+
+int lane_fenced_error(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+	       e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/* The lane ends: fenced, or failed for good. */
+void lane_end_with(lane *l, int fenced, const char *why)
+{
+	pthread_mutex_lock(&l->mu);
+	l->fenced = fenced;
+	snprintf(l->why, sizeof l->why, "%s", why);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* A failed attempt at taking the partition: err, about topic (NULL:
+ * none), for lane_taken(). Returns whether err differs from the last one. */
+static int take_failed(lane *l, const char *err, const char *topic)
+{
+	pthread_mutex_lock(&l->mu);
+	int changed = strcmp(l->take_err, err) != 0;
+	snprintf(l->take_err, sizeof l->take_err, "%s", err);
+	snprintf(l->take_topic, sizeof l->take_topic, "%s", topic ? topic : "");
+	pthread_mutex_unlock(&l->mu);
+	return changed;
+}
+
+/* Take the partition: fence the previous owner, read its marker, and mark
+ * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away
+ * or refuse (each distinct error logged as a warning once, repeats at
+ * debug: forward.c alerts when it goes on); returns 0, or -1 when
+ * stopping, fenced or failed for good. */
+int lane_take_partition(lane *l)
+{
+	char err[512];
+	int inited = 0, ensured = 0;
+	for (int attempt = 1;; attempt++) {
+		store_marker marker = {0};
+		int64_t marked = 0;
+		int mismatch = 0;
+		store_rc rc = STORE_RETRY;
+		rd_kafka_error_t *e = NULL;
+		const char *about = NULL; /* the topic a failure was about */
+		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
+			ensured = 1;
+		if (!ensured) {
+			about = l->progress; /* (err says why) */
+		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
+			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
+			         rd_kafka_error_string(e));
+			int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
+			rd_kafka_error_destroy(e);
+			if (fatal || fenced) {
+				lane_end_with(l, fenced, err);
+				log_error("lane %d of %s: %s", TP_ARG(l->own.tp), err);
+				return -1;
+			}
+		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
+			/* (err says why) */
+		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
+			/* (err says why) */
+		} else if (read_marker(l, &marker, err, sizeof err) != 0) {
+			about = l->progress;
+		} else {
+			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,
+			                            err, sizeof err);
+		}
+		if (rc == STORE_OK) {
+			pthread_mutex_lock(&l->mu);
+			l->taken = 1;
+			pthread_mutex_unlock(&l->mu);
+			/* from the first pending row on: after the marking, none is
+			 * left at or below a marker this database wrote */
+			l->done_seq = 0;
+			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
+			if (config_order_by_key(l->cfg) && !l->order && !(l->order = order_new())) {
+				snprintf(err, sizeof err, "out of memory");
+				lane_end_with(l, 0, err);
+				return -1;
+			}
+			/* and the failures PostgreSQL recorded that no marker listed
+			 * (a lane ended between the two) */
+			int64_t failed[STORE_MARKER_DEAD_MAX];
+			size_t nfailed = 0;
+			if (store_failed_seqs(l->st, l->own.tp, failed, STORE_MARKER_DEAD_MAX,
+			                      &nfailed, err, sizeof err) != STORE_OK)
+				log_warn("lane %d of %s: reading the failed forwards: %s (the markers list "
+				         "only those this lane sees fail)", TP_ARG(l->own.tp), err);
+			for (size_t i = 0; i < nfailed; i++)
+				marker_dead_add(&l->dead, failed[i]);
+			pthread_mutex_lock(&l->mu);
+			l->covered = 0;
+			if (l->want_seq < 1)
+				l->want_seq = 1; /* look for what is due */
+			pthread_mutex_unlock(&l->mu);
+			if (mismatch)
+				log_error("lane %d of %s: the progress marker in %s (sequence %lld, row %s/%s, "
+				          "origin %s) was not written for this database (origin %s), or for "
+				          "an earlier history of it (restored from a backup?): nothing is "
+				          "taken as forwarded, every pending row of the partition is "
+				          "forwarded again (some may be duplicates)", TP_ARG(l->own.tp),
+				          l->progress, (long long)marker.seq, marker.biz_id,
+				          marker.message_key, marker.origin, l->origin);
+			log_info("lane %d of %s: taken at epoch %lld (transactional.id %s); progress marker at "
+			         "sequence %lld, %lld forward(s) of the previous owner found sent",
+			         TP_ARG(l->own.tp), (long long)l->own.epoch, l->txn_id,
+			         (long long)marker.seq, (long long)marked);
+			return 0;
+		}
+		if (rc == STORE_FENCED) {
+			lane_end_with(l, 1, err);
+			return -1;
+		}
+		if (lane_is_stopping(l, 0))
+			return -1;
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		int changed = take_failed(l, err, about);
+		log_msg(changed ? LOG_WARN : LOG_DEBUG,
+		        "lane %d of %s: taking the partition: %s; retrying in %lld ms%s", TP_ARG(l->own.tp), err,
+		        (long long)d, changed ? " (the same error again is logged at debug)" : "");
+		lane_pause_ms(l, d);
+	}
+}
