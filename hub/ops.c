@@ -10,6 +10,7 @@
  * is one REPEATABLE READ, READ ONLY transaction, so its numbers belong to
  * one moment. */
 #include "ops.h"
+#include "ops_int.h"
 
 #include <librdkafka/rdkafka.h>
 #include <libpq-fe.h>
@@ -67,7 +68,7 @@ ops_rc ops_check_ids(const char *biz_id, const char *message_key, char *err, siz
 }
 
 /* A consistent view for a read: one snapshot for all its statements. */
-static ops_rc begin_read(PGconn *conn, char *err, size_t errsz)
+ops_rc ops_begin_read(PGconn *conn, char *err, size_t errsz)
 {
 	return ops_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err, errsz);
 }
@@ -207,7 +208,7 @@ ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const c
 	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_prepare_ms);
 	const char *p[2] = {ms, tenant};
 	PGresult *r = NULL;
-	ops_rc rc = begin_read(conn, err, errsz);
+	ops_rc rc = ops_begin_read(conn, err, errsz);
 	if (rc != OPS_OK)
 		return rc;
 	if (!(r = ops_query(conn, tenant ? SQL_STATUS_TENANT : SQL_STATUS, tenant ? 2 : 1, p, 0, err,
@@ -944,7 +945,7 @@ static cJSON *history_json(const cJSON *m, const PGresult *row, const PGresult *
 static ops_rc show_read(PGconn *conn, const char *const *p, PGresult **row, PGresult **pay,
                         PGresult **hist, char *err, size_t errsz)
 {
-	ops_rc rc = begin_read(conn, err, errsz);
+	ops_rc rc = ops_begin_read(conn, err, errsz);
 	if (rc != OPS_OK)
 		return rc;
 	if (!(*row = ops_query(conn, SQL_SHOW_ROW, 2, p, 0, err, errsz)) ||
