@@ -1929,8 +1929,11 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"JOIN unnest($1::text[], $2::int[]) AS o(t, p) ON tp.topic = o.t AND tp.partition = o.p) p "
 		"WHERE m.src_partition = p.partition AND m.src_topic = p.topic "
 		"AND m.send_status = 'pending' "
-		"AND m.fwd_seq > p.mark AND m.send_attempts = 0 AND m.updated_at < p.taken_at "
-		"AND (m.next_send_at > now() OR $3::bool)";
+		/* at_least_once ($3) gives retries sequences too (a due scan): a
+		 * retry an earlier owner had in flight is released as well, or this
+		 * owner's later deliveries would move the mark past it unsent */
+		"AND m.fwd_seq > p.mark AND (m.send_attempts = 0 OR $3::bool) "
+		"AND m.updated_at < p.taken_at AND (m.next_send_at > now() OR $3::bool)";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;
