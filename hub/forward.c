@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "clock.h"
 #include "fault.h"
@@ -372,12 +373,9 @@ static void order_done(forward *fw, fw_item *it)
 	if (it->ok && k->blocker != INT64_MAX && k->blocker >= it->src_offset)
 		fw->release = 1; /* it or one after it blocked: held ones may go now */
 	if (it->ok && k->nqueue > 0) { /* the next one goes (forward_poll) */
-		order_key **r = fw->ready;
-		if (fw->nready == fw->capready &&
-		    (r = realloc(fw->ready, (fw->capready = fw->capready ? fw->capready * 2 : 16) *
-		                                sizeof *r)))
+		order_key **r = array_grow(fw->ready, &fw->capready, fw->nready + 1, sizeof *r);
+		if (r) {
 			fw->ready = r;
-		if (r && fw->nready < fw->capready) {
 			fw->ready[fw->nready++] = k;
 			return;
 		}

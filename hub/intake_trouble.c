@@ -57,7 +57,7 @@ void intake_note_consume_error(intake *in, const rd_kafka_message_t *m)
 	s->unreadable = 1;
 	in->unreadable = 1;
 	log_error("intake: Kafka refuses reading " TP_FMT " (%s): the hub's principal "
-	          "needs Read on the topic (README: Kafka ACLs); nothing of it is read until "
+	          "needs Read on the topic (docs/operators.md: Kafka ACLs); nothing of it is read until "
 	          "then, and reading goes on by itself once it is granted", TP_ARG(s->tp), why);
 }
 
@@ -83,9 +83,10 @@ size_t intake_unreadable(const intake *in, char *why, size_t whysz)
 	if (n == 0)
 		return 0;
 	char named[400];
-	snprintf(why, whysz, "Kafka refuses reading %s (%s): the hub's principal needs Read "
-	         "on the topic (README: Kafka ACLs)", log_partitions(parts, n, named, sizeof named),
-	         in->unreadable_why);
+	snprintf(why, whysz,
+	         "Kafka refuses reading %s (%s): the hub's principal needs Read "
+	         "on the topic (docs/operators.md: Kafka ACLs)",
+	         log_partitions(parts, n, named, sizeof named), in->unreadable_why);
 	return n;
 }
 

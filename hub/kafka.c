@@ -230,7 +230,9 @@ int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, cha
 	if (reset && strcmp(reset, "error") != 0) {
 		snprintf(err, errsz, "kafka.auto.offset.reset: %s would let the consumer jump to another "
 		         "offset on its own, past records never read; txhub decides where to read and "
-		         "says so (README: \"Control records the broker deleted\"): leave it unset", reset);
+		         "says so (docs/operators.md: \"Control records the broker deleted\"): leave it "
+		         "unset",
+		         reset);
 		return -1;
 	}
 	if (at_least(cfg, conf, "message.max.bytes", kafka_forward_max_bytes(cfg),

@@ -28,6 +28,7 @@
 #include "rows_sql.h"
 #include "rules.h"
 #include "sbuf.h"
+#include "sql.h"
 
 struct store {
 	PGconn *conn;
@@ -48,25 +49,12 @@ struct store {
 
 /* ---- results and errors ---- */
 
-/* The text kept is the SQLSTATE and the primary message: a DETAIL such as
- * "Failing row contains (...)" would put payload bytes into logs and
- * rejection reasons. */
+/* The text kept is the SQLSTATE and the primary message (sql.h's
+ * sql_error_text: a DETAIL such as "Failing row contains (...)" would put
+ * payload bytes into logs and rejection reasons). */
 void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *err, size_t errsz)
 {
-	if (PQstatus(conn) != CONNECTION_OK) {
-		snprintf(err, errsz, "connection lost: %s", PQerrorMessage(conn));
-		log_one_line(err);
-		return;
-	}
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-	const char *constraint = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
-	if (!msg)
-		msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
-	snprintf(err, errsz, "%s%s%s%s%s%s", state ? state : "", state ? ": " : "", msg,
-	         constraint ? " (constraint " : "", constraint ? constraint : "",
-	         constraint ? ")" : "");
-	log_one_line(err);
+	sql_error_text(conn, res, err, errsz);
 }
 
 /* Which error is whose fault (CONTRACT §2): PostgreSQL blames the data only
@@ -1929,8 +1917,11 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"JOIN unnest($1::text[], $2::int[]) AS o(t, p) ON tp.topic = o.t AND tp.partition = o.p) p "
 		"WHERE m.src_partition = p.partition AND m.src_topic = p.topic "
 		"AND m.send_status = 'pending' "
-		"AND m.fwd_seq > p.mark AND m.send_attempts = 0 AND m.updated_at < p.taken_at "
-		"AND (m.next_send_at > now() OR $3::bool)";
+		/* at_least_once ($3) gives retries sequences too (a due scan): a
+		 * retry an earlier owner had in flight is released as well, or this
+		 * owner's later deliveries would move the mark past it unsent */
+		"AND m.fwd_seq > p.mark AND (m.send_attempts = 0 OR $3::bool) "
+		"AND m.updated_at < p.taken_at AND (m.next_send_at > now() OR $3::bool)";
 	if (nown == 0)
 		return STORE_OK;
 	store_owned *kept = NULL;

@@ -848,6 +848,27 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	h_teardown(&e);
 }
 
+/* Replica A takes partition 0 and applies a commit of message_key key;
+ * then B takes the partition (into *b_own). */
+static void a_applies_then_b_takes(two *t, const char *key, store_owned *b_own)
+{
+	char err[512], json[256];
+	tp_key p0 = part(0);
+	store_owned a_own;
+	int64_t next;
+	cr_assert_eq(store_take_partitions(t->a, "replica-a", "g", &p0, 1, &a_own, &next, NULL, err,
+	                                   sizeof err), STORE_OK, "%s", err);
+	snprintf(json, sizeof json,
+	         "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"%s\","
+	         "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}", key);
+	store_record old = rec(0, 1, json);
+	cr_assert_eq(apply1(t->a, &old, &a_own, 1, NULL, NULL), STORE_OK);
+	rec_free(&old);
+	h_pause_ms(20);
+	cr_assert_eq(store_take_partitions(t->b, "replica-b", "g", &p0, 1, b_own, &next, NULL, err,
+	                                   sizeof err), STORE_OK, "%s", err);
+}
+
 /* A replica taking a partition sends again what the previous owner left in
  * flight (its leases are released), but not what it leased itself since:
  * those forwards are in its own producer already, and releasing them (the
@@ -860,18 +881,9 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	tp_key p0 = part(0);
-	store_owned a_own, b_own;
-	int64_t next;
-	cr_assert_eq(store_take_partitions(t.a, "replica-a", "g", &p0, 1, &a_own, &next, NULL, err,
-	                                   sizeof err), STORE_OK, "%s", err);
-	store_record old = rec(0, 1, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"old\","
-	                                "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
-	cr_assert_eq(apply1(t.a, &old, &a_own, 1, NULL, NULL), STORE_OK);
+	store_owned b_own;
 	/* B takes the partition, then applies a commit of its own */
-	h_pause_ms(20);
-	cr_assert_eq(store_take_partitions(t.b, "replica-b", "g", &p0, 1, &b_own, &next, NULL, err,
-	                                   sizeof err), STORE_OK, "%s", err);
+	a_applies_then_b_takes(&t, "old", &b_own);
 	h_pause_ms(20);
 	store_record mine = rec(0, 2, "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"mine\","
 	                                 "\"payload\":\"x\",\"forward\":{\"topic\":\"out\"}}");
@@ -885,8 +897,38 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	cr_assert_eq(fl.n, 1);
 	cr_assert_str_eq(fl.items[0].message_key, "old");
 	store_forward_list_clear(&fl);
-	rec_free(&old);
 	rec_free(&mine);
+	two_close(&t);
+	h_teardown(&e);
+}
+
+/* at_least_once gives retries forward sequences too (a due scan): a retry
+ * the previous owner had in flight when it died is above the partition's
+ * mark with send_attempts > 0. The new owner's release must take its
+ * sequence back like any other lease of the previous owner's, or the new
+ * owner's own later deliveries would move the mark past it and the view
+ * would call it sent, never forwarded (chaos, kill -9, found this). */
+Test(fencing, a_new_owner_releases_a_retry_the_previous_owner_had_in_flight, .timeout = 60)
+{
+	h_env e;
+	h_setup(&e, "fenceretry");
+	two t;
+	two_open(&t, &e);
+	char err[512];
+	store_owned b_own;
+	a_applies_then_b_takes(&t, "retry", &b_own);
+	/* A's first attempt had failed and a due scan of A's sequenced it
+	 * again: in flight, leased, one attempt counted (as A left it) */
+	h_exec(e.db, "UPDATE txhub.message_rows SET send_attempts = 1, updated_at = "
+	             "updated_at - interval '1 second', next_send_at = now() + interval '30 seconds' "
+	             "WHERE message_key = 'retry'");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.message_rows WHERE message_key = "
+	                         "'retry' AND fwd_seq IS NOT NULL"), 1);
+	cr_assert_eq(store_release_forwards(t.b, &b_own, 1, 1, err, sizeof err), STORE_OK, "%s", err);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.message_rows WHERE message_key = "
+	                         "'retry' AND fwd_seq IS NULL AND next_send_at <= now() "
+	                         "AND send_status = 'pending'"),
+	             1, "the retry keeps its sequence above the mark: a later mark would pass it");
 	two_close(&t);
 	h_teardown(&e);
 }
