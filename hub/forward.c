@@ -113,7 +113,7 @@ static const char *fatal_hint(const char *why)
 {
 	return strstr(why, "uthorization failed")
 	       ? "; the hub's principal needs Write (and Describe) on the forward topics, which "
-	         "also lets it start (or IdempotentWrite on the cluster): README, Kafka ACLs"
+	         "also lets it start (or IdempotentWrite on the cluster): docs/operators.md, Kafka ACLs"
 	       : "";
 }
 
@@ -227,7 +227,7 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		if (rd_kafka_version() < 0x02040000)
 			log_info("forward: librdkafka %s spends up to 2 ms of CPU on each Kafka "
 			         "transaction (fixed in 2.4.0): forward.transaction_interval_ms (%lld) "
-			         "bounds how many a partition begins (README, Forwarding exactly once)",
+			         "bounds how many a partition begins (docs/consumers.md, Forwarding exactly once)",
 			         rd_kafka_version_str(), (long long)cfg->forward_transaction_interval_ms);
 		return fw;
 	}
