@@ -359,6 +359,30 @@ long h_count(h_env *e, const char *sql)
 	return atol(h_query(e, sql, buf, sizeof buf));
 }
 
+/* The last lines of the hub's log, into the test's output: what a failed
+ * wait needs to be understood where only that output is kept (CI). */
+static void log_tail(h_env *e, int lines)
+{
+	char path[256], line[1024];
+	if (hub_count == 0)
+		return;
+	FILE *f = fopen(h_hub_log(path, sizeof path, e), "r");
+	if (!f)
+		return;
+	long total = 0;
+	while (fgets(line, sizeof line, f))
+		total += strchr(line, '\n') != NULL;
+	rewind(f);
+	cr_log_warn("the last %d lines of %s:", lines, path);
+	for (long n = 0; fgets(line, sizeof line, f);) {
+		int whole = strchr(line, '\n') != NULL;
+		if (n >= total - lines)
+			cr_log_warn("| %.*s", (int)strcspn(line, "\n"), line);
+		n += whole;
+	}
+	fclose(f);
+}
+
 int h_wait(h_env *e, const char *sql, const char *expect, int timeout_ms)
 {
 	char buf[4096];
@@ -367,6 +391,7 @@ int h_wait(h_env *e, const char *sql, const char *expect, int timeout_ms)
 			return 1;
 		if (waited >= timeout_ms) {
 			cr_log_warn("h_wait: %s gave \"%s\", wanted \"%s\"", sql, buf, expect);
+			log_tail(e, 40);
 			return 0;
 		}
 		sleep_ms(100);

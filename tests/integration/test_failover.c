@@ -343,7 +343,7 @@ Test(failover, exactly_once_a_failed_forward_is_not_taken_for_sent, .timeout = 2
 	h_send_str(&e, 0, "big", buf);
 	h_flush();
 	cr_assert(h_wait(&e, "SELECT send_attempts > 0 FROM txhub.messages WHERE message_key = 'big'",
-	                 "t", 30000), "the big forward did not fail");
+	                 "t", 90000), "the big forward did not fail");
 	/* later forwards of the same partition: the marker goes past it */
 	for (int i = 0; i < 20; i++) {
 		char mk[16];
