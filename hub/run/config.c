@@ -134,7 +134,7 @@ const config_option config_options[] = {
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
-	/* CONTRACT §14: at intake (hub/enforce.c); a restart applies a change */
+	/* CONTRACT §14: at intake (hub/intake/enforce.c); a restart applies a change */
 	STR("tenants.enforce", NULL, "false", tenants_enforce,
 	    "true: a record is accepted only within the rules of the tenant whose control topic "
 	    "it arrived on (txhub tenant), else rejected; a decision for another tenant's "

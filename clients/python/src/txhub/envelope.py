@@ -44,7 +44,7 @@ MAX_BYTES_DEFAULT = 1_048_576
 
 TYPES = ("prepare", "commit", "rollback")
 
-# W3C Trace Context level 1, as the hub checks it (hub/trace.c)
+# W3C Trace Context level 1, as the hub checks it (hub/intake/trace.c)
 TRACE_STATE_MAX = 512
 TRACE_STATE_MEMBERS_MAX = 32
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
