@@ -6,7 +6,7 @@
  *                                  (commands, admin commands, tenants,
  *                                  options, exit status) as roff
  *   txhub-manpage 5                txhub.conf(5): the configuration table
- *                                  (hub/run/config.c), every key with its
+ *                                  (hub/base/config.c), every key with its
  *                                  default, range, environment variable and
  *                                  whether SIGHUP applies it
  *

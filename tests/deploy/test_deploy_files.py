@@ -33,7 +33,7 @@ sys.path.insert(0, HERE)
 import check_names  # noqa: E402
 import yaml  # noqa: E402
 
-# A small exposition in the hub's format (hub/run/metrics.c).
+# A small exposition in the hub's format (hub/base/metrics.c).
 EXPOSITION = """\
 # HELP txhub_forwards_total Forward delivery attempts by outcome and tenant.
 # TYPE txhub_forwards_total counter

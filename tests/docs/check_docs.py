@@ -4,7 +4,7 @@
     check_docs.py TXHUB_BINARY TXHUB_1 TXHUB_CONF_5 SOURCE_ROOT
 
 The keys come from the configuration table, as `txhub config` prints it
-(hub/run/config.c); each must be in txhub.conf(5), in the key table of
+(hub/base/config.c); each must be in txhub.conf(5), in the key table of
 docs/configuration.md and in deploy/txhub.conf.example, and each of those
 must name no key the table lacks. The commands come from the sources that
 dispatch them (main.c's strcmp(command, ...), the admin commands' and the
