@@ -250,9 +250,15 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		 * fast (a batch is at most intake.batch_max records); smaller
 		 * stalls the fetcher, which looks again only after a while */
 		"queued.max.messages.kbytes", "8192",
-		/* two more below, where txhub sets them */
-		NULL, NULL, NULL, NULL, NULL};
-	size_t nd = sizeof defaults / sizeof defaults[0] - 5;
+		/* three more below, where txhub sets them */
+		NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	size_t nd = sizeof defaults / sizeof defaults[0] - 7;
+	if (rd_kafka_version() >= 0x02010000) {
+		/* a full queue is looked at again after this, not after a second
+		 * (librdkafka's default): what the waker does for 2.0.x */
+		defaults[nd++] = "fetch.queue.backoff.ms";
+		defaults[nd++] = "10";
+	}
 	if (fetch > 0) {
 		/* the queue overshoots its bound by up to one fetch response:
 		 * librdkafka's is the bound itself (8 MiB) */
@@ -283,6 +289,9 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		goto fail;
 	}
 	rd_kafka_poll_set_consumer(in->rk);
+	in->queue = rd_kafka_queue_get_consumer(in->rk);
+	if (rd_kafka_version() < 0x02010000)
+		in->waker = intake_waker_new(in->rk);
 	/* a pattern goes to librdkafka as it is: topics created later that
 	 * match it are assigned after a metadata refresh */
 	rd_kafka_topic_partition_list_t *topics =
@@ -301,6 +310,11 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	         cfg->control_topic, cfg->group);
 	return in;
 fail:
+	if (in) {
+		intake_waker_free(in->waker);
+		if (in->queue)
+			rd_kafka_queue_destroy(in->queue);
+	}
 	if (in && in->rk)
 		rd_kafka_destroy(in->rk);
 	if (in && in->done)
@@ -478,6 +492,13 @@ void intake_poll(intake *in, intake_batch *b)
 		b->msgs[b->n++] = m;
 		b->bytes += m->len + m->key_len;
 	}
+	size_t max = (size_t)in->cfg->intake_batch_max;
+	int full = b->n >= max || b->bytes >= (size_t)in->cfg->intake_batch_bytes;
+	if (in->waker && !in->paused && b->n > 0 && in->queue &&
+	    intake_waker_due(full, (size_t)rd_kafka_queue_length(in->queue), max)) {
+		const store_record *last = &b->recs[b->n - 1];
+		intake_waker_poke(in->waker, last->src_topic, last->partition);
+	}
 	intake_judge(in, b);
 }
 
@@ -485,9 +506,12 @@ void intake_close(intake *in)
 {
 	if (!in)
 		return;
+	intake_waker_free(in->waker);
 	rd_kafka_resp_err_t e = rd_kafka_consumer_close(in->rk);
 	if (e)
 		log_warn("intake: closing consumer: %s", rd_kafka_err2str(e));
+	if (in->queue)
+		rd_kafka_queue_destroy(in->queue);
 	rd_kafka_destroy(in->rk);
 	rd_kafka_topic_partition_list_destroy(in->done);
 	free(in->metadata);

@@ -17,6 +17,7 @@
 #include "dbid.h"
 #include "enforce.h"
 #include "gap.h"
+#include "intake_waker.h"
 #include "owned.h"
 #include "store.h"
 #include "topics.h"
@@ -87,7 +88,8 @@ typedef struct {
 
 struct intake {
 	rd_kafka_t *rk;
-	rd_kafka_queue_t *queue;
+	rd_kafka_queue_t *queue; /* the consumer's queue (its length) */
+	intake_waker *waker;     /* librdkafka 2.0.x: wakes the fetcher (intake_waker.h); or NULL */
 	const txhub_config *cfg;
 	topics_spec topics; /* the control topics (cfg->control_topic, fixed while running) */
 	char progress[300]; /* exactly_once: the progress topic; "": none */
