@@ -844,11 +844,10 @@ static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
 				for (size_t i = 0; i < n; i++)
 					if (!pe[i].state) {
 						pe[i].state = 2;
-						log_warn("dead-letter: the pending dead letter of biz_id=%s "
-						         "message_key=%s at %s [%d] offset %lld is no longer in "
-						         "the topic; produced again", pe[i].it.f.biz_id,
-						         pe[i].it.f.message_key, pe[i].topic, part,
-						         (long long)pe[i].offset);
+						log_about about = {pe[i].it.f.biz_id, pe[i].it.f.message_key, -1, NULL};
+						log_msg_about(LOG_WARN, "dead-letter", &about, "its pending dead letter "
+						              "at %s [%d] offset %lld is no longer in the topic; produced "
+						              "again", pe[i].topic, part, (long long)pe[i].offset);
 					}
 				left = 0;
 			} else {
@@ -878,11 +877,11 @@ static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
 					log_timestamp(p->at, sizeof p->at);
 			} else {
 				p->state = 2;
-				log_warn("dead-letter: the record at %s [%d] offset %lld is not the dead letter "
-				         "of biz_id=%s message_key=%s that was pending there (its "
-				         "txhub-biz-id/txhub-message-key headers differ); produced again",
-				         p->topic, part, (long long)p->offset, p->it.f.biz_id,
-				         p->it.f.message_key);
+				log_about about = {p->it.f.biz_id, p->it.f.message_key, -1, NULL};
+				log_msg_about(LOG_WARN, "dead-letter", &about, "the record at %s [%d] offset "
+				              "%lld is not the dead letter that was pending there (its "
+				              "txhub-biz-id/txhub-message-key headers name another message); "
+				              "produced again", p->topic, part, (long long)p->offset);
 			}
 			left--;
 		}
