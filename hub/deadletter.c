@@ -175,8 +175,11 @@ static const char *SQL_CLEAR =
 
 /* exactly_once: the pending entries of one control partition ($1, $2). */
 static const char *SQL_PENDING_OF =
-	"SELECT biz_id, message_key, topic, partition, \"offset\" FROM txhub.dead_letter_pending "
-	"WHERE src_topic = $1 AND src_partition = $2::int ORDER BY topic, partition, \"offset\"";
+	"SELECT p.biz_id, p.message_key, p.topic, p.partition, p.\"offset\", "
+	"coalesce(m.trace_id, '') FROM txhub.dead_letter_pending p "
+	"LEFT JOIN txhub.message_rows m ON m.biz_id = p.biz_id AND m.message_key = p.message_key "
+	"WHERE p.src_topic = $1 AND p.src_partition = $2::int "
+	"ORDER BY p.topic, p.partition, p.\"offset\"";
 
 /* exactly_once: the owned partitions ($1, $2) with parked rows to
  * dead-letter or pending entries to resolve. */
@@ -844,7 +847,8 @@ static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
 				for (size_t i = 0; i < n; i++)
 					if (!pe[i].state) {
 						pe[i].state = 2;
-						log_about about = {pe[i].it.f.biz_id, pe[i].it.f.message_key, -1, NULL};
+						log_about about = {pe[i].it.f.biz_id, pe[i].it.f.message_key, -1,
+						                   pe[i].it.f.trace_id};
 						log_msg_about(LOG_WARN, "dead-letter", &about, "its pending dead letter "
 						              "at %s [%d] offset %lld is no longer in the topic; produced "
 						              "again", pe[i].topic, part, (long long)pe[i].offset);
@@ -877,7 +881,7 @@ static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
 					log_timestamp(p->at, sizeof p->at);
 			} else {
 				p->state = 2;
-				log_about about = {p->it.f.biz_id, p->it.f.message_key, -1, NULL};
+				log_about about = {p->it.f.biz_id, p->it.f.message_key, -1, p->it.f.trace_id};
 				log_msg_about(LOG_WARN, "dead-letter", &about, "the record at %s [%d] offset "
 				              "%lld is not the dead letter that was pending there (its "
 				              "txhub-biz-id/txhub-message-key headers name another message); "
@@ -925,6 +929,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		pe[i].topic = PQgetvalue(r, (int)i, 2);
 		pe[i].partition = atoi(PQgetvalue(r, (int)i, 3));
 		pe[i].offset = atoll(PQgetvalue(r, (int)i, 4));
+		snprintf(pe[i].it.f.trace_id, sizeof pe[i].it.f.trace_id, "%s", PQgetvalue(r, (int)i, 5));
 	}
 	static const char *defaults[] = {"enable.auto.commit", "false", "isolation.level",
 	                                 "read_committed", "enable.partition.eof", "true",
