@@ -221,3 +221,99 @@ Test(dlq_once, a_pending_entry_pointing_at_another_record_is_produced_again, .ti
 	h_records_free(r, n);
 	h_teardown(&e);
 }
+
+/* A pending entry of an earlier park (the row was redriven and parked again
+ * since) does not mark the new park dead-lettered, though its record was
+ * committed: the new park gets a dead letter of its own. */
+Test(dlq_once, a_pending_entry_of_an_earlier_park_does_not_count_for_a_new_one, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	dlq_names nm;
+	setup(&e, "dlqo_park", &nm);
+	pid_t hub = start(&e, &nm);
+	char want[16];
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	                     "AND dead_lettered_at IS NOT NULL", want, 120000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	/* d-0's record (offset 0) pending for the park before the row's current one */
+	char sql[1024];
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, src_topic, "
+	         "src_partition, topic, partition, \"offset\") SELECT biz_id, message_key, "
+	         "updated_at - interval '1 minute', src_topic, src_partition, '%s', 0, 0 "
+	         "FROM txhub.message_rows WHERE message_key = 'd-0'", nm.dlq);
+	h_exec(e.db, sql);
+	h_exec(e.db, "UPDATE txhub.message_rows SET dead_lettered_at = NULL WHERE message_key = 'd-0'");
+	h_record *r;
+	size_t n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
+	cr_assert_eq(n, N);
+	cr_assert(strstr(r[0].headers, "txhub-message-key=d-0\n"), "%s", r[0].headers);
+	h_records_free(r, n);
+	hub = start(&e, &nm);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'd-0' "
+	                     "AND dead_lettered_at IS NOT NULL", "1", 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	char log[256], first[2048];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_geq(h_log_first(log, "pending dead letter(s) of an earlier run", first,
+	                          sizeof first), 1);
+	cr_assert(strstr(first, "1 found committed"), "%s", first);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.dead_letter_pending"), 0);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'd-0' "
+	                         "AND event = 'dead_lettered'"), 2);
+	n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
+	cr_assert_eq(n, N + 1, "the new park of d-0 dead-lettered: %zu", n);
+	cr_assert(strstr(r[N].headers, "txhub-message-key=d-0\n"), "%s", r[N].headers);
+	h_records_free(r, n);
+	h_teardown(&e);
+}
+
+/* A dead-letter topic that fails (missing, auto-creation off) under
+ * exactly_once: alerted in the history, the hub goes on forwarding; once
+ * the topic exists, each parked row is dead-lettered once. */
+Test(dlq_once, a_failing_dead_letter_topic_does_not_hold_the_hub, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	dlq_names nm;
+	char es[256], ok[128], buf[512];
+	h_setup(&e, "dlqo_fail");
+	snprintf(nm.dlq, sizeof nm.dlq, "dlq.%s", e.name);
+	snprintf(nm.missing, sizeof nm.missing, "missing.%s", e.name);
+	snprintf(nm.dlqset, sizeof nm.dlqset, "forward.dead_letter_topic=%s", nm.dlq);
+	snprintf(ok, sizeof ok, "ok.%s", e.name);
+	cr_assert_eq(h_create_topic(&e, ok, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	h_control_topic(&e);
+	for (int i = 0; i < N; i++) {
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"d-%d\","
+		         "\"payload\":\"p\",\"forward\":{\"topic\":\"%s\"}}", i, nm.missing);
+		h_send_str(&e, 0, "d", buf);
+	}
+	h_flush();
+	pid_t hub = start(&e, &nm);
+	cr_assert(h_wait(&e, "SELECT count(DISTINCT message_key) FROM txhub.history "
+	                     "WHERE event = 'dead_letter_failed'", "6", 120000));
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"ok-1\","
+	         "\"payload\":\"p\",\"forward\":{\"topic\":\"%s\"}}", ok);
+	h_send_str(&e, 1, "ok", buf);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages WHERE message_key = 'ok-1'",
+	                 "sent", 60000), "the hub did not go on forwarding");
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages "
+	                         "WHERE dead_lettered_at IS NOT NULL"), 0);
+	cr_assert_eq(h_create_topic(&e, nm.dlq, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	char want[16];
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	                     "AND dead_lettered_at IS NOT NULL", want, 150000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	check_once(&e, &nm);
+	char log[256];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_geq(h_log_lines(log, "works again"), 1);
+	h_teardown(&e);
+}
