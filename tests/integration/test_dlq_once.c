@@ -7,9 +7,11 @@
  * pending; recorded as pending but not committed; committed but not
  * recorded as dead-lettered. After a restart a read_committed consumer of
  * the dead-letter topic reads exactly one dead letter per parked row, and
- * every row ends dead-lettered with no pending entry left. And a pending
- * entry whose record names another message (bad input) is cleared with a
- * warning and its row produced again. */
+ * every row ends dead-lettered with no pending entry left. A pending entry
+ * whose record names another message (bad input) is cleared with a warning
+ * and its row produced again; one of an earlier park (a redrive and a new
+ * park since) does not count for the new park; a failing dead-letter topic
+ * holds nothing else up, and each row goes there once when it works. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
