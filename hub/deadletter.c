@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "clock.h"
 #include "forward_record.h"
@@ -330,35 +331,39 @@ static rd_kafka_resp_err_t produce(deadletter *d, rd_kafka_t *rk, dl_item *it, c
 	}
 }
 
-/* Write dead_lettered_at (at) of the acknowledged items. Returns 0 or -1
- * with err. */
-static int record_done(deadletter *d, const dl_item *items, size_t n, const char *at, char *err,
-                       size_t errsz)
+/* Run sql on the keys of items[0..n) whose err is NO_ERROR ($1, $2),
+ * with ats each one's time ($3), then the nmore values more. Returns 0, or
+ * -1 with err. */
+static int keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
+                        const char *const *ats, const char *const *more, int nmore, char *err,
+                        size_t errsz)
 {
-	sbuf bb = {0}, kb = {0};
-	size_t nok = 0;
+	sbuf bb = {0}, kb = {0}, ab = {0};
 	sbuf_arr_begin(&bb);
 	sbuf_arr_begin(&kb);
+	sbuf_arr_begin(&ab);
 	for (size_t i = 0; i < n; i++) {
 		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
 			continue;
 		sbuf_arr_text(&bb, items[i].f.biz_id);
 		sbuf_arr_text(&kb, items[i].f.message_key);
-		nok++;
+		if (ats)
+			sbuf_arr_text(&ab, ats[i]);
 	}
 	sbuf_arr_end(&bb);
 	sbuf_arr_end(&kb);
-	int rc = 0;
-	if (bb.oom || kb.oom) {
+	sbuf_arr_end(&ab);
+	int rc = -1, np = ats ? 3 : 2;
+	const char *p[8] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ab)};
+	for (int j = 0; j < nmore && np < 8; j++)
+		p[np++] = more[j];
+	if (bb.oom || kb.oom || ab.oom)
 		snprintf(err, errsz, "out of memory");
-		rc = -1;
-	} else if (nok > 0) {
-		const char *p[4] = {sbuf_str(&bb), sbuf_str(&kb), at, d->cfg->forward_dead_letter_topic};
-		if (sql_command(store_conn(d->st), SQL_DONE, 4, p, err, errsz) != 0)
-			rc = -1;
-	}
+	else
+		rc = sql_command(store_conn(d->st), sql, np, p, err, errsz);
 	sbuf_free(&bb);
 	sbuf_free(&kb);
+	sbuf_free(&ab);
 	return rc;
 }
 
@@ -524,7 +529,9 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 	size_t nok = produce_all(d, d->rk, items, (size_t)n, at, &first_bad);
 	size_t nbad = (size_t)n - nok;
 	int rc = n;
-	if (nok > 0 && record_done(d, items, (size_t)n, at, err, sizeof err) != 0) {
+	const char *more[2] = {at, d->cfg->forward_dead_letter_topic};
+	if (nok > 0 && keys_command(d, SQL_DONE, items, (size_t)n, NULL, more, 2, err,
+	                            sizeof err) != 0) {
 		/* acknowledged, not recorded: sent again at the next look */
 		batch_failed(d, NULL, nok, err);
 		rc = -1;
@@ -641,38 +648,6 @@ static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
 	return -1;
 }
 
-/* Run sql on the keys of items[0..n) whose err is NO_ERROR ($1, $2) and,
- * with ats, each one's time ($3). Returns 0, or -1 with err. */
-static int keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
-                        const char *const *ats, char *err, size_t errsz)
-{
-	sbuf bb = {0}, kb = {0}, ab = {0};
-	sbuf_arr_begin(&bb);
-	sbuf_arr_begin(&kb);
-	sbuf_arr_begin(&ab);
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-			continue;
-		sbuf_arr_text(&bb, items[i].f.biz_id);
-		sbuf_arr_text(&kb, items[i].f.message_key);
-		if (ats)
-			sbuf_arr_text(&ab, ats[i]);
-	}
-	sbuf_arr_end(&bb);
-	sbuf_arr_end(&kb);
-	sbuf_arr_end(&ab);
-	int rc = -1;
-	const char *p[3] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ab)};
-	if (bb.oom || kb.oom || ab.oom)
-		snprintf(err, errsz, "out of memory");
-	else
-		rc = sql_command(store_conn(d->st), sql, ats ? 3 : 2, p, err, errsz);
-	sbuf_free(&bb);
-	sbuf_free(&kb);
-	sbuf_free(&ab);
-	return rc;
-}
-
 /* Step 3: where the acknowledged items[0..n) are, in PostgreSQL. Returns
  * 0, or -1 with err (the transaction must be aborted). */
 static int record_pending(deadletter *d, const dl_txn *t, const dl_item *items, size_t n,
@@ -757,7 +732,7 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	crash_at(d, t->rk, "dead_letter_pending");
 	if (txn_end(t, 1, err, sizeof err) != 0) {
 		char cerr[512];
-		if (t->rk && keys_command(d, SQL_CLEAR, items, n, NULL, cerr, sizeof cerr) != 0)
+		if (t->rk && keys_command(d, SQL_CLEAR, items, n, NULL, NULL, 0, cerr, sizeof cerr) != 0)
 			t->recovered = 0;
 		batch_failed(d, NULL, n, err);
 		return -1;
@@ -767,7 +742,7 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	if (ats)
 		for (size_t i = 0; i < n; i++)
 			ats[i] = at;
-	if (!ats || keys_command(d, SQL_DONE_EOS, items, n, ats, err, sizeof err) != 0) {
+	if (!ats || keys_command(d, SQL_DONE_EOS, items, n, ats, NULL, 0, err, sizeof err) != 0) {
 		/* committed, not recorded: the recovery finds them committed */
 		t->recovered = 0;
 		batch_failed(d, NULL, n, ats ? err : "out of memory");
@@ -953,7 +928,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		ndone += pe[i].state == 1;
 	}
 	char serr[512];
-	if (ndone > 0 && keys_command(d, SQL_DONE_EOS, its, n, ats, serr, sizeof serr) != 0) {
+	if (ndone > 0 && keys_command(d, SQL_DONE_EOS, its, n, ats, NULL, 0, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -961,7 +936,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		its[i].err = pe[i].state == 2 ? RD_KAFKA_RESP_ERR_NO_ERROR : (rd_kafka_resp_err_t)-1;
 		nagain += pe[i].state == 2;
 	}
-	if (nagain > 0 && keys_command(d, SQL_CLEAR, its, n, NULL, serr, sizeof serr) != 0) {
+	if (nagain > 0 && keys_command(d, SQL_CLEAR, its, n, NULL, NULL, 0, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -1032,14 +1007,10 @@ static dl_txn *txn_of(deadletter *d, const store_owned *o)
 			}
 			return &d->txns[i];
 		}
-	if (d->ntxns == d->captxns) {
-		size_t cap = d->captxns ? d->captxns * 2 : 8;
-		dl_txn *nt = realloc(d->txns, cap * sizeof *nt);
-		if (!nt)
-			return NULL;
-		d->txns = nt;
-		d->captxns = cap;
-	}
+	dl_txn *nt = array_grow(d->txns, &d->captxns, d->ntxns + 1, sizeof *nt);
+	if (!nt)
+		return NULL;
+	d->txns = nt;
 	dl_txn *t = &d->txns[d->ntxns++];
 	memset(t, 0, sizeof *t);
 	t->tp = o->tp;

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -57,18 +56,6 @@ static pid_t start(h_env *e, const dlq_names *nm)
 	return h_hub_start(e, settings);
 }
 
-static int wait_exit(pid_t p, int timeout_ms)
-{
-	for (int waited = 0; waited < timeout_ms; waited += 50) {
-		int st;
-		if (waitpid(p, &st, WNOHANG) == p)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		h_pause_ms(50);
-	}
-	h_hub_kill(p);
-	return -1;
-}
-
 /* The dead letters a read_committed consumer reads, per message; every
  * one of d-0.. exactly once. */
 static void check_once(h_env *e, const dlq_names *nm)
@@ -100,7 +87,7 @@ static long crash_and_recover(h_env *e, const dlq_names *nm, const char *fp, lon
 	setenv("TXHUB_FAILPOINT", fp, 1);
 	pid_t a = start(e, nm);
 	unsetenv("TXHUB_FAILPOINT");
-	cr_assert_eq(wait_exit(a, 120000), 86, "the hub did not stop at failpoint %s", fp);
+	cr_assert_eq(h_wait_exit(a, 120000), 86, "the hub did not stop at failpoint %s", fp);
 	long pending = h_count(e, "SELECT count(*) FROM txhub.dead_letter_pending");
 	h_record *r;
 	*committed = (long)h_read_topic_committed(e, nm->dlq, 2000, &r);
@@ -180,6 +167,48 @@ Test(dlq_once, killed_after_the_commit_before_recording_it, .timeout = 300)
 	h_teardown(&e);
 }
 
+/* Every row dead-lettered by a hub, which stops; then row mk made to look
+ * as if its dead letter were pending at offset 0 (d-0's record) for the
+ * park at parked_at (SQL of the row), and a hub started again, which
+ * settles it: mk dead-lettered again (N + 1 dead letters, the last
+ * mk's), nothing left pending. The log of that hub into log. */
+static void pend_at_first_record(h_env *e, const dlq_names *nm, const char *mk,
+                                 const char *parked_at, char *log, size_t logsz)
+{
+	char want[16], sql[1024];
+	h_record *r;
+	pid_t hub = start(e, nm);
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	                    "AND dead_lettered_at IS NOT NULL", want, 120000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, src_topic, "
+	         "src_partition, topic, partition, \"offset\") SELECT biz_id, message_key, %s, "
+	         "src_topic, src_partition, '%s', 0, 0 FROM txhub.message_rows "
+	         "WHERE message_key = '%s'", parked_at, nm->dlq, mk);
+	h_exec(e->db, sql);
+	snprintf(sql, sizeof sql, "UPDATE txhub.message_rows SET dead_lettered_at = NULL "
+	         "WHERE message_key = '%s'", mk);
+	h_exec(e->db, sql);
+	size_t n = h_read_topic_committed(e, nm->dlq, 2000, &r);
+	cr_assert_eq(n, N);
+	cr_assert(strstr(r[0].headers, "txhub-message-key=d-0\n"), "%s", r[0].headers);
+	h_records_free(r, n);
+	hub = start(e, nm);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.messages WHERE message_key = '%s' "
+	         "AND dead_lettered_at IS NOT NULL", mk);
+	cr_assert(h_wait(e, sql, "1", 60000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_eq(h_count(e, "SELECT count(*) FROM txhub.dead_letter_pending"), 0);
+	h_hub_log(log, logsz, e);
+	n = h_read_topic_committed(e, nm->dlq, 2000, &r);
+	cr_assert_eq(n, N + 1, "%s produced again: %zu", mk, n);
+	snprintf(want, sizeof want, "=%s\n", mk);
+	cr_assert(strstr(r[N].headers, want), "%s", r[N].headers);
+	h_records_free(r, n);
+}
+
 /* Bad input: a pending entry whose record is another message's. */
 Test(dlq_once, a_pending_entry_pointing_at_another_record_is_produced_again, .timeout = 300)
 {
@@ -188,39 +217,10 @@ Test(dlq_once, a_pending_entry_pointing_at_another_record_is_produced_again, .ti
 	h_env e;
 	dlq_names nm;
 	setup(&e, "dlqo_bad", &nm);
-	pid_t hub = start(&e, &nm);
-	char want[16];
-	snprintf(want, sizeof want, "%d", N);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
-	                     "AND dead_lettered_at IS NOT NULL", want, 120000));
-	cr_assert_eq(h_hub_stop(hub), 0);
-	/* d-1 made to look as if its dead letter were pending at d-0's offset */
-	char sql[1024];
-	snprintf(sql, sizeof sql,
-	         "INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, src_topic, "
-	         "src_partition, topic, partition, \"offset\") SELECT biz_id, message_key, updated_at, "
-	         "src_topic, src_partition, '%s', 0, 0 FROM txhub.message_rows "
-	         "WHERE message_key = 'd-1'", nm.dlq);
-	h_exec(e.db, sql);
-	h_exec(e.db, "UPDATE txhub.message_rows SET dead_lettered_at = NULL WHERE message_key = 'd-1'");
-	h_record *r;
-	size_t n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
-	cr_assert_eq(n, N);
-	cr_assert_null(strstr(r[0].headers, "txhub-message-key=d-1\n"), "%s", r[0].headers);
-	h_records_free(r, n);
-	hub = start(&e, &nm);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'd-1' "
-	                     "AND dead_lettered_at IS NOT NULL", "1", 60000));
-	cr_assert_eq(h_hub_stop(hub), 0);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.dead_letter_pending"), 0);
 	char log[256];
-	h_hub_log(log, sizeof log, &e);
+	pend_at_first_record(&e, &nm, "d-1", "updated_at", log, sizeof log);
 	cr_assert_eq(h_log_lines(log, "dead-letter: biz_id=b message_key=d-1 the record at "), 1);
 	cr_assert_eq(h_log_lines(log, "is not the dead letter that was pending there"), 1);
-	n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
-	cr_assert_eq(n, N + 1, "d-1 produced again: %zu", n);
-	cr_assert(strstr(r[N].headers, "txhub-message-key=d-1\n"), "%s", r[N].headers);
-	h_records_free(r, n);
 	h_teardown(&e);
 }
 
@@ -234,42 +234,13 @@ Test(dlq_once, a_pending_entry_of_an_earlier_park_does_not_count_for_a_new_one, 
 	h_env e;
 	dlq_names nm;
 	setup(&e, "dlqo_park", &nm);
-	pid_t hub = start(&e, &nm);
-	char want[16];
-	snprintf(want, sizeof want, "%d", N);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
-	                     "AND dead_lettered_at IS NOT NULL", want, 120000));
-	cr_assert_eq(h_hub_stop(hub), 0);
-	/* d-0's record (offset 0) pending for the park before the row's current one */
-	char sql[1024];
-	snprintf(sql, sizeof sql,
-	         "INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, src_topic, "
-	         "src_partition, topic, partition, \"offset\") SELECT biz_id, message_key, "
-	         "updated_at - interval '1 minute', src_topic, src_partition, '%s', 0, 0 "
-	         "FROM txhub.message_rows WHERE message_key = 'd-0'", nm.dlq);
-	h_exec(e.db, sql);
-	h_exec(e.db, "UPDATE txhub.message_rows SET dead_lettered_at = NULL WHERE message_key = 'd-0'");
-	h_record *r;
-	size_t n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
-	cr_assert_eq(n, N);
-	cr_assert(strstr(r[0].headers, "txhub-message-key=d-0\n"), "%s", r[0].headers);
-	h_records_free(r, n);
-	hub = start(&e, &nm);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'd-0' "
-	                     "AND dead_lettered_at IS NOT NULL", "1", 60000));
-	cr_assert_eq(h_hub_stop(hub), 0);
 	char log[256], first[2048];
-	h_hub_log(log, sizeof log, &e);
+	pend_at_first_record(&e, &nm, "d-0", "updated_at - interval '1 minute'", log, sizeof log);
 	cr_assert_geq(h_log_first(log, "pending dead letter(s) of an earlier run", first,
 	                          sizeof first), 1);
 	cr_assert(strstr(first, "1 found committed"), "%s", first);
-	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.dead_letter_pending"), 0);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'd-0' "
 	                         "AND event = 'dead_lettered'"), 2);
-	n = h_read_topic_committed(&e, nm.dlq, 2000, &r);
-	cr_assert_eq(n, N + 1, "the new park of d-0 dead-lettered: %zu", n);
-	cr_assert(strstr(r[N].headers, "txhub-message-key=d-0\n"), "%s", r[N].headers);
-	h_records_free(r, n);
 	h_teardown(&e);
 }
 
