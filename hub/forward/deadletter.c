@@ -8,11 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "clock.h"
 #include "forward_record.h"
 #include "kafka.h"
+#include "lane.h"
 #include "log.h"
 #include "metrics.h"
 #include "sbuf.h"
@@ -25,6 +29,24 @@
 #define DL_BATCH 100
 /* After a failure the next attempt waits from 1 s, doubling, up to this. */
 #define DL_BACKOFF_MAX_MS 60000
+/* exactly_once: a partition's transactional producer with nothing to do
+ * this long is closed (librdkafka 2.0.2's idle ones burn CPU) ... */
+#define DL_IDLE_MS 10000
+/* ... its calls (init, commit, abort) wait this long each ... */
+#define DL_CALL_MS 10000
+/* ... and reading back a pending record waits at most this long (another
+ * producer's open transaction before it holds read_committed readers back). */
+#define DL_RECOVER_MS 15000
+
+/* exactly_once: one control partition's dead letters, on a transactional
+ * producer of its own (transactional.id: the lane's, + "-dlq"). */
+typedef struct {
+	tp_key tp;
+	int64_t epoch;
+	rd_kafka_t *rk;  /* NULL: closed (idle, or failed) */
+	int recovered;   /* its pending entries resolved since rk's init_transactions */
+	int64_t used_ms; /* when it last had work */
+} dl_txn;
 
 struct deadletter {
 	const txhub_config *cfg;
@@ -44,6 +66,10 @@ struct deadletter {
 	int64_t delivery_timeout_ms;
 	int fails;          /* batches in a row that failed */
 	char last_why[600]; /* the failure last logged */
+	int eos;            /* forward.mode = exactly_once */
+	dl_txn *txns;       /* exactly_once: the partitions with a producer or work */
+	size_t ntxns, captxns;
+	const char *failpoint; /* TXHUB_FAILPOINT, for the crash tests */
 };
 
 /* One parked row being dead-lettered. */
@@ -53,6 +79,9 @@ typedef struct {
 	char attempts[16];
 	rd_kafka_resp_err_t err; /* its delivery report; -1 until it came */
 	int produced;
+	char parked_at[64];      /* its updated_at (the park), as text */
+	int32_t partition;       /* where the broker put it (delivery report) */
+	int64_t offset;
 } dl_item;
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -60,8 +89,11 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	(void)rk;
 	(void)opaque;
 	dl_item *it = m->_private;
-	if (it)
+	if (it) {
 		it->err = m->err;
+		it->partition = m->partition;
+		it->offset = m->offset;
+	}
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -79,23 +111,85 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 static const char *SQL_PARKED =
 	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "
 	"m.forward_headers::text, coalesce(m.last_error, ''), m.send_attempts::text, "
-	"m.traceparent, m.tracestate, coalesce(m.trace_id, '') "
+	"m.traceparent, m.tracestate, coalesce(m.trace_id, ''), m.updated_at::text "
 	"FROM txhub.message_rows m "
 	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
 	"AND (m.src_topic, m.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
+	/* exactly_once ($4): not those whose record may be committed already */
+	"AND NOT ($4::bool AND EXISTS (SELECT 1 FROM txhub.dead_letter_pending p "
+	"WHERE p.biz_id = m.biz_id AND p.message_key = m.message_key)) "
 	"ORDER BY m.updated_at LIMIT $3";
 
-/* Record the dead letters the broker acknowledged, each with a history row,
- * only while the row is still parked and not recorded (an operator's
- * redrive meanwhile wins; the record went out while it was parked). */
+/* at_least_once: record the dead letters the broker acknowledged, each with
+ * a history row, only while the row is still parked and not recorded (an
+ * operator's redrive meanwhile wins; the record went out while it was
+ * parked). Pending entries of theirs (left by exactly_once before the mode
+ * changed) go: the record is out now. */
 static const char *SQL_DONE =
-	"WITH u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = $3::timestamptz "
+	"WITH p AS (DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[]) "
+	"AS x(b, k) WHERE p.biz_id = x.b AND p.message_key = x.k), " /* (an exactly_once run's) */
+	"u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = $3::timestamptz "
 	"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
 	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'failed' "
 	"AND m.dead_lettered_at IS NULL RETURNING m.biz_id, m.message_key, m.tenant) "
 	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
 	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || $4, "
 	"tenant FROM u";
+
+/* exactly_once, step 3 (before the commit): where each record of the
+ * transaction is, for rows still parked at the park read ($3) and only while
+ * this replica owns their partition at its epoch ($7-$9). Returns the
+ * entries written: fewer than the records, and the transaction is aborted. */
+static const char *SQL_PENDING =
+	"WITH i AS (INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, "
+	"src_topic, src_partition, topic, partition, \"offset\") "
+	"SELECT m.biz_id, m.message_key, m.updated_at, m.src_topic, m.src_partition, $4, x.p, x.o "
+	"FROM unnest($1::text[], $2::text[], $3::timestamptz[], $5::int[], $6::bigint[]) "
+	"AS x(b, k, u, p, o) JOIN txhub.message_rows m ON m.biz_id = x.b AND m.message_key = x.k "
+	"WHERE m.updated_at = x.u AND m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
+	"AND EXISTS (SELECT 1 FROM txhub.partitions tp WHERE tp.topic = $7 AND tp.partition = $8::int "
+	"AND tp.epoch = $9::bigint) ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING 1) "
+	"SELECT count(*) FROM i";
+
+/* exactly_once, step 4 (after the commit) and recovery: the pending entries
+ * of rows $1, $2 whose records are committed ($3: when each was produced)
+ * go, and their rows are recorded dead-lettered with a history row, while
+ * still at the park the record was for (a redrive and a new park meanwhile
+ * wins: that park gets a dead letter of its own). */
+static const char *SQL_DONE_EOS =
+	"WITH p AS (DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[], "
+	"$3::timestamptz[]) AS x(b, k, at) WHERE p.biz_id = x.b AND p.message_key = x.k "
+	"RETURNING p.biz_id, p.message_key, p.parked_at, p.topic, x.at), "
+	"u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = p.at FROM p "
+	"WHERE m.biz_id = p.biz_id AND m.message_key = p.message_key AND m.send_status = 'failed' "
+	"AND m.dead_lettered_at IS NULL AND m.updated_at = p.parked_at "
+	"RETURNING m.biz_id, m.message_key, m.tenant, p.topic) "
+	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
+	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || topic, "
+	"tenant FROM u";
+
+/* exactly_once: the pending entries of rows whose transaction was aborted
+ * (their rows are produced again). */
+static const char *SQL_CLEAR =
+	"DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[]) AS x(b, k) "
+	"WHERE p.biz_id = x.b AND p.message_key = x.k";
+
+/* exactly_once: the pending entries of one control partition ($1, $2). */
+static const char *SQL_PENDING_OF =
+	"SELECT p.biz_id, p.message_key, p.topic, p.partition, p.\"offset\", "
+	"coalesce(m.trace_id, '') FROM txhub.dead_letter_pending p "
+	"LEFT JOIN txhub.message_rows m ON m.biz_id = p.biz_id AND m.message_key = p.message_key "
+	"WHERE p.src_topic = $1 AND p.src_partition = $2::int "
+	"ORDER BY p.topic, p.partition, p.\"offset\"";
+
+/* exactly_once: the owned partitions ($1, $2) with parked rows to
+ * dead-letter or pending entries to resolve. */
+static const char *SQL_WORK =
+	"SELECT m.src_topic, m.src_partition FROM txhub.message_rows m "
+	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
+	"AND (m.src_topic, m.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
+	"UNION SELECT p.src_topic, p.src_partition FROM txhub.dead_letter_pending p "
+	"WHERE (p.src_topic, p.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[]))";
 
 /* A dead letter that failed, in the history of its row, once per park (a
  * row parked again after a redrive gets a new one), while the row still
@@ -134,31 +228,44 @@ static void items_free(dl_item *items, size_t n)
 	free(items);
 }
 
-/* Read up to DL_BATCH parked rows of own into *out. Returns how many, or -1
- * with err. */
-static int read_parked(deadletter *d, const owned_set *own, dl_item **out, char *err,
-                       size_t errsz)
+/* The partitions parts[0..n) as two arrays (topics, partitions); returns
+ * 0, or -1 when out of memory (err). */
+static int parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
+                        size_t errsz)
+{
+	sbuf_arr_begin(tb);
+	sbuf_arr_begin(pb);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_text(tb, tp_topic(parts[i].tp));
+		sbuf_arr_int(pb, tp_part(parts[i].tp));
+	}
+	sbuf_arr_end(tb);
+	sbuf_arr_end(pb);
+	if (tb->oom || pb->oom) {
+		snprintf(err, errsz, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Read up to DL_BATCH parked rows of parts[0..nparts) into *out (without
+ * those with a pending entry: exactly_once). Returns how many, or -1 with
+ * err. */
+static int read_parked(deadletter *d, const store_owned *parts, size_t nparts, dl_item **out,
+                       char *err, size_t errsz)
 {
 	*out = NULL;
 	sbuf tb = {0}, pb = {0};
-	sbuf_arr_begin(&tb);
-	sbuf_arr_begin(&pb);
-	for (size_t i = 0; i < own->n; i++) {
-		sbuf_arr_text(&tb, tp_topic(own->parts[i].tp));
-		sbuf_arr_int(&pb, tp_part(own->parts[i].tp));
-	}
-	sbuf_arr_end(&tb);
-	sbuf_arr_end(&pb);
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", DL_BATCH);
-	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), lim};
+	const char *p[4] = {NULL, NULL, lim, d->eos ? "true" : "false"};
 	int n = -1;
 	PGresult *r = NULL;
-	if (tb.oom || pb.oom) {
-		snprintf(err, errsz, "out of memory");
+	if (parts_arrays(parts, nparts, &tb, &pb, err, errsz) != 0)
 		goto done;
-	}
-	r = sql_query(store_conn(d->st), SQL_PARKED, 3, p, 1, err, errsz);
+	p[0] = sbuf_str(&tb);
+	p[1] = sbuf_str(&pb);
+	r = sql_query(store_conn(d->st), SQL_PARKED, 4, p, 1, err, errsz);
 	if (!r)
 		goto done;
 	int rows = PQntuples(r);
@@ -182,6 +289,7 @@ static int read_parked(deadletter *d, const owned_set *own, dl_item **out, char 
 		it->f.traceparent = col_text(r, i, 8);
 		it->f.tracestate = col_text(r, i, 9);
 		snprintf(it->f.trace_id, sizeof it->f.trace_id, "%s", PQgetvalue(r, i, 10));
+		snprintf(it->parked_at, sizeof it->parked_at, "%s", PQgetvalue(r, i, 11));
 		if (!it->f.biz_id || !it->f.message_key || !it->f.topic || !it->error ||
 		    (!it->f.payload && !PQgetisnull(r, i, 2))) {
 			items_free(items, (size_t)rows);
@@ -199,7 +307,7 @@ done:
 }
 
 /* Produce item it to the dead-letter topic; at is txhub-dlq-at. */
-static rd_kafka_resp_err_t produce(deadletter *d, dl_item *it, const char *at)
+static rd_kafka_resp_err_t produce(deadletter *d, rd_kafka_t *rk, dl_item *it, const char *at)
 {
 	for (;;) {
 		rd_kafka_headers_t *h = forward_make_headers(&it->f);
@@ -209,7 +317,7 @@ static rd_kafka_resp_err_t produce(deadletter *d, dl_item *it, const char *at)
 		rd_kafka_header_add(h, "txhub-dlq-at", -1, at, -1);
 		const char *key = it->f.key;
 		rd_kafka_resp_err_t e = rd_kafka_producev(
-			d->rk, RD_KAFKA_V_TOPIC(d->cfg->forward_dead_letter_topic),
+			rk, RD_KAFKA_V_TOPIC(d->cfg->forward_dead_letter_topic),
 			RD_KAFKA_V_KEY(key, key ? strlen(key) : 0),
 			RD_KAFKA_V_VALUE(it->f.payload, it->f.payload_len),
 			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
@@ -219,39 +327,43 @@ static rd_kafka_resp_err_t produce(deadletter *d, dl_item *it, const char *at)
 		rd_kafka_headers_destroy(h);
 		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			return e;
-		rd_kafka_poll(d->rk, 100);
+		rd_kafka_poll(rk, 100);
 	}
 }
 
-/* Write dead_lettered_at (at) of the acknowledged items. Returns 0 or -1
- * with err. */
-static int record_done(deadletter *d, const dl_item *items, size_t n, const char *at, char *err,
-                       size_t errsz)
+/* Run sql on the keys of items[0..n) whose err is NO_ERROR ($1, $2),
+ * with ats each one's time ($3), then the nmore values more. Returns 0, or
+ * -1 with err. */
+static int keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
+                        const char *const *ats, const char *const *more, int nmore, char *err,
+                        size_t errsz)
 {
-	sbuf bb = {0}, kb = {0};
-	size_t nok = 0;
+	sbuf bb = {0}, kb = {0}, ab = {0};
 	sbuf_arr_begin(&bb);
 	sbuf_arr_begin(&kb);
+	sbuf_arr_begin(&ab);
 	for (size_t i = 0; i < n; i++) {
 		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
 			continue;
 		sbuf_arr_text(&bb, items[i].f.biz_id);
 		sbuf_arr_text(&kb, items[i].f.message_key);
-		nok++;
+		if (ats)
+			sbuf_arr_text(&ab, ats[i]);
 	}
 	sbuf_arr_end(&bb);
 	sbuf_arr_end(&kb);
-	int rc = 0;
-	if (bb.oom || kb.oom) {
+	sbuf_arr_end(&ab);
+	int rc = -1, np = ats ? 3 : 2;
+	const char *p[8] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ab)};
+	for (int j = 0; j < nmore && np < 8; j++)
+		p[np++] = more[j];
+	if (bb.oom || kb.oom || ab.oom)
 		snprintf(err, errsz, "out of memory");
-		rc = -1;
-	} else if (nok > 0) {
-		const char *p[4] = {sbuf_str(&bb), sbuf_str(&kb), at, d->cfg->forward_dead_letter_topic};
-		if (sql_command(store_conn(d->st), SQL_DONE, 4, p, err, errsz) != 0)
-			rc = -1;
-	}
+	else
+		rc = sql_command(store_conn(d->st), sql, np, p, err, errsz);
 	sbuf_free(&bb);
 	sbuf_free(&kb);
+	sbuf_free(&ab);
 	return rc;
 }
 
@@ -324,9 +436,9 @@ static void batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const c
 	snprintf(d->last_why, sizeof d->last_why, "%s", why);
 }
 
-/* One look: dead-letter what is parked in own. Returns the number of rows
- * read (0: nothing parked), or -1 after a failure. */
-static int dead_letter_batch(deadletter *d, const owned_set *own)
+/* The connection to PostgreSQL, made or checked. Returns 0, or -1 with the
+ * failure noted. */
+static int db_ready(deadletter *d)
 {
 	char err[512];
 	if (!d->st && !(d->st = store_connect(d->cfg, err, sizeof err))) {
@@ -337,8 +449,72 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 		batch_failed(d, NULL, 0, err);
 		return -1;
 	}
+	return 0;
+}
+
+/* The nok items of items[0..n) that went out: counted and logged. */
+static void count_sent(deadletter *d, const dl_item *items, size_t n, size_t nok)
+{
+	metrics_dead_letters(1, nok);
+	pthread_mutex_lock(&d->mu);
+	d->stats.sent += nok;
+	pthread_mutex_unlock(&d->mu);
+	for (size_t i = 0; i < n; i++)
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+			log_about about = {items[i].f.biz_id, items[i].f.message_key, -1,
+			                   items[i].f.trace_id};
+			log_msg_about(LOG_INFO, "dead-letter", &about, "parked forward to %s "
+			              "produced to %s", items[i].f.topic, d->cfg->forward_dead_letter_topic);
+		}
+}
+
+/* Produce items[0..n) (at: txhub-dlq-at) and wait for their delivery
+ * reports. Returns how many were acknowledged; *first_bad: the first that
+ * was not (NULL: none). */
+static size_t produce_all(deadletter *d, rd_kafka_t *rk, dl_item *items, size_t n,
+                          const char *at, dl_item **first_bad)
+{
+	for (size_t i = 0; i < n; i++) {
+		items[i].err = (rd_kafka_resp_err_t)-1;
+		items[i].produced = 0;
+		rd_kafka_resp_err_t e = produce(d, rk, &items[i], at);
+		if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+			items[i].err = e; /* refused outright */
+		else
+			items[i].produced = 1;
+	}
+	rd_kafka_flush(rk, (int)(d->delivery_timeout_ms + 5000));
+	size_t nok = 0;
+	*first_bad = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			nok++;
+		else if (!*first_bad)
+			*first_bad = &items[i];
+	return nok;
+}
+
+/* Some of items[0..n) failed (first_bad the first): counted, logged,
+ * alerted, in the history. */
+static void items_failed(deadletter *d, dl_item *items, size_t n, const dl_item *first_bad,
+                         size_t nbad)
+{
+	char why[FORWARD_ERROR_MAX];
+	item_failure(d, first_bad, why, sizeof why);
+	batch_failed(d, first_bad, nbad, why);
+	note_failed(d, items, n);
+}
+
+/* at_least_once, one look: dead-letter what is parked in own with the
+ * idempotent producer. Returns the number of rows read (0: nothing
+ * parked), or -1 after a failure. */
+static int dead_letter_batch(deadletter *d, const owned_set *own)
+{
+	char err[512];
+	if (db_ready(d) != 0)
+		return -1;
 	dl_item *items = NULL;
-	int n = read_parked(d, own, &items, err, sizeof err);
+	int n = read_parked(d, own->parts, own->n, &items, err, sizeof err);
 	if (n < 0) {
 		batch_failed(d, NULL, 0, err);
 		return -1;
@@ -349,57 +525,559 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 	}
 	char at[80];
 	log_timestamp(at, sizeof at);
-	for (int i = 0; i < n; i++) {
-		rd_kafka_resp_err_t e = produce(d, &items[i], at);
-		if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
-			items[i].err = e; /* refused outright */
-		else
-			items[i].produced = 1;
-	}
-	rd_kafka_flush(d->rk, (int)(d->delivery_timeout_ms + 5000));
-	size_t nok = 0, nbad = 0;
-	const dl_item *first_bad = NULL;
-	for (int i = 0; i < n; i++) {
-		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-			nok++;
-		} else {
-			nbad++;
-			if (!first_bad)
-				first_bad = &items[i];
-		}
-	}
+	dl_item *first_bad;
+	size_t nok = produce_all(d, d->rk, items, (size_t)n, at, &first_bad);
+	size_t nbad = (size_t)n - nok;
 	int rc = n;
-	if (nok > 0 && record_done(d, items, (size_t)n, at, err, sizeof err) != 0) {
+	const char *more[2] = {at, d->cfg->forward_dead_letter_topic};
+	if (nok > 0 && keys_command(d, SQL_DONE, items, (size_t)n, NULL, more, 2, err,
+	                            sizeof err) != 0) {
 		/* acknowledged, not recorded: sent again at the next look */
 		batch_failed(d, NULL, nok, err);
 		rc = -1;
 	} else if (nok > 0) {
-		metrics_dead_letters(1, nok);
-		pthread_mutex_lock(&d->mu);
-		d->stats.sent += nok;
-		pthread_mutex_unlock(&d->mu);
-		for (int i = 0; i < n; i++)
-			if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-				log_about about = {items[i].f.biz_id, items[i].f.message_key, -1,
-				                   items[i].f.trace_id};
-				log_msg_about(LOG_INFO, "dead-letter", &about, "parked forward to %s "
-				              "produced to %s", items[i].f.topic,
-				              d->cfg->forward_dead_letter_topic);
-			}
+		count_sent(d, items, (size_t)n, nok);
 	}
 	if (nbad > 0) {
-		char why[FORWARD_ERROR_MAX];
-		item_failure(d, first_bad, why, sizeof why);
-		batch_failed(d, first_bad, nbad, why);
-		note_failed(d, items, (size_t)n);
+		items_failed(d, items, (size_t)n, first_bad, nbad);
 		rc = -1;
 	}
-	if (rc >= 0 && d->fails > 0) {
-		log_info("dead-letter: producing to %s works again (after %d failed attempt(s): %s)",
-		         d->cfg->forward_dead_letter_topic, d->fails, d->last_why);
-		d->fails = 0;
-	}
 	items_free(items, (size_t)n);
+	return rc;
+}
+
+/* ---- exactly_once ---- */
+
+/* The crash tests' failpoints (as lane.c's): with TXHUB_FAILPOINT=<name>
+ * the hub dies here as kill -9 would leave it. Never set in production. */
+static void crash_at(deadletter *d, rd_kafka_t *rk, const char *name)
+{
+	if (d->failpoint && strcmp(d->failpoint, name) == 0) {
+		rd_kafka_flush(rk, 10000);
+		log_error("dead-letter: failpoint %s: exiting at once", name);
+		_exit(86);
+	}
+}
+
+static void txn_close(dl_txn *t)
+{
+	if (t->rk) {
+		rd_kafka_flush(t->rk, 1000);
+		rd_kafka_destroy(t->rk);
+	}
+	t->rk = NULL;
+	t->recovered = 0;
+}
+
+/* Whether a transactional call's error ends the producer (fatal, fenced:
+ * another replica took the partition). */
+static int txn_dead(const rd_kafka_error_t *e)
+{
+	rd_kafka_resp_err_t c = rd_kafka_error_code(e);
+	return rd_kafka_error_is_fatal(e) || c == RD_KAFKA_RESP_ERR__FENCED ||
+	       c == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || c == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+/* The transactional producer of t, made and initialised: init_transactions
+ * fences an earlier one of the same transactional.id (another replica, or
+ * this one before a crash) and settles its open transaction. Returns 0, or
+ * -1 with err. */
+static int txn_open(deadletter *d, dl_txn *t, char *err, size_t errsz)
+{
+	lane_name_set names;
+	lane_names(d->cfg, t->tp, &names);
+	char id[sizeof names.txn_id + 8], sub[512];
+	snprintf(id, sizeof id, "%s-dlq", names.txn_id);
+	int64_t tmo;
+	rd_kafka_conf_t *conf = forward_producer_conf(d->cfg, &tmo, err, errsz);
+	if (!conf)
+		return -1;
+	if (rd_kafka_conf_set(conf, "transactional.id", id, sub, sizeof sub) != RD_KAFKA_CONF_OK) {
+		snprintf(err, errsz, "transactional.id: %.400s", sub);
+		rd_kafka_conf_destroy(conf);
+		return -1;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+	rd_kafka_conf_set_error_cb(conf, error_cb);
+	if (!(t->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
+		snprintf(err, errsz, "cannot create a transactional producer: %.400s", sub);
+		rd_kafka_conf_destroy(conf);
+		return -1;
+	}
+	rd_kafka_error_t *e = rd_kafka_init_transactions(t->rk, DL_CALL_MS);
+	if (e) {
+		snprintf(err, errsz, "init_transactions (transactional.id %.200s): %.250s", id,
+		         rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+		txn_close(t);
+		return -1;
+	}
+	t->recovered = 0;
+	log_debug("dead-letter: partition %d of %s: transactional.id %s", TP_ARG(t->tp), id);
+	return 0;
+}
+
+/* End t's open transaction: committed (commit 1) or aborted. Returns 0, or
+ * -1 with err: the producer is then closed, and what the transaction became
+ * is settled by the next one's init_transactions and recovery. */
+static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
+{
+	rd_kafka_error_t *e;
+	for (int tries = 0;; tries++) {
+		e = commit ? rd_kafka_commit_transaction(t->rk, DL_CALL_MS)
+		           : rd_kafka_abort_transaction(t->rk, DL_CALL_MS);
+		/* a commit that timed out may have reached the coordinator: tried
+		 * again, never aborted */
+		if (!e || !rd_kafka_error_is_retriable(e) || txn_dead(e) || tries == 2 ||
+		    (commit && rd_kafka_error_txn_requires_abort(e)))
+			break;
+		rd_kafka_error_destroy(e);
+	}
+	if (!e)
+		return 0;
+	snprintf(err, errsz, "%s the transaction: %.400s", commit ? "committing" : "aborting",
+	         rd_kafka_error_string(e));
+	int abortable = commit && rd_kafka_error_txn_requires_abort(e) && !txn_dead(e);
+	rd_kafka_error_destroy(e);
+	if (abortable) {
+		char aerr[512];
+		if (txn_end(t, 0, aerr, sizeof aerr) == 0)
+			return -1; /* aborted: t stays open */
+	}
+	txn_close(t);
+	return -1;
+}
+
+/* Step 3: where the acknowledged items[0..n) are, in PostgreSQL. Returns
+ * 0, or -1 with err (the transaction must be aborted). */
+static int record_pending(deadletter *d, const dl_txn *t, const dl_item *items, size_t n,
+                          size_t nok, char *err, size_t errsz)
+{
+	sbuf bb = {0}, kb = {0}, ub = {0}, pb = {0}, ob = {0};
+	sbuf *all[5] = {&bb, &kb, &ub, &pb, &ob};
+	for (int j = 0; j < 5; j++)
+		sbuf_arr_begin(all[j]);
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			continue;
+		sbuf_arr_text(&bb, items[i].f.biz_id);
+		sbuf_arr_text(&kb, items[i].f.message_key);
+		sbuf_arr_text(&ub, items[i].parked_at);
+		sbuf_arr_int(&pb, items[i].partition);
+		sbuf_arr_int(&ob, items[i].offset);
+	}
+	int oom = 0;
+	for (int j = 0; j < 5; j++) {
+		sbuf_arr_end(all[j]);
+		oom |= all[j]->oom;
+	}
+	char part[16], epoch[24];
+	snprintf(part, sizeof part, "%d", tp_part(t->tp));
+	snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
+	const char *p[9] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ub),
+	                    d->cfg->forward_dead_letter_topic, sbuf_str(&pb), sbuf_str(&ob),
+	                    tp_topic(t->tp), part, epoch};
+	int rc = -1;
+	PGresult *r = NULL;
+	if (oom)
+		snprintf(err, errsz, "out of memory");
+	else if ((r = sql_query(store_conn(d->st), SQL_PENDING, 9, p, 0, err, errsz))) {
+		long got = atol(PQgetvalue(r, 0, 0));
+		if (got == (long)nok)
+			rc = 0;
+		else
+			snprintf(err, errsz, "recording the batch as pending: %ld of %zu row(s) still "
+			         "parked and the partition still owned at epoch %lld; aborted, tried again",
+			         got, nok, (long long)t->epoch);
+	}
+	PQclear(r);
+	for (int j = 0; j < 5; j++)
+		sbuf_free(all[j]);
+	return rc;
+}
+
+/* One transaction: items[0..n) produced (steps 1-4). Returns how many went
+ * out, or -1 after a failure (noted; *item_fault: because of some items
+ * of their own, which then have their err set). */
+static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item_fault)
+{
+	char err[600], at[80];
+	*item_fault = 0;
+	rd_kafka_error_t *e = rd_kafka_begin_transaction(t->rk);
+	if (e) {
+		snprintf(err, sizeof err, "begin_transaction: %.400s", rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+		txn_close(t);
+		batch_failed(d, NULL, n, err);
+		return -1;
+	}
+	log_timestamp(at, sizeof at);
+	dl_item *first_bad;
+	size_t nok = produce_all(d, t->rk, items, n, at, &first_bad);
+	crash_at(d, t->rk, "dead_letter_produced");
+	if (nok < n) {
+		char aerr[512];
+		txn_end(t, 0, aerr, sizeof aerr);
+		items_failed(d, items, n, first_bad, n - nok);
+		*item_fault = 1;
+		return -1;
+	}
+	if (record_pending(d, t, items, n, nok, err, sizeof err) != 0) {
+		char aerr[512];
+		txn_end(t, 0, aerr, sizeof aerr);
+		t->recovered = 0; /* (the entries may be there all the same) */
+		batch_failed(d, NULL, n, err);
+		return -1;
+	}
+	crash_at(d, t->rk, "dead_letter_pending");
+	if (txn_end(t, 1, err, sizeof err) != 0) {
+		char cerr[512];
+		if (t->rk && keys_command(d, SQL_CLEAR, items, n, NULL, NULL, 0, cerr, sizeof cerr) != 0)
+			t->recovered = 0;
+		batch_failed(d, NULL, n, err);
+		return -1;
+	}
+	crash_at(d, t->rk, "dead_letter_committed");
+	const char **ats = malloc(n * sizeof *ats);
+	if (ats)
+		for (size_t i = 0; i < n; i++)
+			ats[i] = at;
+	if (!ats || keys_command(d, SQL_DONE_EOS, items, n, ats, NULL, 0, err, sizeof err) != 0) {
+		/* committed, not recorded: the recovery finds them committed */
+		t->recovered = 0;
+		batch_failed(d, NULL, n, ats ? err : "out of memory");
+		free(ats);
+		return -1;
+	}
+	free(ats);
+	count_sent(d, items, n, n);
+	return (int)n;
+}
+
+/* ISO 8601 UTC of ms since the epoch into out. */
+static void iso_of_ms(int64_t ms, char *out, size_t outsz)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	char b[40];
+	strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, outsz, "%s.%03dZ", b, (int)(ms % 1000));
+}
+
+/* Whether header name of m holds exactly want. */
+static int header_is(const rd_kafka_message_t *m, const char *name, const char *want)
+{
+	rd_kafka_headers_t *h = NULL;
+	const void *v = NULL;
+	size_t len = 0;
+	return rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	       rd_kafka_header_get_last(h, name, &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR && v &&
+	       len == strlen(want) && memcmp(v, want, len) == 0;
+}
+
+/* A pending entry being resolved. */
+typedef struct {
+	dl_item it;      /* f.biz_id, f.message_key; err NO_ERROR: committed */
+	char *topic;
+	int32_t partition;
+	int64_t offset;
+	int state;       /* 0: unknown, 1: committed, 2: not (produced again) */
+	char at[48];     /* committed: the record's time */
+} dl_pending;
+
+/* Decide the entries pe[0..n) (one topic and partition, by offset) from a
+ * read_committed reader c. Returns 0, or -1 with err (some stay unknown). */
+static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
+                             size_t errsz)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(c, pe[0].topic, NULL);
+	int32_t part = pe[0].partition;
+	if (!rkt || rd_kafka_consume_start(rkt, part, pe[0].offset) != 0) {
+		snprintf(err, errsz, "reading %.200s [%d]: %s", pe[0].topic, part,
+		         rd_kafka_err2str(rd_kafka_last_error()));
+		if (rkt)
+			rd_kafka_topic_destroy(rkt);
+		return -1;
+	}
+	size_t left = n;
+	int rc = 0;
+	int64_t until = clock_ms() + DL_RECOVER_MS;
+	while (left > 0) {
+		rd_kafka_message_t *m = rd_kafka_consume(rkt, part, 200);
+		if (!m) {
+			if (clock_ms() <= until)
+				continue;
+			snprintf(err, errsz, "reading %.200s [%d] from offset %lld with read_committed: "
+			         "nothing within %d ms (an open transaction before it?)", pe[0].topic,
+			         part, (long long)pe[0].offset, DL_RECOVER_MS);
+			rc = -1;
+			break;
+		}
+		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
+		if (m->err && !eof) {
+			int gone = m->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE ||
+			           m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET;
+			if (gone) { /* removed by retention: produced again, never lost */
+				for (size_t i = 0; i < n; i++)
+					if (!pe[i].state) {
+						pe[i].state = 2;
+						log_about about = {pe[i].it.f.biz_id, pe[i].it.f.message_key, -1,
+						                   pe[i].it.f.trace_id};
+						log_msg_about(LOG_WARN, "dead-letter", &about, "its pending dead letter "
+						              "at %s [%d] offset %lld is no longer in the topic; produced "
+						              "again", pe[i].topic, part, (long long)pe[i].offset);
+					}
+				left = 0;
+			} else {
+				snprintf(err, errsz, "reading %.200s [%d]: %.200s", pe[0].topic, part,
+				         rd_kafka_message_errstr(m));
+				rc = -1;
+			}
+			rd_kafka_message_destroy(m);
+			break;
+		}
+		/* read_committed skips what was aborted: an entry below the
+		 * offset read (or the end reached) was not committed */
+		for (size_t i = 0; i < n; i++) {
+			dl_pending *p = &pe[i];
+			if (p->state || p->offset > m->offset || (eof && p->offset == m->offset))
+				continue;
+			if (p->offset < m->offset) {
+				p->state = 2;
+			} else if (header_is(m, "txhub-biz-id", p->it.f.biz_id) &&
+			           header_is(m, "txhub-message-key", p->it.f.message_key)) {
+				p->state = 1;
+				rd_kafka_timestamp_type_t tt;
+				int64_t ts = rd_kafka_message_timestamp(m, &tt);
+				if (ts > 0)
+					iso_of_ms(ts, p->at, sizeof p->at);
+				else
+					log_timestamp(p->at, sizeof p->at);
+			} else {
+				p->state = 2;
+				log_about about = {p->it.f.biz_id, p->it.f.message_key, -1, p->it.f.trace_id};
+				log_msg_about(LOG_WARN, "dead-letter", &about, "the record at %s [%d] offset "
+				              "%lld is not the dead letter that was pending there (its "
+				              "txhub-biz-id/txhub-message-key headers name another message); "
+				              "produced again", p->topic, part, (long long)p->offset);
+			}
+			left--;
+		}
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_consume_stop(rkt, part);
+	rd_kafka_topic_destroy(rkt);
+	return rc;
+}
+
+/* Step 5: the pending entries of t's partition, left by a run that ended
+ * between producing and recording: committed ones recorded, the others
+ * cleared (produced again). Returns 0 when all are resolved, or -1 with
+ * err. */
+static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
+{
+	char part[16];
+	snprintf(part, sizeof part, "%d", tp_part(t->tp));
+	const char *p[2] = {tp_topic(t->tp), part};
+	PGresult *r = sql_query(store_conn(d->st), SQL_PENDING_OF, 2, p, 0, err, errsz);
+	if (!r)
+		return -1;
+	size_t n = (size_t)PQntuples(r);
+	if (n == 0) {
+		PQclear(r);
+		t->recovered = 1;
+		return 0;
+	}
+	dl_pending *pe = calloc(n, sizeof *pe);
+	const char **ats = calloc(n, sizeof *ats);
+	dl_item *its = calloc(n, sizeof *its);
+	rd_kafka_t *c = NULL;
+	int rc = -1;
+	if (!pe || !ats || !its) {
+		snprintf(err, errsz, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		pe[i].it.f.biz_id = PQgetvalue(r, (int)i, 0); /* (r outlives pe) */
+		pe[i].it.f.message_key = PQgetvalue(r, (int)i, 1);
+		pe[i].topic = PQgetvalue(r, (int)i, 2);
+		pe[i].partition = atoi(PQgetvalue(r, (int)i, 3));
+		pe[i].offset = atoll(PQgetvalue(r, (int)i, 4));
+		snprintf(pe[i].it.f.trace_id, sizeof pe[i].it.f.trace_id, "%s", PQgetvalue(r, (int)i, 5));
+	}
+	static const char *defaults[] = {"enable.auto.commit", "false", "isolation.level",
+	                                 "read_committed", "enable.partition.eof", "true",
+	                                 "auto.offset.reset", "error", NULL};
+	if (!(c = kafka_client_new(d->cfg, RD_KAFKA_CONSUMER, defaults,
+	                           "cannot create the dead-letter reader", err, errsz)))
+		goto done;
+	rc = 0;
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && pe[j].partition == pe[i].partition &&
+		                strcmp(pe[j].topic, pe[i].topic) == 0; j++)
+			;
+		if (resolve_partition(c, pe + i, j - i, err, errsz) != 0)
+			rc = -1;
+	}
+	size_t ndone = 0, nagain = 0;
+	for (size_t i = 0; i < n; i++) {
+		its[i] = pe[i].it;
+		its[i].err = pe[i].state == 1 ? RD_KAFKA_RESP_ERR_NO_ERROR : (rd_kafka_resp_err_t)-1;
+		ats[i] = pe[i].at;
+		ndone += pe[i].state == 1;
+	}
+	char serr[512];
+	if (ndone > 0 && keys_command(d, SQL_DONE_EOS, its, n, ats, NULL, 0, serr, sizeof serr) != 0) {
+		snprintf(err, errsz, "%s", serr);
+		rc = -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		its[i].err = pe[i].state == 2 ? RD_KAFKA_RESP_ERR_NO_ERROR : (rd_kafka_resp_err_t)-1;
+		nagain += pe[i].state == 2;
+	}
+	if (nagain > 0 && keys_command(d, SQL_CLEAR, its, n, NULL, NULL, 0, serr, sizeof serr) != 0) {
+		snprintf(err, errsz, "%s", serr);
+		rc = -1;
+	}
+	log_info("dead-letter: partition %d of %s: %zu pending dead letter(s) of an earlier run: "
+	         "%zu found committed (recorded), %zu not (produced again), %zu undecided",
+	         TP_ARG(t->tp), n, ndone, nagain, n - ndone - nagain);
+	if (rc == 0)
+		t->recovered = 1;
+done:
+	if (c)
+		rd_kafka_destroy(c);
+	free(its);
+	free(ats);
+	free(pe);
+	PQclear(r);
+	return rc;
+}
+
+/* One look at t's partition: its producer made, its pending entries
+ * resolved, then a batch of its parked rows dead-lettered in a transaction
+ * (those that fail for their own sake left out, the rest again). Returns
+ * the rows read, or -1 after a failure. */
+static int txn_look(deadletter *d, dl_txn *t)
+{
+	char err[512];
+	t->used_ms = clock_ms();
+	if (!t->rk && txn_open(d, t, err, sizeof err) != 0) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	if (!t->recovered && recover(d, t, err, sizeof err) != 0) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	store_owned one = {t->tp, t->epoch};
+	dl_item *items = NULL;
+	int n = read_parked(d, &one, 1, &items, err, sizeof err);
+	if (n < 0) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	int item_fault = 0, rc = n > 0 ? txn_run(d, t, items, (size_t)n, &item_fault) : 0;
+	if (rc < 0 && item_fault && t->rk) {
+		/* the others again, without those that failed */
+		size_t k = 0;
+		for (int i = 0; i < n; i++) {
+			if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+				dl_item tmp = items[k];
+				items[k++] = items[i];
+				items[i] = tmp;
+			}
+		}
+		if (k > 0)
+			txn_run(d, t, items, k, &item_fault);
+	}
+	items_free(items, n > 0 ? (size_t)n : 0);
+	return rc < 0 ? -1 : n;
+}
+
+/* The entry of partition o, added when new (NULL: out of memory). */
+static dl_txn *txn_of(deadletter *d, const store_owned *o)
+{
+	for (size_t i = 0; i < d->ntxns; i++)
+		if (d->txns[i].tp == o->tp) {
+			if (d->txns[i].epoch != o->epoch) { /* taken again */
+				txn_close(&d->txns[i]);
+				d->txns[i].epoch = o->epoch;
+			}
+			return &d->txns[i];
+		}
+	dl_txn *nt = array_grow(d->txns, &d->captxns, d->ntxns + 1, sizeof *nt);
+	if (!nt)
+		return NULL;
+	d->txns = nt;
+	dl_txn *t = &d->txns[d->ntxns++];
+	memset(t, 0, sizeof *t);
+	t->tp = o->tp;
+	t->epoch = o->epoch;
+	return t;
+}
+
+static int is_stopping(deadletter *d)
+{
+	pthread_mutex_lock(&d->mu);
+	int s = d->stopping;
+	pthread_mutex_unlock(&d->mu);
+	return s;
+}
+
+/* exactly_once, one look: each owned partition with parked rows or pending
+ * entries on its own transactional producer; the producers of partitions
+ * no longer owned, or idle, closed. Returns DL_BATCH when a batch was
+ * full, the rows read, or -1 after a failure. */
+static int dead_letter_eos(deadletter *d, const owned_set *own)
+{
+	char err[512];
+	int rc = 0;
+	for (size_t i = 0; i < d->ntxns;) { /* lost or idle */
+		dl_txn *t = &d->txns[i];
+		if (!owned_has_at(own, t->tp, t->epoch) ||
+		    (t->rk && clock_ms() - t->used_ms >= DL_IDLE_MS)) {
+			txn_close(t);
+			if (!owned_has_at(own, t->tp, t->epoch)) {
+				d->txns[i] = d->txns[--d->ntxns];
+				continue;
+			}
+		}
+		i++;
+	}
+	if (own->n == 0)
+		return 0;
+	if (db_ready(d) != 0)
+		return -1;
+	sbuf tb = {0}, pb = {0};
+	PGresult *r = NULL;
+	if (parts_arrays(own->parts, own->n, &tb, &pb, err, sizeof err) == 0) {
+		const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
+		r = sql_query(store_conn(d->st), SQL_WORK, 2, p, 0, err, sizeof err);
+	}
+	sbuf_free(&tb);
+	sbuf_free(&pb);
+	if (!r) {
+		batch_failed(d, NULL, 0, err);
+		return -1;
+	}
+	for (int i = 0; i < PQntuples(r) && !is_stopping(d); i++) {
+		tp_key k = tp_of(PQgetvalue(r, i, 0), atoi(PQgetvalue(r, i, 1)));
+		const store_owned *o = owned_find(own, k);
+		dl_txn *t = o ? txn_of(d, o) : NULL;
+		if (o && !t) {
+			batch_failed(d, NULL, 0, "out of memory");
+			rc = -1;
+			continue;
+		}
+		int n = t ? txn_look(d, t) : 0;
+		if (n < 0)
+			rc = -1;
+		else if (rc >= 0)
+			rc = n == DL_BATCH || rc == DL_BATCH ? DL_BATCH : rc + n;
+	}
+	PQclear(r);
 	return rc;
 }
 
@@ -419,7 +1097,14 @@ static void *run(void *arg)
 			break;
 		int copied = owned_copy(&own, &d->own);
 		pthread_mutex_unlock(&d->mu);
-		int rc = copied == 0 && own.n > 0 ? dead_letter_batch(d, &own) : 0;
+		int rc = copied != 0 ? 0
+		         : d->eos   ? dead_letter_eos(d, &own)
+		         : own.n > 0 ? dead_letter_batch(d, &own) : 0;
+		if (rc >= 0 && d->fails > 0) {
+			log_info("dead-letter: producing to %s works again (after %d failed attempt(s): %s)",
+			         d->cfg->forward_dead_letter_topic, d->fails, d->last_why);
+			d->fails = 0;
+		}
 		/* a full batch: more may be waiting */
 		wait = rc < 0 ? backoff_delay(d->fails, 1000, DL_BACKOFF_MAX_MS, backoff_random())
 		       : rc == DL_BATCH ? 0 : DL_LOOK_MS;
@@ -444,13 +1129,20 @@ deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size
 	d->al = al;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
+	d->eos = config_exactly_once(cfg);
+	d->failpoint = getenv("TXHUB_FAILPOINT");
 	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &d->delivery_timeout_ms, err, errsz);
 	if (!conf)
 		goto fail;
-	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-	rd_kafka_conf_set_error_cb(conf, error_cb);
+	if (d->eos) { /* a transactional producer per partition instead, when needed */
+		rd_kafka_conf_destroy(conf);
+		conf = NULL;
+	} else {
+		rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+		rd_kafka_conf_set_error_cb(conf, error_cb);
+	}
 	char sub[512];
-	if (!(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
+	if (conf && !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
 		snprintf(err, errsz, "dead-letter: cannot create producer: %.300s", sub);
 		rd_kafka_conf_destroy(conf);
 		goto fail;
@@ -460,7 +1152,8 @@ deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size
 		goto fail;
 	}
 	d->started = 1;
-	log_info("dead-letter: parked forwards go to %s too", cfg->forward_dead_letter_topic);
+	log_info("dead-letter: parked forwards go to %s too (%s)", cfg->forward_dead_letter_topic,
+	         d->eos ? "exactly once: in Kafka transactions" : "at least once");
 	return d;
 fail:
 	deadletter_stop(d);
@@ -505,6 +1198,9 @@ void deadletter_stop(deadletter *d)
 		rd_kafka_flush(d->rk, 1000);
 		rd_kafka_destroy(d->rk);
 	}
+	for (size_t i = 0; i < d->ntxns; i++)
+		txn_close(&d->txns[i]);
+	free(d->txns);
 	store_close(d->st);
 	owned_free(&d->own);
 	pthread_mutex_destroy(&d->mu);

@@ -19,16 +19,38 @@
  * (dead_letter_failed) and tried again with backoff, never holding up
  * forwarding.
  *
- * Both forwarding modes: the record is produced by an idempotent producer
- * and recorded after the broker acknowledged it. Not within the lane's
- * transaction (exactly_once): a parked row has left its partition's forward
- * sequence, which is what a lane's transaction and progress marker vouch
- * for (lane.c), so the marker could not say whether its dead letter was
- * committed. A hub that dies between the acknowledgement and the write of
- * dead_lettered_at (one statement) sends that batch's dead letters again
- * when the partition's next owner looks: at least once, never zero times,
- * like at_least_once forwards; consumers deduplicate on txhub-biz-id and
- * txhub-message-key as for forwards. */
+ * Once in the forwarding mode in force. at_least_once: the record is
+ * produced by an idempotent producer and recorded after the broker
+ * acknowledged it; a hub that dies between the acknowledgement and the
+ * write of dead_lettered_at (one statement) sends that batch's dead letters
+ * again when the partition's next owner looks (consumers deduplicate on
+ * txhub-biz-id and txhub-message-key, as for forwards).
+ *
+ * exactly_once: each read_committed consumer reads each park's dead letter
+ * once, across kill -9 at any point. Per control partition with work, a
+ * transactional producer (transactional.id: the lane's + "-dlq", so that
+ * the partition's next owner fences it and aborts its open transaction),
+ * made when needed and closed when idle or when the partition is lost:
+ *   1. begin; produce the batch; flush (the delivery reports give each
+ *      record's partition and offset);
+ *   2. record them in txhub.dead_letter_pending (migration 0015), only
+ *      while the rows are at the park read and the partition is still
+ *      owned at its epoch, else abort;
+ *   3. commit; then one statement sets dead_lettered_at and deletes the
+ *      entries.
+ * Before producing for a partition whose producer is new (or after a
+ * failure that may have left entries), its entries are resolved: a
+ * read_committed reader at each entry's offset finds the record (with the
+ * row's txhub-biz-id and txhub-message-key): committed, recorded; or
+ * anything else (skipped as aborted, the end, another message's record,
+ * gone with retention): the entry is deleted and the row produced again.
+ * Not within the lane's transaction: a parked row has left its partition's
+ * forward sequence, which is what a lane's transaction and progress marker
+ * vouch for (lane.c).
+ *
+ * TXHUB_FAILPOINT (crash tests only, as lane.c's): dead_letter_produced,
+ * dead_letter_pending, dead_letter_committed exit the hub after step 1, 2,
+ * and the commit of step 3. */
 #ifndef TXHUB_DEADLETTER_H
 #define TXHUB_DEADLETTER_H
 

@@ -223,6 +223,18 @@ void h_hub_kill(pid_t pid)
 		;
 }
 
+int h_wait_exit(pid_t pid, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 50) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		h_pause_ms(50);
+	}
+	h_hub_kill(pid);
+	return -1;
+}
+
 int h_txhub(h_env *e, const char *const *args, char *errbuf, size_t errsz)
 {
 	char log[256];

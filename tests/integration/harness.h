@@ -49,6 +49,10 @@ long h_log_first(const char *path, const char *needle, char *first, size_t first
 /* SIGTERM and wait: returns the exit status (or 128+signal). */
 int h_hub_stop(pid_t pid);
 void h_hub_kill(pid_t pid); /* SIGKILL and reap */
+/* Wait up to timeout_ms for a hub that is to stop by itself (a failpoint):
+ * its exit status (128+signal when killed); -1 when it had not stopped by
+ * then (it is killed). */
+int h_wait_exit(pid_t pid, int timeout_ms);
 
 /* Run the txhub binary with args (NULL-terminated) and the test's database;
  * returns the exit status, standard error goes to errbuf. */

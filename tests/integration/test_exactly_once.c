@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -65,18 +64,6 @@ static void check_once(h_env *e, const char *fwd, int n)
 	h_records_free(recs, got);
 }
 
-static int wait_exit(pid_t p, int timeout_ms)
-{
-	for (int waited = 0; waited < timeout_ms; waited += 50) {
-		int st;
-		if (waitpid(p, &st, WNOHANG) == p)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		h_pause_ms(50);
-	}
-	h_hub_kill(p);
-	return -1;
-}
-
 /* A hub that dies at failpoint fp while forwarding n transactions; then a
  * hub without it that finishes the work. Returns the rows the first one
  * left pending. */
@@ -86,7 +73,7 @@ static long crash_and_recover(h_env *e, const char *fwd, int n, const char *fp)
 	setenv("TXHUB_FAILPOINT", fp, 1);
 	pid_t a = h_hub_start(e, EOS);
 	unsetenv("TXHUB_FAILPOINT");
-	cr_assert_eq(wait_exit(a, 60000), 86, "the hub did not stop at failpoint %s", fp);
+	cr_assert_eq(h_wait_exit(a, 60000), 86, "the hub did not stop at failpoint %s", fp);
 	long pending = h_count(e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'pending'");
 	pid_t b = h_hub_start(e, EOS);
 	char want[16];
