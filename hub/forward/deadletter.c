@@ -738,7 +738,7 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 		return -1;
 	}
 	crash_at(d, t->rk, "dead_letter_committed");
-	const char **ats = malloc(n * sizeof *ats);
+	const char **ats = calloc(n ? n : 1, sizeof *ats);
 	if (ats)
 		for (size_t i = 0; i < n; i++)
 			ats[i] = at;
