@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "envelope.h"
 #include "log.h"
+#include "url.h"
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 

@@ -10,10 +10,10 @@
 #include "checkback_proto.h"
 #include "dbid.h"
 #include "duration.h"
-#include "envelope.h"
 #include "http.h"
 #include "log.h"
 #include "topics.h"
+#include "url.h"
 
 #define OFF(f) offsetof(txhub_config, f)
 #define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0}

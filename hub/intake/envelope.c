@@ -17,6 +17,7 @@
 #include "log.h"
 #include "rfc3339.h"
 #include "topics.h"
+#include "url.h"
 #include "trace.h"
 #include "utf8.h"
 
@@ -43,26 +44,6 @@ const char *envelope_type_name(envelope_type t)
 }
 
 int envelope_valid_utf8(const unsigned char *s, size_t len) { return utf8_valid(s, len); }
-
-int envelope_valid_url(const char *s)
-{
-	size_t skip;
-	if (strncasecmp(s, "http://", 7) == 0)
-		skip = 7;
-	else if (strncasecmp(s, "https://", 8) == 0)
-		skip = 8;
-	else
-		return 0;
-	size_t len = strlen(s);
-	if (len > ENVELOPE_URL_MAX || len == skip || s[skip] == '/' || s[skip] == '?')
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c <= 0x20 || c >= 0x7f)
-			return 0; /* no spaces, controls or raw non-ASCII */
-	}
-	return 1;
-}
 
 /* A name from the envelope, fit for a rejection reason: printable ASCII
  * (other bytes as \xNN, so a reason is always valid UTF-8 and one log

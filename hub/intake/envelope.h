@@ -53,9 +53,6 @@ typedef struct {
 /* Largest forward.delay_ms the parser takes (100 years); forward.max_delay
  * bounds it further at intake. */
 #define ENVELOPE_DELAY_MAX_MS (36500LL * 86400000LL)
-/* Longest accepted check-back URL. */
-#define ENVELOPE_URL_MAX 2048
-
 /* Parse value[0..len) (not NUL-terminated; NULL means a Kafka null value).
  * On success returns 0 and fills *env, which the caller frees with
  * envelope_free(). On rejection returns -1, leaves *env empty and writes the
@@ -72,8 +69,7 @@ void envelope_free(envelope *env);
 const char *envelope_type_name(envelope_type t);
 
 /* Helpers shared with the rest of the hub (envelope_valid_topic and
- * envelope_reserved_topic: topics.h). */
-int envelope_valid_url(const char *s);
+ * envelope_reserved_topic: topics.h; envelope_valid_url: url.h). */
 int envelope_valid_utf8(const unsigned char *s, size_t len);
 
 /* An id given from outside an envelope (an operator's command line, the

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "url.h"
 
 #define MAXB 1048576
 
