@@ -26,7 +26,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "topics.h"
+
+/* A control-topic partition (topic, partition: topics.h's tp_key) this
+ * replica owns, at the epoch its assignment took in txhub.partitions. Every
+ * write for a partition first locks that row and checks the epoch is still
+ * this one: a replica that lost the partition without noticing (paused,
+ * cut off) can no longer write for it. */
+typedef struct {
+	tp_key tp;
+	int64_t epoch;
+} store_owned;
 
 typedef struct {
 	store_owned *parts; /* sorted by key, one entry each: read-only to all but the writer */

@@ -24,7 +24,7 @@
 #define TXHUB_ENFORCE_H
 
 #include "metrics.h"
-#include "store.h"
+#include "record.h"
 #include "tenant_rules.h"
 
 typedef struct {

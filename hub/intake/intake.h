@@ -29,7 +29,7 @@
 #include "intake_state.h"
 #include "intake_trouble.h"
 #include "owned.h"
-#include "store.h"
+#include "record.h"
 #include "tenant_rules.h"
 
 void intake_batch_reset(intake_batch *b); /* destroys the messages */

@@ -19,7 +19,7 @@
 #include "gap.h"
 #include "intake_waker.h"
 #include "owned.h"
-#include "store.h"
+#include "record.h"
 #include "topics.h"
 
 typedef struct intake intake;

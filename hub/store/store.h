@@ -13,6 +13,8 @@
 #include "config.h"
 #include "envelope.h"
 #include "metrics.h"
+#include "owned.h"
+#include "record.h"
 #include "topics.h"
 
 typedef struct store store;
@@ -26,38 +28,6 @@ typedef enum {
 	STORE_REWOUND = 4, /* store_apply: the database is behind what this store wrote for a
 	                    * partition of the batch (it lost its last transactions) */
 } store_rc;
-
-/* A control-topic partition (topic, partition: topics.h's tp_key) this
- * replica owns, at the epoch its assignment took in txhub.partitions. Every
- * write for a partition first locks that row and checks the epoch is still
- * this one: a replica that lost the partition without noticing (paused,
- * cut off) can no longer write for it. */
-typedef struct {
-	tp_key tp;
-	int64_t epoch;
-} store_owned;
-
-/* One control-topic record of a batch. The byte pointers belong to the
- * caller (intake keeps the Kafka message alive until the batch is done). */
-typedef struct {
-	const char *src_topic; /* the control topic it arrived on: interned (topics.h), never
-	                        * freed per record; the tenant rules trust this, never the envelope */
-	tp_key tp;             /* (src_topic, partition) */
-	int32_t partition;
-	int64_t offset;
-	const void *key;
-	size_t key_len;
-	const void *value; /* NULL for a null (tombstone) value */
-	size_t value_len;
-	int valid;          /* env holds a parsed envelope; else reason says why not */
-	envelope env;
-	char reason[512];
-	/* the tenant of the topic it arrived on (CONTRACT §14), "" for none:
-	 * stored with the rows it makes (messages, rejected, conflicts); and
-	 * its tenant label in the metrics */
-	char tenant[64];
-	metrics_tenant label;
-} store_record;
 
 /* A committed message to forward, as stored. Owns its strings. */
 typedef struct {
