@@ -29,10 +29,10 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "secret.h"
 
 #define CONSOLE_TOKEN_MIN 16      /* bytes of console.token */
 #define CONSOLE_NAME_MAX 32       /* bytes of a login name */
-#define CONSOLE_SECRET_HEX 64     /* session ids and CSRF tokens: 32 random bytes, as hex */
 #define CONSOLE_SESSIONS_MAX 64   /* sessions at once; a new login ends the oldest beyond */
 #define CONSOLE_IDLE_MS (30LL * 60 * 1000)
 #define CONSOLE_LIFETIME_MS (12LL * 3600 * 1000)
@@ -69,22 +69,6 @@ int console_origin_ok(const char *origin, const char *fetch_site, const char *ho
 /* A login name: 1..CONSOLE_NAME_MAX of A-Z a-z 0-9 . _ - @. Returns 0, or
  * -1 with the reason in err. */
 int console_name_check(const char *name, char *err, size_t errsz);
-
-/* 1 when given equals token. The time taken does not depend on where they
- * differ nor on their lengths (both are hashed first). */
-int console_token_equal(const char *given, const char *token);
-
-/* The SHA-256 of a token's bytes: what console_token_equal() compares, and
- * what txhub.tenant_tokens keeps of a tenant's token (never the token). */
-void console_token_hash(const char *token, unsigned char out[32]);
-
-/* 1 when a and b are equal secrets of CONSOLE_SECRET_HEX characters, in
- * constant time; 0 for anything else (NULL, another length). */
-int console_secret_equal(const char *a, const char *b);
-
-/* 32 random bytes from OpenSSL's generator as hex. Returns 0, or -1 when
- * it has none to give. */
-int console_random_hex(char out[CONSOLE_SECRET_HEX + 1]);
 
 /* ---- sessions ---- */
 

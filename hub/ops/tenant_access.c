@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "console_auth.h"
+#include "secret.h"
 #include "envelope.h"
 #include "ops_sql.h"
 #include "tenant_ops.h"
