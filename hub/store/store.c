@@ -29,23 +29,7 @@
 #include "rules.h"
 #include "sbuf.h"
 #include "sql.h"
-
-struct store {
-	PGconn *conn;
-	char *conninfo;
-	int64_t first_after_ms; /* default check-back delay */
-	int64_t lease_ms;       /* how long a forward in flight is leased */
-	rewind_table known;     /* what this store last read or wrote per partition */
-	int reconnected;        /* the connection was made again since last asked */
-	int enforce;            /* tenants.enforce (fold.h: a decision of another tenant) */
-	int order_by_key;       /* forward.order = key (store_set_order_by_key) */
-	int retries_block;      /* ... in at_least_once: SQL_RETRIES_ABOVE_MARK */
-	/* ... and then the messages the last store_apply() made scheduled (delayed
-	 * delivery): store_take_scheduled() */
-	store_forward_list scheduled;
-	int copy_refused;       /* COPY into txhub.message_rows refused (row-level security
-	                         * applies to this role): new rows go in by INSERT */
-};
+#include "store_int.h"
 
 /* ---- results and errors ---- */
 
@@ -62,7 +46,7 @@ void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *e
  * violation); anything else (a lost connection or permission, an I/O
  * error, a full disk, a trigger that raises) is the database's, and is
  * tried again, however long it lasts. */
-static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
+store_rc store_classify(PGconn *conn, const PGresult *res, char *err, size_t errsz)
 {
 	store_error_text(conn, res, err, errsz);
 	if (PQstatus(conn) != CONNECTION_OK)
@@ -73,17 +57,17 @@ static store_rc classify(PGconn *conn, const PGresult *res, char *err, size_t er
 	return STORE_RETRY;
 }
 
-static store_rc exec_simple(store *st, const char *sql, char *err, size_t errsz)
+store_rc store_exec_simple(store *st, const char *sql, char *err, size_t errsz)
 {
 	PGresult *r = PQexec(st->conn, sql);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	PQclear(r);
 	return rc;
 }
 
-static void rollback(store *st)
+void store_rollback(store *st)
 {
 	if (PQstatus(st->conn) == CONNECTION_OK && PQtransactionStatus(st->conn) != PQTRANS_IDLE) {
 		PGresult *r = PQexec(st->conn, "ROLLBACK");
@@ -92,20 +76,20 @@ static void rollback(store *st)
 }
 
 /* Execute with text parameters. fmt: 0 text results, 1 binary results. */
-static PGresult *exec_params(store *st, const char *sql, int n, const char *const *vals,
+PGresult *store_exec_params(store *st, const char *sql, int n, const char *const *vals,
                              int fmt)
 {
 	return PQexecParams(st->conn, sql, n, NULL, vals, NULL, NULL, fmt);
 }
 
 /* Execute a statement that returns no rows, with text parameters. */
-static store_rc exec_command(store *st, const char *sql, int n, const char *const *vals,
+store_rc store_exec_command(store *st, const char *sql, int n, const char *const *vals,
                              char *err, size_t errsz)
 {
-	PGresult *r = exec_params(st, sql, n, vals, 0);
+	PGresult *r = store_exec_params(st, sql, n, vals, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	PQclear(r);
 	return rc;
 }
@@ -241,7 +225,7 @@ store_rc store_schema_version(store *st, int *version, char *err, size_t errsz)
 	PQclear(r);
 	return STORE_OK;
 fail:;
-	store_rc rc = classify(st->conn, r, err, errsz);
+	store_rc rc = store_classify(st->conn, r, err, errsz);
 	PQclear(r);
 	return rc;
 }
@@ -342,17 +326,9 @@ static int64_t bin_int8(const PGresult *r, int row, int col)
 	return (int64_t)(((uint64_t)ntohl(hi) << 32) | ntohl(lo));
 }
 
-/* Columns, in this order, of every query that returns forwards (binary). */
-#define FORWARD_COLUMNS                                                         \
-	"m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "  \
-	"m.forward_headers::text, m.src_partition, m.src_offset, m.send_attempts, "       \
-	"floor(extract(epoch FROM now() - m.updated_at) * 1000)::bigint, "              \
-	"coalesce(m.fwd_seq, 0), m.src_topic, m.tenant, m.traceparent, m.tracestate, "   \
-	"coalesce(m.trace_id, '')"
-
 /* Append the rows of r (binary, FORWARD_COLUMNS from column `first`) whose
  * column `flag` (a bool, or -1 for every row) is true. */
-static int collect_forwards(const PGresult *r, int first, int flag, store_forward_list *out)
+int store_collect_forwards(const PGresult *r, int first, int flag, store_forward_list *out)
 {
 	char last[64] = ""; /* the last tenant looked up, and its label */
 	metrics_tenant label = 0;
@@ -398,7 +374,7 @@ static int collect_forwards(const PGresult *r, int first, int flag, store_forwar
 	return 0;
 }
 
-static int cmp_forward(const void *a, const void *b)
+int store_cmp_forward(const void *a, const void *b)
 {
 	const store_forward *x = a, *y = b;
 	if (x->src_tp != y->src_tp)
@@ -411,7 +387,7 @@ static int cmp_forward(const void *a, const void *b)
  * Its steps, each a helper below: lock the batch's partitions (fence_batch),
  * read and lock the batch's keys into the fold (read_current,
  * read_first_prepares), fold_run(), then write what the fold decided
- * (write_messages, write_conflicts, write_rejected, store_offsets). */
+ * (store_write_messages, store_write_conflicts, store_write_rejected, store_offsets). */
 
 enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W_TP, W_SQ,
        W_SN, W_ST, W_TN, W_TRP, W_TRS, W_NB, W_DL, W_NCOLS };
@@ -436,7 +412,7 @@ static const char *SQL_FIRST_PREPARE =
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
  * good), $19 and $20 the traceparents and tracestates (CONTRACT §15), $21 and
  * $22 the not_befores and delays (delayed delivery). New rows go in by COPY
- * (copy_rows) unless the batch has a delayed one (its due time is computed
+ * (store_copy_rows) unless the batch has a delayed one (its due time is computed
  * here) or the role may not COPY (row-level security). Neither says ON
  * CONFLICT: the batch read its keys under lock first (SQL_LOCK), so a key
  * is stored already only if another replica inserted it since, and then the
@@ -468,7 +444,7 @@ static const char *SQL_INSERT =
 	"RETURNING m.status = 'committed' AND m.send_status = 'pending' AND m.fwd_seq IS NOT NULL, "
 	"m.status = 'committed' AND m.fwd_seq IS NULL AND m.not_before > now(), " FORWARD_COLUMNS;
 
-/* The new rows of a batch go in by COPY when they can (copy_rows): COPY
+/* The new rows of a batch go in by COPY when they can (store_copy_rows): COPY
  * writes a page's rows as one WAL record, where each INSERTed row is a
  * record of its own, about 45 bytes less per message (issue 22); the
  * forwards are read back by key (SQL_READ_BACK) as SQL_INSERT returns
@@ -566,7 +542,7 @@ static const char *SQL_REJECTED =
 	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1)"
 
 /* The key of a row whose first two columns are a topic and a partition. */
-static tp_key row_tp(const PGresult *r, int row)
+tp_key store_row_tp(const PGresult *r, int row)
 {
 	return tp_of(PQgetvalue(r, row, 0), (int32_t)atoi(PQgetvalue(r, row, 1)));
 }
@@ -574,7 +550,7 @@ static tp_key row_tp(const PGresult *r, int row)
 static void read_partition_row(const PGresult *r, int row, store_partition_row *out)
 {
 	memset(out, 0, sizeof *out);
-	out->tp = row_tp(r, row);
+	out->tp = store_row_tp(r, row);
 	out->epoch = atoll(PQgetvalue(r, row, 2));
 	snprintf(out->owner, sizeof out->owner, "%s", PQgetvalue(r, row, 3));
 	snprintf(out->group, sizeof out->group, "%s", PQgetvalue(r, row, 4));
@@ -607,7 +583,7 @@ static void match_partition_rows(const PGresult *r, const tp_key *parts, size_t 
 		rows[i].heartbeat_age_ms = -1;
 		rows[i].contested_age_ms = -1;
 		for (int row = 0; row < PQntuples(r); row++)
-			if (row_tp(r, row) == parts[i])
+			if (store_row_tp(r, row) == parts[i])
 				read_partition_row(r, row, &rows[i]);
 	}
 }
@@ -639,13 +615,13 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 	sbuf tb = {0}, pb = {0};
 	tp_arrays(&tb, &pb, parts, n);
 	PGresult *r = NULL;
-	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
+	store_rc rc = store_exec_simple(st, "BEGIN", err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	const char *pp[2] = {sbuf_str(&tb), sbuf_str(&pb)};
-	r = exec_params(st, sql_prev, 2, pp, 0);
+	r = store_exec_params(st, sql_prev, 2, pp, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	if (prev)
@@ -663,7 +639,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 	}
 	sbuf_arr_end(&mb);
 	const char *p[5] = {sbuf_str(&tb), sbuf_str(&pb), owner, group, sbuf_str(&mb)};
-	r = mb.oom || tb.oom || pb.oom ? NULL : exec_params(st, sql_take, 5, p, 0);
+	r = mb.oom || tb.oom || pb.oom ? NULL : store_exec_params(st, sql_take, 5, p, 0);
 	sbuf_free(&mb);
 	if (!r) {
 		snprintf(err, errsz, "out of memory");
@@ -671,7 +647,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		goto done;
 	}
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -679,7 +655,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 		own[i].epoch = 0;
 		next_offset[i] = -1;
 		for (int row = 0; row < PQntuples(r); row++) {
-			if (row_tp(r, row) != parts[i])
+			if (store_row_tp(r, row) != parts[i])
 				continue;
 			own[i].epoch = atoll(PQgetvalue(r, row, 2));
 			next_offset[i] = atoll(PQgetvalue(r, row, 3));
@@ -691,11 +667,11 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 			goto done;
 		}
 	}
-	rc = exec_simple(st, "COMMIT", err, errsz);
+	rc = store_exec_simple(st, "COMMIT", err, errsz);
 	/* remembered once it is so: a take that did not commit changes nothing */
 	for (size_t i = 0; rc == STORE_OK && i < n; i++)
 		for (int row = 0; row < PQntuples(r); row++)
-			if (row_tp(r, row) == parts[i] &&
+			if (store_row_tp(r, row) == parts[i] &&
 			    rewind_taken(&st->known, parts[i], own[i].epoch, next_offset[i],
 			                 PQgetvalue(r, row, 4)) != 0)
 				log_warn("store: out of memory: partition %d of %s is not watched for a "
@@ -703,7 +679,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 				         tp_topic(parts[i]));
 done:
 	if (rc != STORE_OK)
-		rollback(st);
+		store_rollback(st);
 	PQclear(r);
 	sbuf_free(&tb);
 	sbuf_free(&pb);
@@ -712,7 +688,7 @@ done:
 
 /* The topics, partitions and (when eb is not NULL) epochs of own, as
  * arrays. */
-static void owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
+void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
 {
 	sbuf_arr_begin(tb);
 	sbuf_arr_begin(pb);
@@ -742,12 +718,12 @@ store_rc store_check_history(store *st, const store_owned *own, size_t nown,
 	if (nown == 0)
 		return STORE_OK;
 	sbuf tb = {0}, pb = {0};
-	owned_arrays(&tb, &pb, NULL, own, nown);
+	store_owned_arrays(&tb, &pb, NULL, own, nown);
 	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
-	PGresult *r = exec_params(st, sql, 2, p, 0);
+	PGresult *r = store_exec_params(st, sql, 2, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	if (!(*out = calloc(nown, sizeof **out))) {
@@ -758,7 +734,7 @@ store_rc store_check_history(store *st, const store_owned *own, size_t nown,
 	for (size_t i = 0; i < nown; i++) {
 		rewind_row db = {.next_offset = -1};
 		for (int row = 0; row < PQntuples(r); row++) {
-			if (row_tp(r, row) != own[i].tp)
+			if (store_row_tp(r, row) != own[i].tp)
 				continue;
 			db.present = 1;
 			db.epoch = atoll(PQgetvalue(r, row, 2));
@@ -790,10 +766,10 @@ store_rc store_partition_rows(store *st, const tp_key *parts, size_t n,
 	sbuf tb = {0}, pb = {0};
 	tp_arrays(&tb, &pb, parts, n);
 	const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
-	PGresult *r = exec_params(st, sql, 2, p, 0);
+	PGresult *r = store_exec_params(st, sql, 2, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	else
 		match_partition_rows(r, parts, n, rows);
 	PQclear(r);
@@ -816,12 +792,12 @@ static store_rc update_owned(store *st, const char *sql, const store_owned *own,
 	if (nown == 0)
 		return STORE_OK;
 	sbuf tb = {0}, pb = {0}, eb = {0};
-	owned_arrays(&tb, &pb, &eb, own, nown);
+	store_owned_arrays(&tb, &pb, &eb, own, nown);
 	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb)};
-	PGresult *r = exec_params(st, sql, 3, p, 0);
+	PGresult *r = store_exec_params(st, sql, 3, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	*rows = calloc(nown, sizeof **rows);
@@ -885,58 +861,22 @@ store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
 	if (n == 0)
 		return STORE_OK;
 	sbuf tb = {0}, pb = {0}, eb = {0};
-	owned_arrays(&tb, &pb, &eb, held, n);
+	store_owned_arrays(&tb, &pb, &eb, held, n);
 	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb), group};
-	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
+	store_rc rc = store_exec_command(st, sql, 4, p, err, errsz);
 	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&eb);
 	return rc;
 }
 
-static int64_t epoch_of(const store_owned *own, size_t nown, tp_key tp)
+int64_t store_epoch_of(const store_owned *own, size_t nown, tp_key tp)
 {
 	for (size_t i = 0; i < nown; i++)
 		if (own[i].tp == tp)
 			return own[i].epoch;
 	return 0;
 }
-
-/* How a write holds the ownership rows of its partitions. */
-typedef enum {
-	/* the batch, which moves next_offset: one at a time per partition */
-	OWNED_EXCLUSIVE,
-	/* every other write of state: beside each other, never beside a take */
-	OWNED_SHARED,
-	/* delivery reports: beside anything but a change of the row's key, so
-	 * they never wait for the batch; the epoch is still checked, but a take
-	 * may complete before the report commits. A report states a fact (this
-	 * delivery happened, this attempt failed) that stays true whoever owns
-	 * the partition, and it only ever moves a pending row on. */
-	OWNED_CHECK_ONLY,
-} owned_lock;
-
-/* In the open transaction, lock the ownership rows of own[0..nown) in
- * (topic, partition) order (see owned_lock) and return in *kept
- * (allocated, caller frees, also on failure) those still at their epoch.
- * A new owner's take waits for the exclusive and shared locks, and a write
- * that comes after the take sees the new epoch: so such a write either
- * lands before the hand-over, where the new owner sees it, or not at all. */
-/* A locked partition row: its next forward sequence, what rewind_judge()
- * compares, and what its last progress marker said was forwarded
- * (migration 0006). */
-typedef struct {
-	int64_t next_seq;
-	rewind_row db;
-	int64_t sent_upto;   /* -1: no marker noted */
-	int64_t unsure_from; /* -1: none */
-	int64_t dead[STORE_MARKER_DEAD_MAX];
-	size_t ndead;
-} owned_row;
-
-static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
-                               store_owned **kept, size_t *nkept, owned_row *rows, char *err,
-                               size_t errsz);
 
 /* The sequences of txhub.partitions.fwd_dead as array_to_string() wrote
  * them ("1048576,3145728"), at most max into out; returns how many. */
@@ -957,12 +897,12 @@ static size_t seq_list(const char *s, int64_t *out, size_t max)
 static store_rc lock_owned(store *st, const store_owned *own, size_t nown, owned_lock mode,
                            store_owned **kept, size_t *nkept, char *err, size_t errsz)
 {
-	return lock_owned_seq(st, own, nown, mode, kept, nkept, NULL, err, errsz);
+	return store_lock_owned_seq(st, own, nown, mode, kept, nkept, NULL, err, errsz);
 }
 
 /* lock_owned(), and rows[i] (when not NULL, nown long) the row of
  * (*kept)[i]'s partition as locked. */
-static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
+store_rc store_lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
                                store_owned **kept, size_t *nkept, owned_row *rows, char *err,
                                size_t errsz)
 {
@@ -986,15 +926,15 @@ static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, o
 	if (nown == 0)
 		return STORE_OK;
 	sbuf tb = {0}, pb = {0}, eb = {0};
-	owned_arrays(&tb, &pb, &eb, own, nown);
+	store_owned_arrays(&tb, &pb, &eb, own, nown);
 	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&eb)};
 	store_rc rc = STORE_OK;
-	PGresult *r = exec_params(st, sql[mode], 3, p, 0);
+	PGresult *r = store_exec_params(st, sql[mode], 3, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	} else {
 		for (int row = 0; row < PQntuples(r) && *nkept < nown; row++) {
-			(*kept)[*nkept].tp = row_tp(r, row);
+			(*kept)[*nkept].tp = store_row_tp(r, row);
 			(*kept)[*nkept].epoch = atoll(PQgetvalue(r, row, 2));
 			if (rows) {
 				owned_row *o = &rows[*nkept];
@@ -1018,23 +958,23 @@ static store_rc lock_owned_seq(store *st, const store_owned *own, size_t nown, o
 }
 
 /* BEGIN, then lock_owned() (*kept: caller frees, also on failure). */
-static store_rc begin_locked(store *st, owned_lock mode, const store_owned *own, size_t nown,
+store_rc store_begin_locked(store *st, owned_lock mode, const store_owned *own, size_t nown,
                              store_owned **kept, size_t *nkept, char *err, size_t errsz)
 {
 	*kept = NULL;
-	store_rc rc = exec_simple(st, "BEGIN", err, errsz);
+	store_rc rc = store_exec_simple(st, "BEGIN", err, errsz);
 	if (rc == STORE_OK)
 		rc = lock_owned(st, own, nown, mode, kept, nkept, err, errsz);
 	if (rc != STORE_OK)
-		rollback(st);
+		store_rollback(st);
 	return rc;
 }
 
 /* BEGIN, then lock_owned() shared (*kept: caller frees, also on failure). */
-static store_rc begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
+store_rc store_begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
                             size_t *nkept, char *err, size_t errsz)
 {
-	return begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
+	return store_begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
 }
 
 /* In one transaction: lock the owned partitions (shared), run sql with $1
@@ -1042,7 +982,7 @@ static store_rc begin_owned(store *st, const store_owned *own, size_t nown, stor
  * parameters, and commit. On STORE_OK *res holds sql's rows (caller
  * clears) and *nkept how many partitions were still ours. fmt: 0 text
  * results, 1 binary. */
-static store_rc run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
+store_rc store_run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
                           const char *const *extra, int nextra, int fmt, PGresult **res,
                           size_t *nkept, char *err, size_t errsz)
 {
@@ -1050,21 +990,21 @@ static store_rc run_owned(store *st, const store_owned *own, size_t nown, const 
 	sbuf tb = {0}, pb = {0};
 	const char *p[8];
 	*res = NULL;
-	store_rc rc = begin_owned(st, own, nown, &kept, nkept, err, errsz);
+	store_rc rc = store_begin_owned(st, own, nown, &kept, nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
-	owned_arrays(&tb, &pb, NULL, kept, *nkept);
+	store_owned_arrays(&tb, &pb, NULL, kept, *nkept);
 	p[0] = sbuf_str(&tb);
 	p[1] = sbuf_str(&pb);
 	for (int i = 0; i < nextra && i < 6; i++)
 		p[i + 2] = extra[i];
-	*res = exec_params(st, sql, nextra + 2, p, fmt);
+	*res = store_exec_params(st, sql, nextra + 2, p, fmt);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, *res, err, errsz);
+		rc = store_classify(st->conn, *res, err, errsz);
 	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
+		rc = store_exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
-		rollback(st);
+		store_rollback(st);
 		PQclear(*res);
 		*res = NULL;
 	}
@@ -1098,7 +1038,7 @@ static int batch_parts_of(const store_record *recs, size_t n, const store_owned 
 			;
 		if (j == bp->n) {
 			bp->own[j].tp = recs[i].tp;
-			bp->own[j].epoch = epoch_of(own, nown, recs[i].tp);
+			bp->own[j].epoch = store_epoch_of(own, nown, recs[i].tp);
 			bp->next[j] = 0;
 			bp->n++;
 		}
@@ -1134,7 +1074,7 @@ static store_rc fence_batch(store *st, batch_parts *bp, tp_key **lost, size_t *n
 		snprintf(err, errsz, "out of memory");
 		goto done;
 	}
-	rc = lock_owned_seq(st, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, rows, err, errsz);
+	rc = store_lock_owned_seq(st, bp->own, bp->n, OWNED_EXCLUSIVE, &kept, &nkept, rows, err, errsz);
 	for (size_t i = 0; rc == STORE_OK && i < bp->n; i++) {
 		for (size_t k = 0; k < nkept; k++) {
 			if (kept[k].tp != bp->own[i].tp)
@@ -1152,7 +1092,7 @@ static store_rc fence_batch(store *st, batch_parts *bp, tp_key **lost, size_t *n
 		rc = STORE_REWOUND;
 	} else if (rc == STORE_OK && nkept < bp->n) {
 		for (size_t i = 0; i < bp->n; i++)
-			if (epoch_of(kept, nkept, bp->own[i].tp) != bp->own[i].epoch ||
+			if (store_epoch_of(kept, nkept, bp->own[i].tp) != bp->own[i].epoch ||
 			    bp->own[i].epoch == 0)
 				l[nl++] = bp->own[i].tp;
 		snprintf(err, errsz, "%zu partition(s) of the batch are owned by another replica "
@@ -1180,7 +1120,7 @@ static store_rc store_offsets(store *st, const batch_parts *bp, char *err, size_
 		"FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[]) AS o(t, p, n, q) "
 		"WHERE tp.topic = o.t AND tp.partition = o.p";
 	sbuf tb = {0}, pb = {0}, nb = {0}, qb = {0};
-	owned_arrays(&tb, &pb, NULL, bp->own, bp->n);
+	store_owned_arrays(&tb, &pb, NULL, bp->own, bp->n);
 	sbuf_arr_begin(&nb);
 	sbuf_arr_begin(&qb);
 	for (size_t i = 0; i < bp->n; i++) {
@@ -1190,7 +1130,7 @@ static store_rc store_offsets(store *st, const batch_parts *bp, char *err, size_
 	sbuf_arr_end(&nb);
 	sbuf_arr_end(&qb);
 	const char *p[4] = {sbuf_str(&tb), sbuf_str(&pb), sbuf_str(&nb), sbuf_str(&qb)};
-	store_rc rc = exec_command(st, sql, 4, p, err, errsz);
+	store_rc rc = store_exec_command(st, sql, 4, p, err, errsz);
 	sbuf_free(&tb);
 	sbuf_free(&pb);
 	sbuf_free(&nb);
@@ -1200,7 +1140,7 @@ static store_rc store_offsets(store *st, const batch_parts *bp, char *err, size_
 
 /* Whether every array of w[0..n) was built whole (an allocation failed
  * otherwise, which is ours to retry, not a record's fault). */
-static store_rc arrays_ok(const sbuf *w, size_t n, char *err, size_t errsz)
+store_rc store_arrays_ok(const sbuf *w, size_t n, char *err, size_t errsz)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (w[i].oom) {
@@ -1229,7 +1169,7 @@ static store_rc key_arrays(const fold *f, int first, sbuf kw[2], size_t *nkeys, 
 	}
 	sbuf_arr_end(&kw[0]);
 	sbuf_arr_end(&kw[1]);
-	return arrays_ok(kw, 2, err, errsz);
+	return store_arrays_ok(kw, 2, err, errsz);
 }
 
 static rules_decision decision_of(const char *s)
@@ -1250,9 +1190,9 @@ static store_rc read_current(store *st, fold *f, char *err, size_t errsz)
 	if (rc != STORE_OK || nkeys == 0)
 		goto done;
 	const char *p[2] = {sbuf_str(&kw[0]), sbuf_str(&kw[1])};
-	r = exec_params(st, SQL_LOCK, 2, p, 0);
+	r = store_exec_params(st, SQL_LOCK, 2, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -1290,9 +1230,9 @@ static store_rc read_first_prepares(store *st, fold *f, PGresult **res, char *er
 	if (rc != STORE_OK || nkeys == 0)
 		goto done;
 	const char *p[2] = {sbuf_str(&kw[0]), sbuf_str(&kw[1])};
-	PGresult *r = *res = exec_params(st, SQL_FIRST_PREPARE, 2, p, 1);
+	PGresult *r = *res = store_exec_params(st, SQL_FIRST_PREPARE, 2, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
 	/* binary text values are NUL-terminated by libpq too */
@@ -1313,7 +1253,7 @@ done:
 /* A primary key violation of the new rows: another replica inserted one of
  * them since the batch read its keys (SQL_LOCK), which is not the data's
  * fault: the batch is applied again, and finds the row. */
-static store_rc not_the_datas(const PGresult *r, store_rc rc, char *err, size_t errsz)
+store_rc store_not_the_datas(const PGresult *r, store_rc rc, char *err, size_t errsz)
 {
 	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
 	if (rc == STORE_REFUSED && state && strcmp(state, "23505") == 0) {
@@ -1347,11 +1287,11 @@ static store_rc exec_rows(store *st, const char *sql, sbuf *w, int update, PGres
 	p[n++] = sbuf_str(&w[W_TRS]);
 	p[n++] = sbuf_str(&w[W_NB]);
 	p[n++] = sbuf_str(&w[W_DL]);
-	*res = exec_params(st, sql, n, p, 1);
+	*res = store_exec_params(st, sql, n, p, 1);
 	if (PQresultStatus(*res) == PGRES_TUPLES_OK)
 		return STORE_OK;
-	store_rc rc = classify(st->conn, *res, err, errsz);
-	return update ? rc : not_the_datas(*res, rc, err, errsz);
+	store_rc rc = store_classify(st->conn, *res, err, errsz);
+	return update ? rc : store_not_the_datas(*res, rc, err, errsz);
 }
 
 /* One row of the INSERT or UPDATE arrays: key k's final state, and the
@@ -1454,7 +1394,7 @@ static void copy_row(sbuf *c, const fold_key *k, int64_t seq, int sent, const st
 
 /* The new rows of f by COPY, then the forwards of those that became
  * committed read back into *res (NULL when none). */
-static store_rc copy_rows(store *st, const fold *f, const int64_t *seq,
+store_rc store_copy_rows(store *st, const fold *f, const int64_t *seq,
                           const unsigned char *sent, const store_record *recs, PGresult **res,
                           char *err, size_t errsz)
 {
@@ -1462,7 +1402,7 @@ static store_rc copy_rows(store *st, const fold *f, const int64_t *seq,
 	store_rc rc = STORE_OK;
 	PGresult *r = PQexec(st->conn, SQL_NOW_US);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		PQclear(r);
 		return rc == STORE_REFUSED ? STORE_RETRY : rc;
 	}
@@ -1492,7 +1432,7 @@ static store_rc copy_rows(store *st, const fold *f, const int64_t *seq,
 	r = PQexec(st->conn, SQL_COPY);
 	if (PQresultStatus(r) != PGRES_COPY_IN) {
 		const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		if (state && strcmp(state, "0A000") == 0) {
 			/* "COPY FROM not supported with row-level security" */
 			log_warn("store: PostgreSQL refuses COPY into txhub.message_rows to this role (%s); "
@@ -1508,18 +1448,18 @@ static store_rc copy_rows(store *st, const fold *f, const int64_t *seq,
 	ok = PQputCopyEnd(st->conn, ok ? NULL : "txhub: sending the rows failed") == 1 && ok;
 	r = PQgetResult(st->conn);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = not_the_datas(r, classify(st->conn, r, err, errsz), err, errsz);
+		rc = store_not_the_datas(r, store_classify(st->conn, r, err, errsz), err, errsz);
 	else if (!ok)
-		rc = classify(st->conn, NULL, err, errsz);
+		rc = store_classify(st->conn, NULL, err, errsz);
 	PQclear(r);
 	while ((r = PQgetResult(st->conn)))
 		PQclear(r);
 	if (rc != STORE_OK || nback == 0)
 		goto done;
 	const char *p[2] = {sbuf_str(&kb), sbuf_str(&kk)};
-	*res = exec_params(st, SQL_READ_BACK, 2, p, 1);
+	*res = store_exec_params(st, SQL_READ_BACK, 2, p, 1);
 	if (PQresultStatus(*res) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, *res, err, errsz);
+		rc = store_classify(st->conn, *res, err, errsz);
 	else if ((size_t)PQntuples(*res) != nback) {
 		snprintf(err, errsz, "read back %d of the %zu rows copied", PQntuples(*res), nback);
 		rc = STORE_RETRY;
@@ -1534,7 +1474,7 @@ done:
 /* Write the final state of every key the batch changed: one INSERT for the
  * new ones, one UPDATE for the stored ones. *ins and *upd keep what they
  * returned (the messages that became committed). */
-static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
+store_rc store_write_messages(store *st, const fold *f, const int64_t *seq,
                                const unsigned char *sent, const store_record *recs,
                                PGresult **ins, PGresult **upd, char *err, size_t errsz)
 {
@@ -1558,11 +1498,11 @@ static store_rc write_messages(store *st, const fold *f, const int64_t *seq,
 		sbuf_arr_end(&iw[c]);
 		sbuf_arr_end(&uw[c]);
 	}
-	store_rc rc = arrays_ok(iw, W_NCOLS, err, errsz);
+	store_rc rc = store_arrays_ok(iw, W_NCOLS, err, errsz);
 	if (rc == STORE_OK)
-		rc = arrays_ok(uw, W_NCOLS, err, errsz);
+		rc = store_arrays_ok(uw, W_NCOLS, err, errsz);
 	if (rc == STORE_OK && nins > 0 && !st->copy_refused && !delayed)
-		rc = copy_rows(st, f, seq, sent, recs, ins, err, errsz);
+		rc = store_copy_rows(st, f, seq, sent, recs, ins, err, errsz);
 	else if (rc == STORE_OK && nins > 0)
 		rc = exec_rows(st, SQL_INSERT, iw, 0, ins, err, errsz);
 	if (rc == STORE_OK && nupd > 0)
@@ -1583,7 +1523,7 @@ static void met_text(rules_state met, char *buf, size_t sz)
 }
 
 /* Log the fold's conflicts and keep them in txhub.conflicts. */
-static store_rc write_conflicts(store *st, const fold *f,
+store_rc store_write_conflicts(store *st, const fold *f,
                                 const store_record *recs, char *err, size_t errsz)
 {
 	enum { C_B, C_K, C_A, C_M, C_D, C_T, C_P, C_O, C_TN, C_NCOLS };
@@ -1617,12 +1557,12 @@ static store_rc write_conflicts(store *st, const fold *f,
 	}
 	for (int c = 0; c < C_NCOLS; c++)
 		sbuf_arr_end(&cw[c]);
-	store_rc rc = arrays_ok(cw, C_NCOLS, err, errsz);
+	store_rc rc = store_arrays_ok(cw, C_NCOLS, err, errsz);
 	if (rc == STORE_OK) {
 		const char *p[9] = {sbuf_str(&cw[C_B]), sbuf_str(&cw[C_K]), sbuf_str(&cw[C_A]),
 		                    sbuf_str(&cw[C_M]), sbuf_str(&cw[C_D]), sbuf_str(&cw[C_T]),
 		                    sbuf_str(&cw[C_P]), sbuf_str(&cw[C_O]), sbuf_str(&cw[C_TN])};
-		rc = exec_command(st, SQL_CONFLICTS, 9, p, err, errsz);
+		rc = store_exec_command(st, SQL_CONFLICTS, 9, p, err, errsz);
 	}
 	for (int c = 0; c < C_NCOLS; c++)
 		sbuf_free(&cw[c]);
@@ -1630,7 +1570,7 @@ static store_rc write_conflicts(store *st, const fold *f,
 }
 
 /* Keep the batch's invalid records in txhub.rejected (CONTRACT §2). */
-static store_rc write_rejected(store *st, const store_record *recs, size_t n, char *err,
+store_rc store_write_rejected(store *st, const store_record *recs, size_t n, char *err,
                                size_t errsz)
 {
 	enum { R_T, R_P, R_O, R_K, R_V, R_R, R_TN, R_NCOLS };
@@ -1652,12 +1592,12 @@ static store_rc write_rejected(store *st, const store_record *recs, size_t n, ch
 	}
 	for (int c = 0; c < R_NCOLS; c++)
 		sbuf_arr_end(&rw[c]);
-	store_rc rc = arrays_ok(rw, R_NCOLS, err, errsz);
+	store_rc rc = store_arrays_ok(rw, R_NCOLS, err, errsz);
 	if (rc == STORE_OK && nrej > 0) {
 		const char *p[7] = {sbuf_str(&rw[R_T]), sbuf_str(&rw[R_P]), sbuf_str(&rw[R_O]),
 		                    sbuf_str(&rw[R_K]), sbuf_str(&rw[R_V]), sbuf_str(&rw[R_R]),
 		                    sbuf_str(&rw[R_TN])};
-		rc = exec_command(st, SQL_REJECTED, 7, p, err, errsz);
+		rc = store_exec_command(st, SQL_REJECTED, 7, p, err, errsz);
 	}
 	for (int c = 0; c < R_NCOLS; c++)
 		sbuf_free(&rw[c]);
@@ -1735,7 +1675,7 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 	}
 	/* the ownership rows first, then the messages in key order: every
 	 * transaction locks in the same order */
-	if ((rc = exec_simple(st, "BEGIN", err, errsz)) != STORE_OK ||
+	if ((rc = store_exec_simple(st, "BEGIN", err, errsz)) != STORE_OK ||
 	    (rc = fence_batch(st, &bp, lost, nlost, err, errsz)) != STORE_OK ||
 	    (rc = read_current(st, &f, err, errsz)) != STORE_OK ||
 	    (rc = read_first_prepares(st, &f, &first, err, errsz)) != STORE_OK)
@@ -1752,25 +1692,25 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 		rc = STORE_RETRY;
 		goto done;
 	}
-	if ((rc = write_messages(st, &f, seq, sent, recs, &ins, &upd, err, errsz)) != STORE_OK ||
-	    (rc = write_conflicts(st, &f, recs, err, errsz)) != STORE_OK ||
-	    (rc = write_rejected(st, recs, n, err, errsz)) != STORE_OK ||
+	if ((rc = store_write_messages(st, &f, seq, sent, recs, &ins, &upd, err, errsz)) != STORE_OK ||
+	    (rc = store_write_conflicts(st, &f, recs, err, errsz)) != STORE_OK ||
+	    (rc = store_write_rejected(st, recs, n, err, errsz)) != STORE_OK ||
 	    (rc = store_offsets(st, &bp, err, errsz)) != STORE_OK ||
-	    (rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+	    (rc = store_exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
 	for (size_t i = 0; i < bp.n; i++)
 		rewind_advance(&st->known, bp.own[i].tp, bp.next[i]);
 
 	/* delayed delivery, forward.order = key: the scheduled ones block their
 	 * keys from now on (store_take_scheduled) */
-	if (st->order_by_key && ((ins && collect_forwards(ins, 2, 1, &st->scheduled) != 0) ||
-	                         (upd && collect_forwards(upd, 2, 1, &st->scheduled) != 0))) {
+	if (st->order_by_key && ((ins && store_collect_forwards(ins, 2, 1, &st->scheduled) != 0) ||
+	                         (upd && store_collect_forwards(upd, 2, 1, &st->scheduled) != 0))) {
 		log_error("store: out of memory copying scheduled messages; their keys wait from the "
 		          "next due scan");
 		store_forward_list_clear(&st->scheduled);
 	}
-	if ((ins && collect_forwards(ins, 2, 0, out) != 0) ||
-	    (upd && collect_forwards(upd, 2, 0, out) != 0)) {
+	if ((ins && store_collect_forwards(ins, 2, 0, out) != 0) ||
+	    (upd && store_collect_forwards(upd, 2, 0, out) != 0)) {
 		/* committed, but we could not copy the rows: the lease expiry or the
 		 * next assignment forwards them */
 		log_error("store: out of memory copying committed messages; they are forwarded "
@@ -1778,11 +1718,11 @@ store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned 
 		out->incomplete = 1;
 	}
 	if (out->n > 1) /* qsort must not see a NULL base */
-		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+		qsort(out->items, out->n, sizeof *out->items, store_cmp_forward);
 
 done:
 	if (rc != STORE_OK) {
-		rollback(st);
+		store_rollback(st);
 		store_stats_free(stats);
 	}
 	PQclear(first);
@@ -1796,14 +1736,6 @@ done:
 }
 
 /* ---- forwards ---- */
-
-/* A message row (alias prefix m: "" or "m.") of the partitions given as
- * topics t and partitions p (array parameters): the partition numbers
- * first, which the partial indexes on src_partition serve, then the
- * pairs. */
-#define OF_PARTS(m, t, p)                                                        \
-	m "src_partition = ANY(" p "::int[]) AND (" m "src_topic, " m "src_partition) IN " \
-	"(SELECT * FROM unnest(" t "::text[], " p "::int[]))"
 
 /* store_claim_forwards, and with overdue_ms: the rows without a sequence
  * only once due that long (-1: none of them) */
@@ -1838,13 +1770,13 @@ static store_rc claim_forwards(store *st, const store_owned *own, size_t nown, i
 	const char *p[3] = {lim, lease, overdue};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, sql, p, 3, 1, &r, &nkept, err, errsz);
-	if (rc == STORE_OK && collect_forwards(r, 0, -1, out) != 0) {
+	store_rc rc = store_run_owned(st, own, nown, sql, p, 3, 1, &r, &nkept, err, errsz);
+	if (rc == STORE_OK && store_collect_forwards(r, 0, -1, out) != 0) {
 		/* leased: they fall due again when the lease ends */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else if (rc == STORE_OK && out->n > 1) { /* qsort must not see a NULL base */
-		qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+		qsort(out->items, out->n, sizeof *out->items, store_cmp_forward);
 	}
 	PQclear(r);
 	return rc;
@@ -1877,15 +1809,15 @@ store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int
 	if (nown == 0)
 		return STORE_OK;
 	sbuf tb = {0}, pb = {0};
-	owned_arrays(&tb, &pb, NULL, own, nown);
+	store_owned_arrays(&tb, &pb, NULL, own, nown);
 	const char *p[1] = {sbuf_str(&pb)};
-	PGresult *r = pb.oom ? NULL : exec_params(st, sql, 1, p, 0);
+	PGresult *r = pb.oom ? NULL : store_exec_params(st, sql, 1, p, 0);
 	store_rc rc = STORE_OK;
 	if (!r) {
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	} else if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	} else {
 		*in_ms = atoll(PQgetvalue(r, 0, 0));
 	}
@@ -1927,18 +1859,18 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 	store_owned *kept = NULL;
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
-	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
+	store_rc rc = store_begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
-	owned_arrays(&tb, &pb, NULL, kept, nkept);
+	store_owned_arrays(&tb, &pb, NULL, kept, nkept);
 	const char *p[3] = {sbuf_str(&tb), sbuf_str(&pb), clear_seqs ? "t" : "f"};
-	rc = exec_command(st, sql_unsequenced, 2, p, err, errsz);
+	rc = store_exec_command(st, sql_unsequenced, 2, p, err, errsz);
 	if (rc == STORE_OK)
-		rc = exec_command(st, sql_sequenced, 3, p, err, errsz);
+		rc = store_exec_command(st, sql_sequenced, 3, p, err, errsz);
 	if (rc == STORE_OK)
-		rc = exec_simple(st, "COMMIT", err, errsz);
+		rc = store_exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK)
-		rollback(st);
+		store_rollback(st);
 done:
 	sbuf_free(&tb);
 	sbuf_free(&pb);
@@ -2009,12 +1941,12 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
 	store_owned *kept = NULL;
-	if ((rc = begin_locked(st, OWNED_CHECK_ONLY, own, nown, &kept, &nkept, err, errsz)) !=
+	if ((rc = store_begin_locked(st, OWNED_CHECK_ONLY, own, nown, &kept, &nkept, err, errsz)) !=
 	    STORE_OK)
 		goto done;
 	/* a row counts for the partition it belongs to now, not the one the
 	 * report remembers */
-	owned_arrays(&kt, &kb, NULL, kept, nkept);
+	store_owned_arrays(&kt, &kb, NULL, kept, nkept);
 	char maxs[16];
 	snprintf(maxs, sizeof maxs, "%d", max_attempts);
 	for (int i = 0; i < 2; i++)
@@ -2024,7 +1956,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	for (int i = 0; i < 3; i++)
 		sbuf_arr_begin(&rq[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (epoch_of(kept, nkept, d[i].tp) == 0) {
+		if (store_epoch_of(kept, nkept, d[i].tp) == 0) {
 			dropped++; /* the partition's new owner sends it again */
 			continue;
 		}
@@ -2058,9 +1990,9 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		         "replica now", dropped);
 	if (nok > 0) {
 		const char *p[4] = {sbuf_str(&ok[0]), sbuf_str(&ok[1]), sbuf_str(&kt), sbuf_str(&kb)};
-		r = exec_params(st, sql_sent, 4, p, 0);
+		r = store_exec_params(st, sql_sent, 4, p, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			rc = classify(st->conn, r, err, errsz);
+			rc = store_classify(st->conn, r, err, errsz);
 			goto done;
 		}
 		PQclear(r);
@@ -2069,7 +2001,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	if (nrq > 0) {
 		const char *p[5] = {sbuf_str(&rq[0]), sbuf_str(&rq[1]), sbuf_str(&kt), sbuf_str(&kb),
 		                    sbuf_str(&rq[2])};
-		if ((rc = exec_command(st, sql_requeue, 5, p, err, errsz)) != STORE_OK)
+		if ((rc = store_exec_command(st, sql_requeue, 5, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
 	if (nmarks > 0) {
@@ -2084,8 +2016,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 			sbuf_arr_end(&mk[i]);
 		const char *p[5] = {sbuf_str(&mk[0]), sbuf_str(&mk[1]), sbuf_str(&mk[2]), sbuf_str(&kt),
 		                    sbuf_str(&kb)};
-		if ((rc = arrays_ok(mk, 3, err, errsz)) != STORE_OK ||
-		    (rc = exec_command(st, sql_marks, 5, p, err, errsz)) != STORE_OK)
+		if ((rc = store_arrays_ok(mk, 3, err, errsz)) != STORE_OK ||
+		    (rc = store_exec_command(st, sql_marks, 5, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
 	if (nbad > 0) {
@@ -2093,19 +2025,19 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), sbuf_str(&kt)};
 		char sql[4096];
 		snprintf(sql, sizeof sql, sql_failed_history, sql_failed);
-		r = exec_params(st, sql, 7, p, 1);
+		r = store_exec_params(st, sql, 7, p, 1);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-			rc = classify(st->conn, r, err, errsz);
+			rc = store_classify(st->conn, r, err, errsz);
 			goto done;
 		}
 	}
-	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+	if ((rc = store_exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
-	if (r && failed_out && collect_forwards(r, 1, 0, failed_out) != 0)
+	if (r && failed_out && store_collect_forwards(r, 1, 0, failed_out) != 0)
 		log_error("store: out of memory listing failed forwards");
 done:
 	if (rc != STORE_OK)
-		rollback(st);
+		store_rollback(st);
 	PQclear(r);
 	for (int i = 0; i < 2; i++)
 		sbuf_free(&ok[i]);
@@ -2191,26 +2123,26 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
 	size_t first = out->n; /* what collect_forwards adds comes after */
-	store_rc rc = begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
+	store_rc rc = store_begin_locked(st, OWNED_EXCLUSIVE, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", limit);
-	owned_arrays(&tb, &pb, NULL, kept, nkept);
+	store_owned_arrays(&tb, &pb, NULL, kept, nkept);
 	char shift[8];
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
 	char lease[32];
 	snprintf(lease, sizeof lease, "%lld", (long long)st->lease_ms);
 	const char *p[7] = {sbuf_str(&tb), sbuf_str(&pb), lim, shift, st->order_by_key ? "t" : "f",
 	                    lanes ? "t" : "f", lease};
-	r = exec_params(st, sql, 7, p, 1);
+	r = store_exec_params(st, sql, 7, p, 1);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
+		rc = store_exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
-		rollback(st);
-	} else if (collect_forwards(r, 1, -1, out) != 0 && lanes) {
+		store_rollback(st);
+	} else if (store_collect_forwards(r, 1, -1, out) != 0 && lanes) {
 		/* sequenced: the owner's lane recovers them from PostgreSQL */
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
@@ -2226,7 +2158,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 		for (int i = 0; i < PQntuples(r); i++)
 			*again += PQgetvalue(r, i, 0)[0] != 0;
 		if (!lanes && out->n > 1) /* in offset order per partition (forward.order = key) */
-			qsort(out->items, out->n, sizeof *out->items, cmp_forward);
+			qsort(out->items, out->n, sizeof *out->items, store_cmp_forward);
 	}
 done:
 	PQclear(r);
@@ -2293,14 +2225,14 @@ static store_rc recover_v2(store *st, const char *topic, const char *part, int64
 	if (rc != STORE_OK)
 		snprintf(err, errsz, "out of memory");
 	const char *pm[6] = {p[0], p[1], p[2], p[3], p[4], shift}; /* sql_mark's */
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql_mark, 6, pm, 0) : NULL;
+	PGresult *r = rc == STORE_OK ? store_exec_params(st, sql_mark, 6, pm, 0) : NULL;
 	if (r && PQresultStatus(r) != PGRES_COMMAND_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	else if (r)
 		*marked = atoll(PQcmdTuples(r));
 	PQclear(r);
 	if (rc == STORE_OK)
-		rc = exec_command(st, sql_note, 8, p, err, errsz);
+		rc = store_exec_command(st, sql_note, 8, p, err, errsz);
 	sbuf_free(&db);
 	return rc;
 }
@@ -2327,14 +2259,14 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	PGresult *r = NULL;
 	*marked = 0;
 	*mismatch = 0;
-	store_rc rc = begin_locked(st, OWNED_SHARED, own, 1, &kept, &nkept, err, errsz);
+	store_rc rc = store_begin_locked(st, OWNED_SHARED, own, 1, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	if (nkept == 0) {
 		snprintf(err, errsz, "partition %d of %s is owned by another replica now",
 		         tp_part(own->tp), tp_topic(own->tp));
 		rc = STORE_FENCED;
-		rollback(st);
+		store_rollback(st);
 		goto done;
 	}
 	char part[16], seq[32];
@@ -2342,9 +2274,9 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 	snprintf(part, sizeof part, "%d", tp_part(own->tp));
 	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
 	const char *po[2] = {topic, part};
-	r = exec_params(st, sql_origin, 2, po, 0);
+	r = store_exec_params(st, sql_origin, 2, po, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-		rc = PQresultStatus(r) != PGRES_TUPLES_OK ? classify(st->conn, r, err, errsz) : STORE_RETRY;
+		rc = PQresultStatus(r) != PGRES_TUPLES_OK ? store_classify(st->conn, r, err, errsz) : STORE_RETRY;
 		if (rc == STORE_RETRY && PQresultStatus(r) == PGRES_TUPLES_OK)
 			snprintf(err, errsz, "partition %d of %s has no row in txhub.partitions",
 			         tp_part(own->tp), topic);
@@ -2360,9 +2292,9 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 			goto fail;
 	} else if (m->seq > 0) {
 		const char *p[5] = {part, seq, m->biz_id, m->message_key, topic};
-		r = exec_params(st, sql_mark, 5, p, 0);
+		r = store_exec_params(st, sql_mark, 5, p, 0);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-			rc = classify(st->conn, r, err, errsz);
+			rc = store_classify(st->conn, r, err, errsz);
 			goto fail;
 		}
 		*marked = atoll(PQcmdTuples(r));
@@ -2370,9 +2302,9 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 		r = NULL;
 		if (*marked == 0) { /* pending rows below a marker that is not theirs? */
 			const char *pb[3] = {part, seq, topic};
-			r = exec_params(st, sql_below, 3, pb, 0);
+			r = store_exec_params(st, sql_below, 3, pb, 0);
 			if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-				rc = classify(st->conn, r, err, errsz);
+				rc = store_classify(st->conn, r, err, errsz);
 				goto fail;
 			}
 			*mismatch = atoll(PQgetvalue(r, 0, 0)) > 0;
@@ -2388,14 +2320,14 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 		char ep[32];
 		snprintf(ep, sizeof ep, "%lld", (long long)own->epoch);
 		const char *pr[3] = {topic, part, ep};
-		if ((rc = exec_command(st, sql_recovered, 3, pr, err, errsz)) != STORE_OK)
+		if ((rc = store_exec_command(st, sql_recovered, 3, pr, err, errsz)) != STORE_OK)
 			goto fail;
 	}
-	rc = exec_simple(st, "COMMIT", err, errsz);
+	rc = store_exec_simple(st, "COMMIT", err, errsz);
 	if (rc == STORE_OK)
 		goto done;
 fail:
-	rollback(st);
+	store_rollback(st);
 done:
 	PQclear(r);
 	free(kept);
@@ -2422,10 +2354,10 @@ store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
 	const char *p[4] = {part, lim, shift, tp_topic(tp)};
 	*n = 0;
-	PGresult *r = exec_params(st, sql, 4, p, 0);
+	PGresult *r = store_exec_params(st, sql, 4, p, 0);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	else
 		for (int i = 0; i < PQntuples(r) && *n < max; i++)
 			out[(*n)++] = atoll(PQgetvalue(r, i, 0));
@@ -2449,11 +2381,11 @@ store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
 	snprintf(seq, sizeof seq, "%lld", (long long)after);
 	snprintf(lim, sizeof lim, "%d", limit);
 	const char *p[4] = {part, seq, lim, tp_topic(tp)};
-	PGresult *r = exec_params(st, sql, 4, p, 1);
+	PGresult *r = store_exec_params(st, sql, 4, p, 1);
 	store_rc rc = STORE_OK;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
-	else if (collect_forwards(r, 0, -1, out) != 0) {
+		rc = store_classify(st->conn, r, err, errsz);
+	else if (store_collect_forwards(r, 0, -1, out) != 0) {
 		snprintf(err, errsz, "out of memory");
 		rc = STORE_RETRY;
 	}
@@ -2502,7 +2434,7 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	char ms[32];
 	snprintf(ms, sizeof ms, "%lld", (long long)awaiting_ms);
 	const char *p[1] = {ms};
-	PGresult *r = exec_params(st, sql_small, 1, p, 0);
+	PGresult *r = store_exec_params(st, sql_small, 1, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		goto fail;
 	memset(out, 0, sizeof *out);
@@ -2518,7 +2450,7 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	out->oldest_overdue_s = atof(PQgetvalue(r, 0, 10));
 	int exact = rows < STORE_EXACT_ROWS;
 	PQclear(r);
-	r = exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
+	r = store_exec_params(st, exact ? sql_exact : sql_estimate, 0, NULL, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 		goto fail;
 	for (int i = 0; i < 2; i++)
@@ -2527,7 +2459,7 @@ store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char 
 	PQclear(r);
 	return STORE_OK;
 fail:;
-	store_rc rc = classify(st->conn, r, err, errsz);
+	store_rc rc = store_classify(st->conn, r, err, errsz);
 	PQclear(r);
 	return rc;
 }
@@ -2575,7 +2507,7 @@ store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t n
 	const char *p[2] = {ms, lim};
 	PGresult *r;
 	size_t nkept;
-	store_rc rc = run_owned(st, own, nown, full, p, 2, 0, &r, &nkept, err, errsz);
+	store_rc rc = store_run_owned(st, own, nown, full, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	size_t rows = (size_t)PQntuples(r);
@@ -2664,22 +2596,22 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
-	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
+	store_rc rc = store_begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	char lim[16], share[16], lease[32];
-	owned_arrays(&tb, &pb, NULL, kept, nkept);
+	store_owned_arrays(&tb, &pb, NULL, kept, nkept);
 	snprintf(lim, sizeof lim, "%d", limit);
 	snprintf(share, sizeof share, "%d", (int)(((size_t)limit + nkept - 1) / (nkept ? nkept : 1)));
 	snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
 	const char *p[5] = {sbuf_str(&pb), lim, lease, share, sbuf_str(&tb)};
-	r = exec_params(st, SQL_CLAIM_CHECKS, 5, p, 0);
+	r = store_exec_params(st, SQL_CLAIM_CHECKS, 5, p, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	else
-		rc = exec_simple(st, "COMMIT", err, errsz);
+		rc = store_exec_simple(st, "COMMIT", err, errsz);
 	if (rc != STORE_OK) {
-		rollback(st);
+		store_rollback(st);
 		goto done;
 	}
 	int rows = PQntuples(r);
@@ -2707,7 +2639,7 @@ store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int 
 		goto done;
 	}
 	const char *q[2] = {sbuf_str(&pb), sbuf_str(&tb)};
-	r = exec_params(st, SQL_NEXT_CHECK, 2, q, 0);
+	r = store_exec_params(st, SQL_NEXT_CHECK, 2, q, 0);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 		/* the claim itself is done and must not be lost: guess instead */
 		*next_due_ms = 1000;
@@ -2778,13 +2710,13 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	PGresult *r = NULL;
 	size_t nkept = 0, nwrite = 0;
 	store_owned *kept = NULL;
-	store_rc rc = begin_owned(st, own, nown, &kept, &nkept, err, errsz);
+	store_rc rc = store_begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;
 	for (int i = 0; i < 7; i++)
 		sbuf_arr_begin(&a[i]);
 	for (size_t i = 0; i < n; i++) {
-		if (epoch_of(kept, nkept, res[i].tp) == 0)
+		if (store_epoch_of(kept, nkept, res[i].tp) == 0)
 			continue; /* no longer ours: the new owner asks again */
 		nwrite++;
 		sbuf_arr_text(&a[0], res[i].biz_id);
@@ -2809,19 +2741,19 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 		log_warn("checkback: %zu answer(s) dropped: their partitions belong to another "
 		         "replica now", n - nwrite);
 	sbuf kt = {0}, kb = {0};
-	owned_arrays(&kt, &kb, NULL, kept, nkept);
+	store_owned_arrays(&kt, &kb, NULL, kept, nkept);
 	const char *p9[9] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], sbuf_str(&kb),
 	                     sbuf_str(&kt)};
 	char sql[4096];
 	snprintf(sql, sizeof sql, SQL_RECORD_CHECKS_HISTORY, SQL_RECORD_CHECKS);
-	r = exec_params(st, sql, 9, p9, 0);
+	r = store_exec_params(st, sql, 9, p9, 0);
 	sbuf_free(&kt);
 	sbuf_free(&kb);
 	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 		goto done;
 	}
-	if ((rc = exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
+	if ((rc = store_exec_simple(st, "COMMIT", err, errsz)) != STORE_OK)
 		goto done;
 	*written = (size_t)PQntuples(r);
 	for (int i = 0; failed_out && i < PQntuples(r); i++) {
@@ -2844,7 +2776,7 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	}
 done:
 	if (rc != STORE_OK)
-		rollback(st);
+		store_rollback(st);
 	PQclear(r);
 	for (int i = 0; i < 7; i++)
 		sbuf_free(&a[i]);
@@ -2914,13 +2846,13 @@ store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, in
 	if (nown == 0)
 		return STORE_OK;
 	sbuf w[2] = {{0}};
-	owned_arrays(&w[0], &w[1], NULL, own, nown);
+	store_owned_arrays(&w[0], &w[1], NULL, own, nown);
 	const char *p[4] = {sbuf_str(&w[0]), sbuf_str(&w[1]), taken ? "t" : "f",
 	                    st->retries_block ? "t" : "f"};
-	store_rc rc = arrays_ok(w, 2, err, errsz);
-	PGresult *r = rc == STORE_OK ? exec_params(st, sql, 4, p, 0) : NULL;
+	store_rc rc = store_arrays_ok(w, 2, err, errsz);
+	PGresult *r = rc == STORE_OK ? store_exec_params(st, sql, 4, p, 0) : NULL;
 	if (rc == STORE_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		rc = classify(st->conn, r, err, errsz);
+		rc = store_classify(st->conn, r, err, errsz);
 	int n = rc == STORE_OK ? PQntuples(r) : 0;
 	if (n > 0 && !(out->items = calloc((size_t)n, sizeof *out->items))) {
 		snprintf(err, errsz, "out of memory");
@@ -2970,7 +2902,7 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 	PGresult *r;
 	size_t nkept;
 	const char *p[2] = {all ? "t" : "f", st->retries_block ? "t" : "f"};
-	store_rc rc = run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
+	store_rc rc = store_run_owned(st, own, nown, sql, p, 2, 0, &r, &nkept, err, errsz);
 	if (rc == STORE_OK)
 		*released = (size_t)PQntuples(r);
 	PQclear(r);
