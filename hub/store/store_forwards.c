@@ -164,6 +164,86 @@ done:
 	return rc;
 }
 
+/* The reports d[0..n) of partitions still kept, as array parameters: ok
+ * (delivered without a sequence: biz ids, keys), bad (failed: biz ids,
+ * keys, errors, retry delays) and rq (requeued or held: biz ids, keys,
+ * held). Returns how many were dropped for a partition no longer ours. */
+static size_t sort_reports(const store_delivery *d, size_t n, const store_owned *kept,
+                           size_t nkept, sbuf ok[2], sbuf bad[4], sbuf rq[3], size_t *nok,
+                           size_t *nbad, size_t *nrq)
+{
+	size_t dropped = 0;
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_begin(&ok[i]);
+	for (int i = 0; i < 4; i++)
+		sbuf_arr_begin(&bad[i]);
+	for (int i = 0; i < 3; i++)
+		sbuf_arr_begin(&rq[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (store_epoch_of(kept, nkept, d[i].tp) == 0) {
+			dropped++; /* the partition's new owner sends it again */
+			continue;
+		}
+		if (d[i].requeue || d[i].hold) {
+			sbuf_arr_text(&rq[0], d[i].biz_id);
+			sbuf_arr_text(&rq[1], d[i].message_key);
+			sbuf_arr_text(&rq[2], d[i].hold ? "t" : "f");
+			(*nrq)++;
+		} else if (d[i].ok && d[i].fwd_seq > 0) {
+			continue; /* the mark says it */
+		} else if (d[i].ok) {
+			sbuf_arr_text(&ok[0], d[i].biz_id);
+			sbuf_arr_text(&ok[1], d[i].message_key);
+			(*nok)++;
+		} else {
+			sbuf_arr_text(&bad[0], d[i].biz_id);
+			sbuf_arr_text(&bad[1], d[i].message_key);
+			sbuf_arr_text(&bad[2], d[i].error);
+			sbuf_arr_int(&bad[3], d[i].retry_in_ms);
+			(*nbad)++;
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		sbuf_arr_end(&ok[i]);
+	for (int i = 0; i < 4; i++)
+		sbuf_arr_end(&bad[i]);
+	for (int i = 0; i < 3; i++)
+		sbuf_arr_end(&rq[i]);
+	return dropped;
+}
+
+/* Move the partitions' delivery marks to marks[0..nmarks), never back, for
+ * the partitions kept (kt, kb: their topics and partitions). */
+static store_rc write_marks(store *st, const store_mark *marks, size_t nmarks, sbuf *kt,
+                            sbuf *kb, char *err, size_t errsz)
+{
+	/* never back; a partition no longer ours is left to its new owner */
+	static const char *sql_marks =
+		"INSERT INTO txhub.forward_marks AS f (topic, partition, upto) "
+		"SELECT x.t, x.p, x.u FROM unnest($1::text[], $2::int[], $3::bigint[]) AS x(t, p, u) "
+		"WHERE (x.t, x.p) IN (SELECT * FROM unnest($4::text[], $5::int[])) ORDER BY x.t, x.p "
+		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
+		"WHERE f.upto < EXCLUDED.upto";
+	sbuf mk[3] = {{0}};
+	for (int i = 0; i < 3; i++)
+		sbuf_arr_begin(&mk[i]);
+	for (size_t i = 0; i < nmarks; i++) {
+		sbuf_arr_text(&mk[0], tp_topic(marks[i].tp));
+		sbuf_arr_int(&mk[1], tp_part(marks[i].tp));
+		sbuf_arr_int(&mk[2], marks[i].upto);
+	}
+	for (int i = 0; i < 3; i++)
+		sbuf_arr_end(&mk[i]);
+	const char *p[5] = {sbuf_str(&mk[0]), sbuf_str(&mk[1]), sbuf_str(&mk[2]), sbuf_str(kt),
+	                    sbuf_str(kb)};
+	store_rc rc = store_arrays_ok(mk, 3, err, errsz);
+	if (rc == STORE_OK)
+		rc = store_exec_command(st, sql_marks, 5, p, err, errsz);
+	for (int i = 0; i < 3; i++)
+		sbuf_free(&mk[i]);
+	return rc;
+}
+
 store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  const store_delivery *d, size_t n, int max_attempts,
                                  const store_mark *marks, size_t nmarks,
@@ -215,14 +295,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		"ORDER BY t.biz_id, t.message_key FOR UPDATE OF t) x "
 		"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'pending' "
 		"AND " OF_PARTS("m.", "$3", "$4");
-	/* never back; a partition no longer ours is left to its new owner */
-	static const char *sql_marks =
-		"INSERT INTO txhub.forward_marks AS f (topic, partition, upto) "
-		"SELECT x.t, x.p, x.u FROM unnest($1::text[], $2::int[], $3::bigint[]) AS x(t, p, u) "
-		"WHERE (x.t, x.p) IN (SELECT * FROM unnest($4::text[], $5::int[])) ORDER BY x.t, x.p "
-		"ON CONFLICT (topic, partition) DO UPDATE SET upto = EXCLUDED.upto, updated_at = now() "
-		"WHERE f.upto < EXCLUDED.upto";
-	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[3] = {{0}}, kt = {0}, kb = {0}, mk[3] = {{0}};
+	sbuf ok[2] = {{0}}, bad[4] = {{0}}, rq[3] = {{0}}, kt = {0}, kb = {0};
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
@@ -235,42 +308,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	store_owned_arrays(&kt, &kb, NULL, kept, nkept);
 	char maxs[16];
 	snprintf(maxs, sizeof maxs, "%d", max_attempts);
-	for (int i = 0; i < 2; i++)
-		sbuf_arr_begin(&ok[i]);
-	for (int i = 0; i < 4; i++)
-		sbuf_arr_begin(&bad[i]);
-	for (int i = 0; i < 3; i++)
-		sbuf_arr_begin(&rq[i]);
-	for (size_t i = 0; i < n; i++) {
-		if (store_epoch_of(kept, nkept, d[i].tp) == 0) {
-			dropped++; /* the partition's new owner sends it again */
-			continue;
-		}
-		if (d[i].requeue || d[i].hold) {
-			sbuf_arr_text(&rq[0], d[i].biz_id);
-			sbuf_arr_text(&rq[1], d[i].message_key);
-			sbuf_arr_text(&rq[2], d[i].hold ? "t" : "f");
-			nrq++;
-		} else if (d[i].ok && d[i].fwd_seq > 0) {
-			continue; /* the mark says it */
-		} else if (d[i].ok) {
-			sbuf_arr_text(&ok[0], d[i].biz_id);
-			sbuf_arr_text(&ok[1], d[i].message_key);
-			nok++;
-		} else {
-			sbuf_arr_text(&bad[0], d[i].biz_id);
-			sbuf_arr_text(&bad[1], d[i].message_key);
-			sbuf_arr_text(&bad[2], d[i].error);
-			sbuf_arr_int(&bad[3], d[i].retry_in_ms);
-			nbad++;
-		}
-	}
-	for (int i = 0; i < 2; i++)
-		sbuf_arr_end(&ok[i]);
-	for (int i = 0; i < 4; i++)
-		sbuf_arr_end(&bad[i]);
-	for (int i = 0; i < 3; i++)
-		sbuf_arr_end(&rq[i]);
+	dropped = sort_reports(d, n, kept, nkept, ok, bad, rq, &nok, &nbad, &nrq);
 	if (dropped > 0)
 		log_warn("store: %zu delivery report(s) dropped: their partitions belong to another "
 		         "replica now", dropped);
@@ -290,22 +328,8 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 		if ((rc = store_exec_command(st, sql_requeue, 5, p, err, errsz)) != STORE_OK)
 			goto done;
 	}
-	if (nmarks > 0) {
-		for (int i = 0; i < 3; i++)
-			sbuf_arr_begin(&mk[i]);
-		for (size_t i = 0; i < nmarks; i++) {
-			sbuf_arr_text(&mk[0], tp_topic(marks[i].tp));
-			sbuf_arr_int(&mk[1], tp_part(marks[i].tp));
-			sbuf_arr_int(&mk[2], marks[i].upto);
-		}
-		for (int i = 0; i < 3; i++)
-			sbuf_arr_end(&mk[i]);
-		const char *p[5] = {sbuf_str(&mk[0]), sbuf_str(&mk[1]), sbuf_str(&mk[2]), sbuf_str(&kt),
-		                    sbuf_str(&kb)};
-		if ((rc = store_arrays_ok(mk, 3, err, errsz)) != STORE_OK ||
-		    (rc = store_exec_command(st, sql_marks, 5, p, err, errsz)) != STORE_OK)
-			goto done;
-	}
+	if (nmarks > 0 && (rc = write_marks(st, marks, nmarks, &kt, &kb, err, errsz)) != STORE_OK)
+		goto done;
 	if (nbad > 0) {
 		const char *p[7] = {sbuf_str(&bad[0]), sbuf_str(&bad[1]), sbuf_str(&bad[2]),
 		                    sbuf_str(&bad[3]), maxs, sbuf_str(&kb), sbuf_str(&kt)};
@@ -333,8 +357,6 @@ done:
 		sbuf_free(&rq[i]);
 	sbuf_free(&kt);
 	sbuf_free(&kb);
-	for (int i = 0; i < 3; i++)
-		sbuf_free(&mk[i]);
 	free(kept);
 	return rc;
 }
