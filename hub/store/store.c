@@ -5,11 +5,18 @@
  * reads the current state of every key of the batch once (locking the rows),
  * has the fold (fold.c, pure) run the rules in memory in record order, and
  * writes the final state of every touched key with one INSERT (new keys) and
- * one UPDATE (known keys). This file keeps the SQL, the transaction and the
- * logging; every decision about what a record does lives in fold.c, where
- * it is unit-tested without a database. A key that another replica inserts
+ * one UPDATE (known keys). The store's files keep the SQL, the transactions
+ * and the logging; every decision about what a record does lives in fold.c,
+ * where it is unit-tested without a database. A key that another replica inserts
  * concurrently makes the INSERT come up short; the whole transaction is then
- * rolled back and retried, and the retry sees and locks that row. */
+ * rolled back and retried, and the retry sees and locks that row.
+ *
+ * This file is the base the others stand on (store_int.h): the connection,
+ * results and errors, forward lists, the ownership locks. The parts:
+ * store_owners.c (taking partitions, heartbeats), store_apply.c and
+ * store_write.c (the batch), store_forwards.c (at_least_once),
+ * store_lanes.c (exactly_once), store_checks.c (check-backs),
+ * store_order.c (order per key), store_sample.c (/metrics). */
 #include "store.h"
 
 #include <arpa/inet.h>
@@ -20,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "clock.h"
 #include "delay_sql.h"
 #include "fold.h"
@@ -284,14 +292,10 @@ void store_forward_list_clear(store_forward_list *l)
 
 static store_forward *list_add(store_forward_list *l)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		store_forward *n = realloc(l->items, cap * sizeof *n);
-		if (!n)
-			return NULL;
-		l->items = n;
-		l->cap = cap;
-	}
+	store_forward *n = array_grow(l->items, &l->cap, l->n + 1, sizeof *n);
+	if (!n)
+		return NULL;
+	l->items = n;
 	store_forward *f = &l->items[l->n++];
 	memset(f, 0, sizeof *f);
 	return f;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "array.h"
 #include "clock.h"
 #include "delay_sql.h"
 #include "fold.h"
@@ -106,14 +107,10 @@ void store_check_list_clear(store_check_list *l)
 
 static store_check *check_add(store_check_list *l)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		store_check *n = realloc(l->items, cap * sizeof *n);
-		if (!n)
-			return NULL;
-		l->items = n;
-		l->cap = cap;
-	}
+	store_check *n = array_grow(l->items, &l->cap, l->n + 1, sizeof *n);
+	if (!n)
+		return NULL;
+	l->items = n;
 	store_check *c = &l->items[l->n++];
 	memset(c, 0, sizeof *c);
 	return c;
