@@ -21,70 +21,10 @@
 #include "metrics.h"
 #include "sbuf.h"
 #include "sql.h"
+#include "deadletter_int.h"
 #include "store.h"
 
-/* The owned partitions are looked at this often for parked rows ... */
-#define DL_LOOK_MS 1000
-/* ... at most this many at a time. */
-#define DL_BATCH 100
-/* After a failure the next attempt waits from 1 s, doubling, up to this. */
-#define DL_BACKOFF_MAX_MS 60000
-/* exactly_once: a partition's transactional producer with nothing to do
- * this long is closed (librdkafka 2.0.2's idle ones burn CPU) ... */
-#define DL_IDLE_MS 10000
-/* ... its calls (init, commit, abort) wait this long each ... */
-#define DL_CALL_MS 10000
-/* ... and reading back a pending record waits at most this long (another
- * producer's open transaction before it holds read_committed readers back). */
-#define DL_RECOVER_MS 15000
-
-/* exactly_once: one control partition's dead letters, on a transactional
- * producer of its own (transactional.id: the lane's, + "-dlq"). */
-typedef struct {
-	tp_key tp;
-	int64_t epoch;
-	rd_kafka_t *rk;  /* NULL: closed (idle, or failed) */
-	int recovered;   /* its pending entries resolved since rk's init_transactions */
-	int64_t used_ms; /* when it last had work */
-} dl_txn;
-
-struct deadletter {
-	const txhub_config *cfg;
-	alert *al;
-	pthread_t thread;
-	int started;
-
-	pthread_mutex_t mu; /* guards what follows */
-	pthread_cond_t cv;
-	owned_set own;      /* a copy of the run loop's */
-	int stopping;
-	deadletter_stats stats;
-
-	/* the thread's */
-	rd_kafka_t *rk;
-	store *st;
-	int64_t delivery_timeout_ms;
-	int fails;          /* batches in a row that failed */
-	char last_why[600]; /* the failure last logged */
-	int eos;            /* forward.mode = exactly_once */
-	dl_txn *txns;       /* exactly_once: the partitions with a producer or work */
-	size_t ntxns, captxns;
-	const char *failpoint; /* TXHUB_FAILPOINT, for the crash tests */
-};
-
-/* One parked row being dead-lettered. */
-typedef struct {
-	store_forward f;         /* biz_id, message_key, payload, key, headers, trace */
-	char *error;             /* its last_error */
-	char attempts[16];
-	rd_kafka_resp_err_t err; /* its delivery report; -1 until it came */
-	int produced;
-	char parked_at[64];      /* its updated_at (the park), as text */
-	int32_t partition;       /* where the broker put it (delivery report) */
-	int64_t offset;
-} dl_item;
-
-static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+void dl_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
 	(void)opaque;
@@ -96,7 +36,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	}
 }
 
-static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+void dl_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
 	(void)rk;
 	(void)opaque;
@@ -219,7 +159,7 @@ static char *col_text(const PGresult *r, int row, int col)
 	return s;
 }
 
-static void items_free(dl_item *items, size_t n)
+void dl_items_free(dl_item *items, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		store_forward_free(&items[i].f);
@@ -230,7 +170,7 @@ static void items_free(dl_item *items, size_t n)
 
 /* The partitions parts[0..n) as two arrays (topics, partitions); returns
  * 0, or -1 when out of memory (err). */
-static int parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
+int dl_parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
                         size_t errsz)
 {
 	sbuf_arr_begin(tb);
@@ -251,7 +191,7 @@ static int parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, 
 /* Read up to DL_BATCH parked rows of parts[0..nparts) into *out (without
  * those with a pending entry: exactly_once). Returns how many, or -1 with
  * err. */
-static int read_parked(deadletter *d, const store_owned *parts, size_t nparts, dl_item **out,
+int dl_read_parked(deadletter *d, const store_owned *parts, size_t nparts, dl_item **out,
                        char *err, size_t errsz)
 {
 	*out = NULL;
@@ -261,7 +201,7 @@ static int read_parked(deadletter *d, const store_owned *parts, size_t nparts, d
 	const char *p[4] = {NULL, NULL, lim, d->eos ? "true" : "false"};
 	int n = -1;
 	PGresult *r = NULL;
-	if (parts_arrays(parts, nparts, &tb, &pb, err, errsz) != 0)
+	if (dl_parts_arrays(parts, nparts, &tb, &pb, err, errsz) != 0)
 		goto done;
 	p[0] = sbuf_str(&tb);
 	p[1] = sbuf_str(&pb);
@@ -292,7 +232,7 @@ static int read_parked(deadletter *d, const store_owned *parts, size_t nparts, d
 		snprintf(it->parked_at, sizeof it->parked_at, "%s", PQgetvalue(r, i, 11));
 		if (!it->f.biz_id || !it->f.message_key || !it->f.topic || !it->error ||
 		    (!it->f.payload && !PQgetisnull(r, i, 2))) {
-			items_free(items, (size_t)rows);
+			dl_items_free(items, (size_t)rows);
 			snprintf(err, errsz, "out of memory");
 			goto done;
 		}
@@ -334,7 +274,7 @@ static rd_kafka_resp_err_t produce(deadletter *d, rd_kafka_t *rk, dl_item *it, c
 /* Run sql on the keys of items[0..n) whose err is NO_ERROR ($1, $2),
  * with ats each one's time ($3), then the nmore values more. Returns 0, or
  * -1 with err. */
-static int keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
+int dl_keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
                         const char *const *ats, const char *const *more, int nmore, char *err,
                         size_t errsz)
 {
@@ -413,7 +353,7 @@ static void note_failed(deadletter *d, const dl_item *items, size_t n)
 
 /* A batch failed (why): counted, logged, and alerted when a run of failures
  * begins. */
-static void batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char *why)
+void dl_batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char *why)
 {
 	d->fails++;
 	metrics_dead_letters(0, nbad);
@@ -438,22 +378,22 @@ static void batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const c
 
 /* The connection to PostgreSQL, made or checked. Returns 0, or -1 with the
  * failure noted. */
-static int db_ready(deadletter *d)
+int dl_db_ready(deadletter *d)
 {
 	char err[512];
 	if (!d->st && !(d->st = store_connect(d->cfg, err, sizeof err))) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	if (store_ensure(d->st, err, sizeof err) != STORE_OK) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	return 0;
 }
 
 /* The nok items of items[0..n) that went out: counted and logged. */
-static void count_sent(deadletter *d, const dl_item *items, size_t n, size_t nok)
+void dl_count_sent(deadletter *d, const dl_item *items, size_t n, size_t nok)
 {
 	metrics_dead_letters(1, nok);
 	pthread_mutex_lock(&d->mu);
@@ -471,7 +411,7 @@ static void count_sent(deadletter *d, const dl_item *items, size_t n, size_t nok
 /* Produce items[0..n) (at: txhub-dlq-at) and wait for their delivery
  * reports. Returns how many were acknowledged; *first_bad: the first that
  * was not (NULL: none). */
-static size_t produce_all(deadletter *d, rd_kafka_t *rk, dl_item *items, size_t n,
+size_t dl_produce_all(deadletter *d, rd_kafka_t *rk, dl_item *items, size_t n,
                           const char *at, dl_item **first_bad)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -496,12 +436,12 @@ static size_t produce_all(deadletter *d, rd_kafka_t *rk, dl_item *items, size_t 
 
 /* Some of items[0..n) failed (first_bad the first): counted, logged,
  * alerted, in the history. */
-static void items_failed(deadletter *d, dl_item *items, size_t n, const dl_item *first_bad,
+void dl_items_failed(deadletter *d, dl_item *items, size_t n, const dl_item *first_bad,
                          size_t nbad)
 {
 	char why[FORWARD_ERROR_MAX];
 	item_failure(d, first_bad, why, sizeof why);
-	batch_failed(d, first_bad, nbad, why);
+	dl_batch_failed(d, first_bad, nbad, why);
 	note_failed(d, items, n);
 }
 
@@ -511,12 +451,12 @@ static void items_failed(deadletter *d, dl_item *items, size_t n, const dl_item 
 static int dead_letter_batch(deadletter *d, const owned_set *own)
 {
 	char err[512];
-	if (db_ready(d) != 0)
+	if (dl_db_ready(d) != 0)
 		return -1;
 	dl_item *items = NULL;
-	int n = read_parked(d, own->parts, own->n, &items, err, sizeof err);
+	int n = dl_read_parked(d, own->parts, own->n, &items, err, sizeof err);
 	if (n < 0) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	if (n == 0) {
@@ -526,23 +466,23 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 	char at[80];
 	log_timestamp(at, sizeof at);
 	dl_item *first_bad;
-	size_t nok = produce_all(d, d->rk, items, (size_t)n, at, &first_bad);
+	size_t nok = dl_produce_all(d, d->rk, items, (size_t)n, at, &first_bad);
 	size_t nbad = (size_t)n - nok;
 	int rc = n;
 	const char *more[2] = {at, d->cfg->forward_dead_letter_topic};
-	if (nok > 0 && keys_command(d, SQL_DONE, items, (size_t)n, NULL, more, 2, err,
+	if (nok > 0 && dl_keys_command(d, SQL_DONE, items, (size_t)n, NULL, more, 2, err,
 	                            sizeof err) != 0) {
 		/* acknowledged, not recorded: sent again at the next look */
-		batch_failed(d, NULL, nok, err);
+		dl_batch_failed(d, NULL, nok, err);
 		rc = -1;
 	} else if (nok > 0) {
-		count_sent(d, items, (size_t)n, nok);
+		dl_count_sent(d, items, (size_t)n, nok);
 	}
 	if (nbad > 0) {
-		items_failed(d, items, (size_t)n, first_bad, nbad);
+		dl_items_failed(d, items, (size_t)n, first_bad, nbad);
 		rc = -1;
 	}
-	items_free(items, (size_t)n);
+	dl_items_free(items, (size_t)n);
 	return rc;
 }
 
@@ -559,7 +499,7 @@ static void crash_at(deadletter *d, rd_kafka_t *rk, const char *name)
 	}
 }
 
-static void txn_close(dl_txn *t)
+void dl_txn_close(dl_txn *t)
 {
 	if (t->rk) {
 		rd_kafka_flush(t->rk, 1000);
@@ -597,8 +537,8 @@ static int txn_open(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		rd_kafka_conf_destroy(conf);
 		return -1;
 	}
-	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-	rd_kafka_conf_set_error_cb(conf, error_cb);
+	rd_kafka_conf_set_dr_msg_cb(conf, dl_dr_cb);
+	rd_kafka_conf_set_error_cb(conf, dl_error_cb);
 	if (!(t->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
 		snprintf(err, errsz, "cannot create a transactional producer: %.400s", sub);
 		rd_kafka_conf_destroy(conf);
@@ -609,7 +549,7 @@ static int txn_open(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		snprintf(err, errsz, "init_transactions (transactional.id %.200s): %.250s", id,
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
-		txn_close(t);
+		dl_txn_close(t);
 		return -1;
 	}
 	t->recovered = 0;
@@ -644,7 +584,7 @@ static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
 		if (txn_end(t, 0, aerr, sizeof aerr) == 0)
 			return -1; /* aborted: t stays open */
 	}
-	txn_close(t);
+	dl_txn_close(t);
 	return -1;
 }
 
@@ -707,18 +647,18 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	if (e) {
 		snprintf(err, sizeof err, "begin_transaction: %.400s", rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
-		txn_close(t);
-		batch_failed(d, NULL, n, err);
+		dl_txn_close(t);
+		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
 	log_timestamp(at, sizeof at);
 	dl_item *first_bad;
-	size_t nok = produce_all(d, t->rk, items, n, at, &first_bad);
+	size_t nok = dl_produce_all(d, t->rk, items, n, at, &first_bad);
 	crash_at(d, t->rk, "dead_letter_produced");
 	if (nok < n) {
 		char aerr[512];
 		txn_end(t, 0, aerr, sizeof aerr);
-		items_failed(d, items, n, first_bad, n - nok);
+		dl_items_failed(d, items, n, first_bad, n - nok);
 		*item_fault = 1;
 		return -1;
 	}
@@ -726,15 +666,15 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 		char aerr[512];
 		txn_end(t, 0, aerr, sizeof aerr);
 		t->recovered = 0; /* (the entries may be there all the same) */
-		batch_failed(d, NULL, n, err);
+		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
 	crash_at(d, t->rk, "dead_letter_pending");
 	if (txn_end(t, 1, err, sizeof err) != 0) {
 		char cerr[512];
-		if (t->rk && keys_command(d, SQL_CLEAR, items, n, NULL, NULL, 0, cerr, sizeof cerr) != 0)
+		if (t->rk && dl_keys_command(d, SQL_CLEAR, items, n, NULL, NULL, 0, cerr, sizeof cerr) != 0)
 			t->recovered = 0;
-		batch_failed(d, NULL, n, err);
+		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
 	crash_at(d, t->rk, "dead_letter_committed");
@@ -742,15 +682,15 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	if (ats)
 		for (size_t i = 0; i < n; i++)
 			ats[i] = at;
-	if (!ats || keys_command(d, SQL_DONE_EOS, items, n, ats, NULL, 0, err, sizeof err) != 0) {
+	if (!ats || dl_keys_command(d, SQL_DONE_EOS, items, n, ats, NULL, 0, err, sizeof err) != 0) {
 		/* committed, not recorded: the recovery finds them committed */
 		t->recovered = 0;
-		batch_failed(d, NULL, n, ats ? err : "out of memory");
+		dl_batch_failed(d, NULL, n, ats ? err : "out of memory");
 		free(ats);
 		return -1;
 	}
 	free(ats);
-	count_sent(d, items, n, n);
+	dl_count_sent(d, items, n, n);
 	return (int)n;
 }
 
@@ -928,7 +868,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		ndone += pe[i].state == 1;
 	}
 	char serr[512];
-	if (ndone > 0 && keys_command(d, SQL_DONE_EOS, its, n, ats, NULL, 0, serr, sizeof serr) != 0) {
+	if (ndone > 0 && dl_keys_command(d, SQL_DONE_EOS, its, n, ats, NULL, 0, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -936,7 +876,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		its[i].err = pe[i].state == 2 ? RD_KAFKA_RESP_ERR_NO_ERROR : (rd_kafka_resp_err_t)-1;
 		nagain += pe[i].state == 2;
 	}
-	if (nagain > 0 && keys_command(d, SQL_CLEAR, its, n, NULL, NULL, 0, serr, sizeof serr) != 0) {
+	if (nagain > 0 && dl_keys_command(d, SQL_CLEAR, its, n, NULL, NULL, 0, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -964,18 +904,18 @@ static int txn_look(deadletter *d, dl_txn *t)
 	char err[512];
 	t->used_ms = clock_ms();
 	if (!t->rk && txn_open(d, t, err, sizeof err) != 0) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	if (!t->recovered && recover(d, t, err, sizeof err) != 0) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	store_owned one = {t->tp, t->epoch};
 	dl_item *items = NULL;
-	int n = read_parked(d, &one, 1, &items, err, sizeof err);
+	int n = dl_read_parked(d, &one, 1, &items, err, sizeof err);
 	if (n < 0) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	int item_fault = 0, rc = n > 0 ? txn_run(d, t, items, (size_t)n, &item_fault) : 0;
@@ -992,7 +932,7 @@ static int txn_look(deadletter *d, dl_txn *t)
 		if (k > 0)
 			txn_run(d, t, items, k, &item_fault);
 	}
-	items_free(items, n > 0 ? (size_t)n : 0);
+	dl_items_free(items, n > 0 ? (size_t)n : 0);
 	return rc < 0 ? -1 : n;
 }
 
@@ -1002,7 +942,7 @@ static dl_txn *txn_of(deadletter *d, const store_owned *o)
 	for (size_t i = 0; i < d->ntxns; i++)
 		if (d->txns[i].tp == o->tp) {
 			if (d->txns[i].epoch != o->epoch) { /* taken again */
-				txn_close(&d->txns[i]);
+				dl_txn_close(&d->txns[i]);
 				d->txns[i].epoch = o->epoch;
 			}
 			return &d->txns[i];
@@ -1030,7 +970,7 @@ static int is_stopping(deadletter *d)
  * entries on its own transactional producer; the producers of partitions
  * no longer owned, or idle, closed. Returns DL_BATCH when a batch was
  * full, the rows read, or -1 after a failure. */
-static int dead_letter_eos(deadletter *d, const owned_set *own)
+int dl_dead_letter_eos(deadletter *d, const owned_set *own)
 {
 	char err[512];
 	int rc = 0;
@@ -1038,7 +978,7 @@ static int dead_letter_eos(deadletter *d, const owned_set *own)
 		dl_txn *t = &d->txns[i];
 		if (!owned_has_at(own, t->tp, t->epoch) ||
 		    (t->rk && clock_ms() - t->used_ms >= DL_IDLE_MS)) {
-			txn_close(t);
+			dl_txn_close(t);
 			if (!owned_has_at(own, t->tp, t->epoch)) {
 				d->txns[i] = d->txns[--d->ntxns];
 				continue;
@@ -1048,18 +988,18 @@ static int dead_letter_eos(deadletter *d, const owned_set *own)
 	}
 	if (own->n == 0)
 		return 0;
-	if (db_ready(d) != 0)
+	if (dl_db_ready(d) != 0)
 		return -1;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
-	if (parts_arrays(own->parts, own->n, &tb, &pb, err, sizeof err) == 0) {
+	if (dl_parts_arrays(own->parts, own->n, &tb, &pb, err, sizeof err) == 0) {
 		const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
 		r = sql_query(store_conn(d->st), SQL_WORK, 2, p, 0, err, sizeof err);
 	}
 	sbuf_free(&tb);
 	sbuf_free(&pb);
 	if (!r) {
-		batch_failed(d, NULL, 0, err);
+		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
 	for (int i = 0; i < PQntuples(r) && !is_stopping(d); i++) {
@@ -1067,7 +1007,7 @@ static int dead_letter_eos(deadletter *d, const owned_set *own)
 		const store_owned *o = owned_find(own, k);
 		dl_txn *t = o ? txn_of(d, o) : NULL;
 		if (o && !t) {
-			batch_failed(d, NULL, 0, "out of memory");
+			dl_batch_failed(d, NULL, 0, "out of memory");
 			rc = -1;
 			continue;
 		}
@@ -1098,7 +1038,7 @@ static void *run(void *arg)
 		int copied = owned_copy(&own, &d->own);
 		pthread_mutex_unlock(&d->mu);
 		int rc = copied != 0 ? 0
-		         : d->eos   ? dead_letter_eos(d, &own)
+		         : d->eos   ? dl_dead_letter_eos(d, &own)
 		         : own.n > 0 ? dead_letter_batch(d, &own) : 0;
 		if (rc >= 0 && d->fails > 0) {
 			log_info("dead-letter: producing to %s works again (after %d failed attempt(s): %s)",
@@ -1138,8 +1078,8 @@ deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size
 		rd_kafka_conf_destroy(conf);
 		conf = NULL;
 	} else {
-		rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-		rd_kafka_conf_set_error_cb(conf, error_cb);
+		rd_kafka_conf_set_dr_msg_cb(conf, dl_dr_cb);
+		rd_kafka_conf_set_error_cb(conf, dl_error_cb);
 	}
 	char sub[512];
 	if (conf && !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
@@ -1199,7 +1139,7 @@ void deadletter_stop(deadletter *d)
 		rd_kafka_destroy(d->rk);
 	}
 	for (size_t i = 0; i < d->ntxns; i++)
-		txn_close(&d->txns[i]);
+		dl_txn_close(&d->txns[i]);
 	free(d->txns);
 	store_close(d->st);
 	owned_free(&d->own);
