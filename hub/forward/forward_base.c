@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 #include "lane.h"
 #include "metrics.h"
@@ -32,14 +33,10 @@ void forward_free_queued(void *it) { forward_item_free(it); }
 
 int forward_list_add(fw_list *l, fw_item *it)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 1024;
-		fw_item **n = realloc(l->items, cap * sizeof *n);
-		if (!n)
-			return -1;
-		l->items = n;
-		l->cap = cap;
-	}
+	fw_item **n = array_grow(l->items, &l->cap, l->n + 1, sizeof *n);
+	if (!n)
+		return -1;
+	l->items = n;
 	l->items[l->n++] = it;
 	return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 
 struct order_map {
@@ -182,12 +183,10 @@ int order_push(order_key *k, void *item)
 			k->headq = 0;
 		}
 		if (k->nqueue == k->capq) {
-			size_t cap = k->capq ? k->capq * 2 : 4;
-			void **q = realloc(k->queue, cap * sizeof *q);
+			void **q = array_grow(k->queue, &k->capq, k->nqueue + 1, sizeof *q);
 			if (!q)
 				return -1;
 			k->queue = q;
-			k->capq = cap;
 		}
 	}
 	k->queue[k->headq + k->nqueue++] = item;

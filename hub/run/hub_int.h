@@ -27,7 +27,7 @@
 typedef struct {
 	const txhub_config *cfg; /* in force: the start-up one, or a reload's */
 	txhub_config **loaded;   /* every reload's, freed at exit (threads may hold one) */
-	size_t nloaded;
+	size_t nloaded, caploaded;
 	hub_reload_fn reload;
 	void *reload_ctx;
 	store *st;

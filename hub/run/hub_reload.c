@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "alert.h"
+#include "array.h"
 #include "checkback.h"
 #include "forward.h"
 #include "intake.h"
@@ -22,7 +23,7 @@ void hub_reload(hub *h)
 {
 	char err[1024], fixed[512];
 	txhub_config *next = calloc(1, sizeof *next);
-	txhub_config **l = realloc(h->loaded, (h->nloaded + 1) * sizeof *l);
+	txhub_config **l = array_grow(h->loaded, &h->caploaded, h->nloaded + 1, sizeof *l);
 	if (l)
 		h->loaded = l;
 	if (!next || !l) {
