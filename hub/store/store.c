@@ -492,3 +492,42 @@ store_rc store_begin_owned(store *st, const store_owned *own, size_t nown, store
 {
 	return store_begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
 }
+
+/* The key of a row whose first two columns are a topic and a partition. */
+tp_key store_row_tp(const PGresult *r, int row)
+{
+	return tp_of(PQgetvalue(r, row, 0), (int32_t)atoi(PQgetvalue(r, row, 1)));
+}
+
+/* The topics, partitions and (when eb is not NULL) epochs of own, as
+ * arrays. */
+void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
+{
+	sbuf_arr_begin(tb);
+	sbuf_arr_begin(pb);
+	if (eb)
+		sbuf_arr_begin(eb);
+	for (size_t i = 0; i < n; i++) {
+		sbuf_arr_text(tb, tp_topic(own[i].tp));
+		sbuf_arr_int(pb, tp_part(own[i].tp));
+		if (eb)
+			sbuf_arr_int(eb, own[i].epoch);
+	}
+	sbuf_arr_end(tb);
+	sbuf_arr_end(pb);
+	if (eb)
+		sbuf_arr_end(eb);
+}
+
+/* Whether every array of w[0..n) was built whole (an allocation failed
+ * otherwise, which is ours to retry, not a record's fault). */
+store_rc store_arrays_ok(const sbuf *w, size_t n, char *err, size_t errsz)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (w[i].oom) {
+			snprintf(err, errsz, "out of memory building the batch");
+			return STORE_RETRY;
+		}
+	}
+	return STORE_OK;
+}

@@ -206,19 +206,6 @@ static store_rc store_offsets(store *st, const batch_parts *bp, char *err, size_
 	return rc;
 }
 
-/* Whether every array of w[0..n) was built whole (an allocation failed
- * otherwise, which is ours to retry, not a record's fault). */
-store_rc store_arrays_ok(const sbuf *w, size_t n, char *err, size_t errsz)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (w[i].oom) {
-			snprintf(err, errsz, "out of memory building the batch");
-			return STORE_RETRY;
-		}
-	}
-	return STORE_OK;
-}
-
 /* The fold's keys as $1 biz_id and $2 message_key arrays: all of them, or
  * (first) only those whose stored first prepare is needed. *nkeys counts
  * them. */
@@ -315,20 +302,6 @@ static store_rc read_first_prepares(store *st, fold *f, PGresult **res, char *er
 done:
 	sbuf_free(&kw[0]);
 	sbuf_free(&kw[1]);
-	return rc;
-}
-
-/* A primary key violation of the new rows: another replica inserted one of
- * them since the batch read its keys (SQL_LOCK), which is not the data's
- * fault: the batch is applied again, and finds the row. */
-store_rc store_not_the_datas(const PGresult *r, store_rc rc, char *err, size_t errsz)
-{
-	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-	if (rc == STORE_REFUSED && state && strcmp(state, "23505") == 0) {
-		snprintf(err, errsz, "another replica inserted some of this batch's messages "
-		                     "first; applying the batch again");
-		rc = STORE_RETRY;
-	}
 	return rc;
 }
 

@@ -34,12 +34,6 @@
 	"tp.released_at IS NOT NULL, coalesce(tp.contested_by, ''), "                   \
 	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1)"
 
-/* The key of a row whose first two columns are a topic and a partition. */
-tp_key store_row_tp(const PGresult *r, int row)
-{
-	return tp_of(PQgetvalue(r, row, 0), (int32_t)atoi(PQgetvalue(r, row, 1)));
-}
-
 static void read_partition_row(const PGresult *r, int row, store_partition_row *out)
 {
 	memset(out, 0, sizeof *out);
@@ -177,26 +171,6 @@ done:
 	sbuf_free(&tb);
 	sbuf_free(&pb);
 	return rc;
-}
-
-/* The topics, partitions and (when eb is not NULL) epochs of own, as
- * arrays. */
-void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
-{
-	sbuf_arr_begin(tb);
-	sbuf_arr_begin(pb);
-	if (eb)
-		sbuf_arr_begin(eb);
-	for (size_t i = 0; i < n; i++) {
-		sbuf_arr_text(tb, tp_topic(own[i].tp));
-		sbuf_arr_int(pb, tp_part(own[i].tp));
-		if (eb)
-			sbuf_arr_int(eb, own[i].epoch);
-	}
-	sbuf_arr_end(tb);
-	sbuf_arr_end(pb);
-	if (eb)
-		sbuf_arr_end(eb);
 }
 
 store_rc store_check_history(store *st, const store_owned *own, size_t nown,

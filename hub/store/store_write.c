@@ -484,3 +484,17 @@ store_rc store_write_rejected(store *st, const store_record *recs, size_t n, cha
 		sbuf_free(&rw[c]);
 	return rc;
 }
+
+/* A primary key violation of the new rows: another replica inserted one of
+ * them since the batch read its keys (SQL_LOCK), which is not the data's
+ * fault: the batch is applied again, and finds the row. */
+store_rc store_not_the_datas(const PGresult *r, store_rc rc, char *err, size_t errsz)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+	if (rc == STORE_REFUSED && state && strcmp(state, "23505") == 0) {
+		snprintf(err, errsz, "another replica inserted some of this batch's messages "
+		                     "first; applying the batch again");
+		rc = STORE_RETRY;
+	}
+	return rc;
+}
