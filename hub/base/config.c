@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "array.h"
 #include "checkback_proto.h"
 #include "dbid.h"
 #include "duration.h"
@@ -265,7 +266,7 @@ int config_set(txhub_config *cfg, const char *key, const char *value,
 				return 0;
 			}
 		}
-		config_kv *n = realloc(cfg->kafka, (cfg->kafka_cnt + 1) * sizeof *n);
+		config_kv *n = array_grow(cfg->kafka, &cfg->kafka_cap, cfg->kafka_cnt + 1, sizeof *n);
 		if (!n)
 			goto oom;
 		cfg->kafka = n;
@@ -693,5 +694,5 @@ void config_free(txhub_config *cfg)
 	}
 	free(cfg->kafka);
 	cfg->kafka = NULL;
-	cfg->kafka_cnt = 0;
+	cfg->kafka_cnt = cfg->kafka_cap = 0;
 }

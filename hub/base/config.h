@@ -69,7 +69,7 @@ typedef struct txhub_config {
 	int64_t console_request_timeout_ms;
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
-	size_t kafka_cnt;
+	size_t kafka_cnt, kafka_cap;
 } txhub_config;
 
 typedef enum { CONFIG_STRING, CONFIG_INT } config_type;

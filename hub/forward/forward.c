@@ -267,7 +267,7 @@ static void known_topic(forward *fw, const char *topic)
 			return;
 	if (fw->ntopics >= FORWARD_TOPICS_MAX)
 		return;
-	char **n = realloc(fw->topics, (fw->ntopics + 1) * sizeof *n);
+	char **n = array_grow(fw->topics, &fw->captopics, fw->ntopics + 1, sizeof *n);
 	char *copy = strdup(topic);
 	if (n)
 		fw->topics = n;

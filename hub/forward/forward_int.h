@@ -62,11 +62,11 @@ struct forward {
 	 * under mu, as other threads count what is pending) */
 	int eos;
 	lane **lanes;
-	size_t nlanes;
+	size_t nlanes, caplanes;
 	lane **retiring; /* asked to stop, not ended yet */
-	size_t nretiring;
+	size_t nretiring, capretiring;
 	lane_cooldown *cooldown;
-	size_t ncooldown;
+	size_t ncooldown, capcooldown;
 	forward_stats retired; /* counters of the lanes freed */
 	uint64_t lanes_gen;    /* the owned set's version the lanes were last tended to ... */
 	int lanes_settled;     /* ... leaving a running lane at its epoch for each partition */
@@ -86,7 +86,7 @@ struct forward {
 	char dying_why[512];
 	fw_list done;      /* reports served, not handed over yet */
 	char **topics;     /* forward topics whose metadata the producer has */
-	size_t ntopics;
+	size_t ntopics, captopics;
 	order_map *order;  /* forward.order = key: the keys' blockers and queues */
 	order_key **ready; /* keys whose forward was delivered, with more queued */
 	size_t nready, capready;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "alert.h"
+#include "array.h"
 #include "clock.h"
 #include "kafka.h"
 #include "lane.h"
@@ -61,7 +62,7 @@ void forward_add_stats(forward_stats *to, forward_stats s)
 /* Move lane i of fw->lanes to the retiring ones (under mu). */
 static void retire(forward *fw, size_t i)
 {
-	lane **r = realloc(fw->retiring, (fw->nretiring + 1) * sizeof *r);
+	lane **r = array_grow(fw->retiring, &fw->capretiring, fw->nretiring + 1, sizeof *r);
 	if (!r) { /* stop it here and now */
 		forward_add_stats(&fw->retired, lane_stats(fw->lanes[i]));
 		lane_free(fw->lanes[i]);
@@ -119,7 +120,8 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 				alert_raise(fw->al, "kafka_fatal", NULL, NULL, 0, NULL, why);
 				fw->stats.replaced++;
 			}
-			lane_cooldown *c = realloc(fw->cooldown, (fw->ncooldown + 1) * sizeof *c);
+			lane_cooldown *c =
+				array_grow(fw->cooldown, &fw->capcooldown, fw->ncooldown + 1, sizeof *c);
 			if (c) {
 				fw->cooldown = c;
 				c[fw->ncooldown++] = (lane_cooldown){lane_tp(l), now + LANE_RESTART_MS};
@@ -139,7 +141,7 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 		if (forward_lane_of(fw, o->tp) || cooling_down(fw, o->tp, now))
 			continue;
 		short_of = 1;
-		lane **n = realloc(fw->lanes, (fw->nlanes + 1) * sizeof *n);
+		lane **n = array_grow(fw->lanes, &fw->caplanes, fw->nlanes + 1, sizeof *n);
 		if (!n)
 			break;
 		fw->lanes = n;

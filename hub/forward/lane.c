@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "backoff.h"
 #include "clock.h"
 #include "kafka.h"
@@ -141,7 +142,7 @@ static rd_kafka_resp_err_t check_topic(lane *l, const char *topic)
 		if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || own_fault(te))
 			e = te;
 		else if (te == RD_KAFKA_RESP_ERR_NO_ERROR && l->ntopics < TOPICS_MAX) {
-			char **n = realloc(l->topics, (l->ntopics + 1) * sizeof *n);
+			char **n = array_grow(l->topics, &l->captopics, l->ntopics + 1, sizeof *n);
 			if (n) {
 				l->topics = n;
 				if ((n[l->ntopics] = strdup(topic)))

@@ -56,7 +56,7 @@ struct lane {
 	marker_dead dead;  /* what its markers say was not sent (marker.h) */
 	size_t singles_left; /* runs of one forward to go (finding a bad one) */
 	char **topics;    /* forward topics known to exist */
-	size_t ntopics;
+	size_t ntopics, captopics;
 	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
 	int64_t order_read_ms; /* when they were last read from PostgreSQL */
 };

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "intake_offsets.h"
 #include "intake_state.h"
 #include "log.h"
@@ -30,7 +31,7 @@ static void fenced_add(intake *in, tp_key p)
 {
 	if (intake_tp_in(in->fenced, in->nfenced, p))
 		return;
-	tp_key *n = realloc(in->fenced, (in->nfenced + 1) * sizeof *n);
+	tp_key *n = array_grow(in->fenced, &in->capfenced, in->nfenced + 1, sizeof *n);
 	if (!n) {
 		/* it is then only taken back by the next assignment */
 		log_error("intake: out of memory tracking fenced " TP_FMT, TP_ARG(p));
@@ -56,7 +57,7 @@ static void slot_start(intake *in, tp_key p, int64_t offset)
 	slot *s = intake_slot_find(in, p);
 	int unreadable = s && s->unreadable; /* (librdkafka says so once) */
 	if (!s) {
-		slot *n = realloc(in->slots, (in->nslots + 1) * sizeof *n);
+		slot *n = array_grow(in->slots, &in->capslots, in->nslots + 1, sizeof *n);
 		if (!n) {
 			/* only an eager restart of another partition asks for it: it
 			 * then starts this one at the group's committed offset */

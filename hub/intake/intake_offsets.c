@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 #include "intake_state.h"
 #include "intake_trouble.h"
@@ -135,7 +136,7 @@ int intake_refuse(intake *in, tp_key p, const dbid *other, const char *why)
 	int news = !r || dbid_known(&r->other) != dbid_known(o) ||
 	           (dbid_known(o) && !dbid_equal(&r->other, o));
 	if (!r) {
-		refusal *n = realloc(in->refused, (in->nrefused + 1) * sizeof *n);
+		refusal *n = array_grow(in->refused, &in->caprefused, in->nrefused + 1, sizeof *n);
 		if (!n) {
 			/* then it is assigned here and read by nobody: unread is safe */
 			log_error("intake: out of memory refusing " TP_FMT, TP_ARG(p));

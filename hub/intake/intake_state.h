@@ -96,9 +96,9 @@ struct intake {
 	intake_hooks hooks;
 	owned_set *owned;   /* the loop's: taken in PostgreSQL, ours to work on */
 	tp_key *fenced;    /* assigned by Kafka, but taken by another replica */
-	size_t nfenced;
+	size_t nfenced, capfenced;
 	refusal *refused;   /* assigned by Kafka, but worked against another database */
-	size_t nrefused;
+	size_t nrefused, caprefused;
 	dbid self;          /* the database this hub works against */
 	char *metadata;     /* ... as offset metadata; NULL: unknown */
 	rd_kafka_topic_partition_list_t *done; /* next offsets to commit, not committed yet */
@@ -106,7 +106,7 @@ struct intake {
 	char commit_err[256]; /* the last commit failure logged, or "" */
 	int paused;         /* consumption of owned partitions paused */
 	slot *slots;        /* the partitions Kafka assigns here, in no order */
-	size_t nslots;
+	size_t nslots, capslots;
 	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
 	char trouble[1000]; /* the last Kafka error (intake_trouble()), or "" */
 	int64_t trouble_ms; /* ... when it came */
