@@ -31,8 +31,12 @@
 
 /* exactly_once, step 3 (before the commit): where each record of the
  * transaction is, for rows still parked at the park read ($3) and only while
- * this replica owns their partition at its epoch ($7-$9). Returns the
- * entries written: fewer than the records, and the transaction is aborted. */
+ * this replica owns their partition at its epoch ($7-$9), that row held FOR
+ * SHARE: a new owner's take (which moves the epoch) waits for this insert,
+ * and an insert after the take finds the new epoch, so no entry of an old
+ * owner appears after the new one's recovery looked (review of issue 23).
+ * Returns the entries written: fewer than the records, and the transaction
+ * is aborted. */
 static const char *SQL_PENDING =
 	"WITH i AS (INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, "
 	"src_topic, src_partition, topic, partition, \"offset\") "
@@ -41,7 +45,8 @@ static const char *SQL_PENDING =
 	"AS x(b, k, u, p, o) JOIN txhub.message_rows m ON m.biz_id = x.b AND m.message_key = x.k "
 	"WHERE m.updated_at = x.u AND m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
 	"AND EXISTS (SELECT 1 FROM txhub.partitions tp WHERE tp.topic = $7 AND tp.partition = $8::int "
-	"AND tp.epoch = $9::bigint) ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING 1) "
+	"AND tp.epoch = $9::bigint FOR SHARE) "
+	"ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING 1) "
 	"SELECT count(*) FROM i";
 
 /* exactly_once, step 4 (after the commit) and recovery: the pending entries
