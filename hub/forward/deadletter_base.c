@@ -294,8 +294,12 @@ void dl_batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char 
 	d->stats.failed += nbad;
 	pthread_mutex_unlock(&d->mu);
 	char msg[900];
-	snprintf(msg, sizeof msg, "producing %zu parked forward(s) to the dead-letter topic %s "
-	         "failed: %s", nbad, d->cfg->forward_dead_letter_topic, why);
+	if (nbad > 0)
+		snprintf(msg, sizeof msg, "producing %zu parked forward(s) to the dead-letter topic %s "
+		         "failed: %s", nbad, d->cfg->forward_dead_letter_topic, why);
+	else /* before any was produced: reading, recovering, connecting */
+		snprintf(msg, sizeof msg, "dead-lettering to %s: %s", d->cfg->forward_dead_letter_topic,
+		         why);
 	if (bad) {
 		log_about about = {bad->f.biz_id, bad->f.message_key, -1, bad->f.trace_id};
 		log_msg_about(LOG_WARN, "dead-letter", &about, "%s; trying again", msg);

@@ -506,19 +506,26 @@ static int txn_look(deadletter *d, dl_txn *t)
 {
 	char err[512];
 	t->used_ms = clock_ms();
+	char why[700];
 	if (!t->rk && txn_open(d, t, err, sizeof err) != 0) {
-		dl_batch_failed(d, NULL, 0, err);
+		snprintf(why, sizeof why, "partition %d of %s: its transactional producer: %s",
+		         TP_ARG(t->tp), err);
+		dl_batch_failed(d, NULL, 0, why);
 		return -1;
 	}
 	if (!t->recovered && recover(d, t, err, sizeof err) != 0) {
-		dl_batch_failed(d, NULL, 0, err);
+		snprintf(why, sizeof why, "partition %d of %s: settling its pending dead letters: %s",
+		         TP_ARG(t->tp), err);
+		dl_batch_failed(d, NULL, 0, why);
 		return -1;
 	}
 	store_owned one = {t->tp, t->epoch};
 	dl_item *items = NULL;
 	int n = dl_read_parked(d, &one, 1, &items, err, sizeof err);
 	if (n < 0) {
-		dl_batch_failed(d, NULL, 0, err);
+		snprintf(why, sizeof why, "partition %d of %s: reading its parked rows: %s",
+		         TP_ARG(t->tp), err);
+		dl_batch_failed(d, NULL, 0, why);
 		return -1;
 	}
 	int item_fault = 0, rc = n > 0 ? txn_run(d, t, items, (size_t)n, &item_fault) : 0;
