@@ -299,6 +299,7 @@ static void close_parts(hub *h)
 	store_close(h->st);
 	owned_free(&h->owned); /* after intake_close, its writer */
 	owned_free(&h->released);
+	owned_free(&h->fw_unreleased);
 	for (size_t i = 0; i < h->nloaded; i++) {
 		config_free(h->loaded[i]);
 		free(h->loaded[i]);

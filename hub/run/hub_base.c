@@ -98,8 +98,33 @@ void hub_send_forwards(hub *h, const store_forward_list *l)
 /* Forget the pending lease releases of these partitions. */
 void hub_unrelease(hub *h, const tp_key *parts, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		owned_drop(&h->released, parts[i]);
+		owned_drop(&h->fw_unreleased, parts[i]);
+	}
+}
+
+/* The forwards the previous owners of the partitions taken had in flight,
+ * due again (store_release_forwards). It must come before this hub
+ * sequences anything of theirs: at_least_once's delivery marks
+ * (marks.h) would move past those rows, counting them sent, and the
+ * release spares rows below the mark. Returns 0, or -1 when PostgreSQL
+ * failed (the batch in hand then waits). */
+int hub_release_forwards(hub *h)
+{
+	if (h->fw_unreleased.n == 0)
+		return 0;
+	char err[512];
+	if (hub_store_ready(h) != 0)
+		return -1;
+	if (store_release_forwards(h->st, h->fw_unreleased.parts, h->fw_unreleased.n,
+	                           !config_exactly_once(h->cfg), err, sizeof err) != STORE_OK) {
+		log_warn("hub: releasing the forwards the previous owners of %zu partition(s) had in "
+		         "flight: %s; their records wait", h->fw_unreleased.n, err);
+		return -1;
+	}
+	owned_clear(&h->fw_unreleased);
+	return 0;
 }
 
 /* Another replica took these partitions (a write or the heartbeat found
@@ -139,8 +164,11 @@ void hub_on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
 	h->joined = 1;
-	for (size_t i = 0; i < n; i++) /* out of memory: their leases expire on their own */
+	for (size_t i = 0; i < n; i++) { /* out of memory: their leases expire on their own */
 		owned_take(&h->released, &taken[i]);
+		owned_take(&h->fw_unreleased, &taken[i]);
+	}
+	hub_release_forwards(h); /* (failed: before the next batch) */
 	checkback_assign(h->cb, &h->owned);
 	/* before the partitions' first batch (else their first scan), with what a
 	 * previous owner had in flight */

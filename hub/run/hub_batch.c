@@ -173,6 +173,11 @@ int hub_flush_batch(hub *h)
 		intake_pause(h->in);
 		return -1;
 	}
+	if (h->batch.n > 0 && hub_release_forwards(h) != 0) {
+		h->retry_at = hub_now_ms() + 500;
+		intake_pause(h->in);
+		return -1;
+	}
 	for (;;) {
 		if (h->batch.n == 0 || (h->single && h->next_single == h->batch.n)) {
 			batch_done(h);

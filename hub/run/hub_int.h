@@ -44,6 +44,9 @@ typedef struct {
 	intake_batch batch;
 	uint64_t records, batches, rejected, conflicts;
 	owned_set released;    /* partitions taken since the last release */
+	/* partitions taken whose previous owners' forwards in flight are not
+	 * released yet (hub_release_forwards): no batch is applied before */
+	owned_set fw_unreleased;
 	char owner[128];       /* host/pid, recorded with each partition taken */
 	int attempt;           /* failed attempts at the batch in hand */
 	int64_t retry_at;      /* ... and when to try it again */
@@ -74,6 +77,7 @@ typedef struct {
 int64_t hub_now_ms(void);
 void hub_sleep_ms(int64_t ms);
 int hub_store_ready(hub *h);
+int hub_release_forwards(hub *h);
 int hub_wait_for_store(hub *h);
 void hub_send_forwards(hub *h, const store_forward_list *l);
 void hub_unrelease(hub *h, const tp_key *parts, size_t n);

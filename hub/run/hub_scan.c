@@ -22,9 +22,8 @@ static int release_assigned(hub *h)
 	if (h->released.n == 0)
 		return 0;
 	char err[512];
-	if (store_release_forwards(h->st, h->released.parts, h->released.n,
-	                           !config_exactly_once(h->cfg), err, sizeof err) != STORE_OK) {
-		fault_fail(&h->f_scan, err);
+	if (hub_release_forwards(h) != 0) { /* (done when taken, unless it failed then) */
+		fault_fail(&h->f_scan, "releasing the previous owners' forwards in flight failed");
 		return -1;
 	}
 	/* rows a hub with forward.order = key held are not held by this one */
