@@ -498,6 +498,15 @@ done:
 	return rc;
 }
 
+/* A look at t's partition failed at step what, before anything was
+ * produced. */
+static void look_failed(deadletter *d, const dl_txn *t, const char *what, const char *err)
+{
+	char why[700];
+	snprintf(why, sizeof why, "partition %d of %s: %s: %s", TP_ARG(t->tp), what, err);
+	dl_batch_failed(d, NULL, 0, why);
+}
+
 /* One look at t's partition: its producer made, its pending entries
  * resolved, then a batch of its parked rows dead-lettered in a transaction
  * (those that fail for their own sake left out, the rest again). Returns
@@ -506,26 +515,19 @@ static int txn_look(deadletter *d, dl_txn *t)
 {
 	char err[512];
 	t->used_ms = clock_ms();
-	char why[700];
 	if (!t->rk && txn_open(d, t, err, sizeof err) != 0) {
-		snprintf(why, sizeof why, "partition %d of %s: its transactional producer: %s",
-		         TP_ARG(t->tp), err);
-		dl_batch_failed(d, NULL, 0, why);
+		look_failed(d, t, "its transactional producer", err);
 		return -1;
 	}
 	if (!t->recovered && recover(d, t, err, sizeof err) != 0) {
-		snprintf(why, sizeof why, "partition %d of %s: settling its pending dead letters: %s",
-		         TP_ARG(t->tp), err);
-		dl_batch_failed(d, NULL, 0, why);
+		look_failed(d, t, "settling its pending dead letters", err);
 		return -1;
 	}
 	store_owned one = {t->tp, t->epoch};
 	dl_item *items = NULL;
 	int n = dl_read_parked(d, &one, 1, &items, err, sizeof err);
 	if (n < 0) {
-		snprintf(why, sizeof why, "partition %d of %s: reading its parked rows: %s",
-		         TP_ARG(t->tp), err);
-		dl_batch_failed(d, NULL, 0, why);
+		look_failed(d, t, "reading its parked rows", err);
 		return -1;
 	}
 	int item_fault = 0, rc = n > 0 ? txn_run(d, t, items, (size_t)n, &item_fault) : 0;
