@@ -108,21 +108,19 @@ void hub_unrelease(hub *h, const tp_key *parts, size_t n)
  * due again (store_release_forwards). It must come before this hub
  * sequences anything of theirs: at_least_once's delivery marks
  * (marks.h) would move past those rows, counting them sent, and the
- * release spares rows below the mark. Returns 0, or -1 when PostgreSQL
- * failed (the batch in hand then waits). */
-int hub_release_forwards(hub *h)
+ * release spares rows below the mark. Returns 0, or -1 with err when
+ * PostgreSQL failed (the batch in hand then waits). */
+int hub_release_forwards(hub *h, char *err, size_t errsz)
 {
 	if (h->fw_unreleased.n == 0)
 		return 0;
-	char err[512];
-	if (hub_store_ready(h) != 0)
-		return -1;
-	if (store_release_forwards(h->st, h->fw_unreleased.parts, h->fw_unreleased.n,
-	                           !config_exactly_once(h->cfg), err, sizeof err) != STORE_OK) {
-		log_warn("hub: releasing the forwards the previous owners of %zu partition(s) had in "
-		         "flight: %s; their records wait", h->fw_unreleased.n, err);
+	if (hub_store_ready(h) != 0) {
+		snprintf(err, errsz, "PostgreSQL is not reachable");
 		return -1;
 	}
+	if (store_release_forwards(h->st, h->fw_unreleased.parts, h->fw_unreleased.n,
+	                           !config_exactly_once(h->cfg), err, errsz) != STORE_OK)
+		return -1;
 	owned_clear(&h->fw_unreleased);
 	return 0;
 }
@@ -159,7 +157,9 @@ void hub_set_problem(hub *h, const char *problem)
 }
 
 /* Note partitions taken: their forwards in flight under the previous
- * owner are released at the next scan, and the checker asks about them. */
+ * owner are released now (else before their first batch), the held ones
+ * of forward.order = key at the next scan, and the checker asks about
+ * them. */
 void hub_on_assigned(void *opaque, const store_owned *taken, size_t n)
 {
 	hub *h = opaque;
@@ -168,11 +168,13 @@ void hub_on_assigned(void *opaque, const store_owned *taken, size_t n)
 		owned_take(&h->released, &taken[i]);
 		owned_take(&h->fw_unreleased, &taken[i]);
 	}
-	hub_release_forwards(h); /* (failed: before the next batch) */
+	char err[512];
+	if (hub_release_forwards(h, err, sizeof err) != 0)
+		log_warn("hub: releasing the forwards the previous owners of %zu partition(s) had in "
+		         "flight: %s; their records wait until it is done", h->fw_unreleased.n, err);
 	checkback_assign(h->cb, &h->owned);
 	/* before the partitions' first batch (else their first scan), with what a
 	 * previous owner had in flight */
-	char err[512];
 	if (hub_order_read(h, taken, n, 1, err, sizeof err) != 0)
 		log_warn("hub: reading the blockers of forward keys of the partitions taken: %s; the "
 		         "next scan reads them", err);

@@ -173,7 +173,8 @@ int hub_flush_batch(hub *h)
 		intake_pause(h->in);
 		return -1;
 	}
-	if (h->batch.n > 0 && hub_release_forwards(h) != 0) {
+	if (h->batch.n > 0 && hub_release_forwards(h, err, sizeof err) != 0) {
+		/* (the scan reports it: the partitions are still to release) */
 		h->retry_at = hub_now_ms() + 500;
 		intake_pause(h->in);
 		return -1;

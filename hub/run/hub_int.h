@@ -77,7 +77,7 @@ typedef struct {
 int64_t hub_now_ms(void);
 void hub_sleep_ms(int64_t ms);
 int hub_store_ready(hub *h);
-int hub_release_forwards(hub *h);
+int hub_release_forwards(hub *h, char *err, size_t errsz);
 int hub_wait_for_store(hub *h);
 void hub_send_forwards(hub *h, const store_forward_list *l);
 void hub_unrelease(hub *h, const tp_key *parts, size_t n);

@@ -22,8 +22,8 @@ static int release_assigned(hub *h)
 	if (h->released.n == 0)
 		return 0;
 	char err[512];
-	if (hub_release_forwards(h) != 0) { /* (done when taken, unless it failed then) */
-		fault_fail(&h->f_scan, "releasing the previous owners' forwards in flight failed");
+	if (hub_release_forwards(h, err, sizeof err) != 0) { /* (done when taken, unless it failed) */
+		fault_fail(&h->f_scan, err);
 		return -1;
 	}
 	/* rows a hub with forward.order = key held are not held by this one */
