@@ -102,9 +102,9 @@ static inline void tn_role_create(h_env *e, const char *role, const char *extra)
 {
 	PGresult *r = PQexec(e->db, "SET client_min_messages = warning");
 	PQclear(r);
-	char q[512];
-	snprintf(q, sizeof q, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%s') "
-	         "THEN EXECUTE 'DROP OWNED BY %s'; EXECUTE 'DROP ROLE %s'; END IF; END $$", role,
+	char q[512]; /* role names are at most 63 bytes */
+	snprintf(q, sizeof q, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%.63s') "
+	         "THEN EXECUTE 'DROP OWNED BY %.63s'; EXECUTE 'DROP ROLE %.63s'; END IF; END $$", role,
 	         role, role);
 	r = PQexec(e->db, q);
 	PQclear(r); /* owned in another database: left for DROP ROLE to say */
