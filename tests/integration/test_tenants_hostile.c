@@ -325,3 +325,48 @@ Test(tenants_hostile, forged_history_shows_nowhere)
 	                        "event = 'resolve' AND tenant = 'team-a'"), 1);
 	teardown(&f);
 }
+
+/* A database at version 15 with grants made (the policies and functions of
+ * 0010-0015 as they were, row-level security on without
+ * dead_letter_pending's) is fixed by `txhub migrate` as a new one is. */
+Test(tenants_hostile, migrate_fixes_a_database_at_15)
+{
+	fixture f;
+	setup(&f, "hostile_at15");
+	h_env *e = &f.e;
+	static const char *const functions[] = {
+		"granted_tenants()", "granted_topic(text)", "tenant_list_ok(text[], integer, integer)",
+		"history_trace_id()", "messages_write()", "define_messages_view()",
+	};
+	for (size_t i = 0; i < sizeof functions / sizeof *functions; i++)
+		tn_sql(e, "ALTER FUNCTION txhub.%s RESET search_path", functions[i]);
+	tn_sql(e, "ALTER POLICY tenant_act ON txhub.history "
+	          "WITH CHECK (tenant = ANY ((SELECT txhub.granted_tenants())::text[]))");
+	tn_sql(e, "ALTER POLICY tenant_read ON txhub.history USING (coalesce(tenant, (SELECT "
+	          "m.tenant FROM txhub.messages m WHERE m.biz_id = history.biz_id AND "
+	          "m.message_key = history.message_key)) = ANY ((SELECT "
+	          "txhub.granted_tenants())::text[]))");
+	tn_sql(e, "DROP POLICY tenant_read ON txhub.dead_letter_pending");
+	tn_sql(e, "ALTER TABLE txhub.dead_letter_pending DISABLE ROW LEVEL SECURITY");
+	tn_sql(e, "DELETE FROM txhub.schema_migrations WHERE version = 16");
+	/* it is the database of the issue: the shadowing array_agg works */
+	shadow_path(&f);
+	shadow(&f, 0);
+	char n[32], err[1024];
+	cr_assert_eq(as_a(&f, "SELECT count(*) FROM txhub.messages", n, sizeof n, err, sizeof err),
+	             PGRES_TUPLES_OK, "%s", err);
+	cr_assert_str_eq(n, "4", "the database was not put back to version 15");
+	unshadow(&f);
+	const char *migrate[] = {"migrate", NULL};
+	cr_assert_eq(tn_run(e, migrate), 0, "%s", tn_err);
+	cr_assert_eq(h_count(e, "SELECT max(version) FROM txhub.schema_migrations"), 16);
+	cr_assert_eq(h_count(e, "SELECT count(*) FROM pg_class WHERE oid = "
+	                        "'txhub.dead_letter_pending'::regclass AND relrowsecurity"), 1);
+	/* in ra's session of before the migration */
+	shadow_path(&f);
+	for (size_t i = 0; i < NSHADOWS; i++)
+		shadow(&f, i);
+	try_everything(&f, "every shadow, after migrate");
+	unshadow(&f);
+	teardown(&f);
+}
