@@ -246,7 +246,9 @@ void tenant_cmd_write_help(FILE *out)
 	        "             and change history\n"
 	        "  tenant grant NAME ROLE [--json]\n"
 	        "             PostgreSQL role ROLE sees and acts on that tenant's rows only\n"
-	        "             (row-level security), with txhub list/show/status/resolve/redrive\n"
+	        "             (row-level security), with txhub list/show/status/resolve/redrive;\n"
+	        "             refused for the tables' owner and its members, and for roles that\n"
+	        "             are or may SET ROLE to a SUPERUSER, BYPASSRLS or CREATEROLE role\n"
 	        "  tenant token NAME [--json]\n"
 	        "             a new console token for that tenant, printed once, kept hashed\n");
 }
