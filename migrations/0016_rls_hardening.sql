@@ -43,50 +43,34 @@ ALTER FUNCTION txhub.history_trace_id() SET search_path = pg_catalog, pg_temp;
 -- as define_messages_view() below makes it from now on
 ALTER FUNCTION txhub.messages_write() SET search_path = pg_catalog, pg_temp;
 
--- 0012's function, with the same body, and a search_path for itself and for
--- the trigger function it makes: CREATE OR REPLACE FUNCTION resets what the
--- new definition does not say, so the SET clause must be in the text it
--- executes, or a later migration's call would drop it again.
-CREATE OR REPLACE FUNCTION txhub.define_messages_view() RETURNS void LANGUAGE plpgsql
-    SET search_path = pg_catalog, pg_temp AS $$
+-- define_messages_view() (0012) remakes the view and its trigger function
+-- with CREATE OR REPLACE FUNCTION, which resets what the new definition
+-- does not say: the SET clause must be in the text it executes, or a later
+-- migration's call would drop it again. Its body as 0012 left it, with
+-- that clause added, and one for itself. A body that makes the trigger
+-- function some other way stops the migration (nothing is guessed), one
+-- that has the clause already is left as it is.
+DO $$
 DECLARE
-    cols text;
-    sets text;
-    vals text;
-    c record;
+    body text;
+    made constant text := 'RETURNS trigger LANGUAGE plpgsql AS $f$ ';
+    fixed constant text :=
+        'RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$ ';
 BEGIN
-    SELECT string_agg(CASE WHEN a.attname = 'send_status'
-                      THEN 'CASE WHEN r.send_status = ''pending'' AND r.fwd_seq <= '
-                           '(SELECT f.upto FROM txhub.forward_marks f WHERE f.topic = '
-                           'r.src_topic AND f.partition = r.src_partition) THEN ''sent''::text '
-                           'ELSE r.send_status END AS send_status'
-                      ELSE 'r.' || quote_ident(a.attname) END, ', ' ORDER BY a.attnum),
-           string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
-           string_agg('NEW.' || quote_ident(a.attname), ', ' ORDER BY a.attnum)
-      INTO cols, sets, vals
-      FROM pg_attribute a
-     WHERE a.attrelid = 'txhub.message_rows'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
-    EXECUTE 'CREATE OR REPLACE VIEW txhub.messages WITH (security_invoker = true) AS SELECT '
-            || cols || ' FROM txhub.message_rows r';
-    -- an INSERT through the view that leaves a column out gets the table's default
-    FOR c IN SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS def
-               FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-              WHERE a.attrelid = 'txhub.message_rows'::regclass AND NOT a.attisdropped LOOP
-        EXECUTE format('ALTER VIEW txhub.messages ALTER COLUMN %I SET DEFAULT %s', c.attname, c.def);
-    END LOOP;
-    EXECUTE 'CREATE OR REPLACE FUNCTION txhub.messages_write() RETURNS trigger LANGUAGE plpgsql '
-            'SET search_path = pg_catalog, pg_temp AS $f$ '
-            'BEGIN IF TG_OP = ''INSERT'' THEN INSERT INTO txhub.message_rows (' || sets
-            || ') VALUES (' || vals || '); '
-            -- made pending again (a redrive or a replay by hand): due on its own,
-            -- without the sequence a mark may cover
-            'ELSE IF NEW.send_status = ''pending'' '
-            'AND OLD.send_status IS DISTINCT FROM ''pending'' THEN NEW.fwd_seq := NULL; END IF; '
-            'UPDATE txhub.message_rows SET (' || sets || ') = ROW(' || vals || ') '
-            'WHERE biz_id = OLD.biz_id AND message_key = OLD.message_key; '
-            'IF NOT FOUND THEN RETURN NULL; END IF; END IF; RETURN NEW; END $f$';
+    SELECT p.prosrc INTO body FROM pg_proc p
+     WHERE p.oid = 'txhub.define_messages_view()'::regprocedure;
+    IF position(fixed IN body) > 0 THEN
+        RETURN;
+    ELSIF position(made IN body) = 0 THEN
+        RAISE EXCEPTION 'txhub.define_messages_view() does not make txhub.messages_write() '
+                        'as migration 0012 does: fix it by hand';
+    END IF;
+    EXECUTE format('CREATE OR REPLACE FUNCTION txhub.define_messages_view() RETURNS void '
+                   'LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS %L',
+                   replace(body, made, fixed));
 END
 $$;
+ALTER FUNCTION txhub.define_messages_view() SET search_path = pg_catalog, pg_temp;
 
 -- ---- 3. txhub.dead_letter_pending, as txhub.forward_marks ----
 

@@ -111,6 +111,18 @@ static inline void tn_role_create(h_env *e, const char *role, const char *extra)
 	tn_sql(e, "CREATE ROLE %s LOGIN %s", role, extra ? extra : "");
 }
 
+/* team-a (control topic ctl.a, biz shop, forward topic orders) and team-b
+ * (control topics ^ctl\.b\., biz pay, forward topic payments). */
+static inline void tn_add_two(h_env *e)
+{
+	const char *a[] = {"tenant", "add", "team-a", "--control-topic", "ctl.a", "--biz", "shop",
+	                   "--forward-topic", "orders", NULL};
+	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "^ctl\\.b\\.", "--biz",
+	                   "pay", "--forward-topic", "payments", NULL};
+	cr_assert_eq(tn_run(e, a), 0, "%s", tn_err);
+	cr_assert_eq(tn_run(e, b), 0, "%s", tn_err);
+}
+
 static inline void tn_role_drop(h_env *e, const char *role)
 {
 	tn_sql(e, "DROP OWNED BY %s", role);

@@ -34,12 +34,7 @@ static void setup(fixture *f, const char *name)
 	h_env *e = &f->e;
 	tn_role_create(e, tn_role(e, "ra", f->ra, sizeof f->ra), NULL);
 	tn_role_create(e, tn_role(e, "rb", f->rb, sizeof f->rb), NULL);
-	const char *a[] = {"tenant", "add", "team-a", "--control-topic", "ctl.a", "--biz", "shop",
-	                   "--forward-topic", "orders", NULL};
-	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "^ctl\\.b\\.", "--biz",
-	                   "pay", "--forward-topic", "payments", NULL};
-	cr_assert_eq(tn_run(e, a), 0, "%s", tn_err);
-	cr_assert_eq(tn_run(e, b), 0, "%s", tn_err);
+	tn_add_two(e);
 	tn_sql(e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, "
 	          "forward_topic, src_topic, src_partition, src_offset, tenant) VALUES "
 	          "('shop','a1','prepared',NULL,'x','orders','ctl.a',0,1,'team-a'),"
@@ -210,6 +205,17 @@ static void shadow_path(fixture *f)
 	as_a_ok(f, q);
 }
 
+/* All at once: with cardinality 1, left '^' and ~ true, team-a's control
+ * topic would be a pattern matching every topic. */
+static void try_every_shadow(fixture *f, const char *what)
+{
+	shadow_path(f);
+	for (size_t i = 0; i < NSHADOWS; i++)
+		shadow(f, i);
+	try_everything(f, what);
+	unshadow(f);
+}
+
 Test(tenants_hostile, shadowed_functions_and_operators_give_no_other_tenants_rows)
 {
 	fixture f;
@@ -221,13 +227,7 @@ Test(tenants_hostile, shadowed_functions_and_operators_give_no_other_tenants_row
 		try_everything(&f, shadows[i].name);
 		unshadow(&f);
 	}
-	/* all at once: with cardinality 1, left '^' and ~ true, team-a's
-	 * control topic would be a pattern matching every topic */
-	shadow_path(&f);
-	for (size_t i = 0; i < NSHADOWS; i++)
-		shadow(&f, i);
-	try_everything(&f, "every shadow");
-	unshadow(&f);
+	try_every_shadow(&f, "every shadow");
 	teardown(&f);
 }
 
@@ -274,6 +274,16 @@ Test(tenants_hostile, txhub_commands_under_a_shadowing_search_path)
 	teardown(&f);
 }
 
+/* The functions of schema txhub without search_path pg_catalog, pg_temp,
+ * by name. */
+static const char *unfixed(h_env *e, char *out, size_t outsz)
+{
+	return h_query(e, "SELECT coalesce(string_agg(proname, ',' ORDER BY proname), '') "
+	                  "FROM pg_proc WHERE pronamespace = 'txhub'::regnamespace AND NOT "
+	                  "coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false)",
+	               out, outsz);
+}
+
 /* Every function of schema txhub runs with search_path pg_catalog, pg_temp,
  * also the view's trigger function after define_messages_view() makes it
  * again (as a migration that adds a column does). */
@@ -281,16 +291,12 @@ Test(tenants_hostile, every_function_has_a_fixed_search_path)
 {
 	h_env e;
 	h_setup(&e, "hostile_funcs");
-	static const char *q =
-		"SELECT coalesce(string_agg(proname, ',' ORDER BY proname), '') FROM pg_proc "
-		"WHERE pronamespace = 'txhub'::regnamespace "
-		"AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (proconfig), false)";
 	char buf[1024];
-	cr_expect_str_eq(h_query(&e, q, buf, sizeof buf), "", "without a search_path: %s", buf);
+	cr_expect_str_eq(unfixed(&e, buf, sizeof buf), "", "without a search_path: %s", buf);
 	cr_assert_gt(h_count(&e, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
 	                         "'txhub'::regnamespace"), 5);
 	h_exec(e.db, "SELECT txhub.define_messages_view()");
-	cr_expect_str_eq(h_query(&e, q, buf, sizeof buf), "", "after define_messages_view(): %s", buf);
+	cr_expect_str_eq(unfixed(&e, buf, sizeof buf), "", "after define_messages_view(): %s", buf);
 	h_teardown(&e);
 }
 
@@ -336,10 +342,20 @@ Test(tenants_hostile, migrate_fixes_a_database_at_15)
 	h_env *e = &f.e;
 	static const char *const functions[] = {
 		"granted_tenants()", "granted_topic(text)", "tenant_list_ok(text[], integer, integer)",
-		"history_trace_id()", "messages_write()", "define_messages_view()",
+		"history_trace_id()",
 	};
 	for (size_t i = 0; i < sizeof functions / sizeof *functions; i++)
 		tn_sql(e, "ALTER FUNCTION txhub.%s RESET search_path", functions[i]);
+	/* 0012's define_messages_view(), and the trigger function it made */
+	tn_sql(e, "DO $$ DECLARE b text; BEGIN SELECT prosrc INTO b FROM pg_proc WHERE oid = "
+	          "'txhub.define_messages_view()'::regprocedure; EXECUTE format('CREATE OR REPLACE "
+	          "FUNCTION txhub.define_messages_view() RETURNS void LANGUAGE plpgsql AS %%L', "
+	          "replace(b, 'plpgsql SET search_path = pg_catalog, pg_temp AS $f$', "
+	          "'plpgsql AS $f$')); END $$");
+	tn_sql(e, "SELECT txhub.define_messages_view()");
+	char buf[1024];
+	cr_assert_str_eq(unfixed(e, buf, sizeof buf), "define_messages_view,granted_tenants,"
+	                 "granted_topic,history_trace_id,messages_write,tenant_list_ok");
 	tn_sql(e, "ALTER POLICY tenant_act ON txhub.history "
 	          "WITH CHECK (tenant = ANY ((SELECT txhub.granted_tenants())::text[]))");
 	tn_sql(e, "ALTER POLICY tenant_read ON txhub.history USING (coalesce(tenant, (SELECT "
@@ -362,11 +378,10 @@ Test(tenants_hostile, migrate_fixes_a_database_at_15)
 	cr_assert_eq(h_count(e, "SELECT max(version) FROM txhub.schema_migrations"), 16);
 	cr_assert_eq(h_count(e, "SELECT count(*) FROM pg_class WHERE oid = "
 	                        "'txhub.dead_letter_pending'::regclass AND relrowsecurity"), 1);
+	cr_expect_str_eq(unfixed(e, buf, sizeof buf), "", "without a search_path: %s", buf);
+	tn_sql(e, "SELECT txhub.define_messages_view()");
+	cr_expect_str_eq(unfixed(e, buf, sizeof buf), "", "after define_messages_view(): %s", buf);
 	/* in ra's session of before the migration */
-	shadow_path(&f);
-	for (size_t i = 0; i < NSHADOWS; i++)
-		shadow(&f, i);
-	try_everything(&f, "every shadow, after migrate");
-	unshadow(&f);
+	try_every_shadow(&f, "every shadow, after migrate");
 	teardown(&f);
 }

@@ -30,12 +30,7 @@ static void setup(fixture *f, const char *name)
 	tn_role_create(e, tn_role(e, "rb", f->rb, sizeof f->rb), NULL);
 	tn_role_create(e, tn_role(e, "rc", f->rc, sizeof f->rc), NULL);
 	tn_role_create(e, tn_role(e, "rd", f->rd, sizeof f->rd), NULL);
-	const char *a[] = {"tenant", "add", "team-a", "--control-topic", "ctl.a", "--biz", "shop",
-	                   "--forward-topic", "orders", NULL};
-	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "^ctl\\.b\\.", "--biz",
-	                   "pay", "--forward-topic", "payments", NULL};
-	cr_assert_eq(tn_run(e, a), 0, "%s", tn_err);
-	cr_assert_eq(tn_run(e, b), 0, "%s", tn_err);
+	tn_add_two(e);
 	tn_sql(e, "INSERT INTO txhub.messages (biz_id, message_key, status, send_status, payload, "
 	          "forward_topic, src_partition, src_offset, tenant) VALUES "
 	          "('shop','a1','prepared',NULL,'x','orders',0,1,'team-a'),"
