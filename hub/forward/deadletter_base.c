@@ -64,7 +64,8 @@ static const char *SQL_PARKED =
 	"ORDER BY m.updated_at LIMIT $3";
 
 
-/* A dead letter that failed, in the history of its row, once per park (a
+/* A dead letter that failed, in the history of its row (with its tenant;
+ * a row of another tenant's does not count), once per park (a
  * row parked again after a redrive gets a new one), while the row still
  * waits: `txhub status` reads the dead_letter_failed state from these rows
  * (ops_deadletter.h), a dead letter produced later ends it for the row.
@@ -77,7 +78,7 @@ static const char *SQL_FAILED =
 	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
 	"AND NOT EXISTS (SELECT 1 FROM txhub.history h WHERE h.biz_id = m.biz_id "
 	"AND h.message_key = m.message_key AND h.at >= m.updated_at "
-	"AND h.event = 'dead_letter_failed')";
+	"AND h.event = 'dead_letter_failed' AND (h.tenant IS NULL OR h.tenant = m.tenant))";
 
 static char *col_text(const PGresult *r, int row, int col)
 {

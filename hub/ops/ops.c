@@ -358,9 +358,16 @@ static const char *SQL_SHOW_ROW =
 	"FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
+/* The message's history rows: those of its tenant, or of none; a row that
+ * names another tenant than its message's was forged by that tenant's role
+ * and shows nowhere (docs/operators.md, Each team's PostgreSQL role). */
 static const char *SQL_SHOW_HISTORY =
-	"SELECT " TS("at") ", event, detail, actor, (extract(epoch FROM at) * 1000000)::bigint "
-	"FROM txhub.history WHERE biz_id = $1 AND message_key = $2 ORDER BY at, id";
+	"SELECT " TS("h.at") ", h.event, h.detail, h.actor, "
+	"(extract(epoch FROM h.at) * 1000000)::bigint "
+	"FROM txhub.history h JOIN txhub.message_rows m ON m.biz_id = h.biz_id "
+	"AND m.message_key = h.message_key "
+	"WHERE h.biz_id = $1 AND h.message_key = $2 "
+	"AND (h.tenant IS NULL OR h.tenant = m.tenant) ORDER BY h.at, h.id";
 
 /* Add payload, payload_encoding, forward_headers, alerted_at, traceparent,
  * tracestate, scheduled and held to the

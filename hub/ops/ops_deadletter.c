@@ -9,15 +9,17 @@
 /* $1: the tenant or NULL. The waiting rows walk messages_dead_letter (its
  * predicate is in the WHERE), the dead-lettered ones messages_stuck; a
  * waiting row is failing when its history holds a dead_letter_failed row
- * since it was parked (updated_at: nothing changes a parked row but a
- * redrive or a skip, which end its wait). */
+ * (of its tenant, or of none) since it was parked (updated_at: nothing
+ * changes a parked row but a redrive or a skip, which end its wait). */
 static const char *SQL_DEAD_LETTERS =
-	"WITH w AS (SELECT m.biz_id, m.message_key, m.updated_at FROM txhub.message_rows m "
+	"WITH w AS (SELECT m.biz_id, m.message_key, m.updated_at, m.tenant "
+	"FROM txhub.message_rows m "
 	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
 	"AND ($1::text IS NULL OR m.tenant = $1)), "
 	"f AS (SELECT x.at, x.detail FROM w CROSS JOIN LATERAL (SELECT h.at, h.detail "
 	"FROM txhub.history h WHERE h.biz_id = w.biz_id AND h.message_key = w.message_key "
-	"AND h.at >= w.updated_at AND h.event = 'dead_letter_failed' ORDER BY h.at DESC LIMIT 1) x) "
+	"AND h.at >= w.updated_at AND h.event = 'dead_letter_failed' "
+	"AND (h.tenant IS NULL OR h.tenant = w.tenant) ORDER BY h.at DESC LIMIT 1) x) "
 	"SELECT (SELECT count(*) FROM txhub.message_rows WHERE send_status = 'failed' "
 	"AND dead_lettered_at IS NOT NULL AND ($1::text IS NULL OR tenant = $1)), "
 	"(SELECT count(*) FROM w), (SELECT count(*) FROM f), "

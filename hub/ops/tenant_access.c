@@ -14,12 +14,17 @@
 
 /* The tables a tenant's role reads through row-level security. Turned on
  * by the first grant: until then a database without tenants behaves as
- * before for every role. Each ALTER locks its table for a moment; they go
- * in the order the hubs' transactions lock tables (their partition rows
- * first), so that the first grant waits for a hub, or a hub for it, but
- * neither can deadlock the other. */
+ * before for every role. Each ALTER locks its table for a moment, in a
+ * transaction of its own (autocommit), before the grant's: a transaction
+ * holding one table's lock and waiting for no other cannot deadlock with a
+ * hub's, whatever order the hub's statements take their tables in (the
+ * dead-letter statements take dead_letter_pending and message_rows in both
+ * orders, hub/forward/deadletter*.c). Turning it on restricts only: a
+ * grant that fails after leaves roles seeing less, never more, and the
+ * next grant turns on what is still off. */
 static const char *const rls_tables[] = {"partitions", "gaps", "message_rows", "history",
-                                         "rejected", "conflicts", "forward_marks"};
+                                         "rejected", "conflicts", "forward_marks",
+                                         "dead_letter_pending"};
 #define NRLS (sizeof rls_tables / sizeof rls_tables[0])
 
 /* What `txhub list/show/status/resolve/redrive` need, for the role (an
@@ -72,13 +77,24 @@ static ops_rc begin_tenant(PGconn *conn, const char *name, char *err, size_t err
 
 /* ---- grant ---- */
 
-/* The role, and whether it would see every row anyway: a superuser, a role
- * with BYPASSRLS, or one with the privileges of the tables' owner (owners
- * are not subject to their tables' policies). */
+/* The role, and whether it could see every row anyway: a member of the
+ * tables' owner in any way (owners are not subject to their tables'
+ * policies; a NOINHERIT member still has SET ROLE), or a member of a role
+ * (itself included) that is a superuser, has BYPASSRLS, or has CREATEROLE
+ * (which can grant itself membership in the owner's role). Columns: a
+ * member of the owner, the owner, the first such role (itself first) and
+ * what it has. A superuser is a member of every role: its own attributes
+ * are named first. */
 static const char *SQL_ROLE =
-	"SELECT r.rolsuper OR r.rolbypassrls, "
-	"pg_has_role(r.oid, c.relowner, 'USAGE'), pg_get_userbyid(c.relowner) "
-	"FROM pg_roles r, pg_class c WHERE r.rolname = $1 AND c.oid = 'txhub.message_rows'::regclass";
+	"SELECT pg_has_role(r.oid, c.relowner, 'MEMBER'), pg_get_userbyid(c.relowner), x.rolname, "
+	"concat_ws(', ', CASE WHEN x.rolsuper THEN 'SUPERUSER' END, "
+	"CASE WHEN x.rolbypassrls THEN 'BYPASSRLS' END, "
+	"CASE WHEN x.rolcreaterole THEN 'CREATEROLE' END) "
+	"FROM pg_roles r CROSS JOIN pg_class c LEFT JOIN LATERAL (SELECT y.* FROM pg_roles y "
+	"WHERE (y.rolsuper OR y.rolbypassrls OR y.rolcreaterole) "
+	"AND pg_has_role(r.oid, y.oid, 'MEMBER') "
+	"ORDER BY y.oid <> r.oid, y.rolname LIMIT 1) x ON true "
+	"WHERE r.rolname = $1 AND c.oid = 'txhub.message_rows'::regclass";
 
 static ops_rc check_role(PGconn *conn, const char *role, char *err, size_t errsz)
 {
@@ -86,26 +102,36 @@ static ops_rc check_role(PGconn *conn, const char *role, char *err, size_t errsz
 	PGresult *r = ops_query(conn, SQL_ROLE, 1, p, 0, err, errsz);
 	if (!r)
 		return OPS_DB_ERROR;
-	ops_rc rc = OPS_OK;
+	ops_rc rc = OPS_REFUSED;
 	if (PQntuples(r) == 0) {
 		snprintf(err, errsz, "no PostgreSQL role %s (CREATE ROLE %s LOGIN ... makes one)", role,
 		         role);
 		rc = OPS_NOT_FOUND;
+	} else if (strcmp(role, PQgetvalue(r, 0, 1)) == 0) {
+		snprintf(err, errsz, "role %s is the owner of txhub's tables (the hubs' role), which "
+		         "row-level security does not restrict: it sees every row", role);
+	} else if (!PQgetisnull(r, 0, 2) && strcmp(PQgetvalue(r, 0, 2), role) == 0) {
+		snprintf(err, errsz, "role %s has %s: a superuser or a role with BYPASSRLS sees every "
+		         "tenant's rows whatever is granted, one with CREATEROLE can grant itself any "
+		         "role's rights", role, PQgetvalue(r, 0, 3));
 	} else if (PQgetvalue(r, 0, 0)[0] == 't') {
-		snprintf(err, errsz, "role %s is a superuser or has BYPASSRLS: it sees every tenant's "
-		         "rows whatever is granted", role);
-		rc = OPS_REFUSED;
-	} else if (PQgetvalue(r, 0, 1)[0] == 't') {
-		snprintf(err, errsz, "role %s has the privileges of %s, the owner of txhub's tables, "
-		         "which row-level security does not restrict: it sees every row", role,
-		         PQgetvalue(r, 0, 2));
-		rc = OPS_REFUSED;
+		snprintf(err, errsz, "role %s is a member of %s, the owner of txhub's tables (the hubs' "
+		         "role), which row-level security does not restrict: inheriting or not, it may "
+		         "SET ROLE %s and see every row", role, PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 1));
+	} else if (!PQgetisnull(r, 0, 2)) {
+		snprintf(err, errsz, "role %s is a member of %s, which has %s: it may SET ROLE %s, and a "
+		         "superuser or a role with BYPASSRLS sees every tenant's rows whatever is granted, "
+		         "one with CREATEROLE can grant itself any role's rights", role,
+		         PQgetvalue(r, 0, 2), PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 2));
+	} else {
+		rc = OPS_OK;
 	}
 	PQclear(r);
 	return rc;
 }
 
-/* Row-level security on, where it is not yet. */
+/* Row-level security on, where it is not yet: each ALTER its own transaction
+ * (no transaction is open). */
 static ops_rc enable_rls(PGconn *conn, int *enabled, char *err, size_t errsz)
 {
 	*enabled = 0;
@@ -172,12 +198,18 @@ ops_rc tenant_grant(PGconn *conn, const char *name, const char *role, const char
 		rc = role ? OPS_BAD_ARG : ops_bad(err, errsz, "role is missing");
 	if (rc != OPS_OK)
 		return rc;
+	/* the refusals first, changing nothing; then row-level security; then
+	 * the grant, its tenant and role checked again in its transaction */
+	if ((rc = begin_tenant(conn, name, err, errsz)) == OPS_OK)
+		rc = check_role(conn, role, err, errsz);
+	ops_rollback(conn);
 	int enabled = 0, added = 0;
+	if (rc == OPS_OK)
+		rc = enable_rls(conn, &enabled, err, errsz);
 	const char *p[3] = {name, role, actor};
 	PGresult *r = NULL;
-	if ((rc = begin_tenant(conn, name, err, errsz)) == OPS_OK &&
+	if (rc == OPS_OK && (rc = begin_tenant(conn, name, err, errsz)) == OPS_OK &&
 	    (rc = check_role(conn, role, err, errsz)) == OPS_OK &&
-	    (rc = enable_rls(conn, &enabled, err, errsz)) == OPS_OK &&
 	    (rc = grant_privileges(conn, role, err, errsz)) == OPS_OK) {
 		if ((r = ops_query(conn, SQL_GRANT, 3, p, 0, err, errsz)))
 			added = (int)ops_int(r, 0, 0);

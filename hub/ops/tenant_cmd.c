@@ -98,18 +98,33 @@ static int parse_option(int argc, char *const *argv, int *i, tenant_args *a, cha
 		return 0;
 	}
 	tenant_field f = option_field[o];
-	if (a->given & (1u << f))
-		return admin_usage_error(err, errsz, "%s given twice (give every value after one %s)",
-		                         options[o].name, options[o].name);
+	if (o == O_CAP && (a->given & (1u << f)))
+		return admin_usage_error(err, errsz, "%s given twice", options[o].name);
 	a->given |= 1u << f;
 	if (o == O_CAP)
 		return parse_cap(v, a, err, errsz);
-	/* NAME... : the words up to the next option are values too */
+	/* NAME... : the words up to the next option are values too, and a list
+	 * option given again adds its values to those given before */
 	size_t l = (size_t)o;
-	if (!(o == O_ALLOW && a->sub == TENANT_SET && strcmp(v, "none") == 0))
-		a->lists[l][a->nlists[l]++] = v;
+	a->lists[l][a->nlists[l]++] = v;
 	while (*i + 1 < argc && argv[*i + 1][0] != '-')
 		a->lists[l][a->nlists[l]++] = argv[++*i];
+	return 0;
+}
+
+/* set --checkback-allow none: the empty list. none is no URL, so it comes
+ * alone (add takes it for a URL, and refuses it). */
+static int allow_none(tenant_args *a, char *err, size_t errsz)
+{
+	size_t n = a->nlists[O_ALLOW], nones = 0;
+	for (size_t i = 0; a->sub == TENANT_SET && i < n; i++)
+		nones += strcmp(a->lists[O_ALLOW][i], "none") == 0;
+	if (nones == 0)
+		return 0;
+	if (n > 1)
+		return admin_usage_error(err, errsz, "--checkback-allow: none empties the list, so it "
+		                         "comes alone (%zu values given)", n);
+	a->nlists[O_ALLOW] = 0;
 	return 0;
 }
 
@@ -196,7 +211,8 @@ int tenant_cmd_parse(int argc, char *const *argv, tenant_args *a, char *err, siz
 		return admin_usage_error(err, errsz, "out of memory");
 	}
 	int npos = 0, rc = parse_words(argc, argv, a, pos, &npos, err, errsz);
-	if (rc == 0 && !a->help && (rc = check_sub(a, npos, pos, err, errsz)) == 0) {
+	if (rc == 0 && !a->help && (rc = check_sub(a, npos, pos, err, errsz)) == 0 &&
+	    (rc = allow_none(a, err, errsz)) == 0) {
 		a->name = npos > 0 ? pos[0] : NULL;
 		a->role = npos > 1 ? pos[1] : NULL;
 		rc = check_values(a, err, errsz);
@@ -219,7 +235,9 @@ void tenant_cmd_write_help(FILE *out)
 	        "             [--checkback-allow URL...] [--max-envelope-bytes N] [--json]\n"
 	        "             a team sharing the hub: its control topics (names, or one\n"
 	        "             pattern beginning with ^), the biz ids it owns (abc* for a\n"
-	        "             prefix), the topics it may forward to, its check-back URLs\n"
+	        "             prefix), the topics it may forward to, its check-back URLs;\n"
+	        "             a list option takes the words after it, and may be given\n"
+	        "             again (--biz a b --biz c: a, b and c)\n"
 	        "  tenant set NAME [the options of add] [--enable|--disable] [--json]\n"
 	        "             each list given replaces the stored one (--checkback-allow none,\n"
 	        "             --max-envelope-bytes none empty them)\n"
@@ -228,7 +246,9 @@ void tenant_cmd_write_help(FILE *out)
 	        "             and change history\n"
 	        "  tenant grant NAME ROLE [--json]\n"
 	        "             PostgreSQL role ROLE sees and acts on that tenant's rows only\n"
-	        "             (row-level security), with txhub list/show/status/resolve/redrive\n"
+	        "             (row-level security), with txhub list/show/status/resolve/redrive;\n"
+	        "             refused for the tables' owner and its members, and for roles that\n"
+	        "             are or may SET ROLE to a SUPERUSER, BYPASSRLS or CREATEROLE role\n"
 	        "  tenant token NAME [--json]\n"
 	        "             a new console token for that tenant, printed once, kept hashed\n");
 }

@@ -46,7 +46,8 @@ typedef struct {
 
 /* Parse the words after "tenant" (main.c has taken -c and -X out): the
  * sub-command, NAME (first: the words after a list option are more of its
- * values, as in --biz a b c), ROLE for grant, and the options. Returns 0,
+ * values, as in --biz a b c; a list option given again adds to them, as in
+ * --biz a --biz b c), ROLE for grant, and the options. Returns 0,
  * or -1 with a message naming the argument in err (exit 2). Free *out with
  * tenant_cmd_free() either way. */
 int tenant_cmd_parse(int argc, char *const *argv, tenant_args *out, char *err, size_t errsz);

@@ -102,13 +102,25 @@ static inline void tn_role_create(h_env *e, const char *role, const char *extra)
 {
 	PGresult *r = PQexec(e->db, "SET client_min_messages = warning");
 	PQclear(r);
-	char q[512];
-	snprintf(q, sizeof q, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%s') "
-	         "THEN EXECUTE 'DROP OWNED BY %s'; EXECUTE 'DROP ROLE %s'; END IF; END $$", role,
+	char q[512]; /* role names are at most 63 bytes */
+	snprintf(q, sizeof q, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '%.63s') "
+	         "THEN EXECUTE 'DROP OWNED BY %.63s'; EXECUTE 'DROP ROLE %.63s'; END IF; END $$", role,
 	         role, role);
 	r = PQexec(e->db, q);
 	PQclear(r); /* owned in another database: left for DROP ROLE to say */
 	tn_sql(e, "CREATE ROLE %s LOGIN %s", role, extra ? extra : "");
+}
+
+/* team-a (control topic ctl.a, biz shop, forward topic orders) and team-b
+ * (control topics ^ctl\.b\., biz pay, forward topic payments). */
+static inline void tn_add_two(h_env *e)
+{
+	const char *a[] = {"tenant", "add", "team-a", "--control-topic", "ctl.a", "--biz", "shop",
+	                   "--forward-topic", "orders", NULL};
+	const char *b[] = {"tenant", "add", "team-b", "--control-topic", "^ctl\\.b\\.", "--biz",
+	                   "pay", "--forward-topic", "payments", NULL};
+	cr_assert_eq(tn_run(e, a), 0, "%s", tn_err);
+	cr_assert_eq(tn_run(e, b), 0, "%s", tn_err);
 }
 
 static inline void tn_role_drop(h_env *e, const char *role)

@@ -10,7 +10,8 @@
  * the global console.token still sees everything, and Skip (`txhub skip`
  * on the console) gives up on a parked or held forward of the session's
  * own tenant only, with a reason, in the history and in a log line that
- * names the message's trace. Real PostgreSQL and
+ * names the message's trace; a history row forged onto another tenant's
+ * message shows on no message page. Real PostgreSQL and
  * a real `txhub console`; the rows are written with SQL (the hub's intake
  * writing them is tested in test_tenants.c). */
 #include <criterion/criterion.h>
@@ -383,6 +384,27 @@ Test(console_tenants, forged_actions_on_another_tenants_rows_change_nothing)
 	                               "WHERE message_key = 'a-cf' AND actor LIKE 'console:%') "
 	                               "FROM txhub.messages WHERE message_key = 'a-cf'",
 	                         after, sizeof after), "prepared console:alice");
+	tc_stop(&c);
+}
+
+/* A history row team-a's role wrote onto team-b's message before
+ * migration 16 forbade it (the issue's forgery, made here by the owner):
+ * the message page leaves it out for the global token and for team-b's. */
+Test(console_tenants, a_forged_history_row_shows_on_no_message_page)
+{
+	tc c;
+	tc_start(&c, "cntforgedh", NULL);
+	tn_sql(&c.e, "INSERT INTO txhub.history (biz_id, message_key, event, detail, actor, tenant) "
+	             "VALUES ('b-shop', 'b-cf', 'resolve', 'a-forged', 'console:b-admin', 'team-a')");
+	const char *const tokens[] = {TOKEN, c.token_b};
+	for (int i = 0; i < 2; i++) {
+		sess s;
+		cr_assert_eq(login(&c, "127.0.0.1", i ? "bob" : "root", tokens[i], &s), 303);
+		cr_expect_eq(raw(&c, "127.0.0.1", "GET", "/message?biz=b-shop&key=b-cf", &s, NULL, NULL),
+		             200, "%.300s", body_of());
+		only(i ? "team-b's /message" : "global /message", (const char *const[]){"b-hist", NULL},
+		     (const char *const[]){"a-forged", "console:b-admin", NULL});
+	}
 	tc_stop(&c);
 }
 

@@ -221,8 +221,15 @@ Test(tenants, bad_arguments_exit_2_naming_them)
 		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", NULL}, "--forward-topic"},
 		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", "--forward-topic", "o",
 		  "--enable", NULL}, "--enable"},
-		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", "--biz", "d",
-		  "--forward-topic", "o", NULL}, "--biz given twice"},
+		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", "--forward-topic", "o",
+		  "--max-envelope-bytes", "10", "--max-envelope-bytes", "20", NULL},
+		 "--max-envelope-bytes given twice"},
+		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", "--biz", "b",
+		  "--forward-topic", "o", NULL}, "--biz: \"b\" given twice"},
+		{{"tenant", "set", "team-a", "--checkback-allow", "none", "--checkback-allow",
+		  "https://a.example/x/", NULL}, "--checkback-allow: none empties the list"},
+		{{"tenant", "set", "team-a", "--checkback-allow", "https://a.example/x/", "none", NULL},
+		 "--checkback-allow: none empties the list"},
 		{{"tenant", "add", "t", "--control-topic", "c", "--biz", "b", "--forward-topic", "o",
 		  "--frob", NULL}, "--frob"},
 		{{"tenant", "set", "team-a", NULL}, "needs something to change"},
@@ -256,7 +263,7 @@ Test(tenants, unknown_tenant_exit_1)
 		{{"tenant", "grant", "nobody", role, NULL}, "no tenant nobody"},
 		{{"tenant", "token", "nobody", NULL}, "no tenant nobody"},
 		{{"tenant", "grant", "team-a", "no_such_role_x", NULL}, "no PostgreSQL role"},
-		{{"tenant", "grant", "team-a", "txhub", NULL}, "superuser"},
+		{{"tenant", "grant", "team-a", "txhub", NULL}, "role txhub is the owner of txhub's tables"},
 	};
 	expect_refused(&e, cases, sizeof cases / sizeof *cases, 1);
 	tn_role_drop(&e, role);
@@ -318,6 +325,40 @@ Test(tenants, set_changes_what_is_given_with_history)
 	                 "0|null|true");
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.tenant_history WHERE tenant = 'team-a'"),
 	             3);
+	h_teardown(&e);
+}
+
+/* A list option given again adds its values (kafka-acls, kubectl and git
+ * take repeated options), a list after one option as before, both mixed. */
+Test(tenants, list_options_given_again_add_their_values)
+{
+	h_env e;
+	h_setup(&e, "tn_repeat");
+	const char *add[] = {"tenant", "add", "team-c", "--control-topic", "c1",
+	                     "--biz", "x1", "--forward-topic", "f1", "--control-topic", "c2", "c3",
+	                     "--biz", "x2", "--forward-topic", "f2", "--forward-topic", "f3", "f4",
+	                     "--checkback-allow", "https://c.example/a/", "--checkback-allow",
+	                     "https://c.example/b/", "https://c.example/c/", NULL};
+	cr_assert_eq(tn_run(&e, add), 0, "%s", tn_err);
+	static const char *q = "SELECT array_to_string(control_topics, ',') || '|' || "
+	                       "array_to_string(biz_ids, ',') || '|' || "
+	                       "array_to_string(forward_topics, ',') || '|' || "
+	                       "array_to_string(checkback_allow, ',') FROM txhub.tenants";
+	char buf[512];
+	cr_assert_str_eq(h_query(&e, q, buf, sizeof buf),
+	                 "c1,c2,c3|x1,x2|f1,f2,f3,f4|https://c.example/a/,https://c.example/b/,"
+	                 "https://c.example/c/");
+	const char *set[] = {"tenant", "set", "team-c", "--forward-topic", "g1", "--biz", "y",
+	                     "--forward-topic", "g2", "g3", "--biz", "z", "--checkback-allow",
+	                     "https://c.example/d/", "--checkback-allow", "https://c.example/e/",
+	                     "--control-topic", "c4", "--control-topic", "c5", NULL};
+	cr_assert_eq(tn_run(&e, set), 0, "%s", tn_err);
+	cr_assert_str_eq(h_query(&e, q, buf, sizeof buf),
+	                 "c4,c5|y,z|g1,g2,g3|https://c.example/d/,https://c.example/e/");
+	/* none alone still empties the allow list */
+	const char *none[] = {"tenant", "set", "team-c", "--checkback-allow", "none", NULL};
+	cr_assert_eq(tn_run(&e, none), 0, "%s", tn_err);
+	cr_assert_eq(h_count(&e, "SELECT cardinality(checkback_allow) FROM txhub.tenants"), 0);
 	h_teardown(&e);
 }
 
