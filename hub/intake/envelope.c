@@ -178,8 +178,9 @@ static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payl
  * what is not is dropped and noted in env, never rejected. A malformed
  * traceparent takes its tracestate with it (W3C: the state means nothing
  * without its parent); a malformed tracestate alone leaves the traceparent.
- * A \u0000 in them (which cJSON cuts the string at, and no valid value
- * holds) is found in the raw text, in a name of the object it drops it.
+ * A \u0000 in them (cJSON cuts the string there, and no valid value holds
+ * one) is looked for in the raw text; one in a member name of the object
+ * drops the whole trace.
  * Returns -1 only when out of memory. */
 static int parse_trace(const cJSON *root, const char *text, size_t len, envelope *env)
 {

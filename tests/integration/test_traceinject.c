@@ -141,9 +141,10 @@ static void assert_record_headers(const h_record *r, const char *mk, const char 
 	if (!r)
 		return;
 	const char *h = r->headers;
+	int raw = 0;
 	for (const char *p = h; *p; p++)
-		cr_expect(*p == '\n' || ((unsigned char)*p >= 0x20 && (unsigned char)*p <= 0x7e),
-		          "%s: a raw byte in its headers: %s", mk, h);
+		raw |= *p != '\n' && ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e);
+	cr_expect(!raw, "%s: a raw byte in its headers: %s", mk, h);
 	cr_expect_null(strstr(h, "X-Evil"), "%s: %s", mk, h);
 	char want[256];
 	snprintf(want, sizeof want, "traceparent=%s\n", tp ? tp : "");
@@ -248,10 +249,12 @@ Test(traceinject, no_trace_context_puts_a_header_into_a_request_or_a_record, .ti
 			cr_expect_str_eq(ts, cases[i].ts, "%s", cases[i].mk);
 	}
 	const h_raw_conn *old = conn_of(conns, n, "old-1");
-	cr_assert_not_null(old);
-	assert_one_clean_request(old, "old-1");
-	cr_assert_null(request_header(old->data, "traceparent", v, sizeof v), "%s", old->data);
-	cr_assert_null(request_header(old->data, "tracestate", v, sizeof v), "%s", old->data);
+	cr_expect_not_null(old, "no check-back of old-1");
+	if (old) {
+		assert_one_clean_request(old, "old-1");
+		cr_expect_null(request_header(old->data, "traceparent", v, sizeof v), "%s", old->data);
+		cr_expect_null(request_header(old->data, "tracestate", v, sizeof v), "%s", old->data);
+	}
 
 	/* the forwarded records and the dead letters, from Kafka */
 	h_record *r;
