@@ -331,8 +331,18 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	checkback_url_clear(&target);
 	s->biz_id = strdup(c->biz_id);
 	s->message_key = strdup(c->message_key);
-	s->traceparent = c->traceparent ? strdup(c->traceparent) : NULL;
-	s->tracestate = c->tracestate ? strdup(c->tracestate) : NULL;
+	/* checked at intake, and again here: the row may be an older hub's or
+	 * written by hand, and these go into request headers as they are */
+	const char *tp_bad = c->traceparent ? trace_check_parent(c->traceparent) : NULL;
+	const char *ts_bad = !tp_bad && c->tracestate ? trace_check_state(c->tracestate) : NULL;
+	if (tp_bad || ts_bad) {
+		log_about about = {c->biz_id, c->message_key, c->tp, NULL};
+		log_msg_about(LOG_WARN, "checkback", &about, "the stored %s is not valid (%s): the "
+		              "request goes without it", tp_bad ? "traceparent" : "tracestate",
+		              tp_bad ? tp_bad : ts_bad);
+	}
+	s->traceparent = c->traceparent && !tp_bad ? strdup(c->traceparent) : NULL;
+	s->tracestate = c->tracestate && !tp_bad && !ts_bad ? strdup(c->tracestate) : NULL;
 	if (s->traceparent)
 		trace_id_of(s->traceparent, s->trace_id);
 	s->tp = c->tp;
@@ -341,7 +351,8 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	s->timeout_ms = cb->cfg->checkback_timeout_ms;
 	s->start_by_ms = now + lease_ms - s->timeout_ms;
 	if (!s->url || !s->host || !s->biz_id || !s->message_key ||
-	    (c->traceparent && !s->traceparent) || (c->tracestate && !s->tracestate)) {
+	    (c->traceparent && !tp_bad && !s->traceparent) ||
+	    (c->tracestate && !tp_bad && !ts_bad && !s->tracestate)) {
 		log_error("checkback: out of memory taking a check-back; it is retried later");
 		add_unresolved(cb, c->biz_id, c->message_key, c->tp, c->attempts,
 		               "out of memory in txhub");

@@ -124,7 +124,8 @@ struct curl_slist *checkback_request_headers(const char *secret, const slot *s)
 		h[n++] = ts_h;
 		h[n++] = sig_h;
 	}
-	/* validated at intake: printable ASCII, no line break */
+	/* valid W3C values only (take_check() leaves out any other): nothing
+	 * in them can end the header line or start another */
 	if (s->traceparent) {
 		snprintf(tp_h, sizeof tp_h, "traceparent: %s", s->traceparent);
 		h[n++] = tp_h;

@@ -9,6 +9,7 @@
 
 #include "kafka.h"
 #include "log.h"
+#include "trace.h"
 
 void forward_describe_failure(char *buf, size_t size, const char *topic, int refused,
                               rd_kafka_resp_err_t e)
@@ -105,19 +106,31 @@ static int trace_header(const char *name)
 
 rd_kafka_headers_t *forward_make_headers(const store_forward *f)
 {
+	/* checked at intake, and again here: a row of an older hub, or one
+	 * written by hand, may hold what no valid value does (a consumer may
+	 * copy these headers into HTTP requests as they are) */
+	const char *tp = f->traceparent && !trace_check_parent(f->traceparent) ? f->traceparent
+	                                                                        : NULL;
+	const char *ts = tp && f->tracestate && !trace_check_state(f->tracestate) ? f->tracestate
+	                                                                           : NULL;
+	if ((f->traceparent && !tp) || (tp && f->tracestate && !ts)) {
+		log_about about = {f->biz_id, f->message_key, -1, NULL};
+		log_msg_about(LOG_WARN, "forward", &about, "the stored %s is not valid: the record "
+		              "goes without it", tp ? "tracestate" : "traceparent");
+	}
 	rd_kafka_headers_t *h = rd_kafka_headers_new(8);
 	if (f->headers) {
 		cJSON *o = cJSON_Parse(f->headers);
 		for (cJSON *c = o ? o->child : NULL; c; c = c->next)
-			if (cJSON_IsString(c) && !(f->traceparent && trace_header(c->string)))
+			if (cJSON_IsString(c) && !(tp && trace_header(c->string)))
 				rd_kafka_header_add(h, c->string, -1, c->valuestring, -1);
 		cJSON_Delete(o);
 	}
 	rd_kafka_header_add(h, "txhub-biz-id", -1, f->biz_id, -1);
 	rd_kafka_header_add(h, "txhub-message-key", -1, f->message_key, -1);
-	if (f->traceparent)
-		rd_kafka_header_add(h, "traceparent", -1, f->traceparent, -1);
-	if (f->traceparent && f->tracestate)
-		rd_kafka_header_add(h, "tracestate", -1, f->tracestate, -1);
+	if (tp)
+		rd_kafka_header_add(h, "traceparent", -1, tp, -1);
+	if (ts)
+		rd_kafka_header_add(h, "tracestate", -1, ts, -1);
 	return h;
 }

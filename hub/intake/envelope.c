@@ -1,6 +1,7 @@
 /* envelope.c: the envelope parser. cJSON checks the grammar and builds the
  * tree; a small raw scanner complements it where cJSON loses information:
- * it rejects \u0000 (cJSON silently truncates strings there) and recovers the
+ * it rejects \u0000 (cJSON silently truncates strings there) outside the
+ * trace context, finds it inside (which drops the trace), and recovers the
  * exact text of a JSON payload and of an integer biz_id, so numbers are
  * forwarded and stored digit for digit rather than through a double. */
 #include "envelope.h"
@@ -177,8 +178,11 @@ static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payl
  * what is not is dropped and noted in env, never rejected. A malformed
  * traceparent takes its tracestate with it (W3C: the state means nothing
  * without its parent); a malformed tracestate alone leaves the traceparent.
+ * A \u0000 in them (cJSON cuts the string there, and no valid value holds
+ * one) is looked for in the raw text; one in a member name of the object
+ * drops the whole trace.
  * Returns -1 only when out of memory. */
-static int parse_trace(const cJSON *root, envelope *env)
+static int parse_trace(const cJSON *root, const char *text, size_t len, envelope *env)
 {
 	int seen = 0;
 	for (const cJSON *c = root->child; c; c = c->next)
@@ -193,6 +197,9 @@ static int parse_trace(const cJSON *root, envelope *env)
 		why = "field \"trace\" is not an object";
 	else if (duplicate_member(tr))
 		why = "field \"trace\" names a member twice";
+	const char *rs = NULL, *re = NULL;
+	if (!why && raw_member(text, len, "trace", &rs, &re) && raw_names_have_nul(rs, re))
+		why = "field \"trace\" has a member name with \\u0000";
 	if (why) {
 		env->trace_dropped = "trace";
 		env->trace_dropped_why = why;
@@ -204,6 +211,8 @@ static int parse_trace(const cJSON *root, envelope *env)
 		why = "trace has no traceparent";
 	else if (!cJSON_IsString(tp))
 		why = "traceparent is not a string";
+	else if (rs && raw_value_has_nul(rs, re, "traceparent"))
+		why = "traceparent contains \\u0000";
 	else
 		why = trace_check_parent(tp->valuestring);
 	if (why) {
@@ -216,7 +225,9 @@ static int parse_trace(const cJSON *root, envelope *env)
 	trace_id_of(env->traceparent, env->trace_id);
 	if (!ts || cJSON_IsNull(ts))
 		return 0;
-	why = cJSON_IsString(ts) ? trace_check_state(ts->valuestring) : "tracestate is not a string";
+	why = !cJSON_IsString(ts)                                 ? "tracestate is not a string"
+	      : rs && raw_value_has_nul(rs, re, "tracestate") ? "tracestate contains \\u0000"
+	                                                          : trace_check_state(ts->valuestring);
 	if (why) {
 		env->trace_dropped = "tracestate";
 		env->trace_dropped_why = why;
@@ -289,6 +300,8 @@ static int parse_json(const char *text, size_t len, cJSON **out, char *err, size
 		reject(err, errsz, "envelope is not a JSON object");
 	else if ((strict = strict_json_check(text, len)))
 		reject(err, errsz, "%s", strict);
+	else if (!raw_nul_only_in(text, len, "trace")) /* there: parse_trace drops it */
+		reject(err, errsz, "a string contains \\u0000, which is not supported");
 	else if (duplicate_known_field(root, err, errsz) == 0) {
 		*out = root;
 		return 0;
@@ -531,7 +544,7 @@ int envelope_parse(const void *value, size_t len, size_t max_bytes,
 		rc = parse_forward(root, env, err, errsz);
 	if (rc == 0)
 		rc = parse_checkback(root, env, err, errsz);
-	if (rc == 0 && parse_trace(root, env) != 0)
+	if (rc == 0 && parse_trace(root, text, len, env) != 0)
 		rc = reject(err, errsz, "out of memory");
 	if (rc == 0)
 		rc = check_type_needs(env, err, errsz);

@@ -15,9 +15,10 @@ static int digit_at(const char *p, size_t len, size_t i)
  * character inside a string, or outside one other than the white space
  * tab, line feed and carriage return; a number with a leading zero, or
  * with no digit after its minus sign (-.5) or its decimal point (1.,
- * 1.e5); and the escape \u0000 or a \u escape with a non-hex digit (cJSON
- * silently truncates the string there). Runs on text cJSON has accepted.
- * Returns NULL, or the reason. */
+ * 1.e5); and a \u escape with a non-hex digit (cJSON reads it as U+0000
+ * and silently truncates the string there). \u0000 itself is left to
+ * raw_nul_only_in(). Runs on text cJSON has accepted. Returns NULL, or
+ * the reason. */
 const char *strict_json_check(const char *p, size_t len)
 {
 	int in_str = 0;
@@ -33,8 +34,6 @@ const char *strict_json_check(const char *p, size_t len)
 				for (size_t k = i + 2; k < i + 6; k++)
 					if (k >= len || !isxdigit((unsigned char)p[k]))
 						return "invalid JSON: a \\u escape without four hex digits";
-				if (memcmp(p + i + 2, "0000", 4) == 0)
-					return "a string contains \\u0000, which is not supported";
 				i += 5;
 			} else if (c == '\\') {
 				i++; /* cJSON has refused any other escape it does not know */
@@ -176,43 +175,102 @@ static int key_equals(const char *ks, const char *ke, const char *name, size_t n
 	return o == nlen;
 }
 
-/* Find the raw text of the top-level member named `name`. Returns 1 and the
- * span, or 0 when not found. */
+int raw_next_member(const char *text, size_t len, const char **at, raw_pair *m)
+{
+	const char *p = *at, *end = text + len;
+	p = skip_ws(p ? p : text, end);
+	if (p >= end || *p != (*at ? ',' : '{'))
+		return 0;
+	p = skip_ws(p + 1, end);
+	if (p >= end || *p != '"')
+		return 0;
+	m->ks = p + 1;
+	p = skip_string(p, end);
+	m->ke = p - 1;
+	p = skip_ws(p, end);
+	if (p >= end || *p != ':')
+		return 0;
+	m->vs = skip_ws(p + 1, end);
+	p = skip_value(m->vs, end);
+	m->ve = p;
+	while (m->ve > m->vs &&
+	       (m->ve[-1] == ' ' || m->ve[-1] == '\t' || m->ve[-1] == '\n' || m->ve[-1] == '\r'))
+		m->ve--;
+	*at = p;
+	return 1;
+}
+
+int raw_pair_named(const raw_pair *m, const char *name)
+{
+	return key_equals(m->ks, m->ke, name, strlen(name));
+}
+
 int raw_member(const char *text, size_t len, const char *name,
                const char **vstart, const char **vend)
 {
-	const char *p = text, *end = text + len;
-	size_t nlen = strlen(name);
-	p = skip_ws(p, end);
-	if (p >= end || *p != '{')
-		return 0;
-	p++;
-	for (;;) {
-		p = skip_ws(p, end);
-		if (p >= end || *p != '"')
-			return 0;
-		const char *ks = p + 1;
-		p = skip_string(p, end);
-		const char *ke = p - 1;
-		p = skip_ws(p, end);
-		if (p >= end || *p != ':')
-			return 0;
-		p = skip_ws(p + 1, end);
-		const char *vs = p;
-		p = skip_value(p, end);
-		const char *ve = p;
-		while (ve > vs && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\n' || ve[-1] == '\r'))
-			ve--;
-		if (key_equals(ks, ke, name, nlen)) {
-			*vstart = vs;
-			*vend = ve;
+	const char *at = NULL;
+	raw_pair m;
+	while (raw_next_member(text, len, &at, &m)) {
+		if (raw_pair_named(&m, name)) {
+			*vstart = m.vs;
+			*vend = m.ve;
 			return 1;
 		}
-		p = skip_ws(p, end);
-		if (p >= end || *p != ',')
-			return 0;
-		p++;
 	}
+	return 0;
+}
+
+/* How many \u0000 escapes the strings of the JSON text [s, e) hold. */
+static size_t count_nul(const char *s, const char *e)
+{
+	size_t n = 0;
+	int in_str = 0;
+	for (const char *p = s; p < e; p++) {
+		if (!in_str) {
+			in_str = *p == '"';
+		} else if (*p == '"') {
+			in_str = 0;
+		} else if (*p == '\\' && p + 1 < e) {
+			n += e - p >= 6 && memcmp(p + 1, "u0000", 5) == 0;
+			p++; /* the escaped character: never a quote that ends it */
+		}
+	}
+	return n;
+}
+
+int raw_nul_only_in(const char *text, size_t len, const char *name)
+{
+	size_t all = memmem(text, len, "\\u0000", 6) ? count_nul(text, text + len) : 0, in = 0;
+	if (all == 0)
+		return 1;
+	/* counted against the whole text: a member the scan did not reach
+	 * counts as outside */
+	const char *at = NULL;
+	raw_pair m;
+	while (raw_next_member(text, len, &at, &m))
+		if (raw_pair_named(&m, name))
+			in += count_nul(m.vs, m.ve);
+	return in == all;
+}
+
+int raw_names_have_nul(const char *s, const char *e)
+{
+	const char *at = NULL;
+	raw_pair m;
+	while (raw_next_member(s, (size_t)(e - s), &at, &m))
+		if (count_nul(m.ks - 1, m.ke + 1))
+			return 1;
+	return 0;
+}
+
+int raw_value_has_nul(const char *s, const char *e, const char *name)
+{
+	const char *at = NULL;
+	raw_pair m;
+	while (raw_next_member(s, (size_t)(e - s), &at, &m))
+		if (raw_pair_named(&m, name) && count_nul(m.vs, m.ve))
+			return 1;
+	return 0;
 }
 
 /* Copy JSON text dropping whitespace outside strings. */

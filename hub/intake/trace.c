@@ -46,9 +46,19 @@ const char *trace_check_parent(const char *s)
 	if (s[0] == '0' && s[1] == '0') {
 		if (len != 55)
 			return "traceparent of version 00 is not exactly 55 characters";
-	} else if (len > 55 && s[55] != '-') {
-		return "traceparent goes on after its flags without a '-'";
+		return NULL;
 	}
+	/* a later version: what follows the flags is the future's, but it
+	 * goes into HTTP and Kafka headers as it is, so it must be a header
+	 * value that cannot end the header line or start another: printable
+	 * ASCII, and not ending with a space (RFC 9110 field-value) */
+	if (len > 55 && s[55] != '-')
+		return "traceparent goes on after its flags without a '-'";
+	for (size_t i = 55; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+			return "traceparent has a byte that is not printable ASCII (0x20-0x7e)";
+	if (s[len - 1] == ' ')
+		return "traceparent ends with a space";
 	return NULL;
 }
 
@@ -93,7 +103,8 @@ static int valid_value(const char *v, size_t n)
 	if (n < 1 || n > 256 || v[n - 1] == ' ')
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (v[i] < 0x20 || v[i] > 0x7e || v[i] == ',' || v[i] == '=')
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e || v[i] == ',' ||
+		    v[i] == '=')
 			return 0;
 	return 1;
 }
@@ -140,6 +151,9 @@ const char *trace_check_state(const char *s)
 
 void trace_id_of(const char *traceparent, char *out)
 {
+	out[0] = '\0';
+	if (trace_check_parent(traceparent))
+		return;
 	memcpy(out, traceparent + 3, TRACE_ID_LEN);
 	out[TRACE_ID_LEN] = '\0';
 }

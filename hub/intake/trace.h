@@ -20,7 +20,9 @@
 /* Check a traceparent: "VV-<trace id>-<parent id>-FF" with VV two lowercase
  * hex digits other than "ff", a trace id of 32 and a parent id of 16
  * lowercase hex digits, neither all zeros, FF two lowercase hex digits;
- * version 00 is exactly 55 characters, a higher one may go on after a '-'.
+ * version 00 is exactly 55 characters, a higher one may go on after a '-'
+ * with printable ASCII (0x20-0x7e, not ending with a space): a valid one
+ * is safe as an HTTP or Kafka header value as it is.
  * Returns NULL when valid, else why not (a static string). */
 const char *trace_check_parent(const char *s);
 
@@ -33,7 +35,8 @@ const char *trace_check_parent(const char *s);
 const char *trace_check_state(const char *s);
 
 /* The trace id of a valid traceparent, NUL-terminated, into out
- * (TRACE_ID_LEN + 1 bytes). */
+ * (TRACE_ID_LEN + 1 bytes); "" when it is not valid (a row this hub did
+ * not write, or one of an older version). */
 void trace_id_of(const char *traceparent, char *out);
 
 #endif

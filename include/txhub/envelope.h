@@ -87,7 +87,9 @@ typedef struct {
 	 * message and passes it on as traceparent/tracestate headers. NULL:
 	 * none. Checked here as the hub checks it (a malformed one the hub
 	 * would drop is refused), a tracestate needs a traceparent. */
-	const char *traceparent; /* "00-<32 hex>-<16 hex>-<2 hex>", lowercase */
+	/* "00-<32 hex>-<16 hex>-<2 hex>", lowercase; a later version may go
+	 * on after a '-' with printable ASCII (docs/producers.md) */
+	const char *traceparent;
 	const char *tracestate;  /* key=value list, <= 512 chars, <= 32 members */
 	/* Delayed delivery (CONTRACT §15), at most one of the two, with a
 	 * forward_topic: forwarded no earlier than forward_not_before (RFC 3339

@@ -268,3 +268,118 @@ void h_raw_expect_length_refusals(int port, const char *method, const char *path
 		          cases[i].what, r.data);
 	}
 }
+
+/* ---- the raw server ---- */
+
+#define RAW_CONNS_MAX 64
+
+struct h_raw_server {
+	int fd, port;
+	char *answer;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	int stop;
+	h_raw_conn *conns; /* RAW_CONNS_MAX */
+	size_t nconns;     /* done in all (more than RAW_CONNS_MAX: not kept) */
+};
+
+/* Read what fd brings into c until the head ends (head) or the peer
+ * closes, up to deadline; 1 when the head ended. */
+static int raw_read(int fd, h_raw_conn *c, int head, long deadline)
+{
+	for (;;) {
+		if (head && strstr(c->data, "\r\n\r\n"))
+			return 1;
+		long left = deadline - now_ms();
+		struct pollfd p = {fd, POLLIN, 0};
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return 0;
+		char buf[4096];
+		ssize_t n = recv(fd, buf, sizeof buf, 0);
+		if (n <= 0)
+			return 0;
+		size_t room = sizeof c->data - 1 - c->len;
+		size_t take = (size_t)n < room ? (size_t)n : room;
+		c->truncated |= take < (size_t)n;
+		memcpy(c->data + c->len, buf, take);
+		c->len += take;
+		c->data[c->len] = '\0';
+	}
+}
+
+static void *raw_server_main(void *arg)
+{
+	h_raw_server *s = arg;
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		int stop = s->stop;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			return NULL;
+		struct pollfd p = {s->fd, POLLIN, 0};
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		h_raw_conn *c = calloc(1, sizeof *c);
+		long deadline = now_ms() + 10000;
+		if (raw_read(fd, c, 1, deadline))
+			(void)send(fd, s->answer, strlen(s->answer), MSG_NOSIGNAL);
+		raw_read(fd, c, 0, deadline); /* until the client closes */
+		close(fd);
+		pthread_mutex_lock(&s->mu);
+		if (s->nconns < RAW_CONNS_MAX)
+			s->conns[s->nconns] = *c;
+		s->nconns++;
+		pthread_mutex_unlock(&s->mu);
+		free(c);
+	}
+}
+
+h_raw_server *h_raw_server_start(const char *answer)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof a;
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	h_raw_server *s = calloc(1, sizeof *s);
+	s->fd = fd;
+	s->port = ntohs(a.sin_port);
+	s->answer = strdup(answer);
+	s->conns = calloc(RAW_CONNS_MAX, sizeof *s->conns);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_create(&s->thread, NULL, raw_server_main, s);
+	return s;
+}
+
+int h_raw_server_port(const h_raw_server *s) { return s->port; }
+
+size_t h_raw_server_conns(h_raw_server *s, h_raw_conn *out, size_t max)
+{
+	pthread_mutex_lock(&s->mu);
+	size_t n = s->nconns;
+	for (size_t i = 0; i < n && i < max && i < RAW_CONNS_MAX; i++)
+		out[i] = s->conns[i];
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+void h_raw_server_stop(h_raw_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	close(s->fd);
+	pthread_mutex_destroy(&s->mu);
+	free(s->conns);
+	free(s->answer);
+	free(s);
+}

@@ -4,7 +4,8 @@
  * chosen client address (127.0.0.2 is another address on loopback), and a
  * flood of idle and trickling connections from one address. Every socket
  * opened is closed before a function returns (the flood's by
- * h_flood_stop). Servers are reached on 127.0.0.1. */
+ * h_flood_stop). Servers are reached on 127.0.0.1. And the other way
+ * round, a server that keeps the exact bytes a client sent it. */
 #ifndef TXHUB_RAWHTTP_H
 #define TXHUB_RAWHTTP_H
 
@@ -62,5 +63,29 @@ void h_flood_stop(h_flood *f, h_flood_stats *stats);
  * more header lines ("Name: value\r\n"...) for every request, or "". */
 void h_raw_expect_length_refusals(int port, const char *method, const char *path,
                                   const char *extra);
+
+/* ---- a raw server: the exact bytes a client (the hub) sends ---- */
+
+typedef struct h_raw_server h_raw_server;
+
+/* Everything one connection brought, NUL-terminated (cut to fit). */
+typedef struct {
+	char data[16 * 1024];
+	size_t len;
+	int truncated;
+} h_raw_conn;
+
+/* Listen on 127.0.0.1 (a free port) on a thread of its own: each
+ * connection, one at a time, is read to the end of its request head,
+ * answered `answer` (a whole HTTP response, sent as it is; say
+ * "Connection: close" in it) and read on until the client closes it (at
+ * most 10 s), so that whatever a client sent after its request (a
+ * smuggled second one) is kept with it. NULL when it cannot listen. */
+h_raw_server *h_raw_server_start(const char *answer);
+int h_raw_server_port(const h_raw_server *s);
+/* The connections done so far (at most max into out); returns how many
+ * were done in all. */
+size_t h_raw_server_conns(h_raw_server *s, h_raw_conn *out, size_t max);
+void h_raw_server_stop(h_raw_server *s);
 
 #endif

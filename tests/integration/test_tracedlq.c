@@ -19,31 +19,12 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "trace_common.h"
 
 #define WAIT_MS 30000
 #define TID "4bf92f3577b34da6a3ce929d0e0e4736"
 #define TP "00-" TID "-00f067aa0ba902b7-01"
 #define TID2 "0af7651916cd43dd8448eb211c80319c"
-
-static char sqlbuf[1024];
-
-static const char *status_of(const char *mk)
-{
-	snprintf(sqlbuf, sizeof sqlbuf, "SELECT status || '/' || coalesce(send_status, '-') "
-	                                "FROM txhub.messages WHERE message_key = '%s'", mk);
-	return sqlbuf;
-}
-
-/* The record of topic whose txhub-message-key is mk, or NULL. */
-static const h_record *record_of(const h_record *r, size_t n, const char *mk)
-{
-	char want[128];
-	snprintf(want, sizeof want, "txhub-message-key=%s\n", mk);
-	for (size_t i = 0; i < n; i++)
-		if (r[i].headers && strstr(r[i].headers, want))
-			return &r[i];
-	return NULL;
-}
 
 /* Lines of the log at path that hold needle but not must; the first of
  * them into first. */
@@ -192,13 +173,9 @@ Test(tracedlq, trace_context_travels_with_the_message, .timeout = 180)
 	h_records_free(r, n);
 
 	/* counted by reason, logged (JSON lines carry the trace id) */
-	char *metrics = NULL;
-	cr_assert(h_http_wait(port, "/metrics", 200, 10000, &metrics));
-	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"traceparent\"}"), 4,
-	             "%s", metrics);
-	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"tracestate\"}"), 1);
-	cr_assert_eq(h_series(metrics, "txhub_trace_context_dropped_total{reason=\"trace\"}"), 1);
-	free(metrics);
+	cr_assert_eq(dropped_count(port, "traceparent"), 4);
+	cr_assert_eq(dropped_count(port, "tracestate"), 1);
+	cr_assert_eq(dropped_count(port, "trace"), 1);
 	char logf[256];
 	h_hub_log(logf, sizeof logf, &e);
 	cr_assert_eq(h_log_lines(logf, "trace context dropped"), 6);

@@ -1,9 +1,11 @@
-/* Unit tests for forward_describe_failure: the reason a failed forward
- * leaves in last_error, the alert and the log. */
+/* Unit tests for forward_describe_failure (the reason a failed forward
+ * leaves in last_error, the alert and the log) and forward_make_headers. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "forward.h"
+#include "forward_record.h"
 
 static char topic[FORWARD_TOPIC_MAX + 1];
 
@@ -69,4 +71,50 @@ Test(forward, an_unprintable_topic_is_escaped)
 	char buf[FORWARD_ERROR_MAX];
 	forward_describe_failure(buf, sizeof buf, "a\nb\xc2\x85", 0, RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
 	cr_assert_str_eq(buf, "delivery to a\\x0ab\\xc2\\x85 failed: Local: Message timed out");
+}
+
+/* The value of header name in h, or NULL. */
+static const char *header_of(rd_kafka_headers_t *h, const char *name, char *buf, size_t size)
+{
+	const void *v;
+	size_t len;
+	if (rd_kafka_header_get_last(h, name, &v, &len) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return NULL;
+	snprintf(buf, size, "%.*s", (int)len, (const char *)v);
+	return buf;
+}
+
+/* A trace context stored by an older hub (or written by hand) that is not
+ * valid W3C is left out of the record's headers (issue 30, item 4); a
+ * valid one replaces the producer's headers of those names. */
+Test(forward, a_stored_trace_context_goes_out_only_when_valid)
+{
+	char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	char evil[] = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\r\nX-Evil: 1";
+	char state[] = "rojo=1", evil_state[] = "rojo=1\r\nX-Evil: 1";
+	char hdrs[] = "{\"traceparent\":\"mine\",\"h\":\"v\"}";
+	char b[] = "b", k[] = "k", buf[256];
+	store_forward f = {.biz_id = b, .message_key = k, .headers = hdrs};
+
+	f.traceparent = tp;
+	f.tracestate = state;
+	rd_kafka_headers_t *h = forward_make_headers(&f);
+	cr_assert_str_eq(header_of(h, "traceparent", buf, sizeof buf), tp);
+	cr_assert_str_eq(header_of(h, "tracestate", buf, sizeof buf), state);
+	cr_assert_eq(rd_kafka_header_cnt(h), 5); /* h, the ids, the trace context */
+	rd_kafka_headers_destroy(h);
+
+	f.tracestate = evil_state; /* the traceparent stays */
+	h = forward_make_headers(&f);
+	cr_assert_str_eq(header_of(h, "traceparent", buf, sizeof buf), tp);
+	cr_assert_null(header_of(h, "tracestate", buf, sizeof buf));
+	rd_kafka_headers_destroy(h);
+
+	f.traceparent = evil; /* neither goes; the producer's own header does */
+	f.tracestate = state;
+	h = forward_make_headers(&f);
+	cr_assert_str_eq(header_of(h, "traceparent", buf, sizeof buf), "mine");
+	cr_assert_null(header_of(h, "tracestate", buf, sizeof buf));
+	cr_assert_str_eq(header_of(h, "txhub-message-key", buf, sizeof buf), "k");
+	rd_kafka_headers_destroy(h);
 }

@@ -87,14 +87,20 @@ Test(trace, tracestates)
 	cr_assert(strstr(trace_check_state(big), "longer than 512"));
 }
 
+/* Parse the record value s into env. */
+static int parse_value(const char *s)
+{
+	envelope_free(&env);
+	return envelope_parse(s, strlen(s), 1 << 20, &env, err, sizeof err);
+}
+
 static int parse(const char *trace)
 {
 	char s[2048];
 	snprintf(s, sizeof s, "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\","
 	                      "\"payload\":1,\"forward\":{\"topic\":\"t\"}%s%s}",
 	         trace ? ",\"trace\":" : "", trace ? trace : "");
-	envelope_free(&env);
-	return envelope_parse(s, strlen(s), 1 << 20, &env, err, sizeof err);
+	return parse_value(s);
 }
 
 Test(trace, envelope_keeps_a_valid_trace)
@@ -120,24 +126,39 @@ Test(trace, envelope_drops_a_malformed_trace_and_keeps_the_message)
 	struct {
 		const char *trace, *label;
 		int keeps_parent;
+		const char *why; /* in trace_dropped_why; NULL: any */
 	} cases[] = {
-		{"\"" TP "\"", "trace", 0},
-		{"[]", "trace", 0},
-		{"{\"traceparent\":\"" TP "\",\"traceparent\":\"" TP "\"}", "trace", 0},
-		{"{}", "traceparent", 0},
-		{"{\"traceparent\":7}", "traceparent", 0},
+		{"\"" TP "\"", "trace", 0, NULL},
+		{"[]", "trace", 0, NULL},
+		{"{\"traceparent\":\"" TP "\",\"traceparent\":\"" TP "\"}", "trace", 0, NULL},
+		{"{}", "traceparent", 0, NULL},
+		{"{\"traceparent\":7}", "traceparent", 0, NULL},
 		{"{\"traceparent\":\"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\","
-		 "\"tracestate\":\"rojo=1\"}", "traceparent", 0},
+		 "\"tracestate\":\"rojo=1\"}", "traceparent", 0, NULL},
 		{"{\"traceparent\":\"00-00000000000000000000000000000000-00f067aa0ba902b7-01\"}",
-		 "traceparent", 0},
-		{"{\"traceparent\":\"" TP "\",\"tracestate\":\"Bad Key=1\"}", "tracestate", 1},
-		{"{\"traceparent\":\"" TP "\",\"tracestate\":5}", "tracestate", 1},
+		 "traceparent", 0, NULL},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":\"Bad Key=1\"}", "tracestate", 1, NULL},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":5}", "tracestate", 1, NULL},
+		/* \u0000 (cJSON cuts the string there: TP "\u0000..." would read
+		 * as a valid TP) drops what holds it (issue 30, item 8) */
+		{"{\"traceparent\":\"" TP "\\u0000\\r\\nX-Evil: 1\",\"tracestate\":\"rojo=1\"}",
+		 "traceparent", 0, "\\u0000"},
+		{"{\"traceparent\":\"\\u0000\"}", "traceparent", 0, "\\u0000"},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":\"rojo=1\\u0000\\r\\nX-Evil: 1\"}",
+		 "tracestate", 1, "\\u0000"},
+		{"{\"traceparent\":\"" TP "\",\"tracestate\":\"\\u0000\"}", "tracestate", 1, "\\u0000"},
+		{"{\"traceparent\\u0000x\":\"" TP "\"}", "trace", 0, "\\u0000"},
+		{"{\"traceparent\":\"" TP "\",\"n\\u0000\":1}", "trace", 0, "\\u0000"},
+		{"[\"\\u0000\"]", "trace", 0, "not an object"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		cr_assert_eq(parse(cases[i].trace), 0, "%s rejected: %s", cases[i].trace, err);
 		cr_assert_not_null(env.trace_dropped, "%s", cases[i].trace);
 		cr_assert_str_eq(env.trace_dropped, cases[i].label, "%s", cases[i].trace);
 		cr_assert_not_null(env.trace_dropped_why);
+		if (cases[i].why)
+			cr_assert(strstr(env.trace_dropped_why, cases[i].why), "%s: %s", cases[i].trace,
+			          env.trace_dropped_why);
 		cr_assert_null(env.tracestate, "%s", cases[i].trace);
 		cr_assert_eq(env.traceparent != NULL, cases[i].keeps_parent, "%s", cases[i].trace);
 		cr_assert_str_eq(env.message_key, "k");
@@ -145,8 +166,115 @@ Test(trace, envelope_drops_a_malformed_trace_and_keeps_the_message)
 	/* a second "trace" field: dropped too, not a rejection */
 	const char *twice = "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,"
 	                    "\"forward\":{\"topic\":\"t\"},\"trace\":{},\"trace\":{}}";
-	envelope_free(&env);
-	cr_assert_eq(envelope_parse(twice, strlen(twice), 1 << 20, &env, err, sizeof err), 0, "%s",
-	             err);
+	cr_assert_eq(parse_value(twice), 0, "%s", err);
 	cr_assert_str_eq(env.trace_dropped, "trace");
+}
+
+/* A later version keeps what follows its flags, and that goes into the
+ * check-back request's and the forwarded record's headers as it is: only
+ * printable ASCII that does not end with a space (issue 30, item 4). */
+Test(trace, a_later_version_is_printable_ascii_after_its_flags)
+{
+	const char *head = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	const char *ok[] = {"", "-", "-what the future holds", "-a~b!c\"d\\e"};
+	const char *bad[] = {
+		"-\r\nX-Evil: injected",
+		"-\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n",
+		"-a\nb", "-a\rb", "-a\tb", "-\x01", "-\x7f", "-caf\xc3\xa9", "-\xff", "-ends with a space ",
+	};
+	char s[600];
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		snprintf(s, sizeof s, "%s%s", head, ok[i]);
+		cr_assert_null(trace_check_parent(s), "refused %s: %s", s, trace_check_parent(s));
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(s, sizeof s, "%s%s", head, bad[i]);
+		const char *why = trace_check_parent(s);
+		cr_assert_not_null(why, "accepted %s", s);
+		cr_assert(strstr(why, "printable ASCII") || strstr(why, "space"), "%s", why);
+	}
+	/* version 00 is exactly 55 characters, whatever follows */
+	cr_assert_not_null(trace_check_parent(TP "\r\nX-Evil: injected"));
+	/* tracestate: nothing outside its grammar either */
+	const char *bad_state[] = {"rojo=1\r\nX-Evil: injected", "rojo=1\n", "rojo=a\rb",
+	                           "rojo=\x01", "rojo=\x7f", "ro\tjo=1", "rojo=1,\r\n"};
+	for (size_t i = 0; i < sizeof bad_state / sizeof bad_state[0]; i++)
+		cr_assert_not_null(trace_check_state(bad_state[i]), "accepted %s", bad_state[i]);
+}
+
+Test(trace, the_trace_id_of_an_invalid_traceparent_is_empty)
+{
+	char tid[TRACE_ID_LEN + 1];
+	trace_id_of(TP, tid);
+	cr_assert_str_eq(tid, "4bf92f3577b34da6a3ce929d0e0e4736");
+	trace_id_of("x", tid); /* a row written by hand: no read past its end */
+	cr_assert_str_eq(tid, "");
+	trace_id_of("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\r\n", tid);
+	cr_assert_str_eq(tid, "");
+}
+
+/* The header injection of issue 30 through an envelope: the trace is
+ * dropped, the message kept. */
+Test(trace, envelope_drops_a_trace_that_would_inject_a_header)
+{
+	const char *cases[] = {
+		"{\"traceparent\":\"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\\r\\n"
+		"X-Evil: injected\",\"tracestate\":\"rojo=1\"}",
+		"{\"traceparent\":\"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\\r\\n\\r\\n"
+		"GET /smuggled HTTP/1.1\\r\\nHost: x\\r\\n\"}",
+		"{\"traceparent\":\"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-caf\\u00e9\"}",
+		"{\"traceparent\":\"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\\u0001\"}",
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cr_assert_eq(parse(cases[i]), 0, "%s rejected: %s", cases[i], err);
+		cr_assert_str_eq(env.trace_dropped, "traceparent", "%s", cases[i]);
+		cr_assert_null(env.traceparent);
+		cr_assert_null(env.tracestate);
+		cr_assert_str_eq(env.trace_id, "");
+		cr_assert_str_eq(env.message_key, "k");
+	}
+	cr_assert_eq(parse("{\"traceparent\":\"" TP "\",\"tracestate\":\"rojo=1\\r\\nX-Evil: 1\"}"), 0);
+	cr_assert_str_eq(env.trace_dropped, "tracestate");
+	cr_assert_str_eq(env.traceparent, TP);
+	cr_assert_null(env.tracestate);
+}
+
+/* \u0000 in a trace is never a rejection (issue 30, item 8; the cases that
+ * drop a part are in the table above): where the hub does not look, and
+ * where it is no NUL at all. */
+Test(trace, envelope_keeps_a_message_with_u0000_in_its_trace)
+{
+	/* in a member the hub does not read: cut short harmlessly, kept */
+	cr_assert_eq(parse("{\"traceparent\":\"" TP "\",\"note\":\"a\\u0000b\"}"), 0, "%s", err);
+	cr_assert_null(env.trace_dropped);
+	cr_assert_str_eq(env.traceparent, TP);
+	/* an escaped backslash before u0000 is no NUL: a valid tracestate */
+	cr_assert_eq(parse("{\"traceparent\":\"" TP "\",\"tracestate\":\"k=\\\\u0000\"}"), 0, "%s",
+	             err);
+	cr_assert_null(env.trace_dropped);
+	cr_assert_str_eq(env.tracestate, "k=\\u0000");
+	/* two trace fields, both with \u0000: dropped as twice */
+	const char *twice = "{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,"
+	                    "\"forward\":{\"topic\":\"t\"},\"trace\":{\"traceparent\":\"\\u0000\"},"
+	                    "\"trace\":\"\\u0000\"}";
+	cr_assert_eq(parse_value(twice), 0, "%s", err);
+	cr_assert_str_eq(env.trace_dropped, "trace");
+}
+
+/* Outside the trace context \u0000 is still a rejection: anywhere else,
+ * and in a name that cJSON would read as "trace". */
+Test(trace, u0000_outside_the_trace_is_still_rejected)
+{
+	const char *bad[] = {
+		"{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\\u0000\",\"payload\":1,"
+		"\"forward\":{\"topic\":\"t\"},\"trace\":{\"traceparent\":\"" TP "\"}}",
+		"{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":1,"
+		"\"forward\":{\"topic\":\"t\"},\"trace\\u0000\":{\"traceparent\":\"\\u0000\"}}",
+		"{\"type\":\"prepare\",\"biz_id\":\"b\",\"message_key\":\"k\",\"payload\":\"\\u0000\","
+		"\"forward\":{\"topic\":\"t\"},\"trace\":{\"traceparent\":\"\\u0000\"}}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(parse_value(bad[i]), -1, "accepted %s", bad[i]);
+		cr_assert(strstr(err, "\\u0000"), "%s", err);
+	}
 }

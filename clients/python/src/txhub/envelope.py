@@ -47,7 +47,9 @@ TYPES = ("prepare", "commit", "rollback")
 # W3C Trace Context level 1, as the hub checks it (hub/intake/trace.c)
 TRACE_STATE_MAX = 512
 TRACE_STATE_MEMBERS_MAX = 32
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.S)
+# a later version may go on after its flags with printable ASCII (it goes
+# into HTTP and Kafka headers as it is), not ending with a space
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x20-\x7e]*)?")
 _STATE_KEY = re.compile(r"[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13}")
 _STATE_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
 
@@ -341,7 +343,7 @@ def _check_trace(m: Message) -> None:
     if tp is not None:
         g = _TRACEPARENT.fullmatch(tp) if isinstance(tp, str) and len(tp) <= 512 else None
         if (g is None or g.group(1) == "ff" or set(g.group(2)) == {"0"} or set(g.group(3)) == {"0"}
-                or (g.group(1) == "00" and g.group(5) is not None)):
+                or (g.group(1) == "00" and g.group(5) is not None) or tp.endswith(" ")):
             raise InvalidInput("traceparent is not a valid W3C traceparent")
     if ts is not None:
         if not isinstance(ts, str) or len(ts) > TRACE_STATE_MAX:
