@@ -553,6 +553,53 @@ Test(secure, exactly_once_forward_topic_without_write, .timeout = 400)
 	h_teardown(&s.e);
 }
 
+/* exactly_once, Write taken off the progress topic after the lane
+ * committed: Kafka refuses every transaction, and the lane's transaction
+ * of its last marker alone says the progress topic is the one refused: no
+ * forward is blamed (pending, no attempt counted), an error line names the
+ * topic; Write given back, everything goes, each once. */
+Test(secure, exactly_once_progress_topic_without_write, .timeout = 300)
+{
+	sec s;
+	sec_setup(&s, "sec_eos_progress");
+	grant_hub(&s, 1);
+	const char *more[] = {"forward.mode=exactly_once", "forward.max_attempts=3", NULL};
+	start_hub(&s, &s.hub, more);
+	char buf[600], mk[32], progress[200], principal_name[128], log[256];
+	snprintf(progress, sizeof progress, "%s.progress", s.e.topic);
+	snprintf(principal_name, sizeof principal_name, "User:%s", s.hub.name);
+	for (int i = 0; i < 6; i++) {
+		if (i == 1) { /* the lane committed once: Write off the progress topic */
+			cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+			                       "'sent'", "1", 60000));
+			const char *rm[] = {"acls", s.dir, "--remove", "--force", "--allow-principal",
+			                    principal_name, "--operation", "Write", "--topic", progress, NULL};
+			cr_assert_eq(h_kafka_sh(rm, NULL, 0), 0, "removing Write on %s", progress);
+		}
+		snprintf(mk, sizeof mk, "k-%d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"sec\",\"message_key\":\"%s\","
+		         "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, mk, s.fwd,
+		         mk);
+		h_send_str(&s.e, 0, mk, buf);
+		h_flush();
+	}
+	h_hub_log(log, sizeof log, &s.e);
+	long lines = 0;
+	for (int waited = 0; waited < 60000 && lines < 2; waited += 200) {
+		lines = h_log_lines(log, "a transaction of the progress marker alone in");
+		h_pause_ms(200);
+	}
+	cr_assert_geq(lines, 2, "no line says the progress topic refuses writes");
+	check_error_line(&s, "a transaction of the progress marker alone in");
+	cr_assert_eq(h_count(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+	                           "'pending' AND send_attempts = 0"), 5,
+	             "a forward was blamed for the progress topic");
+	allow(&s, s.hub.name, "--topic", progress, 0, "Write");
+	check_all_forwarded(&s, 6);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
 /* ---- team principals ---- */
 
 typedef struct {
