@@ -444,15 +444,8 @@ static int renew_producer(lane *l)
 		if (!l->rk && !(l->rk = new_producer(l, err, sizeof err))) {
 			/* (err says why) */
 		} else if ((e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s",
-			         l->txn_id, rd_kafka_error_string(e));
-			int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
-			rd_kafka_error_destroy(e);
-			if (fatal || fenced) {
-				lane_end_with(l, fenced, err);
-				log_error("lane %d of %s: a new producer: %s; the lane stops", TP_ARG(l->own.tp), err);
+			if (lane_init_failed(l, e, err, sizeof err))
 				return -1;
-			}
 		} else {
 			log_info("lane %d of %s: a new producer took the transactional.id", TP_ARG(l->own.tp));
 			return 0;

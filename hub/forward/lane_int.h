@@ -91,6 +91,9 @@ int lane_record(lane *l, const store_forward *items, size_t n, const rd_kafka_re
 void lane_end_with(lane *l, int fenced, const char *why);
 int lane_fenced_error(rd_kafka_resp_err_t e);
 int lane_take_partition(lane *l);
+/* init_transactions failed with e (destroyed): why into err; 1 when the
+ * lane ends (fatal or fenced, logged), 0 when it is to be tried again. */
+int lane_init_failed(lane *l, rd_kafka_error_t *e, char *err, size_t errsz);
 
 /* a topic Kafka refuses in a transaction (lane_refused.c) */
 /* The most forwards the next run may hold (1 while finding a bad one). */

@@ -131,6 +131,18 @@ static int run(h_env *e, const char *const *args, char *out, size_t outsz, char 
 
 static char out_buf[1 << 16], err_buf[4096];
 
+/* An embedded broker for e that refuses <topic>.bad (named into bad) from
+ * the start; its commands on *cmd ("allow <topic>\n"). */
+static pid_t start_denying(h_env *e, char *bad, size_t badsz, FILE **cmd)
+{
+	snprintf(bad, badsz, "%s.bad", e->topic);
+	pid_t broker = h_devbroker_start(e, NULL, cmd);
+	fprintf(*cmd, "deny %s\n", bad);
+	fflush(*cmd);
+	return broker;
+}
+
+
 Test(order, a_parked_key_holds_its_later_messages_until_redrive_or_skip, .timeout = 240)
 {
 	h_env e;
@@ -259,11 +271,8 @@ Test(order, a_held_chain_follows_its_blocker_in_order_at_least_once, .timeout = 
 	h_env e;
 	h_setup(&e, "order_chain");
 	char bad[128];
-	snprintf(bad, sizeof bad, "%s.bad", e.topic);
 	FILE *cmd = NULL;
-	pid_t broker = h_devbroker_start(&e, NULL, &cmd);
-	fprintf(cmd, "deny %s\n", bad);
-	fflush(cmd);
+	pid_t broker = start_denying(&e, bad, sizeof bad, &cmd);
 	const char *settings[] = {"forward.order=key", "kafka.message.timeout.ms=1000",
 	                          "forward.backoff_ms=100", "forward.backoff_max_ms=200",
 	                          "forward.max_attempts=2", "log.level=debug", NULL};
@@ -427,11 +436,8 @@ static void head_topic_refused(const char *name, const char *mode)
 	h_env e;
 	h_setup(&e, name);
 	char bad[128];
-	snprintf(bad, sizeof bad, "%s.bad", e.topic);
 	FILE *cmd = NULL;
-	pid_t broker = h_devbroker_start(&e, NULL, &cmd);
-	fprintf(cmd, "deny %s\n", bad);
-	fflush(cmd);
+	pid_t broker = start_denying(&e, bad, sizeof bad, &cmd);
 	const char *settings[] = {mode, "forward.order=key", "kafka.message.timeout.ms=1000",
 	                          "forward.backoff_ms=100", "forward.backoff_max_ms=200",
 	                          "forward.max_attempts=2", "log.level=debug", NULL};
