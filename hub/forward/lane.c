@@ -191,7 +191,8 @@ static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward_list *lis
 		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
 		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		RD_KAFKA_V_END);
-	cJSON_free(value);
+	cJSON_free(l->marker_out);
+	l->marker_out = value; /* (the last committed one, once committed) */
 	return e;
 }
 
@@ -261,7 +262,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	size_t n = list->n;
 	dr_status *st = calloc(n, sizeof *st);
 	rd_kafka_resp_err_t *failed = calloc(n, sizeof *failed);
-	int result = 0, stop_after_abort = 0;
+	int result = 0, stop_after_abort = 0, refused = 0;
 	rd_kafka_error_t *e = NULL;
 	int64_t started = clock_ms();
 	*backoff = 1;
@@ -276,6 +277,11 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!pe && !nrefused)
 		pe = produce_marker(l, list);
+	/* refused while the records went in: the transaction failed meanwhile
+	 * (Kafka refused a topic of it); committing it says how, and cannot
+	 * commit it */
+	if (pe == RD_KAFKA_RESP_ERR__STATE && (e = rd_kafka_commit_transaction(l->rk, CALL_MS)))
+		goto error;
 	if (pe) {
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 		if (lane_fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
@@ -315,6 +321,10 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		crash_at(l, "lane_after_commit");
 		rd_kafka_poll(l->rk, 0);
 		l->done_seq = list->items[n - 1].fwd_seq;
+		l->commits++;
+		cJSON_free(l->last_marker);
+		l->last_marker = l->marker_out;
+		l->marker_out = NULL;
 		marker_dead_sent(&l->dead, list->items, n);
 		count_sent(l, list, started);
 		store_forward_list t = *unrec; /* (empty: recorded above) */
@@ -325,6 +335,13 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	}
 error:
 	snprintf(err, sizeof err, "%s", rd_kafka_error_string(e));
+	refused = rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+	if (refused && rd_kafka_error_is_fatal(e)) {
+		l->renew = 1; /* nothing to abort: a new producer */
+		rd_kafka_error_destroy(e);
+		e = NULL;
+		goto failures;
+	}
 	if (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e))) {
 		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
 		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
@@ -345,6 +362,17 @@ abort:
 			goto done;
 		}
 	}
+	if (e && refused && rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE) {
+		/* librdkafka 2.0 aborts a transaction Kafka refused every
+		 * partition of (the others are "not attempted") although the
+		 * coordinator has none of it, and fails for good on the answer:
+		 * the transaction is gone all the same, a new producer goes on */
+		log_info("lane %d of %s: aborting the refused transaction: %s; the lane makes a new "
+		         "producer", TP_ARG(l->own.tp), rd_kafka_error_string(e));
+		l->renew = 1;
+		rd_kafka_error_destroy(e);
+		e = NULL;
+	}
 	if (e && (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e)))) {
 		snprintf(err, sizeof err, "abort: %s", rd_kafka_error_string(e));
 		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
@@ -357,12 +385,17 @@ abort:
 		result = -1;
 		goto done;
 	}
-	/* the forwards that failed for their own sake leave the run */
+failures:; /* the forwards that failed for their own sake leave the run */
 	size_t nfailed = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!failed[i] && st[i].reported && own_fault(st[i].err))
 			failed[i] = st[i].err;
 		nfailed += failed[i] != 0;
+	}
+	if (refused && nfailed == 0) { /* which forward's topic: lane_refused.c */
+		lane_refused_run(l, list, failed);
+		nfailed = failed[0] != 0;
+		*backoff = 0;
 	}
 	if (nfailed > 1 && n > 1) {
 		/* the broker fails a whole batch for one record in it (too
@@ -395,6 +428,35 @@ done:
 
 /* ---- the thread ---- */
 
+/* A refused topic left the producer failed for good (send_run): a new one
+ * with the same transactional.id, whose init_transactions ends what the
+ * old one left open. Returns 0, or -1 when the lane must stop. */
+static int renew_producer(lane *l)
+{
+	char err[512];
+	l->renew = 0;
+	rd_kafka_destroy(l->rk);
+	l->rk = NULL;
+	for (int attempt = 1;; attempt++) {
+		rd_kafka_error_t *e = NULL;
+		if (lane_is_stopping(l, 0))
+			return -1;
+		if (!l->rk && !(l->rk = new_producer(l, err, sizeof err))) {
+			/* (err says why) */
+		} else if ((e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
+			if (lane_init_failed(l, e, err, sizeof err))
+				return -1;
+		} else {
+			log_info("lane %d of %s: a new producer took the transactional.id", TP_ARG(l->own.tp));
+			return 0;
+		}
+		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
+		log_warn("lane %d of %s: a new producer: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
+		         (long long)d);
+		lane_pause_ms(l, d);
+	}
+}
+
 /* Wait until rows may be due; returns the want_seq seen, or -1 to stop. */
 static int64_t wait_for_work(lane *l, int block)
 {
@@ -422,16 +484,28 @@ static void forward_due(lane *l)
 		int64_t want = wait_for_work(l, unrec.n == 0);
 		if (want < 0)
 			break;
-		if (want > l->done_seq && !l->singles_left && clock_ms() < next_run &&
+		if (want > l->done_seq && !l->singles_left && !l->search_cap && clock_ms() < next_run &&
 		    !lane_is_stopping(l, 0)) {
 			lane_pause_ms(l, next_run - clock_ms()); /* (returns at once when stopping) */
 			continue;
 		}
+		if (l->renew && renew_producer(l) != 0)
+			break;
+		if (l->probe_due) {
+			l->probe_due = 0;
+			int p = lane_probe_progress(l);
+			if (p == -2)
+				break;
+			if (p <= 0) { /* the progress topic refused (or no answer): no forward is blamed */
+				lane_pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
+				continue;
+			}
+		}
 		int64_t t0 = clock_ms();
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
-			rc = store_next_forwards(l->st, l->own.tp, l->done_seq,
-			                         l->singles_left ? 1 : LANE_RUN_MAX, &list, err, sizeof err);
+			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, lane_run_max(l), &list, err,
+			                         sizeof err);
 		if (rc != STORE_OK) {
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
 			log_warn("lane %d of %s: reading forwards: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
@@ -455,7 +529,8 @@ static void forward_due(lane *l)
 			continue;
 		}
 		for (size_t i = 0; i < list.n; i++)
-			bad[i] = check_topic(l, list.items[i].topic);
+			if (!(bad[i] = lane_refused_check(l, &list.items[i])))
+				bad[i] = check_topic(l, list.items[i].topic);
 		int taken = lane_take_out_failed(l, &list, bad);
 		free(bad);
 		int gated = taken == 0 && l->order ? lane_order_gate(l, &list) : 0;
@@ -612,7 +687,11 @@ void lane_free(lane *l)
 	pthread_join(l->thread, NULL);
 	/* no transaction is open when the thread ends: a fenced or failed
 	 * producer's is the broker's to abort */
-	rd_kafka_destroy(l->rk);
+	if (l->rk)
+		rd_kafka_destroy(l->rk);
+	lane_refused_free(l);
+	cJSON_free(l->marker_out);
+	cJSON_free(l->last_marker);
 	for (size_t i = 0; i < l->ntopics; i++)
 		free(l->topics[i]);
 	free(l->topics);

@@ -12,7 +12,8 @@
  * Kafka transaction holds a run of forwards read from PostgreSQL and one
  * marker, the highest sequence of the run, in the progress topic; after
  * the commit the rows are marked sent. A forward that fails for its own
- * sake (an unknown topic, a record too large) leaves its run, is recorded
+ * sake (an unknown topic, a record too large, a topic Kafka refuses in a
+ * transaction: lane_refused.c) leaves its run, is recorded
  * as a failed attempt and loses its sequence (it gets a new one when due
  * again); the others go again.
  *

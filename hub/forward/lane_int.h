@@ -1,7 +1,9 @@
 /* lane_int.h: what lane.c and its parts share, private to them: the lane's
  * state and the steps they call of each other. lane.c on top (the thread,
- * a run, the lane's face), lane_takeover.c and lane_order.c below it,
- * lane_record.c at the bottom; each calls only those under it. */
+ * a run, the lane's face), lane_takeover.c, lane_order.c and
+ * lane_refused.c below it, lane_record.c at the bottom; each calls only
+ * those under it (and lane_takeover.c's lane_end_with and
+ * lane_fenced_error). */
 #ifndef TXHUB_LANE_INT_H
 #define TXHUB_LANE_INT_H
 
@@ -23,6 +25,13 @@
 #define IDLE_LOOK_MS 5000
 /* Forward topics whose existence a lane remembers. */
 #define TOPICS_MAX 10000
+
+/* A topic Kafka refused in a transaction (lane_refused.c): its forwards
+ * up to sequence upto were in that transaction. */
+typedef struct {
+	char *topic;
+	int64_t upto;
+} lane_refusal;
 
 struct lane {
 	const txhub_config *cfg;
@@ -55,6 +64,16 @@ struct lane {
 	int64_t done_seq; /* the last marker committed */
 	marker_dead dead;  /* what its markers say was not sent (marker.h) */
 	size_t singles_left; /* runs of one forward to go (finding a bad one) */
+	size_t search_cap;   /* > 0: runs of at most this many (finding a refused topic) ... */
+	int64_t search_upto; /* ... until the rows up to here are done (lane_refused.c) */
+	lane_refusal *refused; /* topics Kafka refused in a transaction */
+	size_t nrefused, caprefused;
+	int renew;           /* the producer failed for good on a refused topic: make a new one */
+	int probe_due;       /* a run of one refused: does the progress topic take writes? */
+	uint64_t commits;    /* transactions committed */
+	uint64_t search_commits; /* ... when the search for a refused topic began */
+	char *marker_out;    /* the marker of the run in hand ... */
+	char *last_marker;   /* ... and of the last one committed (cJSON_free) */
 	char **topics;    /* forward topics known to exist */
 	size_t ntopics, captopics;
 	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
@@ -72,6 +91,26 @@ int lane_record(lane *l, const store_forward *items, size_t n, const rd_kafka_re
 void lane_end_with(lane *l, int fenced, const char *why);
 int lane_fenced_error(rd_kafka_resp_err_t e);
 int lane_take_partition(lane *l);
+/* init_transactions failed with e (destroyed): why into err; 1 when the
+ * lane ends (fatal or fenced, logged), 0 when it is to be tried again. */
+int lane_init_failed(lane *l, rd_kafka_error_t *e, char *err, size_t errsz);
+
+/* a topic Kafka refuses in a transaction (lane_refused.c) */
+/* The most forwards the next run may hold (1 while finding a bad one). */
+size_t lane_run_max(lane *l);
+/* TOPIC_AUTHORIZATION_FAILED when f's topic was refused in a transaction f
+ * was in; else 0. */
+rd_kafka_resp_err_t lane_refused_check(lane *l, const store_forward *f);
+/* list's transaction failed on a topic Kafka refuses: a run of one names
+ * its forward (failed[0] set, its topic noted); a longer one makes the
+ * next runs shorter. */
+void lane_refused_run(lane *l, const store_forward_list *list, rd_kafka_resp_err_t *failed);
+/* Whether the progress topic takes the lane's writes: a transaction of its
+ * last committed marker alone (the same value again: nothing changes).
+ * Returns 1 when it committed, 0 when Kafka refused the topic, -1 when it
+ * could not tell, -2 when the lane must stop (fenced). */
+int lane_probe_progress(lane *l);
+void lane_refused_free(lane *l);
 
 /* forward.order = key (lane_order.c) */
 int lane_order_gate(lane *l, store_forward_list *list);

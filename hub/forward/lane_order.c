@@ -114,44 +114,88 @@ int lane_order_gate(lane *l, store_forward_list *list)
 	return rc;
 }
 
-/* Take the forwards failed[i] marks out of list, recording them first.
- * Returns 0, or -1 when they could not be recorded (the lane stops: the
- * next owner sends them again). */
+/* forward.order = key: of the forwards failed[] marks, those an earlier
+ * unsent message of their key comes before (a blocker already known, or
+ * another of them earlier in the control partition) are not a failed
+ * attempt of their own: they wait behind it, held, never attempted (the
+ * same rule as at_least_once). Marks them in hold[] and clears them in
+ * failed[]; returns how many. */
+static size_t hold_behind_failed(lane *l, const store_forward_list *list,
+                                 rd_kafka_resp_err_t *failed, unsigned char *hold)
+{
+	size_t nheld = 0;
+	for (size_t i = 0; i < list->n; i++) {
+		const store_forward *f = &list->items[i];
+		if (!failed[i] || !f->key)
+			continue;
+		int behind = order_blocked(l->order, f->src_tp, f->topic, f->key, f->src_offset);
+		for (size_t j = 0; j < list->n && !behind; j++) {
+			const store_forward *g = &list->items[j];
+			behind = j != i && failed[j] && g->key && g->src_tp == f->src_tp &&
+			         g->src_offset < f->src_offset && strcmp(g->key, f->key) == 0 &&
+			         strcmp(g->topic, f->topic) == 0;
+		}
+		hold[i] = (unsigned char)behind;
+	}
+	for (size_t i = 0; i < list->n; i++)
+		if (hold[i])
+			failed[i] = 0, nheld++;
+	return nheld;
+}
+
+/* Take the forwards failed[i] marks out of list, recording them first
+ * (with forward.order = key, those behind an earlier one of their key
+ * recorded held instead: hold_behind_failed). Returns 0, or -1 when they
+ * could not be recorded (the lane stops: the next owner sends them
+ * again). */
 int lane_take_out_failed(lane *l, store_forward_list *list, rd_kafka_resp_err_t *failed)
 {
-	size_t k = 0, nfailed = 0;
+	size_t k = 0, nout = 0, nheld = 0;
 	for (size_t i = 0; i < list->n; i++)
-		nfailed += failed[i] != 0;
-	if (nfailed == 0)
+		nout += failed[i] != 0;
+	if (nout == 0)
 		return 0;
-	/* the failed ones to the front, the others after them in order */
+	unsigned char *hold = calloc(list->n, 1);
+	/* held, then failed to the front, the others after them in order */
 	store_forward *sorted = malloc(list->n * sizeof *sorted);
 	rd_kafka_resp_err_t *errs = malloc(list->n * sizeof *errs);
-	if (!sorted || !errs) {
+	if (!hold || !sorted || !errs) {
+		free(hold);
 		free(sorted);
 		free(errs);
 		return -1;
 	}
+	if (l->order)
+		nheld = hold_behind_failed(l, list, failed, hold);
+	for (size_t i = 0; i < list->n; i++)
+		if (hold[i])
+			errs[k] = 0, sorted[k++] = list->items[i];
 	for (size_t i = 0; i < list->n; i++)
 		if (failed[i])
 			errs[k] = failed[i], sorted[k++] = list->items[i];
 	for (size_t i = 0; i < list->n; i++)
-		if (!failed[i])
+		if (!failed[i] && !hold[i])
 			errs[k] = 0, sorted[k++] = list->items[i];
 	memcpy(list->items, sorted, list->n * sizeof *sorted);
 	free(sorted);
-	int rc = lane_record(l, list->items, nfailed, errs, 0);
+	free(hold);
+	int rc = nheld ? lane_record(l, list->items, nheld, NULL, 1) : 0;
+	if (rc == 0)
+		rc = lane_record(l, list->items + nheld, nout - nheld, errs + nheld, 0);
 	free(errs);
-	for (size_t i = 0; rc == 0 && i < nfailed; i++) {
-		marker_dead_fail(&l->dead, &list->items[i]);
-		order_noted(l, &list->items[i]);
-	}
 	if (rc != 0)
 		return -1;
-	for (size_t i = 0; i < nfailed; i++)
+	for (size_t i = 0; i < nout; i++) {
+		marker_dead_fail(&l->dead, &list->items[i]);
+		order_noted(l, &list->items[i]); /* the later ones of its key wait too */
+	}
+	if (nheld)
+		log_debug("lane %d of %s: %zu failed forward(s) held for an earlier message of their key",
+		          TP_ARG(l->own.tp), nheld);
+	for (size_t i = 0; i < nout; i++)
 		store_forward_free(&list->items[i]);
-	memmove(list->items, list->items + nfailed, (list->n - nfailed) * sizeof *list->items);
-	list->n -= nfailed;
+	memmove(list->items, list->items + nout, (list->n - nout) * sizeof *list->items);
+	list->n -= nout;
 	memset(failed, 0, list->n * sizeof *failed);
 	return 0;
 }

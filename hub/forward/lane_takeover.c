@@ -190,6 +190,19 @@ int lane_fenced_error(rd_kafka_resp_err_t e)
 	       e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
+int lane_init_failed(lane *l, rd_kafka_error_t *e, char *err, size_t errsz)
+{
+	snprintf(err, errsz, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
+	         rd_kafka_error_string(e));
+	int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
+	rd_kafka_error_destroy(e);
+	if (!fatal && !fenced)
+		return 0;
+	lane_end_with(l, fenced, err);
+	log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
+	return 1;
+}
+
 /* The lane ends: fenced, or failed for good. */
 void lane_end_with(lane *l, int fenced, const char *why)
 {
@@ -232,15 +245,8 @@ int lane_take_partition(lane *l)
 		if (!ensured) {
 			about = l->progress; /* (err says why) */
 		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			snprintf(err, sizeof err, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
-			         rd_kafka_error_string(e));
-			int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
-			rd_kafka_error_destroy(e);
-			if (fatal || fenced) {
-				lane_end_with(l, fenced, err);
-				log_error("lane %d of %s: %s", TP_ARG(l->own.tp), err);
+			if (lane_init_failed(l, e, err, sizeof err))
 				return -1;
-			}
 		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
 			/* (err says why) */
 		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {

@@ -8,6 +8,8 @@
  * Read on the control topic or Write on the forward topic: a clear error
  * line, /readyz 503 with a one-line reason naming the cause, and every
  * envelope produced meanwhile applied and forwarded once it is put right.
+ * In exactly_once, Write missing on one of two forward topics: its
+ * forwards are parked and dead-lettered, the other topic's all go.
  * Team principals with tenants enforced: a team writes its own control
  * topic only, the hub rejects its envelope naming another team's forward
  * topic, its read_committed consumer reads its own forward topics only.
@@ -468,6 +470,132 @@ Test(secure, forward_topic_without_write, .timeout = 300)
 	             0);
 	allow(&s, s.hub.name, "--topic", s.fwd, 0, "Write,Describe");
 	check_all_forwarded(&s, N);
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
+/* exactly_once, Write denied on one of two forward topics of one control
+ * partition (Describe allowed: the topic's metadata says nothing): Kafka
+ * refuses adding it to a transaction (TOPIC_AUTHORIZATION_FAILED). Its
+ * forwards are failed attempts naming the topic and the cause, parked after
+ * forward.max_attempts and dead-lettered once; the other topic's forwards
+ * of the same partition all go, each once for a read_committed consumer
+ * (issue 30, item 5: the lane restarted for good, nothing went). With
+ * Write granted, a redrive sends the parked ones, each once. */
+Test(secure, exactly_once_forward_topic_without_write, .timeout = 400)
+{
+	sec s;
+	sec_setup(&s, "sec_eos_unwritable");
+	grant_hub(&s, 1);
+	char denied[200], dlq[200], dlqset[260], buf[600], mk[32], sql[600];
+	snprintf(denied, sizeof denied, "%s.denied", s.e.topic);
+	snprintf(dlq, sizeof dlq, "%s.dlq", s.e.topic);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	create_topic(&s, denied, 1);
+	create_topic(&s, dlq, 1);
+	allow(&s, s.hub.name, "--topic", denied, 0, "Describe");
+	allow(&s, s.hub.name, "--topic", dlq, 0, "Read,Write,Describe");
+	for (int i = 0; i < N; i++) /* a-<i> to the allowed topic, d-<i> to the other, interleaved */
+		for (int d = 0; d < (i < N / 2 ? 2 : 1); d++) {
+			snprintf(mk, sizeof mk, "%s-%d", d ? "d" : "a", i);
+			snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"sec\",\"message_key\":"
+			         "\"%s\",\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}",
+			         mk, mk, d ? denied : s.fwd, mk);
+			h_send_str(&s.e, 0, mk, buf); /* one control partition: one lane */
+		}
+	h_flush();
+	const char *more[] = {"forward.mode=exactly_once", "forward.max_attempts=3", dlqset, NULL};
+	start_hub(&s, &s.hub, more);
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent' "
+	         "AND forward_topic = '%s'", s.fwd);
+	char want[16];
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(&s.e, sql, want, 120000), "the allowed topic's forwards did not all go");
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	         "AND send_attempts = 3 AND forward_topic = '%s' AND last_error LIKE "
+	         "'%%%s%%Topic authorization failed%%' AND dead_lettered_at IS NOT NULL", denied, denied);
+	snprintf(want, sizeof want, "%d", N / 2);
+	cr_assert(h_wait(&s.e, sql, want, 120000), "the refused forwards were not parked: %s",
+	          h_query(&s.e, "SELECT string_agg(message_key || ' ' || send_status || ' ' || "
+	                        "send_attempts || ' ' || coalesce(last_error, '-'), '; ') FROM "
+	                        "txhub.messages WHERE message_key LIKE 'd-%'", buf, sizeof buf));
+	h_record *r;
+	size_t got = h_read_topic_committed(&s.e, s.fwd, 3000, &r);
+	int seen[N] = {0};
+	for (size_t i = 0; i < got; i++)
+		if (r[i].key[0] == 'a' && atoi(r[i].key + 2) < N)
+			seen[atoi(r[i].key + 2)]++;
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(seen[i], 1, "a-%d forwarded %d times", i, seen[i]);
+	cr_assert_eq(got, (size_t)N);
+	h_records_free(r, got);
+	/* the dead letters, once each; then Write granted and a redrive */
+	const char *topics[] = {dlq, denied};
+	for (int t = 0; t < 2; t++) {
+		if (t == 1) {
+			allow(&s, s.hub.name, "--topic", denied, 0, "Write");
+			const char *redrive[] = {"redrive", "--all-failed", NULL};
+			cr_assert_eq(h_txhub(&s.e, redrive, buf, sizeof buf), 0, "%s", buf);
+			cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+			                       "'sent'", "30", 120000), "the redriven forwards did not go");
+		}
+		int dseen[N / 2] = {0};
+		got = h_read_topic_committed(&s.e, topics[t], 3000, &r);
+		for (size_t i = 0; i < got; i++)
+			if (r[i].key[0] == 'd' && atoi(r[i].key + 2) < N / 2)
+				dseen[atoi(r[i].key + 2)]++;
+		for (int i = 0; i < N / 2; i++)
+			cr_assert_eq(dseen[i], 1, "%s: d-%d %d times", topics[t], i, dseen[i]);
+		cr_assert_eq(got, (size_t)N / 2, "%s", topics[t]);
+		h_records_free(r, got);
+	}
+	stop_hub(&s);
+	h_teardown(&s.e);
+}
+
+/* exactly_once, Write taken off the progress topic after the lane
+ * committed: Kafka refuses every transaction, and the lane's transaction
+ * of its last marker alone says the progress topic is the one refused: no
+ * forward is blamed (pending, no attempt counted), an error line names the
+ * topic; Write given back, everything goes, each once. */
+Test(secure, exactly_once_progress_topic_without_write, .timeout = 300)
+{
+	sec s;
+	sec_setup(&s, "sec_eos_progress");
+	grant_hub(&s, 1);
+	const char *more[] = {"forward.mode=exactly_once", "forward.max_attempts=3", NULL};
+	start_hub(&s, &s.hub, more);
+	char buf[600], mk[32], progress[200], principal_name[128], log[256];
+	snprintf(progress, sizeof progress, "%s.progress", s.e.topic);
+	snprintf(principal_name, sizeof principal_name, "User:%s", s.hub.name);
+	for (int i = 0; i < 6; i++) {
+		if (i == 1) { /* the lane committed once: Write off the progress topic */
+			cr_assert(h_wait(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+			                       "'sent'", "1", 60000));
+			const char *rm[] = {"acls", s.dir, "--remove", "--force", "--allow-principal",
+			                    principal_name, "--operation", "Write", "--topic", progress, NULL};
+			cr_assert_eq(h_kafka_sh(rm, NULL, 0), 0, "removing Write on %s", progress);
+		}
+		snprintf(mk, sizeof mk, "k-%d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"sec\",\"message_key\":\"%s\","
+		         "\"payload\":\"%s\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, mk, s.fwd,
+		         mk);
+		h_send_str(&s.e, 0, mk, buf);
+		h_flush();
+	}
+	h_hub_log(log, sizeof log, &s.e);
+	long lines = 0;
+	for (int waited = 0; waited < 60000 && lines < 2; waited += 200) {
+		lines = h_log_lines(log, "a transaction of the progress marker alone in");
+		h_pause_ms(200);
+	}
+	cr_assert_geq(lines, 2, "no line says the progress topic refuses writes");
+	check_error_line(&s, "a transaction of the progress marker alone in");
+	cr_assert_eq(h_count(&s.e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
+	                           "'pending' AND send_attempts = 0"), 5,
+	             "a forward was blamed for the progress topic");
+	allow(&s, s.hub.name, "--topic", progress, 0, "Write");
+	check_all_forwarded(&s, 6);
 	stop_hub(&s);
 	h_teardown(&s.e);
 }
