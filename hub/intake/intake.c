@@ -396,7 +396,10 @@ static int too_far(const intake *in, const envelope *env, char *reason, size_t s
 }
 
 /* A forward into a control topic (any of them) would come back as an
- * envelope, and one into the progress topic would corrupt the markers. */
+ * envelope, one into the progress topic would corrupt the markers, and one
+ * into the dead-letter topic would pass for a dead letter of the message
+ * (the same txhub-biz-id and txhub-message-key: docs/operators.md, Dead-letter
+ * topic). */
 static void validate(const intake *in, store_record *r)
 {
 	if (envelope_parse(r->value, r->value_len, (size_t)in->cfg->envelope_max_bytes, &r->env,
@@ -416,7 +419,10 @@ static void validate(const intake *in, store_record *r)
 	const char *named = !ft ? NULL
 	                    : topics_match(&in->topics, ft) ? "a control topic"
 	                    : *in->progress && strcmp(ft, in->progress) == 0 ? "the progress topic"
-	                    : NULL;
+	                    : *in->cfg->forward_dead_letter_topic &&
+	                              strcmp(ft, in->cfg->forward_dead_letter_topic) == 0
+	                        ? "the dead-letter topic (forward.dead_letter_topic)"
+	                        : NULL;
 	if (named) {
 		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names %s", named);
 		envelope_free(&r->env);
