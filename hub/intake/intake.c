@@ -377,22 +377,50 @@ int intake_judge(intake *in, intake_batch *b)
 	return 1;
 }
 
-/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason. A
- * not_before is measured from now, a delay_ms as it is (it counts from the
- * commit, whenever that comes). A not_before in the past is due at once. */
-static int too_far(const intake *in, const envelope *env, char *reason, size_t sz)
+/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason.
+ * ahead_ms: how far ahead the envelope asks for (a delay_ms as it is, it
+ * counts from the commit, whenever that comes; a not_before from the
+ * database's now: intake_date). */
+static int too_far(const intake *in, const envelope *env, int64_t ahead_ms, char *reason,
+                   size_t sz)
 {
-	if (env->not_before_ms < 0 && env->delay_ms < 0)
-		return 0;
-	int64_t max = config_max_delay_ms(in->cfg);
-	int64_t ahead = env->delay_ms >= 0 ? env->delay_ms : env->not_before_ms - clock_wall_ms();
-	if (ahead <= max)
+	if (ahead_ms <= config_max_delay_ms(in->cfg))
 		return 0;
 	char a[32];
 	snprintf(reason, sz, "field \"forward.%s\" is %s ahead, beyond forward.max_delay (%s)",
 	         env->delay_ms >= 0 ? "delay_ms" : "not_before",
-	         duration_format(ahead / 1000, a, sizeof a), in->cfg->forward_max_delay);
+	         duration_format(ahead_ms / 1000, a, sizeof a), in->cfg->forward_max_delay);
 	return 1;
+}
+
+int intake_needs_date(const intake_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->recs[i].valid && !b->recs[i].dated && b->recs[i].env.not_before_ms >= 0)
+			return 1;
+	return 0;
+}
+
+void intake_date(intake *in, intake_batch *b, int64_t db_now_ms)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		store_record *r = &b->recs[i];
+		if (!r->valid || r->dated || r->env.not_before_ms < 0)
+			continue;
+		r->dated = 1;
+		/* a not_before in the past is due at once */
+		if (!too_far(in, &r->env, r->env.not_before_ms - db_now_ms, r->reason, sizeof r->reason))
+			continue;
+		char ek[128];
+		const rd_kafka_message_t *m = b->msgs[i];
+		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
+		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
+		              (long long)r->offset,
+		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
+		              r->reason);
+		envelope_free(&r->env);
+		r->valid = 0;
+	}
 }
 
 /* A forward into a control topic (any of them) would come back as an
@@ -429,7 +457,10 @@ static void validate(const intake *in, store_record *r)
 		r->valid = 0;
 		return;
 	}
-	if (too_far(in, &r->env, r->reason, sizeof r->reason)) {
+	/* (a not_before is held to the limit on the database's clock when the
+	 * batch is stored: intake_date) */
+	if (r->env.delay_ms >= 0 && too_far(in, &r->env, r->env.delay_ms, r->reason,
+	                                    sizeof r->reason)) {
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;

@@ -179,6 +179,14 @@ int hub_flush_batch(hub *h)
 		intake_pause(h->in);
 		return -1;
 	}
+	if (h->batch.n > 0 && intake_needs_date(&h->batch)) {
+		/* forward.not_before against the clock its due time is computed on:
+		 * PostgreSQL's, not this machine's (which may be off) */
+		int64_t db_now;
+		if (store_db_now_ms(h->st, &db_now, err, sizeof err) != STORE_OK)
+			return batch_wait(h, err);
+		intake_date(h->in, &h->batch, db_now);
+	}
 	for (;;) {
 		if (h->batch.n == 0 || (h->single && h->next_single == h->batch.n)) {
 			batch_done(h);
