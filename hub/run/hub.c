@@ -269,6 +269,7 @@ static int run_loop(hub *h)
 		watch_refusals(h, now);
 		char why[sizeof h->problem + 600];
 		metrics_set_owned_partitions(h->owned.n);
+		hub_watch_tenant_rules(h, now);
 		monitor_turn(h->mon, h->joined, readiness(h, why, sizeof why));
 		if (now >= next_lag) {
 			hub_publish_lag(h);
