@@ -331,14 +331,7 @@ Test(dbfaults, a_missing_prepare_is_alerted_once, .timeout = 120)
 }
 
 /* txhub_tenant_rules_age_seconds from the hub's /metrics (-1: not shown). */
-static double rules_age(int port)
-{
-	char *m = NULL;
-	cr_assert_eq(h_http_get(port, "/metrics", &m), 200);
-	double v = h_series(m, "txhub_tenant_rules_age_seconds");
-	free(m);
-	return v;
-}
+static double rules_age(int port) { return h_metric(port, "txhub_tenant_rules_age_seconds"); }
 
 /* The hub cannot read txhub.tenants (issue 30 §11): the last good rules stay
  * in force, as before, and now the operator is told how old they are (the

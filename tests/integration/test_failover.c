@@ -200,15 +200,6 @@ static void check_outcome(h_env *e, const char *fwd, int exactly_once, size_t *d
 	h_records_free(r, n);
 }
 
-static double metric(int port, const char *name)
-{
-	char *text = NULL;
-	cr_assert_eq(h_http_get(port, "/metrics", &text), 200, "/metrics: %s", text ? text : "");
-	double v = h_series(text, name);
-	free(text);
-	return v;
-}
-
 #define DECIDED_AGAIN "txhub_forwards_after_rewind_total{outcome=\"decided_again\"}"
 #define ALREADY_SENT "txhub_forwards_after_rewind_total{outcome=\"already_sent\"}"
 #define SENT_AGAIN "txhub_forwards_after_rewind_total{outcome=\"sent_again\"}"
@@ -276,7 +267,7 @@ static void lose_the_tail(const char *name, const char *mode, int stopped, int d
 	/* ...and counts them (issue 30 §10): the 80 committed of 100..199, each
 	 * recognised either when applied again (its marker read already) or by
 	 * its lane's recovery (applied again before the lane read the marker) */
-	double already = eos ? metric(port, ALREADY_SENT) : 0, again = eos ? metric(port, SENT_AGAIN) : 0;
+	double already = eos ? h_metric(port, ALREADY_SENT) : 0, again = eos ? h_metric(port, SENT_AGAIN) : 0;
 	if (eos) {
 		cr_assert_eq(already, 80, "already_sent %.0f of the 80 forwarded before the loss", already);
 		cr_assert_eq(again, 0, "sent_again %.0f", again);
@@ -486,7 +477,7 @@ Test(failover, exactly_once_check_back_decisions_made_again_are_counted, .timeou
 		if (i == 20) {
 			cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = "
 			                     "'sent'", "20", 30000), "the check-backs did not commit");
-			cr_assert_eq(metric(port, DECIDED_AGAIN), 0);
+			cr_assert_eq(h_metric(port, DECIDED_AGAIN), 0);
 			fail_over(&e, snap);
 		}
 		snprintf(buf, sizeof buf, "{\"type\":\"prepare\",\"biz_id\":\"f\",\"message_key\":"
@@ -513,7 +504,7 @@ Test(failover, exactly_once_check_back_decisions_made_again_are_counted, .timeou
 	h_records_free(r, n);
 	for (int i = 0; i < 30; i++)
 		cr_assert_geq(seen[i], 1, "m-%05d was never forwarded", i);
-	double counted = metric(port, DECIDED_AGAIN);
+	double counted = h_metric(port, DECIDED_AGAIN);
 	printf("failover: check-back decisions made again: %zu duplicate(s) to read_committed, %.0f "
 	       "counted\n", dups, counted);
 	cr_assert_geq(counted, (double)dups, "a duplicate was not counted");
