@@ -349,23 +349,28 @@ void intake_set_rules(intake *in, const tenant_rules *rules)
 	enforce_set_rules(&in->tenants, rules);
 }
 
+/* A valid record rejected after all (r->reason says why): the line names
+ * its message and trace, then its envelope goes. */
+static void rejected_valid(store_record *r, const rd_kafka_message_t *m)
+{
+	char ek[128];
+	log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
+	log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
+	              (long long)m->offset,
+	              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)", r->reason);
+	envelope_free(&r->env);
+	r->valid = 0;
+}
+
 /* The tenant rules' verdict on a record (enforce.h), logged when it is
- * rejected for them: the envelope was valid, so the line names its message
- * and trace. */
+ * rejected for them. */
 static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 {
 	int was_valid = r->valid;
 	const char *topic = r->src_topic ? r->src_topic : rd_kafka_topic_name(m->rkt);
 	enforce_record(&in->tenants, topic, r);
-	if (was_valid && !r->valid) {
-		char ek[128];
-		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
-		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
-		              (long long)m->offset,
-		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
-		              r->reason);
-		envelope_free(&r->env); /* enforce_record() leaves it to us */
-	}
+	if (was_valid && !r->valid)
+		rejected_valid(r, m); /* (enforce_record() leaves the envelope to us) */
 }
 
 int intake_judge(intake *in, intake_batch *b)
@@ -409,17 +414,8 @@ void intake_date(intake *in, intake_batch *b, int64_t db_now_ms)
 			continue;
 		r->dated = 1;
 		/* a not_before in the past is due at once */
-		if (!too_far(in, &r->env, r->env.not_before_ms - db_now_ms, r->reason, sizeof r->reason))
-			continue;
-		char ek[128];
-		const rd_kafka_message_t *m = b->msgs[i];
-		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
-		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
-		              (long long)r->offset,
-		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
-		              r->reason);
-		envelope_free(&r->env);
-		r->valid = 0;
+		if (too_far(in, &r->env, r->env.not_before_ms - db_now_ms, r->reason, sizeof r->reason))
+			rejected_valid(r, b->msgs[i]);
 	}
 }
 
