@@ -34,7 +34,7 @@ static inline int64_t clock_us(void)
 /* The wall clock, in milliseconds since the epoch: for times that mean a
  * date, never for intervals. Dates that PostgreSQL compares (the due times
  * of forward.not_before, forward.max_delay) use PostgreSQL's clock, never
- * this one (store_db_now_ms()). For the tests only, TXHUB_TEST_CLOCK_OFFSET_MS
+ * this one (store_db_now_ms()); the hub compares the two (hub_batch.c). For the tests only, TXHUB_TEST_CLOCK_OFFSET_MS
  * (milliseconds, may be negative) moves it: a hub whose clock is off. */
 static inline int64_t clock_wall_ms(void)
 {

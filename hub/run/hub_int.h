@@ -40,6 +40,7 @@ typedef struct {
 	tenants *tenants;      /* the tenants' rules, intake judges records by them */
 	int held;              /* tenants.enforce with no rules loaded: the batch waits */
 	int rules_alerted;     /* tenant_rules_stale raised for the rules in force */
+	int clock_off;         /* this machine's clock was found off PostgreSQL's (logged) */
 	int joined;            /* the consumer has had an assignment */
 	owned_set owned;       /* the partitions this replica owns: intake changes it */
 	intake_batch batch;

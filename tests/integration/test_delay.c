@@ -254,7 +254,8 @@ Test(delay, malformed_or_too_far_is_rejected_with_a_reason, .timeout = 120)
  * not_before 15 minutes ahead is rejected (a hub 10 minutes fast took it
  * for 5 minutes ahead), one 9 minutes ahead is kept and due then (a hub
  * 10 minutes slow took it for 19 minutes ahead and rejected it). */
-static void max_delay_on_the_databases_clock(const char *name, const char *offset)
+static void max_delay_on_the_databases_clock(const char *name, const char *offset,
+                                             const char *says)
 {
 	h_env e;
 	h_setup(&e, name);
@@ -289,18 +290,24 @@ static void max_delay_on_the_databases_clock(const char *name, const char *offse
 	/* its commit waits for a prepare that will not come */
 	cr_assert_str_eq(h_query(&e, "SELECT status FROM txhub.messages WHERE message_key = 'far'",
 	                         far, sizeof far), "awaiting_prepare");
+	/* and the hub says, once, that its clock is off */
+	char log[256];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_eq(h_log_lines(log, says), 1, "no line \"%s\" in %s", says, log);
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
 
 Test(delay, max_delay_on_the_databases_clock_with_a_hub_10_minutes_fast, .timeout = 120)
 {
-	max_delay_on_the_databases_clock("delay_fast", "600000");
+	max_delay_on_the_databases_clock("delay_fast", "600000",
+	                                 "s ahead of PostgreSQL's; due times and forward.max_delay");
 }
 
 Test(delay, max_delay_on_the_databases_clock_with_a_hub_10_minutes_slow, .timeout = 120)
 {
-	max_delay_on_the_databases_clock("delay_slow", "-600000");
+	max_delay_on_the_databases_clock("delay_slow", "-600000",
+	                                 "s behind PostgreSQL's; due times and forward.max_delay");
 }
 
 Test(delay, list_scheduled_show_and_redrive_now, .timeout = 120)
