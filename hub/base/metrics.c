@@ -32,7 +32,7 @@ static const char *alert_names[] = {"check_failed",         "send_failed",
                                     "database_rewound",     "control_records_lost",
                                     "control_partition_truncated", "group_clash",
                                     "database_mismatch",    "dead_letter_failed",
-                                    "other"};
+                                    "tenant_rules_stale",   "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */
@@ -69,6 +69,7 @@ static struct registry {
 	counter rewinds, rewound_offsets, after_rewind[3];
 	counter alerts[NALERTS];
 	_Atomic int64_t owned, ready, lanes_stuck;
+	_Atomic double rules_age_s; /* the tenant rules in force; < 0: none loaded */
 	_Atomic int64_t by_status[5], parked, sampled;
 	_Atomic int64_t blocked; /* forward.order = key: messages held for their key */
 	_Atomic double oldest_prepared_s, oldest_pending_send_s;
@@ -88,7 +89,8 @@ static struct registry {
 	pthread_mutex_t tenant_mu;
 	char tenant_names[METRICS_TENANTS_MAX + 1][TENANT_LABEL_MAX];
 	_Atomic size_t ntenants;
-} m = {.lag_mu = PTHREAD_MUTEX_INITIALIZER, .tenant_mu = PTHREAD_MUTEX_INITIALIZER};
+} m = {.rules_age_s = -1, .lag_mu = PTHREAD_MUTEX_INITIALIZER,
+       .tenant_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void add(counter *c, uint64_t v)
 {
@@ -316,6 +318,10 @@ void metrics_set_sample(const metrics_sample *s)
 
 void metrics_set_ready(int ready) { atomic_store(&m.ready, ready ? 1 : 0); }
 void metrics_set_lanes_stuck(size_t n) { atomic_store(&m.lanes_stuck, (int64_t)n); }
+void metrics_set_tenant_rules_age(int64_t ms)
+{
+	atomic_store(&m.rules_age_s, ms < 0 ? -1.0 : (double)ms / 1000.0);
+}
 
 /* ---- exposition ---- */
 
@@ -479,6 +485,13 @@ static void write_gauges(sbuf *o)
 	     "exactly_once: owned partitions their lane has not taken for alert.lane_stuck_ms or "
 	     "more.");
 	sbuf_printf(o, "txhub_forward_lanes_stuck %lld\n", (long long)atomic_load(&m.lanes_stuck));
+	double age = atomic_load(&m.rules_age_s);
+	if (age >= 0) { /* (none before the first good load: no made-up zero) */
+		head(o, "txhub_tenant_rules_age_seconds", "gauge",
+		     "Seconds since the tenant rules in force were last found current in "
+		     "txhub.tenants; grows while the table cannot be read or its rows do not pass.");
+		sbuf_printf(o, "txhub_tenant_rules_age_seconds %.3f\n", age);
+	}
 	head(o, "txhub_consumer_lag", "gauge",
 	     "Records of an owned control-topic partition not read yet.");
 	pthread_mutex_lock(&m.lag_mu);

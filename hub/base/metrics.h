@@ -151,6 +151,11 @@ void metrics_database_rewound(uint64_t partitions, uint64_t offsets);
  * applied again after such a loss, found forwarded already by the progress
  * marker, or forwarded again because it cannot rule that out. */
 void metrics_forwards_after_rewind(uint64_t already_sent, uint64_t sent_again);
+
+/* txhub_tenant_rules_age_seconds: how long ago the tenant rules in force
+ * were last found current (tenants_rules_age_ms(); < 0: none loaded, not
+ * shown). */
+void metrics_set_tenant_rules_age(int64_t ms);
 /* ... {outcome="decided_again"}: messages decided again by a check-back or
  * an operator whose first decision the database lost, possibly forwarded
  * twice (store_sequence_forwards). */

@@ -669,6 +669,7 @@ void forward_destroy(forward *fw)
 	forward_list_free(&fw->queue);
 	marks_free(&fw->marks);
 	owned_free(&fw->own);
+	owned_free(&fw->rewound);
 	owned_free(&fw->written_own);
 	for (size_t i = 0; i < fw->ntopics; i++)
 		free(fw->topics[i]);

@@ -110,4 +110,13 @@ size_t forward_order_blocked_keys(forward *fw);
  * run). Call from the run loop, before forward_send() of the same batch. */
 void forward_note_scheduled(forward *fw, const store_forward_list *l);
 
+/* exactly_once: own[0..n) are taken again (at those epochs) because
+ * PostgreSQL lost their last transactions (docs/operators.md, When
+ * PostgreSQL fails over). Their lanes' recovery then counts the rows their
+ * progress marker shows forwarded already in
+ * txhub_forwards_after_rewind_total{outcome="already_sent"}: rows the
+ * loss set back, and rows applied again from the control topic before the
+ * lane read its marker (after it, the store counts them: store_stats). */
+void forward_note_rewound(forward *fw, const store_owned *own, size_t n);
+
 #endif

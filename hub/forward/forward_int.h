@@ -99,6 +99,8 @@ struct forward {
 	fw_list queue;          /* handed over, not written yet */
 	marks marks;            /* sequences in flight per partition (marks.h) */
 	owned_set own;          /* the partitions owned at the last hand-over (a copy) */
+	owned_set rewound;      /* exactly_once: partitions taken again at that epoch because
+	                         * PostgreSQL lost their tail (forward_note_rewound) */
 	int64_t in_flight;      /* produced, report not written yet */
 	int stopping;
 	forward_stats stats;

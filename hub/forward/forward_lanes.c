@@ -86,6 +86,16 @@ static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
 	lane_watch_end(&fw->watch, fw->al, fw->cfg->alert_lane_stuck_ms, now);
 }
 
+void forward_note_rewound(forward *fw, const store_owned *own, size_t n)
+{
+	pthread_mutex_lock(&fw->mu);
+	for (size_t i = 0; i < n; i++)
+		if (owned_take(&fw->rewound, &own[i]) != 0) /* (only the count suffers) */
+			log_warn("forward: out of memory noting " TP_FMT " read again",
+			         TP_ARG(own[i].tp));
+	pthread_mutex_unlock(&fw->mu);
+}
+
 /* exactly_once: a lane for each partition owned now, at its epoch; the
  * lanes of partitions no longer owned (or owned at a newer epoch) are
  * stopped, and freed once their thread ended. This runs at every turn of
@@ -145,7 +155,8 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 		if (!n)
 			break;
 		fw->lanes = n;
-		lane *l = lane_start(fw->cfg, fw->al, o, err, sizeof err);
+		lane *l = lane_start(fw->cfg, fw->al, o, owned_has_at(&fw->rewound, o->tp, o->epoch),
+		                     err, sizeof err);
 		if (!l) {
 			log_error("forward: starting the lane of " TP_FMT ": %s; trying again",
 			          TP_ARG(o->tp), err);

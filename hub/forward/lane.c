@@ -588,8 +588,8 @@ static void *run(void *arg)
 	return NULL;
 }
 
-lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, char *err,
-                 size_t errsz)
+lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int after_rewind,
+                 char *err, size_t errsz)
 {
 	lane *l = calloc(1, sizeof *l);
 	if (!l) {
@@ -599,6 +599,7 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, cha
 	l->cfg = cfg;
 	l->al = al;
 	l->own = *own;
+	l->after_rewind = after_rewind;
 	l->failpoint = getenv("TXHUB_FAILPOINT");
 	lane_name_set names;
 	lane_names(cfg, own->tp, &names);

@@ -65,10 +65,12 @@ typedef struct {
 void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out);
 
 /* Start the lane of own->partition at own->epoch (its thread takes the
- * partition, waiting out Kafka and PostgreSQL being away). cfg must
- * outlive it. Returns NULL with err when out of resources. */
-lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, char *err,
-                 size_t errsz);
+ * partition, waiting out Kafka and PostgreSQL being away). after_rewind:
+ * the partition was taken again because PostgreSQL lost its tail
+ * (forward_note_rewound): the rows its recovery finds sent are counted as
+ * such. cfg must outlive it. Returns NULL with err when out of resources. */
+lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int after_rewind,
+                 char *err, size_t errsz);
 
 tp_key lane_tp(const lane *l);
 int64_t lane_epoch(const lane *l);

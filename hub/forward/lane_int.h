@@ -54,6 +54,7 @@ struct lane {
 	int64_t stop_by;    /* stopping: give up what is left after this */
 	char why[512];      /* why it ended */
 	int taken;          /* take_partition succeeded */
+	int after_rewind;   /* taken again after PostgreSQL lost its tail (lane_start) */
 	char take_err[512]; /* until then: why its last attempt failed ... */
 	char take_topic[300]; /* ... and the Kafka topic that was about ("": none) */
 	forward_stats stats;

@@ -13,6 +13,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "marker.h"
+#include "metrics.h"
 #include "order.h"
 #include "store.h"
 
@@ -293,10 +294,15 @@ int lane_take_partition(lane *l)
 				          "forwarded again (some may be duplicates)", TP_ARG(l->own.tp),
 				          l->progress, (long long)marker.seq, marker.biz_id,
 				          marker.message_key, marker.origin, l->origin);
+			if (l->after_rewind && marked > 0) /* (the others: assign_seqs counts them) */
+				metrics_forwards_after_rewind((uint64_t)marked, 0);
 			log_info("lane %d of %s: taken at epoch %lld (transactional.id %s); progress marker at "
-			         "sequence %lld, %lld forward(s) of the previous owner found sent",
+			         "sequence %lld, %lld forward(s) of the previous owner found sent%s",
 			         TP_ARG(l->own.tp), (long long)l->own.epoch, l->txn_id,
-			         (long long)marker.seq, (long long)marked);
+			         (long long)marker.seq, (long long)marked,
+			         l->after_rewind ? " (after PostgreSQL lost transactions: counted in "
+			                           "txhub_forwards_after_rewind_total{outcome=\"already_sent\"})"
+			                         : "");
 			return 0;
 		}
 		if (rc == STORE_FENCED) {

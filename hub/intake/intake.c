@@ -349,23 +349,28 @@ void intake_set_rules(intake *in, const tenant_rules *rules)
 	enforce_set_rules(&in->tenants, rules);
 }
 
+/* A valid record rejected after all (r->reason says why): the line names
+ * its message and trace, then its envelope goes. */
+static void rejected_valid(store_record *r, const rd_kafka_message_t *m)
+{
+	char ek[128];
+	log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
+	log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
+	              (long long)m->offset,
+	              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)", r->reason);
+	envelope_free(&r->env);
+	r->valid = 0;
+}
+
 /* The tenant rules' verdict on a record (enforce.h), logged when it is
- * rejected for them: the envelope was valid, so the line names its message
- * and trace. */
+ * rejected for them. */
 static void judge(intake *in, store_record *r, const rd_kafka_message_t *m)
 {
 	int was_valid = r->valid;
 	const char *topic = r->src_topic ? r->src_topic : rd_kafka_topic_name(m->rkt);
 	enforce_record(&in->tenants, topic, r);
-	if (was_valid && !r->valid) {
-		char ek[128];
-		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
-		log_msg_about(LOG_WARN, "intake: rejected", &about, "offset %lld key %s: %s",
-		              (long long)m->offset,
-		              m->key ? log_escape(m->key, m->key_len, ek, sizeof ek) : "(null)",
-		              r->reason);
-		envelope_free(&r->env); /* enforce_record() leaves it to us */
-	}
+	if (was_valid && !r->valid)
+		rejected_valid(r, m); /* (enforce_record() leaves the envelope to us) */
 }
 
 int intake_judge(intake *in, intake_batch *b)
@@ -377,26 +382,48 @@ int intake_judge(intake *in, intake_batch *b)
 	return 1;
 }
 
-/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason. A
- * not_before is measured from now, a delay_ms as it is (it counts from the
- * commit, whenever that comes). A not_before in the past is due at once. */
-static int too_far(const intake *in, const envelope *env, char *reason, size_t sz)
+/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason.
+ * ahead_ms: how far ahead the envelope asks for (a delay_ms as it is, it
+ * counts from the commit, whenever that comes; a not_before from the
+ * database's now: intake_date). */
+static int too_far(const intake *in, const envelope *env, int64_t ahead_ms, char *reason,
+                   size_t sz)
 {
-	if (env->not_before_ms < 0 && env->delay_ms < 0)
-		return 0;
-	int64_t max = config_max_delay_ms(in->cfg);
-	int64_t ahead = env->delay_ms >= 0 ? env->delay_ms : env->not_before_ms - clock_wall_ms();
-	if (ahead <= max)
+	if (ahead_ms <= config_max_delay_ms(in->cfg))
 		return 0;
 	char a[32];
 	snprintf(reason, sz, "field \"forward.%s\" is %s ahead, beyond forward.max_delay (%s)",
 	         env->delay_ms >= 0 ? "delay_ms" : "not_before",
-	         duration_format(ahead / 1000, a, sizeof a), in->cfg->forward_max_delay);
+	         duration_format(ahead_ms / 1000, a, sizeof a), in->cfg->forward_max_delay);
 	return 1;
 }
 
+int intake_needs_date(const intake_batch *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (b->recs[i].valid && !b->recs[i].dated && b->recs[i].env.not_before_ms >= 0)
+			return 1;
+	return 0;
+}
+
+void intake_date(intake *in, intake_batch *b, int64_t db_now_ms)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		store_record *r = &b->recs[i];
+		if (!r->valid || r->dated || r->env.not_before_ms < 0)
+			continue;
+		r->dated = 1;
+		/* a not_before in the past is due at once */
+		if (too_far(in, &r->env, r->env.not_before_ms - db_now_ms, r->reason, sizeof r->reason))
+			rejected_valid(r, b->msgs[i]);
+	}
+}
+
 /* A forward into a control topic (any of them) would come back as an
- * envelope, and one into the progress topic would corrupt the markers. */
+ * envelope, one into the progress topic would corrupt the markers, and one
+ * into the dead-letter topic would pass for a dead letter of the message
+ * (the same txhub-biz-id and txhub-message-key: docs/operators.md, Dead-letter
+ * topic). */
 static void validate(const intake *in, store_record *r)
 {
 	if (envelope_parse(r->value, r->value_len, (size_t)in->cfg->envelope_max_bytes, &r->env,
@@ -416,14 +443,20 @@ static void validate(const intake *in, store_record *r)
 	const char *named = !ft ? NULL
 	                    : topics_match(&in->topics, ft) ? "a control topic"
 	                    : *in->progress && strcmp(ft, in->progress) == 0 ? "the progress topic"
-	                    : NULL;
+	                    : *in->cfg->forward_dead_letter_topic &&
+	                              strcmp(ft, in->cfg->forward_dead_letter_topic) == 0
+	                        ? "the dead-letter topic (forward.dead_letter_topic)"
+	                        : NULL;
 	if (named) {
 		snprintf(r->reason, sizeof r->reason, "field \"forward.topic\" names %s", named);
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;
 	}
-	if (too_far(in, &r->env, r->reason, sizeof r->reason)) {
+	/* (a not_before is held to the limit on the database's clock when the
+	 * batch is stored: intake_date) */
+	if (r->env.delay_ms >= 0 && too_far(in, &r->env, r->env.delay_ms, r->reason,
+	                                    sizeof r->reason)) {
 		envelope_free(&r->env);
 		r->valid = 0;
 		return;

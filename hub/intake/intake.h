@@ -53,6 +53,17 @@ void intake_reconfigure(intake *in, const txhub_config *cfg);
  * With tenants.enforce on and no rules, records read are held unjudged. */
 void intake_set_rules(intake *in, const tenant_rules *rules);
 
+/* Whether some valid record of b asks for a forward.not_before not yet held
+ * to forward.max_delay (intake_date). */
+int intake_needs_date(const intake_batch *b);
+
+/* Hold those records' not_before to forward.max_delay, measured from
+ * db_now_ms, PostgreSQL's clock (store_db_now_ms): the clock their due
+ * times are computed on (docs/producers.md, Delivery options), whatever the
+ * hub's own says. One beyond it is rejected, as an envelope breaking the
+ * rules is (valid 0, the reason, logged). */
+void intake_date(intake *in, intake_batch *b, int64_t db_now_ms);
+
 /* Judge the records of b not judged yet, when rules allow (enforce.h).
  * Returns 1 when every record of b is judged (b may be stored), 0 while
  * some wait for the first rules to load (b must be kept, unacknowledged). */

@@ -25,6 +25,7 @@ typedef struct {
 	size_t value_len;
 	int valid;          /* env holds a parsed envelope; else reason says why not */
 	envelope env;
+	int dated;          /* its forward.not_before was held to forward.max_delay (intake_date) */
 	char reason[512];
 	/* the tenant of the topic it arrived on (CONTRACT §14), "" for none:
 	 * stored with the rows it makes (messages, rejected, conflicts); and

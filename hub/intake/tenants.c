@@ -132,6 +132,7 @@ struct tenants {
 	int looked;
 	int rows_bad;          /* the rows with that fingerprint did not pass */
 	char failing[1024];    /* the last failure, "" when none */
+	int64_t loaded_ms;     /* the last refresh that found the rules in force current */
 };
 
 /* Every row's text, hashed: changes with any change of the table. */
@@ -151,6 +152,13 @@ void tenants_free(tenants *t)
 const tenant_rules *tenants_rules(const tenants *t) { return t->rules; }
 
 const char *tenants_failing(const tenants *t) { return t->failing[0] ? t->failing : NULL; }
+
+int64_t tenants_rules_age_ms(const tenants *t, int64_t now_ms)
+{
+	if (!t->rules)
+		return -1;
+	return now_ms > t->loaded_ms ? now_ms - t->loaded_ms : 0;
+}
 
 /* Log a failure the first time it is this one. */
 static int failed(tenants *t, const char *why)
@@ -193,6 +201,7 @@ int tenants_refresh(tenants *t, PGconn *conn, int64_t now_ms)
 		if (t->failing[0])
 			log_info("tenants: the table reads again; the rules are unchanged");
 		t->failing[0] = '\0';
+		t->loaded_ms = now_ms;
 		return 0;
 	}
 	tenant_rows rows;
@@ -206,6 +215,7 @@ int tenants_refresh(tenants *t, PGconn *conn, int64_t now_ms)
 		return failed(t, err);
 	tenant_rules_free(t->rules);
 	t->rules = next;
+	t->loaded_ms = now_ms;
 	if (t->failing[0])
 		log_info("tenants: the rules load again");
 	t->failing[0] = '\0';

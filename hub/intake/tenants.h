@@ -62,4 +62,10 @@ const tenant_rules *tenants_rules(const tenants *t);
 /* Why the last refresh failed, or NULL while all is well. */
 const char *tenants_failing(const tenants *t);
 
+/* How long ago (ms, on tenants_refresh()'s clock) a refresh last found the
+ * rules in force to be what the table holds: a new snapshot taken, or the
+ * table read unchanged. Grows while reading fails or the rows do not pass
+ * (the last good rules stay in force). -1 before the first good load. */
+int64_t tenants_rules_age_ms(const tenants *t, int64_t now_ms);
+
 #endif

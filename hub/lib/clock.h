@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* The monotonic clock as it is read: every interval below is made of it. */
@@ -31,12 +32,16 @@ static inline int64_t clock_us(void)
 }
 
 /* The wall clock, in milliseconds since the epoch: for times that mean a
- * date (forward.not_before), never for intervals. */
+ * date, never for intervals. Dates that PostgreSQL compares (the due times
+ * of forward.not_before, forward.max_delay) use PostgreSQL's clock, never
+ * this one (store_db_now_ms()); the hub compares the two (hub_batch.c). For the tests only, TXHUB_TEST_CLOCK_OFFSET_MS
+ * (milliseconds, may be negative) moves it: a hub whose clock is off. */
 static inline int64_t clock_wall_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	const char *off = getenv("TXHUB_TEST_CLOCK_OFFSET_MS");
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (off ? strtoll(off, NULL, 10) : 0);
 }
 
 /* ts plus ms (ms >= 0), the nanoseconds kept below a second. */

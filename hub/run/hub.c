@@ -136,8 +136,32 @@ static int connect_store(hub *h)
 	return 0;
 }
 
+/* forward.dead_letter_topic must be no forward topic a tenant may write
+ * (the rules just loaded), as it is no control topic (config.c): a forward
+ * there would carry its message's txhub-biz-id and txhub-message-key and
+ * pass for a dead letter of it (docs/configuration.md). Returns 0, or -1
+ * (logged). Intake rejects an envelope forwarding there all the same. */
+static int check_dead_letter_topic(const hub *h)
+{
+	const char *dlq = h->cfg->forward_dead_letter_topic;
+	const tenant_rules *r = tenants_rules(h->tenants);
+	for (size_t i = 0; *dlq && r && i < tenant_rules_count(r); i++) {
+		const tenant_rule *t = tenant_rules_at(r, i);
+		if (!tenant_may_forward(t, dlq))
+			continue;
+		log_error("hub: forward.dead_letter_topic: \"%s\" names a forward topic: tenant %s may "
+		          "forward into it (txhub.tenants.forward_topics); its dead letters would pass "
+		          "for forwards, its forwards for dead letters. Choose a topic no tenant "
+		          "forwards to", dlq, t->name);
+		return -1;
+	}
+	return 0;
+}
+
 /* With the store connected: check the schema, start alerts, check-backs,
- * forward, the dead-letter producer and intake. Returns 0, or -1 (logged). */
+ * forward, the dead-letter producer and intake. Returns 0, 1 (failed,
+ * logged), or 2 when the configuration is refused (logged: exit status 2,
+ * as for a key config_validate() refuses). */
 static int start_parts(hub *h)
 {
 	const txhub_config *cfg = h->cfg;
@@ -145,18 +169,18 @@ static int start_parts(hub *h)
 	int version;
 	if (store_schema_version(h->st, &version, err, sizeof err) != STORE_OK) {
 		log_error("hub: reading the schema version: %s", err);
-		return -1;
+		return 1;
 	}
 	if (version != migrate_latest()) {
 		log_error("hub: the database schema is at version %d, this txhub needs %d: run "
 		          "`txhub migrate` first", version, migrate_latest());
-		return -1;
+		return 1;
 	}
 	snprintf(err, sizeof err, "out of memory");
 	if (!(h->tenants = tenants_new()) || !(h->al = alert_start(cfg, err, sizeof err)) ||
 	    !(h->cb = checkback_start(cfg, h->al, err, sizeof err))) {
 		log_error("hub: %s", err);
-		return -1;
+		return 1;
 	}
 	fault_init(&h->f_conn, "hub: connecting to PostgreSQL", h->al, cfg->alert_database_failing_ms);
 	fault_init(&h->f_apply, "hub: storing envelopes", h->al, cfg->alert_database_failing_ms);
@@ -164,11 +188,11 @@ static int start_parts(hub *h)
 	           cfg->alert_database_failing_ms);
 	if (!(h->fw = forward_new(cfg, h->al, err, sizeof err))) {
 		log_error("hub: %s", err);
-		return -1;
+		return 1;
 	}
 	if (!(h->dl = deadletter_start(cfg, h->al, err, sizeof err)) && *err) {
 		log_error("hub: %s", err);
-		return -1;
+		return 1;
 	}
 	/* a forward in flight is leased for longer than the producer may take */
 	store_set_lease(h->st, forward_delivery_timeout_ms(h->fw) + 60000);
@@ -188,12 +212,14 @@ static int start_parts(hub *h)
 	intake_hooks hooks = {hub_on_take, hub_on_assigned, hub_on_revoking, hub_on_gap, h};
 	if (!(h->in = intake_new(cfg, hooks, &h->owned, &self, err, sizeof err))) {
 		log_error("hub: %s", err);
-		return -1;
+		return 1;
 	}
 	/* the rules before the first record (each record's tenant is recorded,
 	 * enforcement or not); failing, tenants.enforce holds intake until they
 	 * load (hub_flush_batch) */
 	hub_refresh_tenants(h, hub_now_ms());
+	if (check_dead_letter_topic(h) != 0)
+		return 2;
 	log_info("hub: running (control topic %s, group %s, brokers %s)", cfg->control_topic,
 	         cfg->group, cfg->brokers);
 	return 0;
@@ -243,6 +269,7 @@ static int run_loop(hub *h)
 		watch_refusals(h, now);
 		char why[sizeof h->problem + 600];
 		metrics_set_owned_partitions(h->owned.n);
+		hub_watch_tenant_rules(h, now);
 		monitor_turn(h->mon, h->joined, readiness(h, why, sizeof why));
 		if (now >= next_lag) {
 			hub_publish_lag(h);
@@ -334,10 +361,13 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 		curl_global_cleanup();
 		return 0;
 	}
-	if (start_parts(&h) == 0) {
+	int started = start_parts(&h);
+	if (started == 0) {
 		int consumer_died = run_loop(&h);
 		finish(&h);
 		status = consumer_died ? 1 : 0;
+	} else {
+		status = started;
 	}
 	close_parts(&h);
 	curl_global_cleanup();

@@ -15,7 +15,9 @@ typedef int (*hub_reload_fn)(void *ctx, txhub_config *cfg, char *err, size_t err
 /* Run until SIGTERM or SIGINT; on SIGHUP, reload (may be NULL: SIGHUP is
  * then logged and ignored) and apply the keys that may change while
  * running. Returns the process exit status: 0 after a clean drain, 1 on a
- * run-time failure. */
+ * run-time failure, 2 when the configuration is refused at start against
+ * what the database holds (forward.dead_letter_topic a tenant's forward
+ * topic). */
 int hub_run(const txhub_config *cfg, hub_reload_fn reload, void *reload_ctx);
 
 #endif

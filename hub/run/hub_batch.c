@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "clock.h"
 #include "fault.h"
 #include "forward.h"
 #include "intake.h"
@@ -143,6 +144,25 @@ static store_rc apply_one(hub *h, size_t i, char *err, size_t errsz)
 	return rc == STORE_REFUSED ? STORE_RETRY : rc;
 }
 
+/* Say once (again after it was right) that this machine's clock is off
+ * PostgreSQL's by more than CLOCK_OFF_MS: nothing of the hub's depends on
+ * it (due times and forward.max_delay use PostgreSQL's), but the dates in
+ * its log lines and headers do. */
+#define CLOCK_OFF_MS 60000
+static void note_clock(hub *h, int64_t db_now)
+{
+	int64_t off = clock_wall_ms() - db_now;
+	int is_off = off > CLOCK_OFF_MS || off < -CLOCK_OFF_MS;
+	if (is_off && !h->clock_off)
+		log_warn("hub: this machine's clock is %lld s %s PostgreSQL's; due times and "
+		         "forward.max_delay follow PostgreSQL's, the dates of this log and of "
+		         "dead letters this machine's", (long long)(off < 0 ? -off : off) / 1000,
+		         off < 0 ? "behind" : "ahead of");
+	else if (!is_off && h->clock_off)
+		log_info("hub: this machine's clock agrees with PostgreSQL's again");
+	h->clock_off = is_off;
+}
+
 /* Try to store the batch in hand (when its retry is due), then acknowledge
  * and forward it. Whole, in one transaction; when PostgreSQL refuses it
  * for the data of a record, one record at a time from then on, to find
@@ -178,6 +198,15 @@ int hub_flush_batch(hub *h)
 		h->retry_at = hub_now_ms() + 500;
 		intake_pause(h->in);
 		return -1;
+	}
+	if (h->batch.n > 0 && intake_needs_date(&h->batch)) {
+		/* forward.not_before against the clock its due time is computed on:
+		 * PostgreSQL's, not this machine's (which may be off) */
+		int64_t db_now;
+		if (store_db_now_ms(h->st, &db_now, err, sizeof err) != STORE_OK)
+			return batch_wait(h, err);
+		note_clock(h, db_now);
+		intake_date(h->in, &h->batch, db_now);
 	}
 	for (;;) {
 		if (h->batch.n == 0 || (h->single && h->next_single == h->batch.n)) {

@@ -39,6 +39,8 @@ typedef struct {
 	monitor *mon;
 	tenants *tenants;      /* the tenants' rules, intake judges records by them */
 	int held;              /* tenants.enforce with no rules loaded: the batch waits */
+	int rules_alerted;     /* tenant_rules_stale raised for the rules in force */
+	int clock_off;         /* this machine's clock was found off PostgreSQL's (logged) */
 	int joined;            /* the consumer has had an assignment */
 	owned_set owned;       /* the partitions this replica owns: intake changes it */
 	intake_batch batch;
@@ -100,6 +102,10 @@ int hub_flush_batch(hub *h);
 /* the scan of owned partitions (hub_scan.c) */
 int hub_claim_retries(hub *h);
 void hub_refresh_tenants(hub *h, int64_t now);
+/* The age of the tenant rules in force into txhub_tenant_rules_age_seconds,
+ * and, while reading them fails, the alert tenant_rules_stale once when it
+ * reaches alert.database_failing_ms (again after they were found current). */
+void hub_watch_tenant_rules(hub *h, int64_t now);
 void hub_publish_lag(hub *h);
 int hub_scan_step(hub *h, int64_t now);
 

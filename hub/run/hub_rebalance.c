@@ -30,21 +30,26 @@ static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned
 {
 	int64_t *committed = calloc(n, sizeof *committed), *from = calloc(n, sizeof *from);
 	store_rewound *rw = calloc(n, sizeof *rw);
+	store_owned *again = calloc(n, sizeof *again);
 	size_t k = 0;
-	if (committed && from && rw && intake_committed(h->in, parts, n, committed) == 0) {
+	if (committed && from && rw && again && intake_committed(h->in, parts, n, committed) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			if (next_offset[i] < 0 || committed[i] <= next_offset[i])
 				continue;
 			rw[k] = (store_rewound){parts[i], REWIND_BEHIND, own[i].epoch, committed[i],
 			                        own[i].epoch, next_offset[i]};
+			again[k] = own[i];
 			from[k++] = next_offset[i];
 		}
 	}
-	if (k > 0)
+	if (k > 0) {
 		hub_report_rewound(h, rw, k, from);
+		forward_note_rewound(h->fw, again, k);
+	}
 	free(committed);
 	free(from);
 	free(rw);
+	free(again);
 }
 
 /* Take newly assigned partitions in PostgreSQL. This must succeed before

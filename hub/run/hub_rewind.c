@@ -8,6 +8,7 @@
 
 #include "alert.h"
 #include "fault.h"
+#include "forward.h"
 #include "intake.h"
 #include "log.h"
 #include "metrics.h"
@@ -89,6 +90,7 @@ static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 			next[i] = INTAKE_FROM_BEGINNING;
 	}
 	hub_report_rewound(h, rw, n, from);
+	forward_note_rewound(h->fw, own, n);
 	intake_retake(h->in, own, next, n);
 	hub_on_assigned(h, own, n);
 	rc = 0;

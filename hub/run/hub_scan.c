@@ -203,6 +203,29 @@ void hub_refresh_tenants(hub *h, int64_t now)
 		intake_set_rules(h->in, tenants_rules(h->tenants));
 }
 
+void hub_watch_tenant_rules(hub *h, int64_t now)
+{
+	int64_t age = tenants_rules_age_ms(h->tenants, now);
+	const char *failing = tenants_failing(h->tenants);
+	metrics_set_tenant_rules_age(age);
+	if (!failing) { /* (read every TENANTS_REFRESH_MS: a few seconds old while all is well) */
+		h->rules_alerted = 0;
+		return;
+	}
+	if (age < h->cfg->alert_database_failing_ms)
+		return;
+	if (h->rules_alerted)
+		return;
+	h->rules_alerted = 1;
+	char why[1400];
+	snprintf(why, sizeof why, "the tenant rules in force (%zu enabled tenant(s)) were last found "
+	         "current in txhub.tenants %lld s ago: %s. They stay in force; a change made "
+	         "since then (txhub tenant) does not apply until the table reads again",
+	         tenant_rules_count(tenants_rules(h->tenants)), (long long)(age / 1000),
+	         failing);
+	alert_raise(h->al, "tenant_rules_stale", NULL, NULL, 0, NULL, why);
+}
+
 void hub_publish_lag(hub *h)
 {
 	tp_key parts[256];

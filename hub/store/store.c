@@ -238,6 +238,18 @@ fail:;
 	return rc;
 }
 
+store_rc store_db_now_ms(store *st, int64_t *ms, char *err, size_t errsz)
+{
+	PGresult *r = PQexec(st->conn, "SELECT floor(extract(epoch FROM now()) * 1000)::bigint");
+	store_rc rc = STORE_OK;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		rc = store_classify(st->conn, r, err, errsz);
+	else
+		*ms = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return rc;
+}
+
 /* ---- forward lists ---- */
 
 void store_forward_free(store_forward *f)

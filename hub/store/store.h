@@ -96,6 +96,10 @@ store_rc store_ensure(store *st, char *err, size_t errsz);
 /* The schema version the database is at (0: txhub never migrated there). */
 store_rc store_schema_version(store *st, int *version, char *err, size_t errsz);
 
+/* PostgreSQL's clock (now(), in milliseconds since the epoch): the clock the
+ * due times of delayed delivery are computed on (delay_sql.h). */
+store_rc store_db_now_ms(store *st, int64_t *ms, char *err, size_t errsz);
+
 /* A control-topic partition's row in txhub.partitions, as read. */
 typedef struct {
 	tp_key tp;

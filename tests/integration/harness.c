@@ -634,6 +634,15 @@ static int has_label(const char *p, size_t len, const char *want, size_t wl)
 	return 0;
 }
 
+double h_metric(int port, const char *name)
+{
+	char *text = NULL;
+	cr_assert_eq(h_http_get(port, "/metrics", &text), 200, "/metrics: %s", text ? text : "");
+	double v = h_series(text, name);
+	free(text);
+	return v;
+}
+
 double h_series(const char *text, const char *name)
 {
 	size_t nl = strcspn(name, "{");

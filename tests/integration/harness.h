@@ -120,6 +120,8 @@ int h_http_wait(int port, const char *path, long want, int timeout_ms, char **la
  * labels include every label `name` gives (`txhub_forwards_total{outcome="sent"}`
  * sums over the tenants), or -1 when there is none. */
 double h_series(const char *text, const char *name);
+/* The same in the /metrics of a hub listening on port (asserting a 200). */
+double h_metric(int port, const char *name);
 
 /* Whether the tests run against Apache Kafka (TXHUB_TEST_KAFKA_DIR, from
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */

@@ -17,7 +17,7 @@
 
 typedef struct {
 	pthread_mutex_t mu;
-	long database_failing, prepare_missing;
+	long database_failing, prepare_missing, tenant_rules_stale;
 } hook_counts;
 
 static void on_alert(void *opaque, const h_http_request *req, h_http_answer *ans)
@@ -28,6 +28,8 @@ static void on_alert(void *opaque, const h_http_request *req, h_http_answer *ans
 		c->database_failing++;
 	if (req->body && strstr(req->body, "\"kind\":\"prepare_missing\""))
 		c->prepare_missing++;
+	if (req->body && strstr(req->body, "\"kind\":\"tenant_rules_stale\""))
+		c->tenant_rules_stale++;
 	pthread_mutex_unlock(&c->mu);
 	ans->status = 200;
 }
@@ -74,7 +76,9 @@ static void start(fx *f, const char *name, const char *const *extra)
 	snprintf(f->fwd, sizeof f->fwd, "fw.%s", f->e.name);
 	snprintf(f->role, sizeof f->role, "hub_%s", f->e.name);
 	sql(f, "DROP ROLE IF EXISTS %s", f->role);
-	sql(f, "CREATE ROLE %s LOGIN", f->role);
+	/* BYPASSRLS: as the tables' owner, a hub's usual role, it reads every
+	 * row of txhub.tenants (row-level security, migration 0010) */
+	sql(f, "CREATE ROLE %s LOGIN BYPASSRLS", f->role);
 	sql(f, "GRANT USAGE ON SCHEMA txhub TO %s", f->role);
 	sql(f, "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA txhub TO %s", f->role);
 	sql(f, "GRANT USAGE ON ALL SEQUENCES IN SCHEMA txhub TO %s", f->role);
@@ -323,5 +327,71 @@ Test(dbfaults, a_missing_prepare_is_alerted_once, .timeout = 120)
 	h_flush();
 	cr_assert(h_wait(&f.e, "SELECT status || '/' || send_status FROM txhub.messages",
 	                 "committed/sent", 30000));
+	stop(&f);
+}
+
+/* txhub_tenant_rules_age_seconds from the hub's /metrics (-1: not shown). */
+static double rules_age(int port) { return h_metric(port, "txhub_tenant_rules_age_seconds"); }
+
+/* The hub cannot read txhub.tenants (issue 30 §11): the last good rules stay
+ * in force, as before, and now the operator is told how old they are (the
+ * gauge), once (the alert tenant_rules_stale, after
+ * alert.database_failing_ms); /readyz stays 200 and records still flow.
+ * SELECT granted again: the age drops back. */
+Test(dbfaults, tenants_unreadable_keeps_the_rules_and_says_how_old_they_are, .timeout = 180)
+{
+	fx f;
+	char listen[64], errb[1024], ctl[128];
+	int port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	const char *extra[] = {listen, NULL};
+	start(&f, "tnstale", extra);
+	snprintf(ctl, sizeof ctl, "ctl.%s", f.e.name);
+	const char *add[] = {"tenant", "add", "team-a", "--control-topic", ctl, "--biz", "ta*",
+	                     "--forward-topic", "ta.out", NULL};
+	cr_assert_eq(h_txhub(&f.e, add, errb, sizeof errb), 0, "tenant add: %s", errb);
+	int waited = 0;
+	while (h_log_lines(f.log, "tenants: 1 enabled tenant(s) in force") == 0 && waited < 20000) {
+		h_pause_ms(100);
+		waited += 100;
+	}
+	cr_assert_eq(h_log_lines(f.log, "tenants: 1 enabled tenant(s) in force"), 1, "see %s", f.log);
+	double age = rules_age(port);
+	cr_assert(age >= 0 && age < 10, "age %.3f with the table readable", age);
+
+	sql(&f, "REVOKE SELECT ON txhub.tenants FROM %s", f.role);
+	for (int i = 0; i < 300 && hook_get(&f.hook, &f.hook.tenant_rules_stale) == 0; i++)
+		h_pause_ms(100);
+	cr_assert_eq(hook_get(&f.hook, &f.hook.tenant_rules_stale), 1, "no alert (log %s)", f.log);
+	char line[8192];
+	cr_assert_eq(h_log_first(f.log, "ALERT tenant_rules_stale", line, sizeof line), 1);
+	cr_assert(strstr(line, "1 enabled tenant(s)") && strstr(line, "permission denied"), "%s",
+	          line);
+	age = rules_age(port);
+	cr_assert_geq(age, 2.0, "age %.3f after the alert (alert.database_failing_ms=2000)", age);
+	/* the hub goes on, under the last good rules, and stays ready */
+	send_phase(&f, "stale", 5, 0);
+	char want[32];
+	snprintf(want, sizeof want, "%d", f.commits);
+	cr_assert(h_wait(&f.e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'",
+	                 want, 60000));
+	char *body = NULL;
+	cr_assert_eq(h_http_get(port, "/readyz", &body), 200, "/readyz: %s", body ? body : "");
+	free(body);
+	cr_assert_eq(h_metric(port, "txhub_ready"), 1);
+	double later = age;
+	for (waited = 0; (later = rules_age(port)) < 8 && waited < 20000; waited += 100)
+		h_pause_ms(100);
+	cr_assert_geq(later, 8, "the age does not grow: %.3f then %.3f", age, later);
+
+	sql(&f, "GRANT SELECT ON txhub.tenants TO %s", f.role);
+	for (waited = 0; h_log_lines(f.log, "tenants: the table reads again") == 0 && waited < 20000;
+	     waited += 100)
+		h_pause_ms(100);
+	cr_assert_eq(h_log_lines(f.log, "tenants: the table reads again"), 1, "see %s", f.log);
+	for (waited = 0; (age = rules_age(port)) >= 5 && waited < 5000; waited += 100)
+		h_pause_ms(100); /* (the gauge is set at the loop's next turn) */
+	cr_assert_lt(age, 5, "age %.3f with the table readable again (log %s)", age, f.log);
+	cr_assert_eq(hook_get(&f.hook, &f.hook.tenant_rules_stale), 1, "alerted again");
 	stop(&f);
 }

@@ -248,6 +248,68 @@ Test(delay, malformed_or_too_far_is_rejected_with_a_reason, .timeout = 120)
 	h_teardown(&e);
 }
 
+/* forward.max_delay on PostgreSQL's clock, the one the due times are
+ * computed on (issue 30 §9): a hub whose own clock is off by 10 minutes
+ * (TXHUB_TEST_CLOCK_OFFSET_MS, hub/lib/clock.h), limit 10 minutes. A
+ * not_before 15 minutes ahead is rejected (a hub 10 minutes fast took it
+ * for 5 minutes ahead), one 9 minutes ahead is kept and due then (a hub
+ * 10 minutes slow took it for 19 minutes ahead and rejected it). */
+static void max_delay_on_the_databases_clock(const char *name, const char *offset,
+                                             const char *says)
+{
+	h_env e;
+	h_setup(&e, name);
+	char fwd[128], far[64], near[64], xfar[128], xnear[128];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	cr_assert_eq(setenv("TXHUB_TEST_CLOCK_OFFSET_MS", offset, 1), 0);
+	const char *settings[] = {"forward.max_delay=10m", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	cr_assert_eq(unsetenv("TXHUB_TEST_CLOCK_OFFSET_MS"), 0);
+	long long now = wall_ms(); /* (PostgreSQL runs on this machine: its clock) */
+	rfc3339_plus2(now + 15 * 60000LL, far, sizeof far);
+	rfc3339_plus2(now + 9 * 60000LL, near, sizeof near);
+	snprintf(xfar, sizeof xfar, ",\"not_before\":\"%s\"", far);
+	snprintf(xnear, sizeof xnear, ",\"not_before\":\"%s\"", near);
+	send_tx(&e, fwd, "far", xfar, 1);
+	send_tx(&e, fwd, "near", xnear, 1);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT status || '/' || send_status FROM txhub.messages WHERE "
+	                     "message_key = 'near'", "committed/pending", 30000),
+	          "9 minutes ahead: %s", h_query(&e, "SELECT coalesce(string_agg(reason, ' | '), "
+	                                             "'(none)') FROM txhub.rejected", xnear,
+	                                         sizeof xnear));
+	cr_assert_eq(due_ms(&e, "near") / 1000, (now + 9 * 60000LL) / 1000);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.rejected WHERE reason LIKE "
+	                     "'field \"forward.not_before\" is 1_m% ahead, beyond forward.max_delay "
+	                     "(10m)'", "1", 30000),
+	          "15 minutes ahead: %s (status %s)",
+	          h_query(&e, "SELECT coalesce(string_agg(reason, ' | '), '(none)') FROM "
+	                      "txhub.rejected", xfar, sizeof xfar),
+	          h_query(&e, "SELECT coalesce(min(status), '(no row)') FROM txhub.messages "
+	                      "WHERE message_key = 'far'", far, sizeof far));
+	/* its commit waits for a prepare that will not come */
+	cr_assert_str_eq(h_query(&e, "SELECT status FROM txhub.messages WHERE message_key = 'far'",
+	                         far, sizeof far), "awaiting_prepare");
+	/* and the hub says, once, that its clock is off */
+	char log[256];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_eq(h_log_lines(log, says), 1, "no line \"%s\" in %s", says, log);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+Test(delay, max_delay_on_the_databases_clock_with_a_hub_10_minutes_fast, .timeout = 120)
+{
+	max_delay_on_the_databases_clock("delay_fast", "600000",
+	                                 "s ahead of PostgreSQL's; due times and forward.max_delay");
+}
+
+Test(delay, max_delay_on_the_databases_clock_with_a_hub_10_minutes_slow, .timeout = 120)
+{
+	max_delay_on_the_databases_clock("delay_slow", "-600000",
+	                                 "s behind PostgreSQL's; due times and forward.max_delay");
+}
+
 Test(delay, list_scheduled_show_and_redrive_now, .timeout = 120)
 {
 	h_env e;

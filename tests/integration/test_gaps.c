@@ -155,24 +155,13 @@ static int sent(h_env *e, const char *prefix, int n, int timeout_ms)
 
 /* ---- /metrics ---- */
 
-/* The value of the series written exactly as `name` (with its labels) in
- * the hub's /metrics, or -1 when absent. */
-static double metric(int port, const char *name)
-{
-	char *text = NULL;
-	cr_assert_eq(h_http_get(port, "/metrics", &text), 200, "/metrics: %s", text ? text : "");
-	double v = h_series(text, name);
-	free(text);
-	return v;
-}
-
 /* txhub_control_records_lost_total of e's partition part. */
 static double lost_total(int port, const h_env *e, int part)
 {
 	char name[300];
 	snprintf(name, sizeof name, "txhub_control_records_lost_total{topic=\"%s\",partition=\"%d\"}",
 	         e->topic, part);
-	return metric(port, name);
+	return h_metric(port, name);
 }
 
 /* ---- txhub status ---- */
@@ -306,7 +295,7 @@ static void records_deleted_while_stopped(const char *name, const char *assignor
 	cr_assert_eq(lost_total(f.port, e, 0),
 	             (double)(low - want));
 	cr_assert_eq(lost_total(f.port, e, 1), 0);
-	cr_assert_eq(metric(f.port, "txhub_alerts_total{kind=\"control_records_lost\"}"), 1);
+	cr_assert_eq(h_metric(f.port, "txhub_alerts_total{kind=\"control_records_lost\"}"), 1);
 	cr_assert_eq(h_hub_stop(hub), 0);
 
 	/* txhub status, which reads PostgreSQL only, shows it */

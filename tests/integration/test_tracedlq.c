@@ -512,3 +512,81 @@ Test(tracedlq, exactly_once_parks_a_forward_to_a_missing_topic_and_dead_letters_
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
+
+/* forward.dead_letter_topic naming a forward topic (issue 30 §12): its dead
+ * letters would carry the message's own txhub-biz-id and txhub-message-key,
+ * so that a consumer deduplicating on them takes a dead letter for the
+ * message. An envelope forwarding into it is rejected, as one into the
+ * control topic is, and nothing reaches the topic. */
+Test(tracedlq, a_forward_into_the_dead_letter_topic_is_rejected, .timeout = 180)
+{
+	h_env e;
+	h_setup(&e, "dlqfwd");
+	char dlq[128], dlqset[160], buf[1024];
+	snprintf(dlq, sizeof dlq, "dlq.%s", e.name);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	const char *settings[] = {dlqset, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"d-1\","
+	                          "\"payload\":\"x\",\"forward\":{\"topic\":\"%s\"}}", dlq);
+	h_send_str(&e, -1, "d-1", buf);
+	/* and one that goes elsewhere, after it: intake read past the first */
+	h_send_str(&e, -1, "d-2", "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"d-2\","
+	                          "\"payload\":\"y\",\"forward\":{\"topic\":\"elsewhere\"}}");
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.rejected WHERE reason = 'field "
+	                     "\"forward.topic\" names the dead-letter topic "
+	                     "(forward.dead_letter_topic)'", "1", WAIT_MS),
+	          "rejected: %s", h_query(&e, "SELECT coalesce(string_agg(reason, '; '), '(none)') "
+	                                      "FROM txhub.rejected", sqlbuf, sizeof sqlbuf));
+	cr_assert(h_wait(&e, status_of("d-2"), "committed/sent", WAIT_MS));
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'd-1'"), 0);
+	h_record *r;
+	size_t n = h_read_topic(&e, dlq, 1500, &r);
+	cr_assert_eq(n, 0, "%zu record(s) in the dead-letter topic", n);
+	h_records_free(r, n);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* ...and a hub whose tenants may forward into it refuses to start, with
+ * the exit status of a refused configuration (2), as for the control
+ * topic. */
+Test(tracedlq, a_tenants_forward_topic_as_dead_letter_topic_is_refused_at_start, .timeout = 120)
+{
+	h_env e;
+	h_setup(&e, "dlqten");
+	char dlq[128], dlqset[160], ctl[128], errb[1024], logf[256];
+	snprintf(dlq, sizeof dlq, "orders.%s.dlq", e.name);
+	snprintf(ctl, sizeof ctl, "ctl.%s", e.name);
+	snprintf(dlqset, sizeof dlqset, "forward.dead_letter_topic=%s", dlq);
+	const char *add[] = {"tenant", "add", "team-a", "--control-topic", ctl, "--biz", "shop",
+	                     "--forward-topic", "orders.*", NULL};
+	cr_assert_eq(h_txhub(&e, add, errb, sizeof errb), 0, "tenant add: %s", errb);
+	const char *settings[] = {dlqset, NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	h_hub_log(logf, sizeof logf, &e);
+	int rc = h_wait_exit(hub, 60000);
+	cr_assert_eq(rc, 2, "exit status %d (log %s)", rc, logf);
+	char want[300];
+	snprintf(want, sizeof want, "forward.dead_letter_topic: \"%s\" names a forward topic: "
+	                            "tenant team-a may forward into it", dlq);
+	cr_assert_eq(h_log_lines(logf, want), 1, "no line \"%s\" in %s", want, logf);
+
+	/* another topic: it starts */
+	const char *other[] = {"forward.dead_letter_topic=dead.letters", NULL};
+	hub = h_hub_start(&e, other);
+	h_hub_log(logf, sizeof logf, &e);
+	int waited = 0;
+	while (access(logf, R_OK) != 0 && waited < 5000) {
+		h_pause_ms(20);
+		waited += 20;
+	}
+	while (h_log_lines(logf, "hub: running") == 0 && waited < 30000) {
+		h_pause_ms(100);
+		waited += 100;
+	}
+	cr_assert_eq(h_log_lines(logf, "hub: running"), 1, "see %s", logf);
+	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
