@@ -21,10 +21,14 @@ LOCK TABLE txhub.messages, txhub.message_rows, txhub.history IN ACCESS EXCLUSIVE
 
 ALTER TABLE txhub.message_rows
     ADD COLUMN not_before       timestamptz,
-    ADD COLUMN trace_id         text CHECK (trace_id ~ '^[0-9a-f]{32}$'),
+    ADD COLUMN trace_id         text,
     ADD COLUMN traceparent      text,
     ADD COLUMN tracestate       text,
     ADD COLUMN dead_lettered_at timestamptz;
+-- NOT VALID: the column is new, every row NULL; checked as part of ADD COLUMN the
+-- constraint would read the whole table under the lock that stops the hubs' writes
+ALTER TABLE txhub.message_rows ADD CONSTRAINT message_rows_trace_id_check
+    CHECK (trace_id ~ '^[0-9a-f]{32}$') NOT VALID;
 ALTER TABLE txhub.message_rows DROP CONSTRAINT messages_send_status_check;
 ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
     CHECK (send_status IN ('pending', 'sent', 'failed', 'skipped')) NOT VALID;
