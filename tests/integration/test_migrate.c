@@ -91,6 +91,25 @@ static void assert_migrated(h_env *e)
 	                        "AND NOT i.indisvalid"), 0, "an invalid index was left");
 }
 
+/* With holder's lock taken and migrate started and waiting behind it,
+ * writer (holder itself, or another session) writes as a hub does: it must
+ * not wait for migrate (at most 5 s, below the 10 s lock_timeout of
+ * migrate's session, after which f063dde's migrate failed and let it
+ * through); then holder commits and migrate must finish. */
+static void write_beside_migrate(h_env *e, PGconn *holder, PGconn *writer, const char *sql)
+{
+	char err[1024], log[256];
+	pid_t mig = migrate_start(e);
+	wait_blocked(e, holder);
+	h_exec(writer, "SET statement_timeout = '5s'");
+	int wrote = try_exec(writer, sql, err, sizeof err);
+	h_exec(holder, writer == holder && !wrote ? "ROLLBACK" : "COMMIT");
+	cr_assert(wrote, "the hub's write failed or waited behind migrate: %s", err);
+	cr_assert_eq(h_wait_exit(mig, 120000), 0, "migrate failed (see %s)",
+	             h_hub_log(log, sizeof log, e));
+	assert_migrated(e);
+}
+
 /* The deadlock of issue 30 (item 7): 0010 took txhub.messages by its ALTER and
  * then waited for txhub.partitions (CREATE POLICY), held by a hub's batch that
  * then wrote to txhub.messages. */
@@ -100,22 +119,14 @@ Test(migrate, takes_its_locks_in_the_hubs_order, .timeout = 180)
 	h_setup(&e, "miglk");
 	at_version(&e, 9);
 	PGconn *hub = session(&e);
-	char err[1024], q[512];
+	char q[512];
 	h_exec(hub, "BEGIN");
 	snprintf(q, sizeof q, "SELECT epoch FROM txhub.partitions WHERE topic = '%s' "
 	         "FOR NO KEY UPDATE", e.topic);
 	h_exec(hub, q);
-	pid_t mig = migrate_start(&e);
-	wait_blocked(&e, hub);
-	/* the batch's write: waits for nothing migrate holds */
-	h_exec(hub, "SET statement_timeout = '20s'");
-	int wrote = try_exec(hub, "UPDATE txhub.messages SET updated_at = now() "
-	                          "WHERE biz_id = 'old' AND message_key = 'k1'", err, sizeof err);
-	h_exec(hub, wrote ? "COMMIT" : "ROLLBACK");
-	cr_assert(wrote, "the hub's write failed: %s", err);
-	cr_assert_eq(h_wait_exit(mig, 120000), 0, "migrate failed (see %s)",
-	             h_hub_log(q, sizeof q, &e));
-	assert_migrated(&e);
+	/* the batch's write then: waits for nothing migrate holds */
+	write_beside_migrate(&e, hub, hub, "UPDATE txhub.messages SET updated_at = now() "
+	                                   "WHERE biz_id = 'old' AND message_key = 'k1'");
 	PQfinish(hub);
 	h_teardown(&e);
 }
@@ -129,21 +140,10 @@ Test(migrate, index_builds_let_the_hubs_write, .timeout = 180)
 	h_setup(&e, "migix");
 	at_version(&e, 10);
 	PGconn *a = session(&e), *b = session(&e);
-	char err[1024], log[256];
 	h_exec(a, "BEGIN");
 	h_exec(a, "UPDATE txhub.messages SET updated_at = now() WHERE message_key = 'k1'");
-	pid_t mig = migrate_start(&e);
-	wait_blocked(&e, a);
-	/* under the 10 s lock_timeout of migrate's session, after which the
-	 * in-transaction build of 0.4.x-0.5 failed and let it through */
-	h_exec(b, "SET statement_timeout = '5s'");
-	int wrote = try_exec(b, "UPDATE txhub.messages SET updated_at = now() "
-	                        "WHERE message_key = 'k2'", err, sizeof err);
-	h_exec(a, "COMMIT");
-	cr_assert(wrote, "a write waited behind migrate: %s", err);
-	cr_assert_eq(h_wait_exit(mig, 120000), 0, "migrate failed (see %s)",
-	             h_hub_log(log, sizeof log, &e));
-	assert_migrated(&e);
+	write_beside_migrate(&e, a, b, "UPDATE txhub.messages SET updated_at = now() "
+	                               "WHERE message_key = 'k2'");
 	PQfinish(a);
 	PQfinish(b);
 	h_teardown(&e);
