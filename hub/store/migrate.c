@@ -327,8 +327,18 @@ int migrate_apply(store *st, const char *control_topic, int *applied, char *err,
 	const char *tp[1] = {topic};
 	PGconn *c = (PGconn *)store_conn(st);
 	*applied = 0;
-	if (run(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, err, errsz) != 0)
+	/* however long another replica's run takes: the session's lock_timeout
+	 * (hub/store/store.c) is for the hubs' tables, and a session-level
+	 * advisory lock outlives the transaction that took it */
+	if (run(c, "BEGIN", 0, NULL, err, errsz) != 0)
 		return -1;
+	if (run(c, "SET LOCAL lock_timeout = 0", 0, NULL, err, errsz) != 0 ||
+	    run(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, err, errsz) != 0 ||
+	    run(c, "COMMIT", 0, NULL, err, errsz) != 0) {
+		char sub[256];
+		run(c, "ROLLBACK", 0, NULL, sub, sizeof sub);
+		return -1;
+	}
 	int rc = -1;
 	/* "already exists, skipping" notices are noise on every later run */
 	if (run(c, "SET client_min_messages = warning", 0, NULL, err, errsz) != 0 ||

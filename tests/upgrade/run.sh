@@ -12,7 +12,7 @@
 # fills it with TXHUB_UPGRADE_ROWS messages (1,000,000), and then, per run:
 # a copy of that database (CREATE DATABASE ... TEMPLATE), `txhub bench` at
 # TXHUB_UPGRADE_RATE transactions per second (200) for TXHUB_UPGRADE_SECONDS
-# (60) with a 0.4.0 hub (forward.mode TXHUB_UPGRADE_MODE, at_least_once), and
+# (30) with a 0.4.0 hub (forward.mode TXHUB_UPGRADE_MODE, at_least_once), and
 # once the hub is applying the bench's records, `txhub migrate` of
 # TXHUB_BINARY. A run passes when
 #   - migrate exits 0 and the schema is at its latest version, every index
@@ -20,15 +20,19 @@
 #   - the bench was still producing when migrate finished (the load covered
 #     the whole migration) and reports nothing lost (exit 0: every committed
 #     transaction forwarded, no rolled-back one);
-#   - no statement of the hub waited for a lock longer than
+#   - no statement of the hub waited for a lock behind migrate longer than
 #     TXHUB_UPGRADE_MAX_WAIT_MS (2000): PostgreSQL logs every lock wait over
-#     deadlock_timeout (1 s, log_lock_waits) with its length, and the longest
-#     of the sessions other than migrate's counts. It also logs every
+#     deadlock_timeout (1 s, log_lock_waits) with its length, the lock's
+#     holders and its queue; a wait of the hub's (or the bench's) sessions
+#     counts when migrate's session held the lock or was queued ahead of it
+#     (tests/upgrade/lock_waits.awk). The longest wait of any cause (a
+#     0.4.0 hub's sessions also wait for each other) is reported. It also logs every
 #     statement of the hub's (and the bench's) sessions over 100 ms
 #     (log_min_duration_statement through PGOPTIONS): the longest and how
 #     many are reported, not checked (a 0.4.0 hub's forward scans read the
 #     whole table through the view of migration 0012);
-#   - PostgreSQL logged no deadlock.
+#   - PostgreSQL logged no deadlock that migrate's session was part of (those
+#     among the hub's own sessions are reported).
 # The figures of each run go to standard error and, one JSON line per run, to
 # standard output; the logs stay in TXHUB_UPGRADE_KEEP when that is set.
 # Exit status: 0 every run passed, 1 a run failed, 2 it could not be set up.
@@ -39,7 +43,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${TXHUB_UPGRADE_CACHE:-$HOME/.cache/txhub-upgrade}
 rows=${TXHUB_UPGRADE_ROWS:-1000000}
 rate=${TXHUB_UPGRADE_RATE:-200}
-seconds=${TXHUB_UPGRADE_SECONDS:-60}
+seconds=${TXHUB_UPGRADE_SECONDS:-30}
 mode=${TXHUB_UPGRADE_MODE:-at_least_once}
 max_wait_ms=${TXHUB_UPGRADE_MAX_WAIT_MS:-2000}
 old_commit=810e4c5
@@ -141,13 +145,13 @@ failed=0
 for ((run = 1; run <= runs; run++)); do
   db=upg$run
   conn="host=$tmp user=txhub dbname=$db"
-  topic=upg.$run.control
+  topic=upg.$$.$run.control # this invocation's own: a broker may outlive it
   q postgres "CREATE DATABASE $db TEMPLATE v040"
   log_from=$(wc -l <"$tmp/pg.log")
   # every statement of the bench's sessions and of the hub it starts over 100 ms
   PGOPTIONS="-c log_min_duration_statement=100" "$txhub" bench --count $((rate * seconds)) \
     --rate "$rate" --no-ceilings --drain 120 --warmup 0 --start-hub --hub-binary "$old" \
-    --hub-log "$tmp/hub$run.log" --run-id "u$run" --forward-topic "upg.$run.fwd" \
+    --hub-log "$tmp/hub$run.log" --run-id "u$run" --forward-topic "upg.$$.$run.fwd" \
     $([ "$mode" = exactly_once ] && echo --exactly-once) \
     -X pg="$conn" -X brokers="$brokers" -X control_topic="$topic" -X forward.mode="$mode" \
     >"$tmp/bench$run.json" 2>"$tmp/bench$run.log" &
@@ -162,7 +166,8 @@ for ((run = 1; run <= runs; run++)); do
   done
   m0=$(date +%s%N)
   set +e
-  PGAPPNAME=txhub-migrate "$txhub" migrate -X pg="$conn" -X control_topic="$topic" \
+  # every statement of migrate's session is logged: the lock waits name its process
+  PGAPPNAME=txhub-migrate PGOPTIONS="-c log_min_duration_statement=0" "$txhub" migrate -X pg="$conn" -X control_topic="$topic" \
     2>"$tmp/migrate$run.log"
   mrc=$?
   set -e
@@ -179,15 +184,11 @@ for ((run = 1; run <= runs; run++)); do
                      JOIN pg_namespace n ON n.oid = c.relnamespace
                      WHERE n.nspname = 'txhub' AND NOT i.indisvalid")
   tail -n +$((log_from + 1)) "$tmp/pg.log" >"$tmp/pg$run.log"
-  # lock waits over deadlock_timeout (1 s) are logged (log_lock_waits) with
-  # their length, those of migrate's own session under its application name
-  waited=$( (grep -v '] txhub-migrate: ' "$tmp/pg$run.log" |
-    grep -o 'process [0-9]* \(still waiting for\|acquired\) .* after [0-9.]* ms' || true) |
-    awk '{ v = $(NF - 1) + 0; if (v > m) m = v } END { printf "%d", m }')
+  # lock waits over deadlock_timeout (1 s), with their holders and queue
+  read -r waited waited_any deadlocks deadlocks_any < <(awk -f "$src/tests/upgrade/lock_waits.awk" "$tmp/pg$run.log" "$tmp/pg$run.log")
   longest=$( (grep -v '] txhub-migrate: ' "$tmp/pg$run.log" | grep -o 'duration: [0-9.]* ms' || true) |
     awk '{ if ($2 > m) m = $2 } END { printf "%d", m }')
   slow=$(grep -v '] txhub-migrate: ' "$tmp/pg$run.log" | grep -c 'duration: [0-9.]* ms' || true)
-  deadlocks=$(grep -c 'deadlock detected' "$tmp/pg$run.log" || true)
   attempts=$(grep -c 'trying again' "$tmp/migrate$run.log" || true)
   forwarded=$(grep -o '"lost":[0-9]*' "$tmp/bench$run.json" | head -n 1 || true)
   secs=$(awk -v m="$mms" 'BEGIN { printf "%.1f", m / 1000 }')
@@ -197,14 +198,14 @@ for ((run = 1; run <= runs; run++)); do
   [ "$invalid" = 0 ] || { ok=0; why="$why $invalid invalid index(es);"; }
   [ "$covered" = 1 ] || { ok=0; why="$why the bench ended before migrate (raise TXHUB_UPGRADE_SECONDS);"; }
   [ "$brc" = 0 ] || { ok=0; why="$why bench exited $brc (lost or wrong, $(tail -n 3 "$tmp/bench$run.log" | tr '\n' ' '));"; }
-  [ "$waited" -le "$max_wait_ms" ] || { ok=0; why="$why a hub statement waited $waited ms for a lock;"; }
-  [ "$deadlocks" = 0 ] || { ok=0; why="$why $deadlocks deadlock(s) logged;"; }
+  [ "$waited" -le "$max_wait_ms" ] || { ok=0; why="$why a hub statement waited $waited ms for a lock behind migrate;"; }
+  [ "$deadlocks" = 0 ] || { ok=0; why="$why $deadlocks deadlock(s) with migrate;"; }
   say "run $run: $([ $ok = 1 ] && echo ok || echo FAILED) migrate ${secs} s exit $mrc (schema $version, \
-$attempts retries), longest hub lock wait ${waited} ms (0: none over 1 s), longest hub statement $longest ms ($slow over 100 ms), deadlocks $deadlocks, \
+$attempts retries), longest hub lock wait behind migrate ${waited} ms, of any cause ${waited_any} ms (0: none over 1 s), longest hub statement $longest ms ($slow over 100 ms), deadlocks with migrate $deadlocks (of any cause $deadlocks_any), \
 bench exit $brc ${forwarded}${why:+; }$why"
-  printf '{"run":%d,"ok":%s,"migrate_s":%s,"migrate_exit":%d,"schema":%s,"retries":%d,"longest_hub_lock_wait_ms":%d,"longest_hub_statement_ms":%d,"hub_statements_over_100ms":%d,"deadlocks":%d,"bench_exit":%d,"bench":%s}\n' \
+  printf '{"run":%d,"ok":%s,"migrate_s":%s,"migrate_exit":%d,"schema":%s,"retries":%d,"longest_hub_lock_wait_behind_migrate_ms":%d,"longest_hub_lock_wait_ms":%d,"longest_hub_statement_ms":%d,"hub_statements_over_100ms":%d,"deadlocks_with_migrate":%d,"deadlocks":%d,"bench_exit":%d,"bench":%s}\n' \
     "$run" "$([ $ok = 1 ] && echo true || echo false)" "$secs" "$mrc" "${version:-0}" "$attempts" \
-    "$waited" "$longest" "$slow" "$deadlocks" "$brc" "$(tail -n 1 "$tmp/bench$run.json" | grep '^{' || echo null)"
+    "$waited" "$waited_any" "$longest" "$slow" "$deadlocks" "$deadlocks_any" "$brc" "$(tail -n 1 "$tmp/bench$run.json" | grep '^{' || echo null)"
   [ $ok = 1 ] || failed=$((failed + 1))
   q postgres "DROP DATABASE $db"
 done
