@@ -47,10 +47,31 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_tenant_committed
     ON txhub.messages (tenant, updated_at) WHERE tenant IS NOT NULL AND status = 'committed';
 -- txhub: transaction
 
--- The one table this changes (the hubs lock txhub.partitions before it, which this
--- leaves alone).
-LOCK TABLE txhub.messages IN ACCESS EXCLUSIVE MODE;
+-- The tables this changes, in the hubs' order (they lock txhub.partitions before
+-- them, which this leaves alone).
+LOCK TABLE txhub.messages, txhub.history IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE txhub.messages RENAME TO message_rows;
+
+-- The columns of the delivery options and their checks, which migration 13
+-- describes: added here, while 0.4.0 hubs still running read the table fast, not
+-- there (see 0013).
+ALTER TABLE txhub.message_rows
+    ADD COLUMN not_before       timestamptz,
+    ADD COLUMN trace_id         text,
+    ADD COLUMN traceparent      text,
+    ADD COLUMN tracestate       text,
+    ADD COLUMN dead_lettered_at timestamptz;
+-- NOT VALID: the column is new, every row NULL; checked as part of ADD COLUMN the
+-- constraint would read the whole table under the lock that stops the hubs' writes
+ALTER TABLE txhub.message_rows ADD CONSTRAINT message_rows_trace_id_check
+    CHECK (trace_id ~ '^[0-9a-f]{32}$') NOT VALID;
+ALTER TABLE txhub.message_rows DROP CONSTRAINT messages_send_status_check;
+ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
+    CHECK (send_status IN ('pending', 'sent', 'failed', 'skipped')) NOT VALID;
+
+-- history rows about a message carry its trace id
+ALTER TABLE txhub.history ADD COLUMN trace_id text;
+
 
 CREATE TABLE txhub.forward_marks (
     topic      text        NOT NULL,

@@ -309,6 +309,28 @@ static int apply_one(PGconn *c, const migration *m, int timeout_ms, char *err, s
 	return rc == STEP_OK ? 0 : -1;
 }
 
+/* The advisory lock, however long another replica's run holds it. Tried,
+ * not waited for: a session waiting in pg_advisory_lock() keeps a snapshot
+ * open all along, which that run's CREATE INDEX CONCURRENTLY waits for
+ * (a deadlock); nor may the session's lock_timeout (hub/store/store.c) cut
+ * the wait short. */
+static int take_lock(PGconn *c, char *err, size_t errsz)
+{
+	for (int said = 0;; said = 1) {
+		PGresult *r = NULL;
+		if (step(c, "SELECT pg_try_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, &r, err,
+		         errsz) != STEP_OK)
+			return -1;
+		int got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+		PQclear(r);
+		if (got)
+			return 0;
+		if (!said)
+			log_info("migrate: another txhub migrate is running: waiting for it to finish");
+		sleep_ms(200);
+	}
+}
+
 /* The one topic control_topic names, or "" (a list or a pattern). */
 static void single_topic(const char *control_topic, char *out, size_t outsz)
 {
@@ -327,18 +349,8 @@ int migrate_apply(store *st, const char *control_topic, int *applied, char *err,
 	const char *tp[1] = {topic};
 	PGconn *c = (PGconn *)store_conn(st);
 	*applied = 0;
-	/* however long another replica's run takes: the session's lock_timeout
-	 * (hub/store/store.c) is for the hubs' tables, and a session-level
-	 * advisory lock outlives the transaction that took it */
-	if (run(c, "BEGIN", 0, NULL, err, errsz) != 0)
+	if (take_lock(c, err, errsz) != 0)
 		return -1;
-	if (run(c, "SET LOCAL lock_timeout = 0", 0, NULL, err, errsz) != 0 ||
-	    run(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL, err, errsz) != 0 ||
-	    run(c, "COMMIT", 0, NULL, err, errsz) != 0) {
-		char sub[256];
-		run(c, "ROLLBACK", 0, NULL, sub, sizeof sub);
-		return -1;
-	}
 	int rc = -1;
 	/* "already exists, skipping" notices are noise on every later run */
 	if (run(c, "SET client_min_messages = warning", 0, NULL, err, errsz) != 0 ||
