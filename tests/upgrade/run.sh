@@ -5,11 +5,12 @@
 #
 #   tests/upgrade/run.sh TXHUB_BINARY [RUNS]        (RUNS: 10)
 #
-# It builds txhub 0.4.0 (commit 810e4c5) once into a cache directory
-# (TXHUB_UPGRADE_CACHE, default ~/.cache/txhub-upgrade; ccache helps), starts
-# its own durable PostgreSQL (fsync on, as in production) and `txhub
-# devbroker` (or uses TXHUB_TEST_BROKERS), migrates a database with 0.4.0 and
-# fills it with TXHUB_UPGRADE_ROWS messages (1,000,000), and then, per run:
+# It runs itself under tests/with-services.sh with a durable PostgreSQL (fsync
+# on, as in production) and `txhub devbroker` (or TXHUB_TEST_BROKERS), builds
+# txhub 0.4.0 (commit 810e4c5) once into a cache directory
+# (TXHUB_UPGRADE_CACHE, default ~/.cache/txhub-upgrade; ccache helps),
+# migrates a database with 0.4.0 and fills it with TXHUB_UPGRADE_ROWS
+# messages (1,000,000), and then, per run:
 # a copy of that database (CREATE DATABASE ... TEMPLATE), `txhub bench` at
 # TXHUB_UPGRADE_RATE transactions per second (200) for TXHUB_UPGRADE_SECONDS
 # (30) with a 0.4.0 hub (forward.mode TXHUB_UPGRADE_MODE, at_least_once), and
@@ -48,6 +49,13 @@ mode=${TXHUB_UPGRADE_MODE:-at_least_once}
 max_wait_ms=${TXHUB_UPGRADE_MAX_WAIT_MS:-2000}
 old_commit=810e4c5
 say() { echo "upgrade: $*" >&2; }
+if [ -z "${TXHUB_TEST_PGLOG:-}" ]; then
+  # durable (fsync and synchronous_commit as shipped); the log names each
+  # session's process and application, and every lock wait over 1 s
+  TXHUB_TEST_PG_DURABLE=1 TXHUB_TEST_PG_OPTIONS="-c shared_buffers=256MB -c max_wal_size=4GB \
+    -c log_line_prefix='%m [%p] %a: ' -c log_lock_waits=on" \
+    exec "$src/tests/with-services.sh" "$txhub" "$0" "$@"
+fi
 
 # ---- txhub 0.4.0 ----
 old_src=$cache/txhub-$old_commit
@@ -64,21 +72,11 @@ fi
 "$old" version >&2
 
 # ---- services ----
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-[ -x "$pgbin/initdb" ] || { say "no PostgreSQL server found"; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/txhub-upgrade.XXXXXX")
-chmod 755 "$tmp"
-as_pg=()
-if [ "$(id -u)" = 0 ]; then
-  as_pg=(runuser -u postgres --)
-  chown postgres "$tmp"
-fi
-broker_pid="" hub_pids=""
+hub_pids=""
 cleanup() {
   set +e
   for p in $hub_pids; do kill "$p" 2>/dev/null; done
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  [ -f "$tmp/pg/postmaster.pid" ] && "${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1
   if [ -n "${TXHUB_UPGRADE_KEEP:-}" ]; then
     mkdir -p "$TXHUB_UPGRADE_KEEP" && cp "$tmp"/*.log "$tmp"/*.json "$TXHUB_UPGRADE_KEEP"/ 2>/dev/null
   fi
@@ -86,31 +84,15 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"${as_pg[@]}" "$pgbin/initdb" -D "$tmp/pg" -U txhub -A trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 ||
-  { cat "$tmp/initdb.log" >&2; exit 2; }
-# durable: fsync and synchronous_commit as shipped; the log names each
-# session's process and application
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
-  -o "-c listen_addresses= -k $tmp -c max_connections=100 -c shared_buffers=256MB \
-      -c max_wal_size=4GB -c log_line_prefix='%m [%p] %a: ' -c log_lock_waits=on" \
-  start >/dev/null || { cat "$tmp/pg.log" >&2; exit 2; }
-export PGHOST=$tmp PGUSER=txhub PGDATABASE=postgres
+pglog=$TXHUB_TEST_PGLOG
+brokers=$TXHUB_BROKERS
 q() { psql -d "$1" -v ON_ERROR_STOP=1 -qAtc "$2"; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
-if [ -n "${TXHUB_TEST_BROKERS:-}" ]; then
-  brokers=$TXHUB_TEST_BROKERS
-else
-  "$txhub" devbroker --brokers 1 >"$tmp/broker.out" 2>"$tmp/broker.log" &
-  broker_pid=$!
-  for _ in $(seq 1 200); do [ -s "$tmp/broker.out" ] && break; sleep 0.05; done
-  brokers=$(head -n 1 "$tmp/broker.out")
-  [ -n "$brokers" ] || { cat "$tmp/broker.log" >&2; exit 2; }
-fi
 
 # ---- the 0.4.0 database ----
 t0=$(date +%s%N)
 q postgres "CREATE DATABASE v040"
-"$old" migrate -X pg="host=$tmp user=txhub dbname=v040" 2>"$tmp/migrate-040.log" ||
+"$old" migrate -X pg="host=$PGHOST user=txhub dbname=v040" 2>"$tmp/migrate-040.log" ||
   { cat "$tmp/migrate-040.log" >&2; exit 2; }
 # as a hub that ran a while leaves it: 88% committed and sent, 10% rolled
 # back, a few prepared (due in a day: no check-backs now), failed, retrying
@@ -144,10 +126,10 @@ latest=$(ls "$src"/migrations/[0-9]*.sql | wc -l)
 failed=0
 for ((run = 1; run <= runs; run++)); do
   db=upg$run
-  conn="host=$tmp user=txhub dbname=$db"
+  conn="host=$PGHOST user=txhub dbname=$db"
   topic=upg.$$.$run.control # this invocation's own: a broker may outlive it
   q postgres "CREATE DATABASE $db TEMPLATE v040"
-  log_from=$(wc -l <"$tmp/pg.log")
+  log_from=$(wc -l <"$pglog")
   # every statement of the bench's sessions and of the hub it starts over 100 ms
   PGOPTIONS="-c log_min_duration_statement=100" "$txhub" bench --count $((rate * seconds)) \
     --rate "$rate" --no-ceilings --drain 120 --warmup 0 --start-hub --hub-binary "$old" \
@@ -183,7 +165,7 @@ for ((run = 1; run <= runs; run++)); do
   invalid=$(q "$db" "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                      JOIN pg_namespace n ON n.oid = c.relnamespace
                      WHERE n.nspname = 'txhub' AND NOT i.indisvalid")
-  tail -n +$((log_from + 1)) "$tmp/pg.log" >"$tmp/pg$run.log"
+  tail -n +$((log_from + 1)) "$pglog" >"$tmp/pg$run.log"
   # lock waits over deadlock_timeout (1 s), with their holders and queue
   read -r waited waited_any deadlocks deadlocks_any < <(awk -f "$src/tests/upgrade/lock_waits.awk" "$tmp/pg$run.log" "$tmp/pg$run.log")
   longest=$( (grep -v '] txhub-migrate: ' "$tmp/pg$run.log" | grep -o 'duration: [0-9.]* ms' || true) |
