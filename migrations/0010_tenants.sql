@@ -6,8 +6,11 @@
 -- `tenant` columns are nullable without a default, so ADD COLUMN rewrites
 -- nothing and scans nothing, however many rows the tables hold; CREATE
 -- POLICY only records the policies (row-level security stays off on the
--- existing tables until the first `txhub tenant grant`). Each ALTER waits
--- for the hubs' transactions on that table, which are short.
+-- existing tables until the first `txhub tenant grant`). The tables are
+-- locked first, in the order the hubs lock them (below): taken one after
+-- the other as the statements come (txhub.messages by its ALTER, then
+-- txhub.partitions by its CREATE POLICY), a hub's batch that holds its
+-- partitions' rows and waits for txhub.messages deadlocked with this.
 --
 -- No index on the tenant columns, on purpose: building one in this
 -- transaction would read every row of txhub.messages (10 million rows:
@@ -22,6 +25,12 @@
 --   CREATE INDEX CONCURRENTLY messages_tenant ON txhub.messages (tenant, status)
 --       WHERE tenant IS NOT NULL;
 -- (README: Sharing one hub between teams).
+
+-- Every table this changes, in the hubs' order (docs/architecture.md,
+-- Migrations); `txhub migrate` gives up on the locks after a short
+-- lock_timeout and tries again, so hubs wait behind this only that long.
+LOCK TABLE txhub.partitions, txhub.messages, txhub.conflicts, txhub.rejected, txhub.history,
+    txhub.gaps IN ACCESS EXCLUSIVE MODE;
 
 -- ---- the rules ----
 

@@ -17,13 +17,61 @@
 -- The hub itself reads and writes txhub.message_rows.
 --
 -- Cost on a live database: the rename, the view, the marks table and the triggers
--- are catalog changes. The four indexes built here read the whole table once
--- under a lock that stops the hubs' writes (measured: README, Storage): hubs wait,
--- producers keep writing to Kafka, nothing is lost. Who cannot stop writes that long
--- builds them beforehand with CREATE INDEX CONCURRENTLY on txhub.messages under the
--- same names and definitions (IF NOT EXISTS below skips them).
+-- are catalog changes, made in one short transaction that the hubs' writes wait
+-- for. The four new indexes are built first, CONCURRENTLY (`txhub migrate` runs
+-- the part after "txhub: concurrently" outside any transaction, one statement at
+-- a time), on txhub.messages while it is still the table: the hubs keep writing
+-- while they are built, and the rename takes them along. An index of the same name
+-- made beforehand is kept (IF NOT EXISTS); an invalid one, left by a build that
+-- failed, is dropped and built again.
 
+-- txhub: concurrently
+-- The due scans. A delivered row stays 'pending' in the table, so the send scans may
+-- not walk send_status = 'pending': rows that wait for their own attempt (a retry, a
+-- decision made outside the control topic, a lease given back) have no sequence and
+-- are found here; the sequenced ones above their partition's mark are a range of
+-- messages_fwd_seq (kept from 0005).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_send_retry
+    ON txhub.messages (src_partition, next_send_at)
+    WHERE send_status = 'pending' AND fwd_seq IS NULL;
+-- Counts by status, retention and purge: the decided rows by partition and age, one
+-- index per status so that each count is an index-only scan and each purge walk stops
+-- at its batch. (messages_finished held only the rows updated to 'sent', which no
+-- longer happens.)
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_committed
+    ON txhub.messages (src_partition, updated_at) WHERE status = 'committed';
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_rolled_back
+    ON txhub.messages (src_partition, updated_at) WHERE status = 'rolled_back';
+-- A tenant's forwards by time (the console's Tenants page); was messages_tenant_sent.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_tenant_committed
+    ON txhub.messages (tenant, updated_at) WHERE tenant IS NOT NULL AND status = 'committed';
+-- txhub: transaction
+
+-- The tables this changes, in the hubs' order (they lock txhub.partitions before
+-- them, which this leaves alone).
+LOCK TABLE txhub.messages, txhub.history IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE txhub.messages RENAME TO message_rows;
+
+-- The columns of the delivery options and their checks, which migration 13
+-- describes: added here, while 0.4.0 hubs still running read the table fast, not
+-- there (see 0013).
+ALTER TABLE txhub.message_rows
+    ADD COLUMN not_before       timestamptz,
+    ADD COLUMN trace_id         text,
+    ADD COLUMN traceparent      text,
+    ADD COLUMN tracestate       text,
+    ADD COLUMN dead_lettered_at timestamptz;
+-- NOT VALID: the column is new, every row NULL; checked as part of ADD COLUMN the
+-- constraint would read the whole table under the lock that stops the hubs' writes
+ALTER TABLE txhub.message_rows ADD CONSTRAINT message_rows_trace_id_check
+    CHECK (trace_id ~ '^[0-9a-f]{32}$') NOT VALID;
+ALTER TABLE txhub.message_rows DROP CONSTRAINT messages_send_status_check;
+ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
+    CHECK (send_status IN ('pending', 'sent', 'failed', 'skipped')) NOT VALID;
+
+-- history rows about a message carry its trace id
+ALTER TABLE txhub.history ADD COLUMN trace_id text;
+
 
 CREATE TABLE txhub.forward_marks (
     topic      text        NOT NULL,
@@ -47,28 +95,9 @@ BEGIN
 END
 $$;
 
--- The due scans. A delivered row stays 'pending' in the table, so the send scans may
--- not walk send_status = 'pending': rows that wait for their own attempt (a retry, a
--- decision made outside the control topic, a lease given back) have no sequence and
--- are found here; the sequenced ones above their partition's mark are a range of
--- messages_fwd_seq (kept from 0005).
-CREATE INDEX IF NOT EXISTS messages_send_retry ON txhub.message_rows (src_partition, next_send_at)
-    WHERE send_status = 'pending' AND fwd_seq IS NULL;
+-- replaced by the indexes built above
 DROP INDEX txhub.messages_send_due;
-
--- Counts by status, retention and purge: the decided rows by partition and age, one
--- index per status so that each count is an index-only scan and each purge walk stops
--- at its batch. (messages_finished held only the rows updated to 'sent', which no
--- longer happens.)
-CREATE INDEX IF NOT EXISTS messages_committed ON txhub.message_rows (src_partition, updated_at)
-    WHERE status = 'committed';
-CREATE INDEX IF NOT EXISTS messages_rolled_back ON txhub.message_rows (src_partition, updated_at)
-    WHERE status = 'rolled_back';
 DROP INDEX txhub.messages_finished;
-
--- A tenant's forwards by time (the console's Tenants page); was messages_tenant_sent.
-CREATE INDEX IF NOT EXISTS messages_tenant_committed ON txhub.message_rows (tenant, updated_at)
-    WHERE tenant IS NOT NULL AND status = 'committed';
 DROP INDEX txhub.messages_tenant_sent;
 
 -- The view and its trigger function are built from the table's columns, whatever

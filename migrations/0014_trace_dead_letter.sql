@@ -17,16 +17,20 @@
 --                         is written on failures and operator actions only,
 --                         never for a message that simply goes through.
 --
--- Cost on a live database: the two CREATE INDEX read txhub.message_rows
--- once under a lock that stops the hubs' writes (the partial indexes hold
--- only the rows with a trace and the parked ones); who cannot stop writes
--- builds them beforehand with CREATE INDEX CONCURRENTLY under the same names
--- and definitions (IF NOT EXISTS below skips them). The trigger is a
--- catalog change.
-CREATE INDEX IF NOT EXISTS messages_trace ON txhub.message_rows (trace_id)
+-- Cost on a live database: the two indexes are built CONCURRENTLY first,
+-- outside the transaction (`txhub migrate` runs the part after "txhub:
+-- concurrently" one statement at a time): the hubs keep writing while they
+-- are built. One of the same name made beforehand is kept (IF NOT EXISTS),
+-- an invalid one (a build that failed) is dropped and built again. The
+-- trigger is a catalog change.
+
+-- txhub: concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_trace ON txhub.message_rows (trace_id)
     WHERE trace_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_dead_letter ON txhub.message_rows (src_topic, src_partition)
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_dead_letter
+    ON txhub.message_rows (src_topic, src_partition)
     WHERE send_status = 'failed' AND dead_lettered_at IS NULL;
+-- txhub: transaction
 
 -- Runs with the writer's rights: a tenant's role (row-level security) reads
 -- the trace id of its own rows only, which are the only ones it may write

@@ -8,6 +8,9 @@
 # PG* variables for COMMAND, and removes everything when COMMAND ends. Works
 # as a normal user and as root (PostgreSQL then runs as the postgres user).
 # When TXHUB_TEST_BROKERS is set, that broker is used instead of devbroker.
+# TXHUB_TEST_PG_DURABLE=1 keeps fsync, full_page_writes and synchronous_commit
+# as shipped (for figures), TXHUB_TEST_PG_OPTIONS adds server options ("-c
+# name=value ..."); the server's log is TXHUB_TEST_PGLOG.
 set -euo pipefail
 
 txhub=$(realpath "$1")
@@ -38,20 +41,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+pgopts="-F -c full_page_writes=off -c synchronous_commit=off"
+[ -n "${TXHUB_TEST_PG_DURABLE:-}" ] && pgopts=""
+pgopts="-c listen_addresses= -k $tmp $pgopts -c max_connections=200 ${TXHUB_TEST_PG_OPTIONS:-}"
 "${as_pg[@]}" "$pgbin/initdb" -D "$tmp/pg" -U txhub -A trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 ||
   { cat "$tmp/initdb.log" >&2; exit 1; }
 "${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
-  -o "-F -c listen_addresses= -k $tmp -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" \
-  start >/dev/null || { cat "$tmp/pg.log" >&2; exit 1; }
+  -o "$pgopts" start >/dev/null || { cat "$tmp/pg.log" >&2; exit 1; }
 
 export PGHOST="$tmp" PGUSER=txhub PGDATABASE=postgres PGPORT=5432
 export TXHUB_PG="host=$tmp user=txhub dbname=postgres"
-export TXHUB_TEST_PGDATA="$tmp/pg" TXHUB_TEST_PGBIN="$pgbin"
+export TXHUB_TEST_PGDATA="$tmp/pg" TXHUB_TEST_PGBIN="$pgbin" TXHUB_TEST_PGLOG="$tmp/pg.log"
 # for the outage tests: "$TXHUB_TEST_PGCTL stop" / "$TXHUB_TEST_PGCTL start"
 cat >"$tmp/pgctl" <<SH
 #!/bin/sh
 exec ${as_pg[*]} "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 -m fast \
-  -o "-F -c listen_addresses= -k $tmp -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" "\$@"
+  -o "$pgopts" "\$@"
 SH
 chmod 755 "$tmp/pgctl"
 export TXHUB_TEST_PGCTL="$tmp/pgctl"
