@@ -23,6 +23,32 @@
 -- lock on the table would seldom come free (docs/operators.md, Upgrading). What
 -- is left here needs no lock on the hubs' tables.
 
+-- A database that an earlier build of this (unreleased) version took to
+-- migration 12 before 12 held these columns lacks them: add them here, as 12
+-- now does, and only then, so that an up-to-date database takes no lock.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+                   WHERE attrelid = 'txhub.message_rows'::regclass
+                     AND attname = 'not_before' AND NOT attisdropped) THEN
+        LOCK TABLE txhub.messages, txhub.message_rows, txhub.history IN ACCESS EXCLUSIVE MODE;
+        ALTER TABLE txhub.message_rows
+            ADD COLUMN not_before       timestamptz,
+            ADD COLUMN trace_id         text,
+            ADD COLUMN traceparent      text,
+            ADD COLUMN tracestate       text,
+            ADD COLUMN dead_lettered_at timestamptz;
+        ALTER TABLE txhub.message_rows ADD CONSTRAINT message_rows_trace_id_check
+            CHECK (trace_id ~ '^[0-9a-f]{32}$') NOT VALID;
+        ALTER TABLE txhub.message_rows DROP CONSTRAINT messages_send_status_check;
+        ALTER TABLE txhub.message_rows ADD CONSTRAINT messages_send_status_check
+            CHECK (send_status IN ('pending', 'sent', 'failed', 'skipped')) NOT VALID;
+        ALTER TABLE txhub.history ADD COLUMN IF NOT EXISTS trace_id text;
+        PERFORM txhub.define_messages_view();
+    END IF;
+END
+$$;
+
 -- Roles granted a tenant before: resolve (a delayed message's due time) and
 -- redrive --now write not_before, as `txhub tenant grant` gives from now on.
 DO $$
