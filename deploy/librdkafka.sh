@@ -23,21 +23,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 version=2.15.0
 sha256=e91615f7ca9111f9e83109ce4b91036477620791f76810c21e143460ac6c2b84
 tarball=${TXHUB_LIBRDKAFKA_TARBALL:-$here/../../shared/deps/librdkafka-$version.tar.gz}
+. "$here/packages.sh"
 cache=${TXHUB_LIBRDKAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/txhub}/librdkafka-$version
 
+# what its configure finds for SASL/SCRAM, TLS, zstd, lz4 and zlib
 need() {
-  local missing=() p
-  # what its configure finds for SASL/SCRAM, TLS, zstd, lz4 and zlib
-  for p in gcc g++ make pkg-config python3 libssl-dev libsasl2-dev zlib1g-dev libzstd-dev \
-           liblz4-dev libcurl4-openssl-dev; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "librdkafka.sh: installing ${missing[*]}" >&2
-  local sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+  install_missing gcc g++ make pkg-config python3 libssl-dev libsasl2-dev zlib1g-dev libzstd-dev \
+    liblz4-dev libcurl4-openssl-dev
 }
 
 build() {
