@@ -8,6 +8,8 @@
  * Read on the control topic or Write on the forward topic: a clear error
  * line, /readyz 503 with a one-line reason naming the cause, and every
  * envelope produced meanwhile applied and forwarded once it is put right.
+ * A refused SCRAM login names the hub's librdkafka, and on one older than
+ * 2.6.1 says that Apache Kafka 4.x needs 2.6.1 or later.
  * Team principals with tenants enforced: a team writes its own control
  * topic only, the hub rejects its envelope naming another team's forward
  * topic, its read_committed consumer reads its own forward topics only.
@@ -30,6 +32,7 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "kafka.h"
 #include "tenants_common.h"
 
 #define N 20 /* transactions per test */
@@ -373,6 +376,84 @@ Test(secure, wrong_password_then_the_right_one, .timeout = 240)
 	const char *needles[] = {"the consumer has not joined its group yet; Kafka: _AUTHENTICATION",
 	                         "Authentication failed", NULL};
 	refused_then_fixed(&s, bad, needles, "Authentication failed");
+}
+
+/* Wait up to timeout_ms for the hub's log to hold n lines holding needle;
+ * returns how many it holds. */
+static long wait_log_lines(sec *s, const char *needle, long n, int timeout_ms)
+{
+	char log[256];
+	h_hub_log(log, sizeof log, &s->e);
+	long got = 0;
+	for (int waited = 0; (got = h_log_lines(log, needle)) < n && waited < timeout_ms; waited += 100)
+		h_pause_ms(100);
+	return got;
+}
+
+/* The webhook's bodies holding needle. */
+static int webhook_holding(h_webhook *w, const char *needle)
+{
+	char body[4096];
+	int found = 0;
+	for (int i = 0; i < h_webhook_count(w); i++)
+		found += strstr(h_webhook_body(w, i, body, sizeof body), needle) != NULL;
+	return found;
+}
+
+/* A refused SCRAM login: the hub has said at start which librdkafka it runs
+ * with; on one older than 2.6.1 (Debian 12's 2.0.2) it says that SCRAM
+ * against Apache Kafka 4.x needs 2.6.1 or later (librdkafka #4895): an
+ * error line, the first thing in /readyz's reason, the alert
+ * librdkafka_too_old once however often the login is refused; on 2.6.1 or
+ * later none of that (the password is all there is to it). */
+Test(secure, a_refused_scram_login_names_the_librdkafka, .timeout = 240)
+{
+	sec s;
+	sec_setup(&s, "sec_rdk");
+	grant_hub(&s, 0);
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	char hook[128], runs[128], with[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	const char *bad[] = {"kafka.sasl.password=not-the-password", hook, NULL};
+	start_hub(&s, &s.hub, bad);
+	const char *hint = "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later";
+	snprintf(runs, sizeof runs, "this hub runs librdkafka %s", rd_kafka_version_str());
+	snprintf(with, sizeof with, "with librdkafka %s", rd_kafka_version_str());
+	int old = rd_kafka_version() < KAFKA_SCRAM_FIXED_VERSION;
+	char prefix[200];
+	snprintf(prefix, sizeof prefix, "the consumer has not joined its group yet; Kafka: "
+	         "_AUTHENTICATION: %s", old ? hint : "");
+	const char *needles[] = {prefix, old ? runs : "Authentication failed",
+	                         "Authentication failed", NULL};
+	h_wait_not_ready(s.port, needles, 30000);
+	/* the version, at start, at level info */
+	char log[256], first[2048];
+	cr_assert_gt(h_log_first(h_hub_log(log, sizeof log, &s.e), with, first, sizeof first), 0,
+	             "no log line names \"%s\"", with);
+	cr_assert(strstr(first, " info ") && strstr(first, "hub: txhub "), "%s", first);
+	/* three refusals (librdkafka tries again and again) */
+	cr_assert_geq(wait_log_lines(&s, "Authentication failed", 3, 60000), 3);
+	char *b = NULL;
+	cr_assert_eq(h_http_get(s.port, "/readyz", &b), 503);
+	if (old) {
+		check_error_line(&s, hint);
+		for (int waited = 0; webhook_holding(w, "librdkafka_too_old") == 0 && waited < 10000;
+		     waited += 100)
+			h_pause_ms(100);
+		cr_assert_eq(webhook_holding(w, "\"kind\":\"librdkafka_too_old\""), 1,
+		             "one alert librdkafka_too_old");
+		cr_assert_eq(webhook_holding(w, runs), 1, "the alert names the librdkafka");
+		cr_assert(strstr(b, hint), "/readyz: %s", b);
+	} else {
+		cr_assert_eq(h_log_lines(log, hint), 0, "a hint on librdkafka %s", rd_kafka_version_str());
+		cr_assert_eq(webhook_holding(w, "librdkafka_too_old"), 0);
+		cr_assert_null(strstr(b, hint), "/readyz: %s", b);
+	}
+	free(b);
+	stop_hub(&s);
+	h_webhook_stop(w);
+	h_teardown(&s.e);
 }
 
 Test(secure, expired_broker_certificate, .timeout = 240)
