@@ -80,6 +80,8 @@ use_dir_version() {
   local dir=$1
   if [ -f "$dir/kafka-version" ]; then
     use_version "$(cat "$dir/kafka-version")"
+    [ -z "${TXHUB_KAFKA_VERSION:-}" ] || [ "$TXHUB_KAFKA_VERSION" = "$version" ] ||
+      echo "kafka.sh: $dir holds a broker of Kafka $version: TXHUB_KAFKA_VERSION=$TXHUB_KAFKA_VERSION does not apply to it" >&2
   elif [ -f "$dir/data/meta.properties" ]; then
     use_version "$default_version"
   else
