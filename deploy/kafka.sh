@@ -2,7 +2,15 @@
 # A single-node Apache Kafka broker (KRaft, no ZooKeeper) on 127.0.0.1, for
 # running the tests against real Kafka. Nothing is committed but the pom:
 # the broker's jars come from Maven Central with Maven and are cached in
-# ${TXHUB_KAFKA_CACHE:-~/.cache/txhub}/kafka-<version>.
+# ${TXHUB_KAFKA_CACHE:-~/.cache/txhub}/kafka-<version>, each version apart.
+#
+# TXHUB_KAFKA_VERSION chooses the version: any Apache Kafka from 3.9 to 4.4
+# that Maven Central serves (3.9.1, 4.0.0 ... 4.4.0). The default stays
+# 3.9.1, the pom's, until CI runs the suites against 4.4: the lead moves it
+# then. Every command below works on each (on 4.x the tools are
+# org.apache.kafka.tools.* from kafka-tools and the broker logs with log4j 2;
+# the pom's profile kafka-4 brings both). A DIR keeps the version it was
+# formatted with: a restart, acls and user use DIR/kafka-version.
 #
 #   deploy/kafka.sh start DIR   format KRaft storage in DIR (created), start
 #                               the broker, wait until it answers, print its
@@ -43,15 +51,43 @@
 #                               random password unless given) and write its
 #                               DIR/sasl/ files, as --user does at start
 #   deploy/kafka.sh stop DIR    stop it (SIGTERM, then SIGKILL after 30 s)
-#   deploy/kafka.sh fetch       only fetch the jars
+#   deploy/kafka.sh fetch       only fetch the jars (of TXHUB_KAFKA_VERSION)
 #
 # Installs Java 17 and Maven from Debian's packages when they are missing.
 # Topics are created on first use with 4 partitions.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pom=$here/kafka/pom.xml
-version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")
-cache=${TXHUB_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/txhub}/kafka-$version
+default_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")
+caches=${TXHUB_KAFKA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/txhub}
+version= cache= major=
+
+# Choose version V (3.9.x to 4.4.x): its cache and its major version.
+use_version() {
+  version=$1
+  case $version in
+    3.9.[0-9]*|4.[0-4].[0-9]*) ;;
+    *) echo "kafka.sh: Kafka $version: this script runs 3.9.x to 4.4.x (TXHUB_KAFKA_VERSION)" >&2
+       exit 2 ;;
+  esac
+  major=${version%%.*}
+  cache=$caches/kafka-$version
+}
+
+# The version of the broker in DIR (written at format time; a DIR from
+# before that is the default's), else TXHUB_KAFKA_VERSION or the default.
+use_dir_version() {
+  local dir=$1
+  if [ -f "$dir/kafka-version" ]; then
+    use_version "$(cat "$dir/kafka-version")"
+    [ -z "${TXHUB_KAFKA_VERSION:-}" ] || [ "$TXHUB_KAFKA_VERSION" = "$version" ] ||
+      echo "kafka.sh: $dir holds a broker of Kafka $version: TXHUB_KAFKA_VERSION=$TXHUB_KAFKA_VERSION does not apply to it" >&2
+  elif [ -f "$dir/data/meta.properties" ]; then
+    use_version "$default_version"
+  else
+    use_version "${TXHUB_KAFKA_VERSION:-$default_version}"
+  fi
+}
 
 need() {
   local missing=()
@@ -71,7 +107,7 @@ fetch() {
   echo "kafka.sh: fetching Apache Kafka $version from Maven Central into $cache" >&2
   rm -rf "$cache.tmp"
   mvn -q -B -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
-    -DoutputDirectory="$cache.tmp" >&2
+    -Dkafka.version="$version" -P "kafka-$major" -DoutputDirectory="$cache.tmp" >&2
   rm -rf "$cache"
   mv "$cache.tmp" "$cache"
   touch "$cache/.complete"
@@ -235,6 +271,40 @@ PROPS
 )
 }
 
+# The java command line for Kafka's classes in the caller's array java:
+# the cache's jars, the logging configuration (written here: log4j 1 on
+# 3.9, log4j 2 on 4.x) sending everything to DIR/server.log, and the JVM
+# options given.
+java_cmd() {
+  local dir=$1
+  shift
+  if [ "$major" = 3 ]; then
+    cat >"$dir/log4j.properties" <<'PROPS'
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${kafka.logs.dir}/server.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=INFO
+PROPS
+    java=(java "$@" -Dkafka.logs.dir="$dir" -Dlog4j.configuration="file:$dir/log4j.properties"
+          -cp "$cache/*")
+  else
+    cat >"$dir/log4j2.properties" <<'PROPS'
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+PROPS
+    java=(java "$@" -Dkafka.logs.dir="$dir" -Dlog4j2.configurationFile="$dir/log4j2.properties"
+          -cp "$cache/*")
+  fi
+}
+
 start() {
   local dir=$1
   shift
@@ -262,11 +332,12 @@ start() {
     echo "kafka.sh: --expired-cert needs --secure" >&2
     return 2
   fi
-  fetch
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
-  local java=(java -Xms256m -Xmx768m -Dkafka.logs.dir="$dir"
-              -Dlog4j.configuration="file:$dir/log4j.properties" -cp "$cache/*")
+  use_dir_version "$dir"
+  fetch
+  local java
+  java_cmd "$dir" -Xms256m -Xmx768m
   if [ -f "$dir/data/meta.properties" ]; then
     # a restart: same storage, same ports, same users
     : >"$dir/server.log"
@@ -308,15 +379,7 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
-  cat >"$dir/log4j.properties" <<'PROPS'
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File=${kafka.logs.dir}/server.log
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka=INFO
-log4j.logger.org.apache.kafka=INFO
-PROPS
+  echo "$version" >"$dir/kafka-version"
   local id
   id=$("${java[@]}" kafka.tools.StorageTool random-uuid)
   "${java[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "${scram[@]}" \
@@ -356,15 +419,30 @@ stop() {
   rm -f "$dir/pid"
 }
 
+# The class of Kafka's command-line tool NAME (AclCommand, ConfigCommand):
+# org.apache.kafka.tools.NAME when the cache's kafka-tools jar holds it
+# (AclCommand from 4.0, ConfigCommand from 4.4), else core's kafka.admin.NAME.
+tool_class() {
+  python3 - "$1" "$cache"/kafka-tools-*.jar <<'PY'
+import sys, zipfile
+name, jars = sys.argv[1], [j for j in sys.argv[2:] if not j.endswith("*.jar")]
+tools = "org/apache/kafka/tools/%s.class" % name
+held = any(tools in zipfile.ZipFile(j).namelist() for j in jars)
+print(("org.apache.kafka.tools." if held else "kafka.admin.") + name)
+PY
+}
+
 # kafka-acls.sh as admin against the broker in DIR (started with --sasl or
 # --secure).
 acls() {
   local dir=$1
   shift
   [ -f "$dir/sasl/admin.properties" ] || { echo "kafka.sh: $dir has no broker started with --sasl or --secure" >&2; return 2; }
+  use_dir_version "$dir"
   fetch
-  java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" -Dkafka.logs.dir="$dir" \
-    -cp "$cache/*" kafka.admin.AclCommand --bootstrap-server "$(cat "$dir/bootstrap")" \
+  local java
+  java_cmd "$dir" -Xmx256m
+  "${java[@]}" "$(tool_class AclCommand)" --bootstrap-server "$(cat "$dir/bootstrap")" \
     --command-config "$dir/sasl/admin.properties" "$@"
 }
 
@@ -380,9 +458,11 @@ user() {
     ''|admin|controller|*[!A-Za-z0-9._-]*)
       echo "kafka.sh: user $name: a name of letters, digits, . _ - (not admin)" >&2; return 2 ;;
   esac
+  use_dir_version "$dir"
   fetch
-  java -Xmx256m -Dlog4j.configuration="file:$dir/log4j.properties" -Dkafka.logs.dir="$dir" \
-    -cp "$cache/*" kafka.admin.ConfigCommand --bootstrap-server "$(cat "$dir/bootstrap")" \
+  local java
+  java_cmd "$dir" -Xmx256m
+  "${java[@]}" "$(tool_class ConfigCommand)" --bootstrap-server "$(cat "$dir/bootstrap")" \
     --command-config "$dir/sasl/admin.properties" --alter --entity-type users \
     --entity-name "$name" --add-config "SCRAM-SHA-512=[password=$pw]" >/dev/null || return
   proto=$(sed -n 's/^security.protocol=//p' "$dir/sasl/admin.properties")
@@ -394,6 +474,6 @@ case "${1:-}" in
   acls) acls "${2:?usage: deploy/kafka.sh acls DIR ARG...}" "${@:3}" ;;
   user) user "${2:?usage: deploy/kafka.sh user DIR NAME[:PASSWORD]}" "${3:?usage: deploy/kafka.sh user DIR NAME[:PASSWORD]}" ;;
   stop) stop "${2:?usage: deploy/kafka.sh stop DIR}" ;;
-  fetch) fetch ;;
+  fetch) use_version "${TXHUB_KAFKA_VERSION:-$default_version}"; fetch ;;
   *) echo "usage: deploy/kafka.sh start DIR [--sasl|--secure [--expired-cert]] [--user NAME[:PASSWORD]]... | acls DIR ARG... | user DIR NAME[:PASSWORD] | stop DIR | fetch" >&2; exit 2 ;;
 esac

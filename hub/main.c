@@ -195,7 +195,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (strcmp(command, "version") == 0) {
-		printf("txhub %s\n", txhub_version());
+		/* the librdkafka it runs with, not the one it was built against */
+		printf("txhub %s (librdkafka %s)\n", txhub_version(), rd_kafka_version_str());
 		status = 0;
 		goto out;
 	}

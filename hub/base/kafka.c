@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "log.h"
@@ -84,18 +85,48 @@ static int verify_cb(rd_kafka_t *rk, const char *broker_name, int32_t broker_id,
 	return 0;
 }
 
-void kafka_describe_error(int err, const char *reason, char *out, size_t outsz)
+int kafka_scram_hint(int version, const char *mechanisms, int err, char *out, size_t outsz)
+{
+	if (outsz)
+		out[0] = '\0';
+	if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION || !mechanisms ||
+	    strncasecmp(mechanisms, "SCRAM-", 6) != 0 || version >= KAFKA_SCRAM_FIXED_VERSION)
+		return 0;
+	snprintf(out, outsz, "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later "
+	         "(librdkafka #4895) and this hub runs librdkafka %d.%d.%d: a 4.x broker refuses its "
+	         "login even with the right user and password (docs/operators.md: Which librdkafka)",
+	         (version >> 24) & 0xff, (version >> 16) & 0xff, (version >> 8) & 0xff);
+	return 1;
+}
+
+int kafka_client_scram_hint(rd_kafka_t *rk, int err, char *out, size_t outsz)
+{
+	char mech[64] = "";
+	size_t n = sizeof mech;
+	if (outsz)
+		out[0] = '\0';
+	if (err != RD_KAFKA_RESP_ERR__AUTHENTICATION || !rk ||
+	    rd_kafka_conf_get(rd_kafka_conf(rk), "sasl.mechanisms", mech, &n) != RD_KAFKA_CONF_OK)
+		return 0;
+	return kafka_scram_hint(rd_kafka_version(), mech, err, out, outsz);
+}
+
+int kafka_describe_error(rd_kafka_t *rk, int err, const char *reason, char *out, size_t outsz)
 {
 	char verdict[KAFKA_TLS_VERDICT_MAX] = "";
+	int hinted = 0;
 	if (err == RD_KAFKA_RESP_ERR__SSL) {
 		pthread_mutex_lock(&refused_mu);
 		if (refused_ms && clock_ms() - refused_ms < 60000)
 			snprintf(verdict, sizeof verdict, "%s", refused_cert);
 		pthread_mutex_unlock(&refused_mu);
+	} else {
+		hinted = kafka_client_scram_hint(rk, err, verdict, sizeof verdict);
 	}
-	/* the verdict first: it is what a cut line must keep */
+	/* the verdict or hint first: it is what a cut line must keep */
 	snprintf(out, outsz, "%s: %s%s%s", rd_kafka_err2name((rd_kafka_resp_err_t)err), verdict,
 	         *verdict ? "; " : "", reason);
+	return hinted;
 }
 
 rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defaults,

@@ -20,12 +20,30 @@ rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defa
 /* The longest text kafka_describe_error() adds for a refused certificate. */
 #define KAFKA_TLS_VERDICT_MAX 600
 
+/* The first librdkafka whose SCRAM login Apache Kafka 4.x accepts: 2.6.1
+ * fixed the client nonce it sends (librdkafka #4895), which brokers before
+ * 4.0 let pass. As rd_kafka_version() gives it (0xMMmmrrpp). */
+#define KAFKA_SCRAM_FIXED_VERSION 0x02060100
+
+/* What a failed login means for a librdkafka of version (rd_kafka_version()'s
+ * form) with sasl.mechanisms mechanisms (NULL: unset): when err is
+ * RD_KAFKA_RESP_ERR__AUTHENTICATION, the mechanism SCRAM-* and the version
+ * older than KAFKA_SCRAM_FIXED_VERSION, a line into out saying that SCRAM
+ * against Apache Kafka 4.x needs librdkafka 2.6.1 or later and naming the
+ * version, and 1; else 0 and out empty. */
+int kafka_scram_hint(int version, const char *mechanisms, int err, char *out, size_t outsz);
+
+/* kafka_scram_hint() for client rk (its sasl.mechanisms) and the librdkafka
+ * this process runs with. */
+int kafka_client_scram_hint(rd_kafka_t *rk, int err, char *out, size_t outsz);
+
 /* An error_cb's error and reason as one line for the log and /readyz:
  * "<error name>: <reason>"; for a TLS failure "<error name>: <verdict>;
  * <reason>", the verdict on the broker's certificate (expired, unknown CA,
  * another host's) that the clients of kafka_conf_new() met within the last
- * minute. Any thread. */
-void kafka_describe_error(int err, const char *reason, char *out, size_t outsz);
+ * minute; for a refused SCRAM login that kafka_client_scram_hint() explains,
+ * "<error name>: <hint>; <reason>" (then 1 is returned, else 0). Any thread. */
+int kafka_describe_error(rd_kafka_t *rk, int err, const char *reason, char *out, size_t outsz);
 
 /* A new client of type on kafka_conf_new(cfg, defaults). NULL with err:
  * kafka_conf_new's, or librdkafka's reason for refusing the client, after

@@ -32,7 +32,8 @@ static const char *alert_names[] = {"check_failed",         "send_failed",
                                     "database_rewound",     "control_records_lost",
                                     "control_partition_truncated", "group_clash",
                                     "database_mismatch",    "dead_letter_failed",
-                                    "tenant_rules_stale",   "other"};
+                                    "tenant_rules_stale",   "librdkafka_too_old",
+                                    "other"};
 #define NALERTS (sizeof alert_names / sizeof alert_names[0])
 
 /* Upper bounds of the latency buckets, in ms. */

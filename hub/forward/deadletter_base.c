@@ -41,11 +41,10 @@ void dl_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 void dl_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-	(void)rk;
 	(void)opaque;
 	metrics_kafka_error();
 	char line[1200];
-	kafka_describe_error(err, reason, line, sizeof line);
+	kafka_describe_error(rk, err, reason, line, sizeof line);
 	log_warn("dead-letter: kafka: %s", line);
 }
 

@@ -74,13 +74,12 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-	(void)rk;
 	forward *fw = opaque;
 	metrics_kafka_error();
 	if (err == RD_KAFKA_RESP_ERR__FATAL)
 		fw->fatal = 1; /* (served by rd_kafka_poll, on the run loop's thread) */
 	char line[1200];
-	kafka_describe_error(err, reason, line, sizeof line);
+	kafka_describe_error(rk, err, reason, line, sizeof line);
 	log_warn("forward: kafka: %s", line);
 }
 

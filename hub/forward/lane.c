@@ -79,11 +79,10 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-	(void)rk;
 	lane *l = opaque;
 	metrics_kafka_error();
 	char line[1200];
-	kafka_describe_error(err, reason, line, sizeof line);
+	kafka_describe_error(rk, err, reason, line, sizeof line);
 	log_warn("lane %d of %s: kafka: %s", TP_ARG(l->own.tp), line);
 }
 

@@ -199,7 +199,7 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	/* (served by the consumer poll, on the run loop's thread) */
 	if (err == RD_KAFKA_RESP_ERR__FATAL && !in->fatal[0])
 		rd_kafka_fatal_error(rk, in->fatal, sizeof in->fatal);
-	intake_note_error(in, err, reason);
+	intake_note_error(in, rk, err, reason);
 }
 
 void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }

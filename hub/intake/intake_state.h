@@ -110,6 +110,8 @@ struct intake {
 	char fatal[512];    /* librdkafka's fatal error, when the consumer died */
 	char trouble[1000]; /* the last Kafka error (intake_trouble()), or "" */
 	int64_t trouble_ms; /* ... when it came */
+	char scram_hint[400]; /* why a refused SCRAM login may be the librdkafka's
+	                       * (kafka_scram_hint()), once one was, or "" */
 	int unreadable;     /* some slot is unreadable ... */
 	char unreadable_why[128]; /* ... the broker's last word on it */
 	enforce tenants;    /* each record's tenant, and tenants.enforce (enforce.h) */

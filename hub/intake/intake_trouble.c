@@ -1,7 +1,8 @@
 /* intake_trouble.c: what keeps the consumer from reading, said (see
  * intake_trouble.h): the last Kafka error while it has not joined its group (a
  * refused password or certificate, an ACL hiding the control topic or the
- * group), and the partitions the broker refuses to let it fetch (an ACL
+ * group; a refused SCRAM login explained when the librdkafka may be why),
+ * and the partitions the broker refuses to let it fetch (an ACL
  * with Describe but not Read), for the log and /readyz. */
 #include "intake_trouble.h"
 
@@ -18,12 +19,17 @@
  * which follows every refused connection and says less. */
 #define SPECIFIC_MS 60000
 
-void intake_note_error(intake *in, int err, const char *reason)
+void intake_note_error(intake *in, rd_kafka_t *rk, int err, const char *reason)
 {
 	char line[sizeof in->trouble];
-	kafka_describe_error(err, reason, line, sizeof line);
+	int hinted = kafka_describe_error(rk, err, reason, line, sizeof line);
 	log_one_line(line);
-	log_warn("intake: kafka: %s", line);
+	if (hinted && !in->scram_hint[0]) {
+		kafka_client_scram_hint(rk, err, in->scram_hint, sizeof in->scram_hint);
+		log_error("intake: kafka: %s", line);
+	} else {
+		log_warn("intake: kafka: %s", line);
+	}
 	int64_t now = clock_ms();
 	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN && in->trouble[0] &&
 	    now - in->trouble_ms < SPECIFIC_MS)
@@ -91,3 +97,8 @@ size_t intake_unreadable(const intake *in, char *why, size_t whysz)
 }
 
 const char *intake_trouble(const intake *in) { return in->trouble[0] ? in->trouble : NULL; }
+
+const char *intake_scram_hint(const intake *in)
+{
+	return in->scram_hint[0] ? in->scram_hint : NULL;
+}

@@ -6,10 +6,17 @@
 
 #include "intake_state.h"
 
-/* The consumer's error_cb: logged, and kept for intake_trouble() (a
+/* The consumer rk's error_cb: logged, and kept for intake_trouble() (a
  * specific reason is not replaced within a minute by "all brokers are
- * down", which follows it). */
-void intake_note_error(intake *in, int err, const char *reason);
+ * down", which follows it). A refused SCRAM login on a librdkafka older
+ * than 2.6.1 (kafka_scram_hint()) is an error line the first time, and
+ * kept for intake_scram_hint(). */
+void intake_note_error(intake *in, rd_kafka_t *rk, int err, const char *reason);
+
+/* Why the consumer's SCRAM login may have been refused for the librdkafka
+ * it runs on (Apache Kafka 4.x needs 2.6.1 or later), once such a login
+ * was refused; else NULL. */
+const char *intake_scram_hint(const intake *in);
 
 /* An error the consumer returned instead of a record: the broker refusing
  * to let a slot's partition be fetched (TOPIC_AUTHORIZATION_FAILED) flags

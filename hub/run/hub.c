@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <librdkafka/rdkafka.h>
 
 #include "alert.h"
 #include "backoff.h"
@@ -66,6 +67,17 @@ static void watch_refusals(hub *h, int64_t now)
 		            h->refusals);
 		h->mismatch_alerted = 1;
 	}
+}
+
+/* The consumer's SCRAM login was refused on a librdkafka older than 2.6.1
+ * (intake_scram_hint()): the alert librdkafka_too_old, once per run (the
+ * library does not change under a running hub). */
+static void watch_scram(hub *h)
+{
+	if (h->scram_alerted || !intake_scram_hint(h->in))
+		return;
+	alert_raise(h->al, "librdkafka_too_old", NULL, NULL, 0, NULL, intake_trouble(h->in));
+	h->scram_alerted = 1;
 }
 
 /* Why this replica is not ready, for /readyz ("" when it is): before the
@@ -267,6 +279,7 @@ static int run_loop(hub *h)
 		intake_commit_due(h->in);
 		int64_t now = hub_now_ms();
 		watch_refusals(h, now);
+		watch_scram(h);
 		char why[sizeof h->problem + 600];
 		metrics_set_owned_partitions(h->owned.n);
 		hub_watch_tenant_rules(h, now);
@@ -345,6 +358,9 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	int status = 1;
 
 	signals_install();
+	/* what a report of trouble with Kafka needs first (docs/operators.md:
+	 * Which librdkafka) */
+	log_info("hub: txhub %s with librdkafka %s", TXHUB_VERSION, rd_kafka_version_str());
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_error("hub: cannot initialise libcurl");
 		return 1;

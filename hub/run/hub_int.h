@@ -72,6 +72,7 @@ typedef struct {
 	char problem[1024];    /* why this replica is not doing its job, or "" */
 	char refusals[1200];   /* partitions refused (intake.h), or "" */
 	int mismatch_alerted;  /* database_mismatch raised for the refusals in hand */
+	int scram_alerted;     /* librdkafka_too_old raised (once per run) */
 	int64_t refused_seen;  /* when partitions were last refused */
 } hub;
 

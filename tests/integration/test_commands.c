@@ -2,6 +2,7 @@
  * replicas at once, exit status 2 with a message naming the bad key or
  * argument, and run refusing an unmigrated database. */
 #include <criterion/criterion.h>
+#include <librdkafka/rdkafka.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -171,6 +172,14 @@ Test(commands, version_help_and_config_exit_0)
 	const char *h[] = {"help", NULL};
 	const char *c[] = {"config", NULL};
 	cr_assert_eq(txhub_raw(v, err, sizeof err), 0);
+	char out[256];
+	FILE *p = popen("\"$TXHUB_BIN\" version", "r");
+	cr_assert_not_null(p);
+	cr_assert_not_null(fgets(out, sizeof out, p));
+	pclose(p);
+	char want[128];
+	snprintf(want, sizeof want, "(librdkafka %s)\n", rd_kafka_version_str());
+	cr_assert(strstr(out, want), "txhub version: %s", out);
 	cr_assert_eq(txhub_raw(h, err, sizeof err), 0);
 	cr_assert_eq(txhub_raw(c, err, sizeof err), 0);
 }

@@ -286,10 +286,15 @@ Test(pipeline, undeliverable_forward_ends_failed_after_max_attempts, .timeout = 
 	                         buf, sizeof buf), "3");
 	h_query(&e, "SELECT last_error FROM txhub.messages WHERE message_key = 'f-1'", buf, sizeof buf);
 	cr_assert(strstr(buf, "denied") != NULL, "last_error names the topic: %s", buf);
-	/* its history: the three failed attempts, then the alert */
+	/* its history: the three failed attempts, each naming the topic and
+	 * librdkafka's reason, then the alert. The reason is the library's:
+	 * 2.0.2 retries the embedded broker's refusal until
+	 * kafka.message.timeout.ms ("delivery to denied failed: Local: Message
+	 * timed out"), later ones return it from the produce call ("produce to
+	 * denied refused: Broker: Topic authorization failed") */
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
 	                         "AND event = 'forward_failed' AND actor = 'txhub' AND detail LIKE "
-	                         "'attempt _: delivery to denied failed: %'"), 3);
+	                         "'attempt _: % to denied %: _%'"), 3);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'f-1' "
 	                         "AND event = 'alert' AND detail LIKE 'send_failed after 3 %'"), 1);
 	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.history WHERE message_key = 'ok-1'"), 0);

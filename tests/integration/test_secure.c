@@ -10,6 +10,8 @@
  * envelope produced meanwhile applied and forwarded once it is put right.
  * In exactly_once, Write missing on one of two forward topics: its
  * forwards are parked and dead-lettered, the other topic's all go.
+ * A refused SCRAM login names the hub's librdkafka, and on one older than
+ * 2.6.1 says that Apache Kafka 4.x needs 2.6.1 or later.
  * Team principals with tenants enforced: a team writes its own control
  * topic only, the hub rejects its envelope naming another team's forward
  * topic, its read_committed consumer reads its own forward topics only.
@@ -32,9 +34,14 @@
 
 #include "harness.h"
 #include "httpd.h"
+#include "kafka.h"
 #include "tenants_common.h"
 
 #define N 20 /* transactions per test */
+
+/* What the hub says first of a refused SCRAM login on a librdkafka older
+ * than 2.6.1 (docs/operators.md: Which librdkafka). */
+#define SCRAM_HINT "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later"
 
 /* A SCRAM user: the hub's settings and a librdkafka client's, from
  * DIR/sasl/<name>.conf. */
@@ -218,12 +225,34 @@ static void create_topic(sec *s, const char *topic, int partitions)
 /* A database, topics made by admin (the control topic, 4 partitions, and
  * <topic>.out), and a principal of the test's own for the hub, granted
  * nothing yet. */
+/* Whether no SCRAM login of this librdkafka can work on the broker in dir:
+ * Apache Kafka 4.x (DIR/kafka-version, from deploy/kafka.sh) and a
+ * librdkafka older than 2.6.1 (librdkafka #4895). */
+static int scram_refused(const char *dir)
+{
+	char version[32] = "";
+	char path[512];
+	snprintf(path, sizeof path, "%s/kafka-version", dir);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(version, sizeof version, f))
+			version[0] = '\0';
+		fclose(f);
+	}
+	return atoi(version) >= 4 && rd_kafka_version() < KAFKA_SCRAM_FIXED_VERSION;
+}
+
 static void sec_setup(sec *s, const char *name)
 {
 	memset(s, 0, sizeof *s);
 	if (!(s->dir = secure_dir()))
 		cr_skip_test("needs Apache Kafka with SASL_SSL and ACLs: TXHUB_TEST_KAFKA_DIR from "
 		             "deploy/kafka.sh start DIR --secure --expired-cert");
+	if (scram_refused(s->dir))
+		cr_skip_test("librdkafka %s cannot log in to Apache Kafka 4.x with SCRAM (2.6.1 or "
+		             "later can: librdkafka #4895); secure::"
+		             "kafka_4_refuses_an_old_librdkafka_and_the_hub_says_why runs instead",
+		             rd_kafka_version_str());
 	h_setup(&s->e, name);
 	read_line(s->dir, "bootstrap", s->e.brokers, sizeof s->e.brokers);
 	load_user(s, &s->admin, "admin");
@@ -375,6 +404,122 @@ Test(secure, wrong_password_then_the_right_one, .timeout = 240)
 	const char *needles[] = {"the consumer has not joined its group yet; Kafka: _AUTHENTICATION",
 	                         "Authentication failed", NULL};
 	refused_then_fixed(&s, bad, needles, "Authentication failed");
+}
+
+/* Wait up to timeout_ms for the hub's log to hold n lines holding needle;
+ * returns how many it holds. */
+static long wait_log_lines(sec *s, const char *needle, long n, int timeout_ms)
+{
+	char log[256];
+	h_hub_log(log, sizeof log, &s->e);
+	long got = 0;
+	for (int waited = 0; (got = h_log_lines(log, needle)) < n && waited < timeout_ms; waited += 100)
+		h_pause_ms(100);
+	return got;
+}
+
+/* The webhook's bodies holding needle. */
+static int webhook_holding(h_webhook *w, const char *needle)
+{
+	char body[4096];
+	int found = 0;
+	for (int i = 0; i < h_webhook_count(w); i++)
+		found += strstr(h_webhook_body(w, i, body, sizeof body), needle) != NULL;
+	return found;
+}
+
+/* A refused SCRAM login: the hub has said at start which librdkafka it runs
+ * with; on one older than 2.6.1 (Debian 12's 2.0.2) it says that SCRAM
+ * against Apache Kafka 4.x needs 2.6.1 or later (librdkafka #4895): an
+ * error line, the first thing in /readyz's reason, the alert
+ * librdkafka_too_old once however often the login is refused; on 2.6.1 or
+ * later none of that (the password is all there is to it). */
+Test(secure, a_refused_scram_login_names_the_librdkafka, .timeout = 240)
+{
+	sec s;
+	sec_setup(&s, "sec_rdk");
+	grant_hub(&s, 0);
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	char hook[128], runs[128], with[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	const char *bad[] = {"kafka.sasl.password=not-the-password", hook, NULL};
+	start_hub(&s, &s.hub, bad);
+	const char *hint = SCRAM_HINT;
+	snprintf(runs, sizeof runs, "this hub runs librdkafka %s", rd_kafka_version_str());
+	snprintf(with, sizeof with, "with librdkafka %s", rd_kafka_version_str());
+	int old = rd_kafka_version() < KAFKA_SCRAM_FIXED_VERSION;
+	char prefix[200];
+	snprintf(prefix, sizeof prefix, "the consumer has not joined its group yet; Kafka: "
+	         "_AUTHENTICATION: %s", old ? hint : "");
+	const char *needles[] = {prefix, old ? runs : "Authentication failed",
+	                         "Authentication failed", NULL};
+	h_wait_not_ready(s.port, needles, 30000);
+	/* the version, at start, at level info */
+	char log[256], first[2048];
+	cr_assert_gt(h_log_first(h_hub_log(log, sizeof log, &s.e), with, first, sizeof first), 0,
+	             "no log line names \"%s\"", with);
+	cr_assert(strstr(first, " info ") && strstr(first, "hub: txhub "), "%s", first);
+	/* three refusals (librdkafka tries again and again) */
+	cr_assert_geq(wait_log_lines(&s, "Authentication failed", 3, 60000), 3);
+	char *b = NULL;
+	cr_assert_eq(h_http_get(s.port, "/readyz", &b), 503);
+	if (old) {
+		check_error_line(&s, "intake: kafka: _AUTHENTICATION: " SCRAM_HINT);
+		for (int waited = 0; webhook_holding(w, "librdkafka_too_old") == 0 && waited < 10000;
+		     waited += 100)
+			h_pause_ms(100);
+		cr_assert_eq(webhook_holding(w, "\"kind\":\"librdkafka_too_old\""), 1,
+		             "one alert librdkafka_too_old");
+		cr_assert_eq(webhook_holding(w, runs), 1, "the alert names the librdkafka");
+		cr_assert(strstr(b, hint), "/readyz: %s", b);
+	} else {
+		cr_assert_eq(h_log_lines(log, hint), 0, "a hint on librdkafka %s", rd_kafka_version_str());
+		cr_assert_eq(webhook_holding(w, "librdkafka_too_old"), 0);
+		cr_assert_null(strstr(b, hint), "/readyz: %s", b);
+	}
+	free(b);
+	stop_hub(&s);
+	h_webhook_stop(w);
+	h_teardown(&s.e);
+}
+
+/* Apache Kafka 4.x and a librdkafka older than 2.6.1: the hub with the
+ * right user and password is refused, and says why (librdkafka #4895): the
+ * first thing in /readyz's reason, an error line, the alert
+ * librdkafka_too_old. Only there (the tests' own clients cannot log in
+ * either, so nothing is sent); elsewhere the other tests run. */
+Test(secure, kafka_4_refuses_an_old_librdkafka_and_the_hub_says_why, .timeout = 120)
+{
+	sec s;
+	memset(&s, 0, sizeof s);
+	if (!(s.dir = secure_dir()) || !scram_refused(s.dir))
+		cr_skip_test("only against Apache Kafka 4.x with SASL_SSL (TXHUB_TEST_KAFKA_DIR) and a "
+		             "librdkafka older than 2.6.1 (this one is %s)", rd_kafka_version_str());
+	h_setup(&s.e, "sec_old");
+	read_line(s.dir, "bootstrap", s.e.brokers, sizeof s.e.brokers);
+	load_user(&s, &s.hub, s.e.name); /* deploy/kafka.sh user: Kafka's own tools */
+	h_webhook *w = h_webhook_start();
+	cr_assert_not_null(w);
+	char hook[128], runs[128];
+	snprintf(hook, sizeof hook, "alert.webhook=http://127.0.0.1:%d/alert", h_webhook_port(w));
+	snprintf(runs, sizeof runs, "this hub runs librdkafka %s", rd_kafka_version_str());
+	const char *more[] = {hook, NULL};
+	start_hub(&s, &s.hub, more);
+	const char *hint = SCRAM_HINT;
+	char prefix[200];
+	snprintf(prefix, sizeof prefix, "the consumer has not joined its group yet; Kafka: "
+	         "_AUTHENTICATION: %s", hint);
+	const char *needles[] = {prefix, runs, "Authentication failed", NULL};
+	h_wait_not_ready(s.port, needles, 30000);
+	check_error_line(&s, "intake: kafka: _AUTHENTICATION: " SCRAM_HINT);
+	for (int waited = 0; webhook_holding(w, "librdkafka_too_old") == 0 && waited < 10000;
+	     waited += 100)
+		h_pause_ms(100);
+	cr_assert_eq(webhook_holding(w, "\"kind\":\"librdkafka_too_old\""), 1);
+	stop_hub(&s);
+	h_webhook_stop(w);
+	h_teardown(&s.e);
 }
 
 Test(secure, expired_broker_certificate, .timeout = 240)

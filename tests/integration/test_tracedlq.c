@@ -355,7 +355,16 @@ Test(tracedlq, a_parked_forward_is_dead_lettered_once_and_again_after_a_new_park
 	cr_assert(strstr(hd, "txhub-message-key=f-1\n"), "%s", hd);
 	cr_assert(strstr(hd, "traceparent=" TP "\n"), "%s", hd);
 	cr_assert(strstr(hd, "txhub-dlq-topic=denied\n"), "%s", hd);
-	cr_assert(strstr(hd, "txhub-dlq-error=delivery to denied failed: "), "%s", hd);
+	/* the last error names the topic and librdkafka's reason, in the words
+	 * of the librdkafka at hand (2.0.2: "delivery to denied failed: Local:
+	 * Message timed out", later: "produce to denied refused: Broker: Topic
+	 * authorization failed") */
+	const char *why = strstr(hd, "txhub-dlq-error=");
+	cr_assert(why, "%s", hd);
+	char line[400];
+	snprintf(line, sizeof line, "%.*s", (int)strcspn(why, "\n"), why);
+	const char *after = strstr(line, " to denied ");
+	cr_assert(after && strstr(after, ": ") && strlen(strstr(after, ": ")) > 2, "%s", line);
 	cr_assert(strstr(hd, "txhub-dlq-attempts=2\n"), "%s", hd);
 	cr_assert(strstr(hd, "txhub-dlq-at=20"), "%s", hd);
 	cr_assert(strstr(hd, "Z\n"), "%s", hd);

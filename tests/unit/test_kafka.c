@@ -1,6 +1,7 @@
 /* Unit tests for kafka.c's limits: the forward producer's message.max.bytes
  * derived from envelope.max_bytes, and kafka.* settings that disagree with
- * it refused. */
+ * it refused; and the hint on a refused SCRAM login (librdkafka before
+ * 2.6.1 against Apache Kafka 4.x). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -184,4 +185,84 @@ Test(kafka, a_producer_queue_too_small_for_the_largest_forward_is_refused)
 	cr_assert_eq(check(), -1);
 	cr_assert(strstr(err, "kafka.queue.buffering.max.kbytes") && strstr(err, "envelope.max_bytes"),
 	          "%s", err);
+}
+
+/* The decision behind the hint on a refused SCRAM login: librdkafka's
+ * version, the mechanism and the error, nothing else. */
+Test(kafka, a_refused_scram_login_on_a_librdkafka_before_2_6_1_names_the_fix)
+{
+	char hint[400];
+	/* Debian 12's 2.0.2 and the last one before the fix */
+	cr_assert_eq(kafka_scram_hint(0x020002ff, "SCRAM-SHA-512", RD_KAFKA_RESP_ERR__AUTHENTICATION,
+	                              hint, sizeof hint), 1);
+	cr_assert(strstr(hint, "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later"),
+	          "%s", hint);
+	cr_assert(strstr(hint, "librdkafka #4895"), "%s", hint);
+	cr_assert(strstr(hint, "this hub runs librdkafka 2.0.2"), "%s", hint);
+	cr_assert_eq(kafka_scram_hint(0x020600ff, "scram-sha-256", RD_KAFKA_RESP_ERR__AUTHENTICATION,
+	                              hint, sizeof hint), 1);
+	cr_assert(strstr(hint, "this hub runs librdkafka 2.6.0"), "%s", hint);
+	/* cut to fit, never overrun */
+	char small[16];
+	memset(small, 'x', sizeof small);
+	cr_assert_eq(kafka_scram_hint(0x020002ff, "SCRAM-SHA-512", RD_KAFKA_RESP_ERR__AUTHENTICATION,
+	                              small, 8), 1);
+	cr_assert_eq(strlen(small), 7);
+	cr_assert_eq(small[8], 'x');
+}
+
+Test(kafka, no_scram_hint_for_a_fixed_librdkafka_another_mechanism_or_another_error)
+{
+	char hint[400] = "left";
+	/* 2.6.1 and later: a refusal is the password's */
+	cr_assert_eq(kafka_scram_hint(0x020601ff, "SCRAM-SHA-512", RD_KAFKA_RESP_ERR__AUTHENTICATION,
+	                              hint, sizeof hint), 0);
+	cr_assert_str_empty(hint);
+	cr_assert_eq(kafka_scram_hint(0x020f00ff, "SCRAM-SHA-256", RD_KAFKA_RESP_ERR__AUTHENTICATION,
+	                              hint, sizeof hint), 0);
+	/* PLAIN, GSSAPI, OAUTHBEARER: not the nonce bug */
+	const char *others[] = {"PLAIN", "GSSAPI", "OAUTHBEARER", "", NULL};
+	for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+		cr_assert_eq(kafka_scram_hint(0x020002ff, others[i], RD_KAFKA_RESP_ERR__AUTHENTICATION,
+		                              hint, sizeof hint), 0, "%s", others[i] ? others[i] : "NULL");
+	/* other errors of a SCRAM client: TLS, brokers down, an ACL */
+	const int errs[] = {RD_KAFKA_RESP_ERR__SSL, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+	                    RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+	                    RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED};
+	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+		cr_assert_eq(kafka_scram_hint(0x020002ff, "SCRAM-SHA-512", errs[i], hint, sizeof hint), 0,
+		             "%s", rd_kafka_err2name(errs[i]));
+}
+
+/* The line for the log and /readyz puts the hint first, for the client's
+ * own sasl.mechanisms, when this process's librdkafka is before 2.6.1. */
+Test(kafka, the_error_line_of_a_scram_client_carries_the_hint_on_an_old_librdkafka)
+{
+	set("kafka.security.protocol", "SASL_PLAINTEXT");
+	set("kafka.sasl.mechanisms", "SCRAM-SHA-512");
+	set("kafka.sasl.username", "u");
+	set("kafka.sasl.password", "p");
+	rd_kafka_t *rk = kafka_client_new(&cfg, RD_KAFKA_PRODUCER, NULL, NULL, err, sizeof err);
+	cr_assert_not_null(rk, "%s", err);
+	char line[1200];
+	const char *reason = "SASL authentication error: Authentication failed";
+	int hinted = kafka_describe_error(rk, RD_KAFKA_RESP_ERR__AUTHENTICATION, reason, line,
+	                                  sizeof line);
+	char version[64];
+	snprintf(version, sizeof version, "this hub runs librdkafka %s", rd_kafka_version_str());
+	if (rd_kafka_version() < KAFKA_SCRAM_FIXED_VERSION) {
+		cr_assert_eq(hinted, 1);
+		cr_assert(strncmp(line, "_AUTHENTICATION: SCRAM against Apache Kafka 4.x needs", 53) == 0,
+		          "%s", line);
+		cr_assert(strstr(line, version), "%s", line);
+	} else {
+		cr_assert_eq(hinted, 0);
+		cr_assert_str_eq(line, "_AUTHENTICATION: SASL authentication error: Authentication failed");
+	}
+	cr_assert(strstr(line, reason), "%s", line);
+	/* another error of the same client: its line as before */
+	cr_assert_eq(kafka_describe_error(rk, RD_KAFKA_RESP_ERR__TRANSPORT, "down", line, sizeof line),
+	             0);
+	cr_assert_str_eq(line, "_TRANSPORT: down");
+	rd_kafka_destroy(rk);
 }
