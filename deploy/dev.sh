@@ -55,8 +55,16 @@ build() {
 # test's closing lines,
 # then one plain "N passed, N failed" line counting them all.
 summarise() {
-  local log
-  log=$(ls -t "$b"/meson-logs/testlog*.txt 2>/dev/null | head -1)   # testlog-<setup>.txt too
+  local log base
+  # the run's own log: --logbase's when given (runs side by side in one
+  # build directory), else the newest (testlog-<setup>.txt too)
+  base=$(sed -nE 's/(^|.* )--logbase[= ]([^ ]+).*/\2/p' <<<"${TXHUB_TEST_ARGS:-}")
+  if [ -n "$base" ]; then
+    log=$b/meson-logs/$base.txt
+    [ -f "$log" ] || log=
+  else
+    log=$(ls -t "$b"/meson-logs/testlog*.txt 2>/dev/null | head -1)
+  fi
   [ -n "$log" ] || return 0
   grep -h "Synthesis: Tested" "$log" || true
   grep -hE "^(restart|chaos|failover): " "$log" || true

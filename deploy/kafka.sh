@@ -5,9 +5,9 @@
 # ${TXHUB_KAFKA_CACHE:-~/.cache/txhub}/kafka-<version>, each version apart.
 #
 # TXHUB_KAFKA_VERSION chooses the version: any Apache Kafka from 3.9 to 4.4
-# that Maven Central serves (3.9.1, 4.0.0 ... 4.4.0). The default stays
-# 3.9.1, the pom's, until CI runs the suites against 4.4: the lead moves it
-# then. Every command below works on each (on 4.x the tools are
+# that Maven Central serves (3.9.1, 4.0.0 ... 4.4.0); the default is the
+# pom's, 4.4.0 (CI runs the suites on 4.4.0 and on 3.9.1). Every command
+# below works on each (on 4.x the tools are
 # org.apache.kafka.tools.* from kafka-tools and the broker logs with log4j 2;
 # the pom's profile kafka-4 brings both). A DIR keeps the version it was
 # formatted with: a restart, acls and user use DIR/kafka-version.
@@ -75,7 +75,8 @@ use_version() {
 }
 
 # The version of the broker in DIR (written at format time; a DIR from
-# before that is the default's), else TXHUB_KAFKA_VERSION or the default.
+# before that holds a 3.9.1, the only one then), else TXHUB_KAFKA_VERSION
+# or the default.
 use_dir_version() {
   local dir=$1
   if [ -f "$dir/kafka-version" ]; then
@@ -83,7 +84,7 @@ use_dir_version() {
     [ -z "${TXHUB_KAFKA_VERSION:-}" ] || [ "$TXHUB_KAFKA_VERSION" = "$version" ] ||
       echo "kafka.sh: $dir holds a broker of Kafka $version: TXHUB_KAFKA_VERSION=$TXHUB_KAFKA_VERSION does not apply to it" >&2
   elif [ -f "$dir/data/meta.properties" ]; then
-    use_version "$default_version"
+    use_version 3.9.1
   else
     use_version "${TXHUB_KAFKA_VERSION:-$default_version}"
   fi

@@ -242,10 +242,30 @@ static int scram_refused(const char *dir)
 	return atoi(version) >= 4 && rd_kafka_version() < KAFKA_SCRAM_FIXED_VERSION;
 }
 
+/* TXHUB_TEST_SECURE_EXPECT (CI sets it): "login" where this librdkafka
+ * must log in to the broker, "refused" where it must not (Apache Kafka 4.x
+ * and a librdkafka older than 2.6.1). A test that would be skipped for the
+ * other case, or for want of a secure broker, fails instead: a leg of CI
+ * that skips everything has tested nothing. */
+static void sec_expect(const char *dir)
+{
+	const char *want = getenv("TXHUB_TEST_SECURE_EXPECT");
+	if (!want || !*want)
+		return;
+	cr_assert_not_null(dir, "TXHUB_TEST_SECURE_EXPECT=%s but no broker from deploy/kafka.sh "
+	                   "start DIR --secure --expired-cert in TXHUB_TEST_KAFKA_DIR", want);
+	const char *is = scram_refused(dir) ? "refused" : "login";
+	cr_assert_str_eq(want, is, "TXHUB_TEST_SECURE_EXPECT=%s, but with librdkafka %s and this "
+	                 "broker the SCRAM login is expected to be %s", want, rd_kafka_version_str(),
+	                 is);
+}
+
 static void sec_setup(sec *s, const char *name)
 {
 	memset(s, 0, sizeof *s);
-	if (!(s->dir = secure_dir()))
+	s->dir = secure_dir();
+	sec_expect(s->dir);
+	if (!s->dir)
 		cr_skip_test("needs Apache Kafka with SASL_SSL and ACLs: TXHUB_TEST_KAFKA_DIR from "
 		             "deploy/kafka.sh start DIR --secure --expired-cert");
 	if (scram_refused(s->dir))
@@ -493,7 +513,9 @@ Test(secure, kafka_4_refuses_an_old_librdkafka_and_the_hub_says_why, .timeout = 
 {
 	sec s;
 	memset(&s, 0, sizeof s);
-	if (!(s.dir = secure_dir()) || !scram_refused(s.dir))
+	s.dir = secure_dir();
+	sec_expect(s.dir);
+	if (!s.dir || !scram_refused(s.dir))
 		cr_skip_test("only against Apache Kafka 4.x with SASL_SSL (TXHUB_TEST_KAFKA_DIR) and a "
 		             "librdkafka older than 2.6.1 (this one is %s)", rd_kafka_version_str());
 	h_setup(&s.e, "sec_old");
