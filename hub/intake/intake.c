@@ -204,6 +204,29 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
 
+/* How a full fetch queue gets looked at again, and which group protocol
+ * runs, as the consumer has them (a kafka.* setting overrides the hub's). */
+static void say_fetch_path(const intake *in)
+{
+	char v[32] = "", proto[32] = "classic";
+	size_t vs = sizeof v, ps = sizeof proto;
+	const rd_kafka_conf_t *conf = rd_kafka_conf(in->rk);
+	if (rd_kafka_conf_get(conf, "group.protocol", proto, &ps) != RD_KAFKA_CONF_OK)
+		snprintf(proto, sizeof proto, "classic");
+	if (in->waker)
+		log_info("intake: librdkafka %s has no fetch.queue.backoff.ms: a waker thread wakes "
+		         "the fetcher when the fetch queue runs low; group protocol %s",
+		         rd_kafka_version_str(), proto);
+	else if (rd_kafka_conf_get(conf, "fetch.queue.backoff.ms", v, &vs) == RD_KAFKA_CONF_OK)
+		log_info("intake: librdkafka %s looks at a full fetch queue again after "
+		         "fetch.queue.backoff.ms = %s ms%s; group protocol %s", rd_kafka_version_str(),
+		         v, kafka_setting(in->cfg, "fetch.queue.backoff.ms") ? " (kafka.fetch.queue.backoff.ms)"
+		                                                             : "", proto);
+	else
+		log_warn("intake: librdkafka %s has no fetch.queue.backoff.ms, and the waker thread "
+		         "could not start: a full fetch queue may wait a second", rd_kafka_version_str());
+}
+
 intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned,
                    const dbid *self, char *err, size_t errsz)
 {
@@ -292,6 +315,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	in->queue = rd_kafka_queue_get_consumer(in->rk);
 	if (rd_kafka_version() < 0x02010000)
 		in->waker = intake_waker_new(in->rk);
+	say_fetch_path(in);
 	/* a pattern goes to librdkafka as it is: topics created later that
 	 * match it are assigned after a metadata refresh */
 	rd_kafka_topic_partition_list_t *topics =

@@ -539,6 +539,42 @@ Test(chaos, three_replicas_exactly_once, .timeout = 1200)
 	three_replicas("rep_eos", "kafka.partition.assignment.strategy=cooperative-sticky", 1);
 }
 
+/* The consumer group protocol (KIP-848): the broker assigns, every
+ * rebalance is incremental, and a member that is gone is noticed by the
+ * broker's session time-out. Two hubs; a third joins, one leaves
+ * (SIGTERM), one is killed, one more joins; every check of run_end, and
+ * no two hubs forwarded for one partition at once. */
+Test(chaos, consumer_protocol_join_leave_kill, .timeout = 1200)
+{
+	const char *missing = h_consumer_protocol_missing();
+	if (missing)
+		cr_skip_test("kafka.group.protocol = consumer %s", missing);
+	run r;
+	run_begin(&r, "rep_kip848", half_tx(), short_send_ms(), "kafka.group.protocol=consumer", 0);
+	hub_add(&r);
+	hub_add(&r);
+	sender_start(&r);
+	wait_progress(&r, 0.2);
+	hub_add(&r); /* joins */
+	wait_progress(&r, 0.4);
+	hubs_alive(&r, "before one left");
+	cr_assert_eq(h_hub_stop(r.hubs[0]), 0, "a hub leaving did not stop cleanly");
+	r.hubs[0] = r.hubs[--r.nhubs];
+	wait_progress(&r, 0.6);
+	hub_kill(&r, 0); /* its partitions move once the broker ends its session */
+	wait_progress(&r, 0.8);
+	hub_add(&r);
+	while (!r.snd.done)
+		h_pause_ms(100);
+	int dups = run_end(&r);
+	int handovers = check_forwarders(&r);
+	fprintf(stderr, "chaos: consumer group protocol: %d transactions (%d malformed) sent in "
+	                "%.1f s, one joined, one left, one killed, one joined; %d hand-overs "
+	                "between replicas; %d duplicate forwards\n",
+	        r.snd.tx, r.snd.nmalformed, (double)r.snd.sent_ms / 1000, handovers, dups);
+	run_free(&r);
+}
+
 static void sh(const char *cmd)
 {
 	int rc = system(cmd);
