@@ -130,13 +130,14 @@ static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *se
 	char pgset[600], topicset[200], groupset[200], brokerset[300];
 	int n = 0;
 	argv[n++] = bin;
+	/* (-X words among argv_tail count too: h_txhub's) */
+	int consumer = h_consumer_protocol(settings) || h_consumer_protocol(argv_tail);
 	for (; argv_tail && *argv_tail; argv_tail++)
 		argv[n++] = *argv_tail;
 	snprintf(pgset, sizeof pgset, "pg=%s", e->conninfo);
 	snprintf(topicset, sizeof topicset, "control_topic=%s", e->topic);
 	snprintf(groupset, sizeof groupset, "group=%s", e->name);
 	snprintf(brokerset, sizeof brokerset, "brokers=%s", e->brokers);
-	int consumer = h_consumer_protocol(settings);
 	const char *base[] = {pgset, topicset, groupset, brokerset,
 	                      "kafka.max.poll.interval.ms=10000",
 	                      /* short group time-outs: the mock cluster waits them out (the
