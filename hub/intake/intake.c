@@ -206,13 +206,14 @@ void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
 
 /* How a full fetch queue gets looked at again, and which group protocol
  * runs, as the consumer has them (a kafka.* setting overrides the hub's). */
-static void say_fetch_path(const intake *in)
+static void say_fetch_path(intake *in)
 {
 	char v[32] = "", proto[32] = "classic";
 	size_t vs = sizeof v, ps = sizeof proto;
 	const rd_kafka_conf_t *conf = rd_kafka_conf(in->rk);
 	if (rd_kafka_conf_get(conf, "group.protocol", proto, &ps) != RD_KAFKA_CONF_OK)
 		snprintf(proto, sizeof proto, "classic");
+	in->consumer_protocol = strcmp(proto, "consumer") == 0;
 	if (in->waker)
 		log_info("intake: librdkafka %s has no fetch.queue.backoff.ms: a waker thread wakes "
 		         "the fetcher when the fetch queue runs low; group protocol %s",
@@ -315,6 +316,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	in->queue = rd_kafka_queue_get_consumer(in->rk);
 	if (rd_kafka_version() < 0x02010000)
 		in->waker = intake_waker_new(in->rk);
+	in->started_ms = clock_ms();
 	say_fetch_path(in);
 	/* a pattern goes to librdkafka as it is: topics created later that
 	 * match it are assigned after a metadata refresh */
@@ -578,6 +580,15 @@ void intake_close(intake *in)
 	enforce_clear(&in->tenants);
 	topics_free(&in->topics);
 	free(in);
+}
+
+const char *intake_join_hint(const intake *in)
+{
+	if (!in->consumer_protocol || clock_ms() - in->started_ms < INTAKE_JOIN_HINT_MS)
+		return NULL;
+	return "kafka.group.protocol = consumer (KIP-848) needs Apache Kafka 4.0 or later as the "
+	       "group's coordinator: an older broker takes no member of that protocol, and "
+	       "librdkafka says nothing of it";
 }
 
 const char *intake_fatal(const intake *in) { return in->fatal[0] ? in->fatal : NULL; }

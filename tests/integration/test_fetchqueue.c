@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "httpd.h"
 
 #define BACKLOG 2000
 
@@ -153,5 +154,31 @@ Test(fetchqueue, the_consumer_group_protocol_refuses_the_keys_the_broker_owns, .
 		cr_assert(strstr(errb, "not with kafka.group.protocol = consumer"), "%s", errb);
 		cr_assert(strstr(errb, keys[i][1]), "want %s in: %s", keys[i][1], errb);
 	}
+	h_teardown(&e);
+}
+
+/* On an Apache Kafka before 4.0 a consumer of that protocol never joins its
+ * group, and librdkafka says nothing: /readyz says what may be why. */
+Test(fetchqueue, the_consumer_group_protocol_on_kafka_before_4_says_what_it_needs, .timeout = 90)
+{
+	if (rd_kafka_version() < 0x020c0000)
+		cr_skip_test("needs librdkafka 2.12 or later, and this build runs %s",
+		             rd_kafka_version_str());
+	if (!h_real_kafka() || h_kafka_major() >= 4)
+		cr_skip_test("needs Apache Kafka before 4.0 (TXHUB_TEST_KAFKA_DIR from deploy/kafka.sh "
+		             "start DIR, 3.9.1 by default)");
+	h_env e;
+	h_setup(&e, "gpold");
+	h_control_topic(&e);
+	char listen[64];
+	int port = h_free_port();
+	snprintf(listen, sizeof listen, "http.listen=127.0.0.1:%d", port);
+	const char *settings[] = {listen, "kafka.group.protocol=consumer", NULL};
+	pid_t hub = h_hub_start(&e, settings);
+	const char *needles[] = {"the consumer has not joined its group yet",
+	                         "kafka.group.protocol = consumer (KIP-848) needs Apache Kafka 4.0 "
+	                         "or later", NULL};
+	h_wait_not_ready(port, needles, 60000);
+	cr_assert_eq(h_hub_stop(hub), 0);
 	h_teardown(&e);
 }
