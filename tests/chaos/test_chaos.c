@@ -544,6 +544,8 @@ Test(chaos, three_replicas_exactly_once, .timeout = 1200)
  * broker's session time-out. Two hubs; a third joins, one leaves
  * (SIGTERM), one is killed, one more joins; every check of run_end, and
  * no two hubs forwarded for one partition at once. */
+static int log_lines(run *r, int n, const char *what);
+
 Test(chaos, consumer_protocol_join_leave_kill, .timeout = 1200)
 {
 	const char *missing = h_consumer_protocol_missing();
@@ -568,6 +570,9 @@ Test(chaos, consumer_protocol_join_leave_kill, .timeout = 1200)
 		h_pause_ms(100);
 	int dups = run_end(&r);
 	int handovers = check_forwarders(&r);
+	for (int n = 1; n <= 4; n++) /* (the hubs' logs, -1 to -4) */
+		cr_assert_eq(log_lines(&r, n, "; group protocol consumer"), 1,
+		             "hub %d did not run the consumer group protocol", n);
 	fprintf(stderr, "chaos: consumer group protocol: %d transactions (%d malformed) sent in "
 	                "%.1f s, one joined, one left, one killed, one joined; %d hand-overs "
 	                "between replicas; %d duplicate forwards\n",
