@@ -513,6 +513,11 @@ void intake_poll(intake *in, intake_batch *b)
 				stall(in, tp, m->offset, rd_kafka_message_errstr(m));
 			else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
 				intake_note_consume_error(in, m);
+			/* the consumer group protocol reports a fatal error here, not
+			 * to error_cb (an instance id still held by a member the broker
+			 * has not let go: UNRELEASED_INSTANCE_ID) */
+			if (!in->fatal[0])
+				rd_kafka_fatal_error(in->rk, in->fatal, sizeof in->fatal);
 			rd_kafka_message_destroy(m);
 			continue;
 		}

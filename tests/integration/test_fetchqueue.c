@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "httpd.h"
@@ -180,5 +181,59 @@ Test(fetchqueue, the_consumer_group_protocol_on_kafka_before_4_says_what_it_need
 	                         "or later", NULL};
 	h_wait_not_ready(port, needles, 60000);
 	cr_assert_eq(h_hub_stop(hub), 0);
+	h_teardown(&e);
+}
+
+/* Static membership under the consumer protocol: the broker refuses a
+ * member whose kafka.group.instance.id a member it has not let go still
+ * holds (a replica restarted at once after a crash), for good. The hub
+ * stops, saying so (exit 1, the alert kafka_fatal), rather than run on
+ * with a dead consumer; started again once the broker ended the dead
+ * member's session, it takes the partitions. */
+Test(fetchqueue, a_static_member_restarted_before_its_session_ended_stops_and_says_why,
+     .timeout = 120)
+{
+	const char *missing = h_consumer_protocol_missing();
+	if (missing)
+		cr_skip_test("kafka.group.protocol = consumer %s", missing);
+	h_env e;
+	h_setup(&e, "gpstatic");
+	h_control_topic(&e);
+	const char *settings[] = {"kafka.group.protocol=consumer", "kafka.group.instance.id=hub-a",
+	                          NULL};
+	pid_t a = h_hub_start(&e, settings);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions WHERE epoch = 1", "4", 60000));
+	h_hub_kill(a); /* the broker holds its membership for its session (6 s) */
+	pid_t b = h_hub_start(&e, settings);
+	char log[256], first[2048];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_eq(h_wait_exit(b, 60000), 1, "the hub refused its instance id ran on");
+	cr_assert_eq(h_log_first(log, "hub: the Kafka consumer failed for good", first, sizeof first),
+	             1);
+	cr_assert(strstr(first, "instance ID"), "%s", first);
+	cr_assert_eq(h_log_lines(log, "ALERT kafka_fatal"), 1);
+	/* once the dead member's session is over, the same id joins: started
+	 * again as a supervisor would each time it stops, until it does */
+	pid_t c = -1;
+	int taken = 0, refused = 0;
+	for (int i = 0; i < 60 && !taken; i++) {
+		c = h_hub_start(&e, settings);
+		for (;;) {
+			int st;
+			if (h_count(&e, "SELECT count(*) FROM txhub.partitions WHERE epoch >= 2") == 4) {
+				taken = 1;
+				break;
+			}
+			if (waitpid(c, &st, WNOHANG) == c) {
+				cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "a refused hub exits 1");
+				refused++;
+				h_pause_ms(500);
+				break;
+			}
+			h_pause_ms(100);
+		}
+	}
+	cr_assert(taken, "the partitions were not taken again (%d refused starts)", refused);
+	cr_assert_eq(h_hub_stop(c), 0);
 	h_teardown(&e);
 }
