@@ -379,6 +379,12 @@ offsets.topic.num.partitions=4
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
+# consumer-protocol groups (KIP-848, kafka.group.protocol=consumer) take
+# their time-outs from the broker: as short as the test harness's classic ones
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=6000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=500
 PROPS
   echo "$version" >"$dir/kafka-version"
   local id

@@ -88,6 +88,10 @@ static int load_config(const config_source *src, txhub_config *cfg, char *err, s
 	}
 	if (config_validate(cfg, err, errsz) != 0)
 		return -1;
+	/* (before the probe: a librdkafka without the consumer protocol
+	 * knows no kafka.group.protocol, and would say only that) */
+	if (kafka_check_group_protocol(cfg, rd_kafka_version(), err, errsz) != 0)
+		return -1;
 	/* librdkafka knows its properties: ask it now, so a bad kafka.* key is
 	 * a configuration error (exit 2), not a failure after start-up */
 	rd_kafka_conf_t *probe = kafka_conf_new(cfg, NULL, err, errsz);

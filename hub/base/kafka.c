@@ -99,6 +99,39 @@ int kafka_scram_hint(int version, const char *mechanisms, int err, char *out, si
 	return 1;
 }
 
+/* The consumer's settings the broker owns under the consumer group
+ * protocol, and what the user sets instead. */
+static const char *const broker_owned[] = {
+	"session.timeout.ms", "the broker's group.consumer.session.timeout.ms sets it",
+	"heartbeat.interval.ms", "the broker's group.consumer.heartbeat.interval.ms sets it",
+	"partition.assignment.strategy", "the broker assigns (kafka.group.remote.assignor names "
+	"its assignor) and every rebalance is incremental",
+	"group.protocol.type", "that protocol has none",
+	NULL};
+
+int kafka_check_group_protocol(const txhub_config *cfg, int version, char *err, size_t errsz)
+{
+	const char *p = kafka_setting(cfg, "group.protocol");
+	if (!p || strcasecmp(p, "consumer") != 0)
+		return 0;
+	if (version < KAFKA_CONSUMER_PROTOCOL_VERSION) {
+		snprintf(err, errsz, "kafka.group.protocol: consumer (KIP-848) needs librdkafka 2.12 or "
+		         "later, and this hub runs librdkafka %d.%d.%d: leave kafka.group.protocol unset "
+		         "(classic), or run txhub with a newer librdkafka (docs/operators.md: Which "
+		         "librdkafka)",
+		         (version >> 24) & 0xff, (version >> 16) & 0xff, (version >> 8) & 0xff);
+		return -1;
+	}
+	for (size_t i = 0; broker_owned[i]; i += 2) {
+		if (!kafka_setting(cfg, broker_owned[i]))
+			continue;
+		snprintf(err, errsz, "kafka.%s: not with kafka.group.protocol = consumer (KIP-848): %s; "
+		         "leave kafka.%s unset", broker_owned[i], broker_owned[i + 1], broker_owned[i]);
+		return -1;
+	}
+	return 0;
+}
+
 int kafka_client_scram_hint(rd_kafka_t *rk, int err, char *out, size_t outsz)
 {
 	char mech[64] = "";

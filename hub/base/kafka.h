@@ -25,6 +25,22 @@ rd_kafka_conf_t *kafka_conf_new(const txhub_config *cfg, const char *const *defa
  * 4.0 let pass. As rd_kafka_version() gives it (0xMMmmrrpp). */
 #define KAFKA_SCRAM_FIXED_VERSION 0x02060100
 
+/* The first librdkafka whose consumer group protocol (KIP-848,
+ * kafka.group.protocol = consumer) is production-ready, in
+ * rd_kafka_version()'s form. */
+#define KAFKA_CONSUMER_PROTOCOL_VERSION 0x020c0000
+
+/* Refuse kafka.group.protocol = consumer with a librdkafka of version
+ * (rd_kafka_version()'s form) older than KAFKA_CONSUMER_PROTOCOL_VERSION
+ * (2.0.2 does not know the key; 2.4 to 2.11 had it as a preview), naming
+ * the version needed and the one run; and with it the kafka.* keys the
+ * broker owns under that protocol (session.timeout.ms,
+ * heartbeat.interval.ms, partition.assignment.strategy,
+ * group.protocol.type), naming what replaces them, which librdkafka would
+ * refuse only once the hub starts its consumer. Returns 0, or -1 with the
+ * reason in err. */
+int kafka_check_group_protocol(const txhub_config *cfg, int version, char *err, size_t errsz);
+
 /* What a failed login means for a librdkafka of version (rd_kafka_version()'s
  * form) with sasl.mechanisms mechanisms (NULL: unset): when err is
  * RD_KAFKA_RESP_ERR__AUTHENTICATION, the mechanism SCRAM-* and the version

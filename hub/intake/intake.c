@@ -204,6 +204,30 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
 
+/* How a full fetch queue gets looked at again, and which group protocol
+ * runs, as the consumer has them (a kafka.* setting overrides the hub's). */
+static void say_fetch_path(intake *in)
+{
+	char v[32] = "", proto[32] = "classic";
+	size_t vs = sizeof v, ps = sizeof proto;
+	const rd_kafka_conf_t *conf = rd_kafka_conf(in->rk);
+	if (rd_kafka_conf_get(conf, "group.protocol", proto, &ps) != RD_KAFKA_CONF_OK)
+		snprintf(proto, sizeof proto, "classic");
+	in->consumer_protocol = strcmp(proto, "consumer") == 0;
+	if (in->waker)
+		log_info("intake: librdkafka %s has no fetch.queue.backoff.ms: a waker thread wakes "
+		         "the fetcher when the fetch queue runs low; group protocol %s",
+		         rd_kafka_version_str(), proto);
+	else if (rd_kafka_conf_get(conf, "fetch.queue.backoff.ms", v, &vs) == RD_KAFKA_CONF_OK)
+		log_info("intake: librdkafka %s looks at a full fetch queue again after "
+		         "fetch.queue.backoff.ms = %s ms%s; group protocol %s", rd_kafka_version_str(),
+		         v, kafka_setting(in->cfg, "fetch.queue.backoff.ms") ? " (kafka.fetch.queue.backoff.ms)"
+		                                                             : "", proto);
+	else
+		log_warn("intake: librdkafka %s has no fetch.queue.backoff.ms, and the waker thread "
+		         "could not start: a full fetch queue may wait a second", rd_kafka_version_str());
+}
+
 intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned,
                    const dbid *self, char *err, size_t errsz)
 {
@@ -292,6 +316,8 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 	in->queue = rd_kafka_queue_get_consumer(in->rk);
 	if (rd_kafka_version() < 0x02010000)
 		in->waker = intake_waker_new(in->rk);
+	in->started_ms = clock_ms();
+	say_fetch_path(in);
 	/* a pattern goes to librdkafka as it is: topics created later that
 	 * match it are assigned after a metadata refresh */
 	rd_kafka_topic_partition_list_t *topics =
@@ -487,6 +513,11 @@ void intake_poll(intake *in, intake_batch *b)
 				stall(in, tp, m->offset, rd_kafka_message_errstr(m));
 			else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
 				intake_note_consume_error(in, m);
+			/* the consumer group protocol reports a fatal error here, not
+			 * to error_cb (an instance id still held by a member the broker
+			 * has not let go: UNRELEASED_INSTANCE_ID) */
+			if (!in->fatal[0])
+				rd_kafka_fatal_error(in->rk, in->fatal, sizeof in->fatal);
 			rd_kafka_message_destroy(m);
 			continue;
 		}
@@ -554,6 +585,15 @@ void intake_close(intake *in)
 	enforce_clear(&in->tenants);
 	topics_free(&in->topics);
 	free(in);
+}
+
+const char *intake_join_hint(const intake *in)
+{
+	if (!in->consumer_protocol || clock_ms() - in->started_ms < INTAKE_JOIN_HINT_MS)
+		return NULL;
+	return "kafka.group.protocol = consumer (KIP-848) needs Apache Kafka 4.0 or later as the "
+	       "group's coordinator: an older broker takes no member of that protocol, and "
+	       "librdkafka says nothing of it";
 }
 
 const char *intake_fatal(const intake *in) { return in->fatal[0] ? in->fatal : NULL; }

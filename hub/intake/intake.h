@@ -76,6 +76,13 @@ void intake_poll(intake *in, intake_batch *b);
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
 void intake_close(intake *in);
 
+/* What may keep a consumer of the consumer group protocol (KIP-848) that
+ * has not joined its group after INTAKE_JOIN_HINT_MS from joining (only
+ * Apache Kafka 4.0 or later takes its members, and librdkafka says nothing
+ * when the broker is older), or NULL: another protocol, or not that long. */
+const char *intake_join_hint(const intake *in);
+#define INTAKE_JOIN_HINT_MS 10000
+
 /* Why the consumer failed for good (librdkafka's fatal error: with static
  * membership, another process took this group.instance.id), or NULL. */
 const char *intake_fatal(const intake *in);

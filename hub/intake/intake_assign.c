@@ -266,7 +266,10 @@ void intake_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
 	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
 		log_info("intake: assigned %d partition(s) of %s (%s)", parts->cnt,
-		         in->cfg->control_topic, coop ? "cooperative" : "eager");
+		         in->cfg->control_topic,
+		         in->consumer_protocol ? "consumer protocol, incremental"
+		         : coop               ? "cooperative"
+		                              : "eager");
 		on_assign(in, rk, parts, coop);
 		return;
 	}

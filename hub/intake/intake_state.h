@@ -90,6 +90,8 @@ struct intake {
 	rd_kafka_t *rk;
 	rd_kafka_queue_t *queue; /* the consumer's queue (its length) */
 	intake_waker *waker;     /* librdkafka 2.0.x: wakes the fetcher (intake_waker.h); or NULL */
+	int consumer_protocol;   /* kafka.group.protocol = consumer (KIP-848) */
+	int64_t started_ms;      /* when intake_new() made the consumer */
 	const txhub_config *cfg;
 	topics_spec topics; /* the control topics (cfg->control_topic, fixed while running) */
 	char progress[300]; /* exactly_once: the progress topic; "": none */

@@ -82,9 +82,9 @@ static void watch_scram(hub *h)
 
 /* Why this replica is not ready, for /readyz ("" when it is): before the
  * consumer joined its group, Kafka's last error (a refused password or
- * certificate, an ACL); a PostgreSQL write failing for a second or more,
- * partitions the broker refuses to let it read, partitions refused, a
- * clash over partitions, the forward producer failing as it starts, or
+ * certificate, an ACL) or what may keep it out (intake_join_hint()); a
+ * PostgreSQL write failing for a second or more, partitions the broker
+ * refuses to let it read, partitions refused, a clash over partitions, the forward producer failing as it starts, or
  * (exactly_once) a partition its lane has not taken for
  * alert.lane_stuck_ms. */
 static const char *readiness(const hub *h, char *buf, size_t bufsz)
@@ -95,6 +95,8 @@ static const char *readiness(const hub *h, char *buf, size_t bufsz)
 		snprintf(buf, bufsz, "Kafka: %s", intake_trouble(h->in));
 		return buf;
 	}
+	if (!h->joined && intake_join_hint(h->in))
+		return intake_join_hint(h->in);
 	if (config_tenants_enforce(h->cfg) && !tenants_rules(h->tenants)) {
 		snprintf(buf, bufsz, "tenants.enforce is on and no tenant rules are loaded yet: intake "
 		         "waits (%s)", tenants_failing(h->tenants) ? tenants_failing(h->tenants)

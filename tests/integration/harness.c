@@ -130,6 +130,8 @@ static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *se
 	char pgset[600], topicset[200], groupset[200], brokerset[300];
 	int n = 0;
 	argv[n++] = bin;
+	/* (-X words among argv_tail count too: h_txhub's) */
+	int consumer = h_consumer_protocol(settings) || h_consumer_protocol(argv_tail);
 	for (; argv_tail && *argv_tail; argv_tail++)
 		argv[n++] = *argv_tail;
 	snprintf(pgset, sizeof pgset, "pg=%s", e->conninfo);
@@ -137,14 +139,21 @@ static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *se
 	snprintf(groupset, sizeof groupset, "group=%s", e->name);
 	snprintf(brokerset, sizeof brokerset, "brokers=%s", e->brokers);
 	const char *base[] = {pgset, topicset, groupset, brokerset,
-	                      /* short group time-outs: the mock cluster waits them out */
-	                      "kafka.session.timeout.ms=6000", "kafka.max.poll.interval.ms=10000",
-	                      "kafka.heartbeat.interval.ms=500", NULL};
+	                      "kafka.max.poll.interval.ms=10000",
+	                      /* short group time-outs: the mock cluster waits them out (the
+	                       * consumer protocol takes them from the broker: deploy/kafka.sh
+	                       * sets them as short) */
+	                      consumer ? "kafka.group.protocol=consumer" : "kafka.session.timeout.ms=6000",
+	                      consumer ? NULL : "kafka.heartbeat.interval.ms=500", NULL};
 	for (const char *const *s = base; *s; s++) {
 		argv[n++] = "-X";
 		argv[n++] = *s;
 	}
 	for (; settings && *settings && n < 60; settings++) {
+		/* every rebalance of the consumer protocol is incremental, and
+		 * librdkafka refuses an assignor with it */
+		if (consumer && strncmp(*settings, "kafka.partition.assignment.strategy=", 36) == 0)
+			continue;
 		argv[n++] = "-X";
 		argv[n++] = *settings;
 	}
@@ -676,6 +685,47 @@ double h_series(const char *text, const char *name)
 int h_real_kafka(void)
 {
 	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
+}
+
+int h_kafka_major(void)
+{
+	const char *dir = getenv("TXHUB_TEST_KAFKA_DIR");
+	char path[512], version[32] = "";
+	if (!dir)
+		return 0;
+	snprintf(path, sizeof path, "%s/kafka-version", dir);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(version, sizeof version, f))
+			version[0] = '\0';
+		fclose(f);
+	}
+	return atoi(version);
+}
+
+int h_consumer_protocol(const char *const *settings)
+{
+	const char *env = getenv("TXHUB_TEST_GROUP_PROTOCOL");
+	if (env && strcmp(env, "consumer") == 0)
+		return 1;
+	for (; settings && *settings; settings++)
+		if (strcmp(*settings, "kafka.group.protocol=consumer") == 0)
+			return 1;
+	return 0;
+}
+
+const char *h_consumer_protocol_missing(void)
+{
+	static char why[256];
+	if (h_kafka_major() < 4)
+		snprintf(why, sizeof why, "needs Apache Kafka 4.0 or later (TXHUB_TEST_KAFKA_DIR from "
+		         "TXHUB_KAFKA_VERSION=4.4.0 deploy/kafka.sh start DIR)");
+	else if (rd_kafka_version() < 0x020c0000)
+		snprintf(why, sizeof why, "needs librdkafka 2.12 or later, and this build runs %s "
+		         "(deploy/librdkafka.sh)", rd_kafka_version_str());
+	else
+		return NULL;
+	return why;
 }
 
 int h_kafka_sh(const char *const *args, char *out, size_t outsz)

@@ -127,6 +127,23 @@ double h_metric(int port, const char *name);
  * deploy/kafka.sh) rather than devbroker, which has no transactions. */
 int h_real_kafka(void);
 
+/* The major version of the Apache Kafka in TXHUB_TEST_KAFKA_DIR
+ * (DIR/kafka-version, from deploy/kafka.sh); 0 for devbroker. */
+int h_kafka_major(void);
+
+/* Whether hubs started with settings run the consumer group protocol
+ * (KIP-848): settings hold kafka.group.protocol=consumer, or
+ * TXHUB_TEST_GROUP_PROTOCOL=consumer asks it of every hub the harness
+ * starts. Those hubs get no session.timeout.ms or heartbeat.interval.ms (the
+ * broker's then) and no partition.assignment.strategy from the harness or
+ * the test. */
+int h_consumer_protocol(const char *const *settings);
+
+/* Why the consumer group protocol cannot run here (Apache Kafka 4.0 or
+ * later and librdkafka 2.12 or later are needed), for cr_skip_test; NULL
+ * when it can. */
+const char *h_consumer_protocol_missing(void);
+
 /* Run deploy/kafka.sh with args (NULL-terminated); the first line of its
  * standard output into out (when not NULL). Returns its exit status. */
 int h_kafka_sh(const char *const *args, char *out, size_t outsz);

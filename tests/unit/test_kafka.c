@@ -266,3 +266,28 @@ Test(kafka, the_error_line_of_a_scram_client_carries_the_hint_on_an_old_librdkaf
 	cr_assert_str_eq(line, "_TRANSPORT: down");
 	rd_kafka_destroy(rk);
 }
+
+/* kafka.group.protocol = consumer (KIP-848): refused before librdkafka
+ * 2.12, naming the version run; from 2.12 taken, without the keys the
+ * broker owns under it. Any other protocol is librdkafka's to judge. */
+Test(kafka, the_consumer_group_protocol_needs_2_12_and_leaves_the_broker_its_keys)
+{
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020002ff, err, sizeof err), 0, "unset");
+	set("kafka.group.protocol", "classic");
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020002ff, err, sizeof err), 0, "%s", err);
+	set("kafka.group.protocol", "Consumer");
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020002ff, err, sizeof err), -1);
+	cr_assert(strstr(err, "needs librdkafka 2.12 or later, and this hub runs librdkafka 2.0.2"),
+	          "%s", err);
+	/* 2.4 to 2.11 know the key (a preview) */
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020b01ff, err, sizeof err), -1);
+	cr_assert(strstr(err, "runs librdkafka 2.11.1"), "%s", err);
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020c00ff, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020f00ff, err, sizeof err), 0, "%s", err);
+	set("kafka.max.poll.interval.ms", "10000"); /* still the client's */
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020f00ff, err, sizeof err), 0, "%s", err);
+	set("kafka.group.protocol.type", "consumer");
+	cr_assert_eq(kafka_check_group_protocol(&cfg, 0x020f00ff, err, sizeof err), -1);
+	cr_assert(strstr(err, "kafka.group.protocol.type: not with kafka.group.protocol = consumer"),
+	          "%s", err);
+}
