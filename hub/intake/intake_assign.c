@@ -350,7 +350,7 @@ void intake_restart(intake *in, rd_kafka_topic_partition_list_t *l)
 		rd_kafka_topic_partition_t *a = &all->elems[i];
 		const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(l, a->topic,
 		                                                                         a->partition);
-		const slot *s = intake_slot_find(in, a->partition);
+		const slot *s = intake_slot_find(in, intake_elem_tp(a));
 		if (r)
 			a->offset = r->offset;
 		else if (a->offset < 0)
