@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark at production settings, run by `deploy/dev.sh bench-real`:
-# Apache Kafka 3.9 from deploy/kafka.sh and a durable PostgreSQL (fsync,
-# synchronous_commit and full_page_writes on), both throwaway, on this
+# Apache Kafka from deploy/kafka.sh (TXHUB_KAFKA_VERSION, default 4.4.0)
+# and a durable PostgreSQL (fsync, synchronous_commit and full_page_writes
+# on), both throwaway, on this
 # machine; then `txhub bench` with the hub's default settings:
 #
 #   1. drain: N transactions (default 100000) produced on 8 control

@@ -687,20 +687,28 @@ int h_real_kafka(void)
 	return getenv("TXHUB_TEST_KAFKA_DIR") != NULL;
 }
 
-int h_kafka_major(void)
+const char *h_kafka_version(char *out, size_t outsz)
 {
 	const char *dir = getenv("TXHUB_TEST_KAFKA_DIR");
-	char path[512], version[32] = "";
+	char path[512];
+	out[0] = '\0';
 	if (!dir)
-		return 0;
+		return out;
 	snprintf(path, sizeof path, "%s/kafka-version", dir);
 	FILE *f = fopen(path, "r");
 	if (f) {
-		if (!fgets(version, sizeof version, f))
-			version[0] = '\0';
+		if (!fgets(out, (int)outsz, f))
+			out[0] = '\0';
 		fclose(f);
 	}
-	return atoi(version);
+	out[strcspn(out, "\r\n")] = '\0';
+	return out;
+}
+
+int h_kafka_major(void)
+{
+	char version[32];
+	return atoi(h_kafka_version(version, sizeof version));
 }
 
 int h_consumer_protocol(const char *const *settings)

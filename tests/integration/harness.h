@@ -130,6 +130,9 @@ int h_real_kafka(void);
 /* The major version of the Apache Kafka in TXHUB_TEST_KAFKA_DIR
  * (DIR/kafka-version, from deploy/kafka.sh); 0 for devbroker. */
 int h_kafka_major(void);
+/* The Apache Kafka version of TXHUB_TEST_KAFKA_DIR's broker
+ * (DIR/kafka-version, e.g. "4.4.0") in out; "" when there is none. */
+const char *h_kafka_version(char *out, size_t outsz);
 
 /* Whether hubs started with settings run the consumer group protocol
  * (KIP-848): settings hold kafka.group.protocol=consumer, or
