@@ -147,9 +147,9 @@ static txhub_status check_message(txhub_type t, const txhub_message *m, char *er
 	const char *why = NULL;
 	if (m->tracestate && !m->traceparent)
 		return INVALID("a tracestate needs a traceparent");
-	if (m->traceparent && (why = trace_check_parent(m->traceparent)))
+	if (m->traceparent && (why = txhubi_trace_check_parent(m->traceparent)))
 		return INVALID("%s", why);
-	if (m->tracestate && (why = trace_check_state(m->tracestate)))
+	if (m->tracestate && (why = txhubi_trace_check_state(m->tracestate)))
 		return INVALID("%s", why);
 	return check_delay(m, errstr, errsz);
 }

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../hub/lib/utf8.h" /* the hub's decoder, compiled into this library */
+#include "../hub/lib/topic_name.h" /* the hub's checks, compiled into this library */
+#include "../hub/lib/utf8.h"
 #include "internal.h"
 
 txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, const char *fmt, ...)
@@ -22,7 +23,7 @@ txhub_status txhubi_fail(txhub_status st, char *errstr, size_t errstr_size, cons
 	return st;
 }
 
-int txhub_valid_utf8(const void *s, size_t len) { return utf8_valid(s, len); }
+int txhub_valid_utf8(const void *s, size_t len) { return txhubi_utf8_valid(s, len); }
 
 /* C0, DEL and C1 (U+0080..U+009F): Unicode's control characters. */
 static int is_control(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
@@ -34,7 +35,7 @@ int txhub_valid_id(const char *s, size_t len, size_t max)
 		return 0;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
-		size_t n = utf8_decode(p + i, len - i, &cp);
+		size_t n = txhubi_utf8_decode(p + i, len - i, &cp);
 		if (!n || is_control(cp))
 			return 0;
 		i += n;
@@ -60,21 +61,9 @@ txhub_status txhubi_check_id(const char *what, const void *s, size_t len, size_t
 	return TXHUB_OK;
 }
 
-int txhub_valid_topic(const char *s)
-{
-	if (!s)
-		return 0;
-	size_t len = strlen(s);
-	if (len == 0 || len > TXHUB_TOPIC_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
+_Static_assert(TXHUB_TOPIC_MAX == TOPIC_NAME_MAX, "one limit on topic names");
+
+int txhub_valid_topic(const char *s) { return s && txhubi_topic_valid(s, strlen(s)); }
 
 const char *txhub_status_name(txhub_status st)
 {

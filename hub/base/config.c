@@ -453,7 +453,7 @@ static int check_control_topics(const txhub_config *cfg, char *err, size_t errsz
 	}
 	topics_progress_name(&spec, cfg->forward_progress_topic, progress, sizeof progress);
 	if (*cfg->forward_progress_topic &&
-	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
+	    !txhubi_topic_valid(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name",
 		         cfg->forward_progress_topic);
 		goto done;
@@ -556,14 +556,14 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		return -1;
 	}
 	if (*cfg->forward_progress_topic &&
-	    !envelope_valid_topic(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
+	    !txhubi_topic_valid(cfg->forward_progress_topic, strlen(cfg->forward_progress_topic))) {
 		snprintf(err, errsz, "forward.progress_topic: \"%s\" is not a valid topic name "
 		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or ..)",
 		         cfg->forward_progress_topic);
 		return -1;
 	}
 	const char *dlq = cfg->forward_dead_letter_topic;
-	if (*dlq && (!envelope_valid_topic(dlq, strlen(dlq)) ||
+	if (*dlq && (!txhubi_topic_valid(dlq, strlen(dlq)) ||
 	             envelope_reserved_topic(dlq, strlen(dlq)))) {
 		snprintf(err, errsz, "forward.dead_letter_topic: \"%s\" is not a valid topic name "
 		                     "(1..249 of a-z A-Z 0-9 . _ -, not . or .., not beginning with __)",

@@ -225,7 +225,7 @@ static int write_pending(checkback *cb)
 	for (size_t i = 0; i < failed.n; i++) {
 		char tid[TRACE_ID_LEN + 1] = "";
 		if (failed.items[i].traceparent)
-			trace_id_of(failed.items[i].traceparent, tid);
+			txhubi_trace_id_of(failed.items[i].traceparent, tid);
 		alert_raise_traced(cb->al, "check_failed", failed.items[i].biz_id,
 		                   failed.items[i].message_key, failed.items[i].attempts, NULL,
 		                   failed.items[i].last_error, tid);
@@ -333,8 +333,8 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	s->message_key = strdup(c->message_key);
 	/* checked at intake, and again here: the row may be an older hub's or
 	 * written by hand, and these go into request headers as they are */
-	const char *tp_bad = c->traceparent ? trace_check_parent(c->traceparent) : NULL;
-	const char *ts_bad = !tp_bad && c->tracestate ? trace_check_state(c->tracestate) : NULL;
+	const char *tp_bad = c->traceparent ? txhubi_trace_check_parent(c->traceparent) : NULL;
+	const char *ts_bad = !tp_bad && c->tracestate ? txhubi_trace_check_state(c->tracestate) : NULL;
 	if (tp_bad || ts_bad) {
 		log_about about = {c->biz_id, c->message_key, c->tp, NULL};
 		log_msg_about(LOG_WARN, "checkback", &about, "the stored %s is not valid (%s): the "
@@ -344,7 +344,7 @@ static void take_check(checkback *cb, const store_check *c, int64_t now, int64_t
 	s->traceparent = c->traceparent && !tp_bad ? strdup(c->traceparent) : NULL;
 	s->tracestate = c->tracestate && !tp_bad && !ts_bad ? strdup(c->tracestate) : NULL;
 	if (s->traceparent)
-		trace_id_of(s->traceparent, s->trace_id);
+		txhubi_trace_id_of(s->traceparent, s->trace_id);
 	s->tp = c->tp;
 	s->claimed_attempts = c->attempts;
 	s->tenant = c->tenant;

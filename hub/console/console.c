@@ -356,7 +356,7 @@ static int check_form(console_req *q, const console_route *rt)
 	const char *expected = (rt->flags & R_LOGIN) ? http_cookie(q->req, "txhub_login")
 	                                             : q->sess.csrf;
 	const char *given = form_get(&q->form, (rt->flags & R_LOGIN) ? "nonce" : "csrf");
-	if (!console_secret_equal(given, expected)) {
+	if (!secret_equal(given, expected)) {
 		console_text(q, 403, "the form's %s is missing or wrong: reload the page and try again",
 		             (rt->flags & R_LOGIN) ? "login nonce" : "CSRF token");
 		return -1;

@@ -36,7 +36,7 @@ static int token_match(console_req *q, const char *token, login_scope *who, char
                        size_t errsz)
 {
 	memset(who, 0, sizeof *who);
-	if (console_token_equal(token, q->c->cfg->console_token))
+	if (secret_token_equal(token, q->c->cfg->console_token))
 		return 1;
 	if (!token || !*token)
 		return 0;
@@ -87,7 +87,7 @@ void action_login(console_req *q)
 	const char *name = form_get(&q->form, "name"), *token = form_get(&q->form, "token");
 	const char *next_in = form_get(&q->form, "next");
 	const char *next = console_local_path(next_in);
-	char err[256], id[CONSOLE_SECRET_HEX + 1], cookie[256];
+	char err[256], id[SECRET_HEX + 1], cookie[256];
 	login_scope who;
 	memset(&who, 0, sizeof who);
 	if (next_in && *next_in && !next) {

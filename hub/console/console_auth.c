@@ -148,7 +148,7 @@ int console_name_check(const char *name, char *err, size_t errsz)
 
 typedef struct {
 	int used;
-	char id[CONSOLE_SECRET_HEX + 1];
+	char id[SECRET_HEX + 1];
 	console_session pub;
 	int64_t created_ms, seen_ms;
 	char flash[CONSOLE_FLASH_MAX];
@@ -182,24 +182,24 @@ static slot *find_slot(console_sessions *t, const char *id)
 {
 	slot *hit = NULL;
 	for (int i = 0; i < CONSOLE_SESSIONS_MAX; i++)
-		if (t->slots[i].used && console_secret_equal(t->slots[i].id, id))
+		if (t->slots[i].used && secret_equal(t->slots[i].id, id))
 			hit = &t->slots[i];
 	return hit;
 }
 
 int console_session_create(console_sessions *t, const char *name, int64_t now_ms,
-                           char id[CONSOLE_SECRET_HEX + 1])
+                           char id[SECRET_HEX + 1])
 {
 	return console_session_create_scoped(t, name, NULL, 0, now_ms, id);
 }
 
 int console_session_create_scoped(console_sessions *t, const char *name, const char *tenant,
                                   int64_t token_id, int64_t now_ms,
-                                  char id[CONSOLE_SECRET_HEX + 1])
+                                  char id[SECRET_HEX + 1])
 {
 	slot fresh;
 	memset(&fresh, 0, sizeof fresh);
-	if (console_random_hex(fresh.id) != 0 || console_random_hex(fresh.pub.csrf) != 0)
+	if (secret_random_hex(fresh.id) != 0 || secret_random_hex(fresh.pub.csrf) != 0)
 		return -1;
 	fresh.used = 1;
 	snprintf(fresh.pub.name, sizeof fresh.pub.name, "%s", name);

@@ -6,7 +6,7 @@
  *   console.open = true, and a token shorter than CONSOLE_TOKEN_MIN.
  * - Login: a name (console_name_check(): the actor "console:<name>" in
  *   txhub.history) and the token, compared in constant time
- *   (console_token_equal()), after console_throttle.h's allowance of
+ *   (secret_token_equal()), after console_throttle.h's allowance of
  *   wrong tokens per client address. One token is shared, so the name is
  *   what the operator says they are: an audit trail, not an identity.
  * - Session: a random id in an HttpOnly, SameSite=Strict cookie, kept in a
@@ -80,7 +80,7 @@ typedef struct console_sessions console_sessions;
 /* What a request learns about its session (copies). */
 typedef struct {
 	char name[CONSOLE_NAME_MAX + 1];
-	char csrf[CONSOLE_SECRET_HEX + 1];
+	char csrf[SECRET_HEX + 1];
 	/* a session opened with a tenant's token (txhub.tenant_tokens): the
 	 * tenant it sees and the token's id; "" and 0 for console.token's */
 	char tenant[CONSOLE_TENANT_MAX + 1];
@@ -95,12 +95,12 @@ void console_sessions_free(console_sessions *t);
  * id. When the table is full the least recently used session ends.
  * Returns 0, or -1 when no random bytes could be had. */
 int console_session_create(console_sessions *t, const char *name, int64_t now_ms,
-                           char id[CONSOLE_SECRET_HEX + 1]);
+                           char id[SECRET_HEX + 1]);
 /* The same for a session scoped to tenant (checked by the caller; NULL or
  * "": the global session) opened with token token_id. */
 int console_session_create_scoped(console_sessions *t, const char *name, const char *tenant,
                                   int64_t token_id, int64_t now_ms,
-                                  char id[CONSOLE_SECRET_HEX + 1]);
+                                  char id[SECRET_HEX + 1]);
 
 /* The live session with this id (a cookie's value; NULL is fine): fills
  * out, notes the request at now_ms, returns 1. An expired one is ended;

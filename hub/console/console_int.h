@@ -46,7 +46,7 @@ typedef struct {
 	http_reply *reply;
 	int logged_in;
 	console_session sess;                /* when logged_in */
-	char sid[CONSOLE_SECRET_HEX + 1];    /* the session cookie when logged_in, else "" */
+	char sid[SECRET_HEX + 1];    /* the session cookie when logged_in, else "" */
 	form form;                           /* a POST's fields */
 } console_req;
 

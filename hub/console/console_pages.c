@@ -26,8 +26,8 @@ void page_root(console_req *q)
 
 void page_login_form(console_req *q, int status, const char *error, const char *next)
 {
-	char nonce[CONSOLE_SECRET_HEX + 1], cookie[200];
-	if (console_random_hex(nonce) != 0) {
+	char nonce[SECRET_HEX + 1], cookie[200];
+	if (secret_random_hex(nonce) != 0) {
 		console_text(q, 503, "no random bytes to be had for a login");
 		return;
 	}

@@ -109,9 +109,9 @@ rd_kafka_headers_t *forward_make_headers(const store_forward *f)
 	/* checked at intake, and again here: a row of an older hub, or one
 	 * written by hand, may hold what no valid value does (a consumer may
 	 * copy these headers into HTTP requests as they are) */
-	const char *tp = f->traceparent && !trace_check_parent(f->traceparent) ? f->traceparent
+	const char *tp = f->traceparent && !txhubi_trace_check_parent(f->traceparent) ? f->traceparent
 	                                                                        : NULL;
-	const char *ts = tp && f->tracestate && !trace_check_state(f->tracestate) ? f->tracestate
+	const char *ts = tp && f->tracestate && !txhubi_trace_check_state(f->tracestate) ? f->tracestate
 	                                                                           : NULL;
 	if ((f->traceparent && !tp) || (tp && f->tracestate && !ts)) {
 		log_about about = {f->biz_id, f->message_key, -1, NULL};

@@ -44,7 +44,7 @@ const char *envelope_type_name(envelope_type t)
 	return "?";
 }
 
-int envelope_valid_utf8(const unsigned char *s, size_t len) { return utf8_valid(s, len); }
+int envelope_valid_utf8(const unsigned char *s, size_t len) { return txhubi_utf8_valid(s, len); }
 
 /* A name from the envelope, fit for a rejection reason: printable ASCII
  * (other bytes as \xNN, so a reason is always valid UTF-8 and one log
@@ -101,12 +101,12 @@ static int is_whole(double d, double max)
 /* An integer biz_id as its decimal text, cut from the raw JSON text so that
  * nothing goes through a double (which turns 1.00000000000000001 into 1
  * and 1e-400 into 0): digits only, no sign, fraction or exponent; leading
- * zeros never get here (strict_json_check refuses them). On success *out
+ * zeros never get here (raw_strict_json_check refuses them). On success *out
  * is the text, or NULL when out of memory. */
 static int integer_biz_id(const char *text, size_t len, char **out, char *err, size_t errsz)
 {
 	const char *vs, *ve;
-	if (!raw_member(text, len, "biz_id", &vs, &ve))
+	if (!raw_member_find(text, len, "biz_id", &vs, &ve))
 		return reject(err, errsz, "field \"biz_id\" could not be located in the text");
 	if (*vs == '-')
 		return reject(err, errsz, "field \"biz_id\" must be a string or a non-negative integer");
@@ -198,7 +198,7 @@ static int parse_trace(const cJSON *root, const char *text, size_t len, envelope
 	else if (duplicate_member(tr))
 		why = "field \"trace\" names a member twice";
 	const char *rs = NULL, *re = NULL;
-	if (!why && raw_member(text, len, "trace", &rs, &re) && raw_names_have_nul(rs, re))
+	if (!why && raw_member_find(text, len, "trace", &rs, &re) && raw_names_have_nul(rs, re))
 		why = "field \"trace\" has a member name with \\u0000";
 	if (why) {
 		env->trace_dropped = "trace";
@@ -214,7 +214,7 @@ static int parse_trace(const cJSON *root, const char *text, size_t len, envelope
 	else if (rs && raw_value_has_nul(rs, re, "traceparent"))
 		why = "traceparent contains \\u0000";
 	else
-		why = trace_check_parent(tp->valuestring);
+		why = txhubi_trace_check_parent(tp->valuestring);
 	if (why) {
 		env->trace_dropped = "traceparent";
 		env->trace_dropped_why = why;
@@ -222,12 +222,12 @@ static int parse_trace(const cJSON *root, const char *text, size_t len, envelope
 	}
 	if (!(env->traceparent = strdup(tp->valuestring)))
 		return -1;
-	trace_id_of(env->traceparent, env->trace_id);
+	txhubi_trace_id_of(env->traceparent, env->trace_id);
 	if (!ts || cJSON_IsNull(ts))
 		return 0;
 	why = !cJSON_IsString(ts)                                 ? "tracestate is not a string"
 	      : rs && raw_value_has_nul(rs, re, "tracestate") ? "tracestate contains \\u0000"
-	                                                          : trace_check_state(ts->valuestring);
+	                                                          : txhubi_trace_check_state(ts->valuestring);
 	if (why) {
 		env->trace_dropped = "tracestate";
 		env->trace_dropped_why = why;
@@ -286,19 +286,19 @@ static int parse_json(const char *text, size_t len, cJSON **out, char *err, size
 	*out = NULL;
 	if (!root) {
 		size_t at = parse_end && parse_end >= text ? (size_t)(parse_end - text) : 0;
-		if (nested_too_deep(text, at < len ? at + 1 : len))
+		if (raw_nested_too_deep(text, at < len ? at + 1 : len))
 			return reject(err, errsz, "invalid JSON: nested more than %d levels deep (the "
 			                          "envelope object is the first), near byte %zu",
 			              CJSON_NESTING_LIMIT, at);
 		return reject(err, errsz, "invalid JSON near byte %zu", at);
 	}
-	const char *tail = skip_ws(parse_end, text + len);
+	const char *tail = raw_skip_ws(parse_end, text + len);
 	const char *strict = NULL;
 	if (tail != text + len)
 		reject(err, errsz, "invalid JSON: trailing data at byte %zu", (size_t)(tail - text));
 	else if (!cJSON_IsObject(root))
 		reject(err, errsz, "envelope is not a JSON object");
-	else if ((strict = strict_json_check(text, len)))
+	else if ((strict = raw_strict_json_check(text, len)))
 		reject(err, errsz, "%s", strict);
 	else if (!raw_nul_only_in(text, len, "trace")) /* there: parse_trace drops it */
 		reject(err, errsz, "a string contains \\u0000, which is not supported");
@@ -382,7 +382,7 @@ static int parse_payload(const cJSON *root, const char *text, size_t len, envelo
 	if (pb) {
 		if (!cJSON_IsString(pb))
 			return reject(err, errsz, "field \"payload_base64\" must be a string");
-		if (base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0)
+		if (raw_base64_decode(pb->valuestring, &env->payload, &env->payload_len) != 0)
 			return reject(err, errsz, "field \"payload_base64\" is not valid base64");
 		env->has_payload = 1;
 	} else if (pl) {
@@ -394,11 +394,11 @@ static int parse_payload(const cJSON *root, const char *text, size_t len, envelo
 			memcpy(env->payload, pl->valuestring, env->payload_len + 1);
 		} else {
 			const char *vs, *ve;
-			if (!raw_member(text, len, "payload", &vs, &ve))
+			if (!raw_member_find(text, len, "payload", &vs, &ve))
 				/* cannot happen for text cJSON accepted; never re-print
 				 * through a double, which would change numbers */
 				return reject(err, errsz, "field \"payload\" could not be located in the text");
-			if (!(env->payload = minify(vs, ve, &env->payload_len)))
+			if (!(env->payload = raw_minify(vs, ve, &env->payload_len)))
 				return reject(err, errsz, "out of memory");
 		}
 		env->has_payload = 1;
@@ -453,7 +453,7 @@ static int parse_forward(const cJSON *root, envelope *env, char *err, size_t err
 	const cJSON *ft = cJSON_GetObjectItemCaseSensitive(fw, "topic");
 	if (!ft)
 		return reject(err, errsz, "missing field \"forward.topic\"");
-	if (!cJSON_IsString(ft) || !envelope_valid_topic(ft->valuestring, strlen(ft->valuestring)))
+	if (!cJSON_IsString(ft) || !txhubi_topic_valid(ft->valuestring, strlen(ft->valuestring)))
 		return reject(err, errsz, "field \"forward.topic\" must be a valid Kafka topic name "
 		                          "(1..249 of a-z A-Z 0-9 . _ -)");
 	if (envelope_reserved_topic(ft->valuestring, strlen(ft->valuestring)))

@@ -68,7 +68,7 @@ void envelope_free(envelope *env);
 
 const char *envelope_type_name(envelope_type t);
 
-/* Helpers shared with the rest of the hub (envelope_valid_topic and
+/* Helpers shared with the rest of the hub (txhubi_topic_valid and
  * envelope_reserved_topic: topics.h; envelope_valid_url: url.h). */
 int envelope_valid_utf8(const unsigned char *s, size_t len);
 

@@ -19,7 +19,7 @@ static int digit_at(const char *p, size_t len, size_t i)
  * and silently truncates the string there). \u0000 itself is left to
  * raw_nul_only_in(). Runs on text cJSON has accepted. Returns NULL, or
  * the reason. */
-const char *strict_json_check(const char *p, size_t len)
+const char *raw_strict_json_check(const char *p, size_t len)
 {
 	int in_str = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -69,7 +69,7 @@ const char *strict_json_check(const char *p, size_t len)
  * inside one another? cJSON stops there with nothing but a position; len
  * ends just after that position, so a deeper level further on does not
  * count. */
-int nested_too_deep(const char *p, size_t len)
+int raw_nested_too_deep(const char *p, size_t len)
 {
 	int depth = 0, in_str = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -92,7 +92,7 @@ int nested_too_deep(const char *p, size_t len)
 }
 
 /* Raw scanner over text cJSON has already accepted. */
-const char *skip_ws(const char *p, const char *end)
+const char *raw_skip_ws(const char *p, const char *end)
 {
 	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
@@ -178,19 +178,19 @@ static int key_equals(const char *ks, const char *ke, const char *name, size_t n
 int raw_next_member(const char *text, size_t len, const char **at, raw_pair *m)
 {
 	const char *p = *at, *end = text + len;
-	p = skip_ws(p ? p : text, end);
+	p = raw_skip_ws(p ? p : text, end);
 	if (p >= end || *p != (*at ? ',' : '{'))
 		return 0;
-	p = skip_ws(p + 1, end);
+	p = raw_skip_ws(p + 1, end);
 	if (p >= end || *p != '"')
 		return 0;
 	m->ks = p + 1;
 	p = skip_string(p, end);
 	m->ke = p - 1;
-	p = skip_ws(p, end);
+	p = raw_skip_ws(p, end);
 	if (p >= end || *p != ':')
 		return 0;
-	m->vs = skip_ws(p + 1, end);
+	m->vs = raw_skip_ws(p + 1, end);
 	p = skip_value(m->vs, end);
 	m->ve = p;
 	while (m->ve > m->vs &&
@@ -205,7 +205,7 @@ int raw_pair_named(const raw_pair *m, const char *name)
 	return key_equals(m->ks, m->ke, name, strlen(name));
 }
 
-int raw_member(const char *text, size_t len, const char *name,
+int raw_member_find(const char *text, size_t len, const char *name,
                const char **vstart, const char **vend)
 {
 	const char *at = NULL;
@@ -274,7 +274,7 @@ int raw_value_has_nul(const char *s, const char *e, const char *name)
 }
 
 /* Copy JSON text dropping whitespace outside strings. */
-unsigned char *minify(const char *s, const char *e, size_t *outlen)
+unsigned char *raw_minify(const char *s, const char *e, size_t *outlen)
 {
 	unsigned char *out = malloc((size_t)(e - s) + 1);
 	if (!out)
@@ -311,7 +311,7 @@ static int b64val(unsigned char c)
 }
 
 /* Standard base64, padding optional. Returns 0, or -1 on a bad character. */
-int base64_decode(const char *in, unsigned char **out, size_t *outlen)
+int raw_base64_decode(const char *in, unsigned char **out, size_t *outlen)
 {
 	size_t len = strlen(in);
 	while (len > 0 && in[len - 1] == '=')

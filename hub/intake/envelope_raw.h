@@ -11,13 +11,13 @@
  * character, a leading zero, a \u escape without four hex digits, ...),
  * or NULL. \u0000, which cJSON decodes by cutting the string short, is
  * raw_nul_only_in()'s. */
-const char *strict_json_check(const char *p, size_t len);
+const char *raw_strict_json_check(const char *p, size_t len);
 
 /* Whether p[0..len) nests more than CJSON_NESTING_LIMIT levels deep. */
-int nested_too_deep(const char *p, size_t len);
+int raw_nested_too_deep(const char *p, size_t len);
 
 /* p moved past JSON white space, up to end. */
-const char *skip_ws(const char *p, const char *end);
+const char *raw_skip_ws(const char *p, const char *end);
 
 /* One member of an object as written: its name's body between the quotes
  * [ks, ke) (escapes undecoded) and its value's text [vs, ve). */
@@ -46,15 +46,15 @@ int raw_value_has_nul(const char *s, const char *e, const char *name);
 
 /* The raw text [*vstart, *vend) of text's top-level member name: 1, or 0
  * when not found. */
-int raw_member(const char *text, size_t len, const char *name,
+int raw_member_find(const char *text, size_t len, const char *name,
                const char **vstart, const char **vend);
 
 /* [s, e) without white space outside strings, malloc'd (length in
  * *outlen); NULL when out of memory. */
-unsigned char *minify(const char *s, const char *e, size_t *outlen);
+unsigned char *raw_minify(const char *s, const char *e, size_t *outlen);
 
 /* Standard base64, padding optional, into *out (malloc'd) and *outlen.
  * Returns 0, or -1 on a bad character or out of memory. */
-int base64_decode(const char *in, unsigned char **out, size_t *outlen);
+int raw_base64_decode(const char *in, unsigned char **out, size_t *outlen);
 
 #endif

@@ -171,7 +171,7 @@ static int topic_name_check(const char *s, char *err, size_t errsz)
 {
 	char b[128];
 	size_t n = strlen(s);
-	if (!envelope_valid_topic(s, n))
+	if (!txhubi_topic_valid(s, n))
 		return fail(err, errsz, "\"%s\" is not a valid Kafka topic name (1 to 249 of "
 		            "a-z A-Z 0-9 . _ -)", shown(s, b, sizeof b));
 	if (envelope_reserved_topic(s, n))
@@ -236,7 +236,7 @@ static int forward_check(const char *s, tenant_match *m, char *err, size_t errsz
 	if (m->len == 0 || (m->len == 1 && s[0] == '_') || envelope_reserved_topic(s, m->len))
 		return fail(err, errsz, "\"%s\": a prefix would take in Kafka's own topics (__*): give "
 		            "one that starts with a letter, a digit, . or -", shown(s, b, sizeof b));
-	if (memchr(s, '*', m->len) || !envelope_valid_topic(s, m->len))
+	if (memchr(s, '*', m->len) || !txhubi_topic_valid(s, m->len))
 		return fail(err, errsz, "\"%s\": a pattern is the start of a topic name (a-z A-Z 0-9 "
 		            ". _ -) and one '*' at its end", shown(s, b, sizeof b));
 	return 0;

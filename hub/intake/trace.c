@@ -20,7 +20,7 @@ static int hex_field(const char *s, size_t n, int nonzero)
 	return !nonzero || any;
 }
 
-const char *trace_check_parent(const char *s)
+const char *txhubi_trace_check_parent(const char *s)
 {
 	size_t len = strlen(s);
 	if (len < 55)
@@ -109,7 +109,7 @@ static int valid_value(const char *v, size_t n)
 	return 1;
 }
 
-const char *trace_check_state(const char *s)
+const char *txhubi_trace_check_state(const char *s)
 {
 	size_t len = strlen(s);
 	if (len > TRACE_STATE_MAX)
@@ -149,10 +149,10 @@ const char *trace_check_state(const char *s)
 	return NULL;
 }
 
-void trace_id_of(const char *traceparent, char *out)
+void txhubi_trace_id_of(const char *traceparent, char *out)
 {
 	out[0] = '\0';
-	if (trace_check_parent(traceparent))
+	if (txhubi_trace_check_parent(traceparent))
 		return;
 	memcpy(out, traceparent + 3, TRACE_ID_LEN);
 	out[TRACE_ID_LEN] = '\0';

@@ -24,7 +24,7 @@
  * with printable ASCII (0x20-0x7e, not ending with a space): a valid one
  * is safe as an HTTP or Kafka header value as it is.
  * Returns NULL when valid, else why not (a static string). */
-const char *trace_check_parent(const char *s);
+const char *txhubi_trace_check_parent(const char *s);
 
 /* Check a tracestate: a comma-separated list (optional spaces and tabs
  * around members; empty members allowed) of key=value members, at most
@@ -32,11 +32,11 @@ const char *trace_check_parent(const char *s);
  * the specification spells them (lowercase, optionally tenant@system),
  * each once, values of 1..256 printable ASCII characters other than ',' and
  * '=' that do not end with a space. Returns NULL or why not (static). */
-const char *trace_check_state(const char *s);
+const char *txhubi_trace_check_state(const char *s);
 
 /* The trace id of a valid traceparent, NUL-terminated, into out
  * (TRACE_ID_LEN + 1 bytes); "" when it is not valid (a row this hub did
  * not write, or one of an older version). */
-void trace_id_of(const char *traceparent, char *out);
+void txhubi_trace_id_of(const char *traceparent, char *out);
 
 #endif

@@ -44,7 +44,7 @@ void html_text_n(sbuf *b, const char *s, size_t len)
 	size_t i = 0;
 	while (i < len) {
 		uint32_t cp;
-		size_t n = utf8_decode(p + i, len - i, &cp);
+		size_t n = txhubi_utf8_decode(p + i, len - i, &cp);
 		if (n == 0)
 			put_hex_bytes(b, p + i, n = 1);
 		else if (n == 1)

@@ -94,7 +94,7 @@ int topics_parse(const char *text, topics_spec *out, char *err, size_t errsz)
 			         "never in a list", pos, item);
 			return -1;
 		}
-		if (!envelope_valid_topic(item, strlen(item))) {
+		if (!txhubi_topic_valid(item, strlen(item))) {
 			snprintf(err, errsz, "\"%s\" is not a valid topic name (1..249 of a-z A-Z 0-9 "
 			         ". _ -, not . or ..)", item);
 			return -1;
@@ -144,21 +144,6 @@ void topics_progress_name(const topics_spec *s, const char *configured, char *ou
 }
 
 /* ---- topic names ---- */
-
-int envelope_valid_topic(const char *s, size_t len)
-{
-	if (len == 0 || len > 249)
-		return 0;
-	if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
 
 int envelope_reserved_topic(const char *s, size_t len)
 {

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topic_name.h"
+
 /* Topics a list may name at most, and the longest pattern (bytes). */
 #define TOPICS_LIST_MAX 64
 #define TOPICS_PATTERN_MAX 1024
@@ -54,10 +56,9 @@ void topics_progress_name(const topics_spec *s, const char *configured, char *ou
 
 /* ---- topic names ---- */
 
-/* Whether s[0..len) is a valid Kafka topic name: 1..249 of a-z A-Z 0-9
- * . _ -, not . or .. (an envelope's forward topic, a control topic, every
- * topic setting). */
-int envelope_valid_topic(const char *s, size_t len);
+/* Whether a name is a valid Kafka topic name (an envelope's forward topic,
+ * a control topic, every topic setting): txhubi_topic_valid() of
+ * topic_name.h, the client library's check too. */
 /* 1 for a name Kafka keeps for its own topics (beginning with "__":
  * __consumer_offsets, __transaction_state): never a forward topic. */
 int envelope_reserved_topic(const char *s, size_t len);

@@ -1,7 +1,7 @@
 /* utf8.c: see utf8.h. */
 #include "utf8.h"
 
-size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+size_t txhubi_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
 	unsigned char c = s[0];
 	size_t len;
@@ -32,14 +32,14 @@ size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 	return len;
 }
 
-int utf8_valid(const void *s, size_t n)
+int txhubi_utf8_valid(const void *s, size_t n)
 {
 	const unsigned char *p = s;
 	if (!p && n)
 		return 0;
 	for (size_t i = 0; i < n;) {
 		uint32_t cp;
-		size_t len = utf8_decode(p + i, n - i, &cp);
+		size_t len = txhubi_utf8_decode(p + i, n - i, &cp);
 		if (!len)
 			return 0;
 		i += len;
@@ -47,7 +47,7 @@ int utf8_valid(const void *s, size_t n)
 	return 1;
 }
 
-size_t utf8_complete(const unsigned char *p, size_t n)
+size_t txhubi_utf8_complete(const unsigned char *p, size_t n)
 {
 	for (size_t back = 1; back <= 3 && back <= n; back++) {
 		unsigned char c = p[n - back];

@@ -24,7 +24,7 @@ char *admin_escape(const char *s)
 	while (*p) {
 		/* a valid, printable UTF-8 sequence starting here, or 0 */
 		uint32_t cp;
-		size_t n = utf8_decode(p, strnlen((const char *)p, 4), &cp);
+		size_t n = txhubi_utf8_decode(p, strnlen((const char *)p, 4), &cp);
 		if (n && (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == '\\'))
 			n = 0; /* a C0 or C1 control, DEL, or the backslash */
 		if (n == 0) {

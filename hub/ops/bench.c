@@ -133,7 +133,7 @@ static int parse(const txhub_config *cfg, int argc, char **a, opts *o)
 			o->drain_s = (int)x;
 		else if (strcmp(k, "--warmup") == 0 && int_arg(k, v, 0, 3600, &x) == 0)
 			o->warmup_s = (int)x;
-		else if (strcmp(k, "--forward-topic") == 0 && v && envelope_valid_topic(v, strlen(v)))
+		else if (strcmp(k, "--forward-topic") == 0 && v && txhubi_topic_valid(v, strlen(v)))
 			snprintf(o->forward_topic, sizeof o->forward_topic, "%s", v);
 		else if (strcmp(k, "--run-id") == 0 && v && strlen(v) < sizeof o->run &&
 		         strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789") == strlen(v) && *v)

@@ -41,7 +41,7 @@ static void command(rd_kafka_mock_cluster_t *mc, char *line)
 	if (topic)
 		*topic++ = '\0';
 	int deny = strcmp(line, "deny") == 0, allow = strcmp(line, "allow") == 0;
-	if ((!deny && !allow) || !topic || !envelope_valid_topic(topic, strlen(topic))) {
+	if ((!deny && !allow) || !topic || !txhubi_topic_valid(topic, strlen(topic))) {
 		char shown[256];
 		log_warn("devbroker: unknown command \"%s\" (deny TOPIC, allow TOPIC)",
 		         log_escape(line, strlen(line), shown, sizeof shown));
@@ -109,7 +109,7 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 					return 2;
 				}
 			}
-			if (!envelope_valid_topic(spec, strlen(spec))) {
+			if (!txhubi_topic_valid(spec, strlen(spec))) {
 				fprintf(stderr, "txhub devbroker: --topic: \"%s\" is not a valid topic name\n",
 				        spec);
 				return 2;
@@ -118,7 +118,7 @@ int devbroker_main(const txhub_config *cfg, int argc, char **argv)
 		} else if (strcmp(argv[i], "--deny-topic") == 0 && i + 1 < argc) {
 			/* for tests: the topic answers TOPIC_AUTHORIZATION_FAILED, as
 			 * a real broker does when an ACL denies it */
-			if (ndenied == 64 || !envelope_valid_topic(argv[i + 1], strlen(argv[i + 1]))) {
+			if (ndenied == 64 || !txhubi_topic_valid(argv[i + 1], strlen(argv[i + 1]))) {
 				fprintf(stderr, "txhub devbroker: --deny-topic: \"%s\" is not a valid topic name\n",
 				        argv[i + 1]);
 				return 2;

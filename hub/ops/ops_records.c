@@ -52,7 +52,7 @@ static int add_bytes(cJSON *o, const char *name, const PGresult *r, int row, int
 	if (!raw)
 		return -1;
 	if (cut)
-		len = utf8_complete(raw, len); /* still text, if it was */
+		len = txhubi_utf8_complete(raw, len); /* still text, if it was */
 	const char *enc = "utf8";
 	char *text = ops_payload_text(raw, len, &enc);
 	PQfreemem(raw);

@@ -443,7 +443,7 @@ static ops_rc check_purge(const ops_purge_opts *o, char *err, size_t errsz)
 	for (size_t i = 0; i < o->npartitions; i++) {
 		if (o->partitions[i] < 0)
 			return ops_bad(err, errsz, "partition %d is negative", o->partitions[i]);
-		if (!o->topics[i] || !envelope_valid_topic(o->topics[i], strlen(o->topics[i])))
+		if (!o->topics[i] || !txhubi_topic_valid(o->topics[i], strlen(o->topics[i])))
 			return ops_bad(err, errsz, "\"%s\" is not a valid topic name",
 			               o->topics[i] ? o->topics[i] : "(null)");
 	}

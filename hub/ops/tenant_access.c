@@ -232,7 +232,7 @@ ops_rc tenant_grant(PGconn *conn, const char *name, const char *role, const char
 static void hash_hex(const char *token, char out[65])
 {
 	unsigned char h[32];
-	console_token_hash(token, h);
+	secret_token_hash(token, h);
 	for (int i = 0; i < 32; i++)
 		snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
@@ -256,7 +256,7 @@ ops_rc tenant_token_issue(PGconn *conn, const char *name, const char *actor,
 	}
 	char hex[65];
 	int64_t id = 0;
-	if (console_random_hex(token) != 0) {
+	if (secret_random_hex(token) != 0) {
 		snprintf(err, errsz, "no random bytes to be had from OpenSSL");
 		rc = OPS_DB_ERROR;
 	} else {

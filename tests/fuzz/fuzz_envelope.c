@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (env.type == ENVELOPE_PREPARE)
 			check(env.has_payload && env.forward_topic != NULL);
 		if (env.forward_topic)
-			check(envelope_valid_topic(env.forward_topic, strlen(env.forward_topic)));
+			check(txhubi_topic_valid(env.forward_topic, strlen(env.forward_topic)));
 		if (env.checkback_url)
 			check(envelope_valid_url(env.checkback_url));
 		check(env.has_payload || env.payload_len == 0);

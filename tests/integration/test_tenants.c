@@ -475,7 +475,7 @@ Test(tenants, token_printed_once_stored_hashed)
 	cJSON_Delete(d);
 	/* stored: its SHA-256, nowhere the token itself */
 	unsigned char h[32];
-	console_token_hash(tok, h);
+	secret_token_hash(tok, h);
 	char hex[65], q[512];
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", h[i]);

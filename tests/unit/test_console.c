@@ -201,21 +201,21 @@ Test(auth, names)
 
 Test(auth, tokens_and_secrets)
 {
-	cr_assert(console_token_equal("0123456789abcdef", "0123456789abcdef"));
-	cr_assert(!console_token_equal("0123456789abcdeF", "0123456789abcdef"));
-	cr_assert(!console_token_equal("0123456789abcdef0", "0123456789abcdef"));
-	cr_assert(!console_token_equal("", "0123456789abcdef"));
-	cr_assert(!console_token_equal(NULL, "0123456789abcdef"));
-	cr_assert(!console_token_equal("", ""), "an empty token never matches");
-	char a[CONSOLE_SECRET_HEX + 1], b[CONSOLE_SECRET_HEX + 1];
-	cr_assert_eq(console_random_hex(a), 0);
-	cr_assert_eq(console_random_hex(b), 0);
-	cr_assert_eq(strlen(a), CONSOLE_SECRET_HEX);
+	cr_assert(secret_token_equal("0123456789abcdef", "0123456789abcdef"));
+	cr_assert(!secret_token_equal("0123456789abcdeF", "0123456789abcdef"));
+	cr_assert(!secret_token_equal("0123456789abcdef0", "0123456789abcdef"));
+	cr_assert(!secret_token_equal("", "0123456789abcdef"));
+	cr_assert(!secret_token_equal(NULL, "0123456789abcdef"));
+	cr_assert(!secret_token_equal("", ""), "an empty token never matches");
+	char a[SECRET_HEX + 1], b[SECRET_HEX + 1];
+	cr_assert_eq(secret_random_hex(a), 0);
+	cr_assert_eq(secret_random_hex(b), 0);
+	cr_assert_eq(strlen(a), SECRET_HEX);
 	cr_assert_str_neq(a, b);
-	cr_assert(console_secret_equal(a, a));
-	cr_assert(!console_secret_equal(a, b));
-	cr_assert(!console_secret_equal(a, NULL));
-	cr_assert(!console_secret_equal("abc", "abc"), "only full-length secrets");
+	cr_assert(secret_equal(a, a));
+	cr_assert(!secret_equal(a, b));
+	cr_assert(!secret_equal(a, NULL));
+	cr_assert(!secret_equal("abc", "abc"), "only full-length secrets");
 }
 
 Test(auth, loopback_and_start_up_rules)
@@ -294,13 +294,13 @@ Test(auth, origin_of_a_post)
 Test(sessions, create_find_end)
 {
 	console_sessions *t = console_sessions_new();
-	char id[CONSOLE_SECRET_HEX + 1], other[CONSOLE_SECRET_HEX + 1];
+	char id[SECRET_HEX + 1], other[SECRET_HEX + 1];
 	console_session s;
 	cr_assert_eq(console_session_create(t, "alice", 1000, id), 0);
 	cr_assert_eq(console_session_create(t, "bob", 1000, other), 0);
 	cr_assert(console_session_find(t, id, 2000, &s));
 	cr_assert_str_eq(s.name, "alice");
-	cr_assert_eq(strlen(s.csrf), CONSOLE_SECRET_HEX);
+	cr_assert_eq(strlen(s.csrf), SECRET_HEX);
 	console_session o;
 	cr_assert(console_session_find(t, other, 2000, &o));
 	cr_assert_str_neq(s.csrf, o.csrf, "a CSRF token per session");
@@ -315,7 +315,7 @@ Test(sessions, create_find_end)
 Test(sessions, a_tenants_session_keeps_its_tenant_and_token)
 {
 	console_sessions *t = console_sessions_new();
-	char id[CONSOLE_SECRET_HEX + 1], global[CONSOLE_SECRET_HEX + 1];
+	char id[SECRET_HEX + 1], global[SECRET_HEX + 1];
 	console_session s;
 	cr_assert_eq(console_session_create_scoped(t, "alice", "team-a", 42, 1000, id), 0);
 	cr_assert_eq(console_session_create(t, "root", 1000, global), 0);
@@ -334,7 +334,7 @@ Test(sessions, a_tenants_session_keeps_its_tenant_and_token)
 Test(sessions, expire_when_idle_and_after_their_lifetime)
 {
 	console_sessions *t = console_sessions_new();
-	char id[CONSOLE_SECRET_HEX + 1];
+	char id[SECRET_HEX + 1];
 	console_session s;
 	cr_assert_eq(console_session_create(t, "alice", 0, id), 0);
 	cr_assert(console_session_find(t, id, CONSOLE_IDLE_MS - 1, &s));
@@ -354,7 +354,7 @@ Test(sessions, expire_when_idle_and_after_their_lifetime)
 Test(sessions, a_full_table_ends_the_least_recently_used)
 {
 	console_sessions *t = console_sessions_new();
-	char ids[CONSOLE_SESSIONS_MAX + 1][CONSOLE_SECRET_HEX + 1];
+	char ids[CONSOLE_SESSIONS_MAX + 1][SECRET_HEX + 1];
 	console_session s;
 	for (int i = 0; i < CONSOLE_SESSIONS_MAX; i++)
 		cr_assert_eq(console_session_create(t, "u", i, ids[i]), 0);
@@ -369,7 +369,7 @@ Test(sessions, a_full_table_ends_the_least_recently_used)
 Test(sessions, flash_is_shown_once)
 {
 	console_sessions *t = console_sessions_new();
-	char id[CONSOLE_SECRET_HEX + 1], out[CONSOLE_FLASH_MAX];
+	char id[SECRET_HEX + 1], out[CONSOLE_FLASH_MAX];
 	cr_assert_eq(console_session_create(t, "alice", 0, id), 0);
 	console_session_set_flash(t, id, "done");
 	console_session_take_flash(t, id, out, sizeof out);

@@ -959,7 +959,7 @@ Test(envelope_helpers, valid_utf8_rejects)
 	cr_assert(envelope_valid_utf8((const unsigned char *)"a\xe2\x82\xac", 1));
 }
 
-static int topic(const char *s) { return envelope_valid_topic(s, strlen(s)); }
+static int topic(const char *s) { return txhubi_topic_valid(s, strlen(s)); }
 
 Test(envelope_helpers, valid_topic)
 {
@@ -972,8 +972,8 @@ Test(envelope_helpers, valid_topic)
 	char t[251];
 	memset(t, 'x', 250);
 	t[250] = '\0';
-	cr_assert(envelope_valid_topic(t, 249));
-	cr_assert_not(envelope_valid_topic(t, 250));
+	cr_assert(txhubi_topic_valid(t, 249));
+	cr_assert_not(txhubi_topic_valid(t, 250));
 	cr_assert_not(topic(""));
 	cr_assert_not(topic("."));
 	cr_assert_not(topic(".."));
@@ -983,8 +983,8 @@ Test(envelope_helpers, valid_topic)
 	cr_assert_not(topic("a+b"));
 	cr_assert_not(topic("a\tb"));
 	cr_assert_not(topic("caf\xc3\xa9"));
-	cr_assert(envelope_valid_topic("orders!", 6), "only len bytes are checked");
-	cr_assert_not(envelope_valid_topic("ab", 0));
+	cr_assert(txhubi_topic_valid("orders!", 6), "only len bytes are checked");
+	cr_assert_not(txhubi_topic_valid("ab", 0));
 }
 
 Test(envelope_helpers, valid_url)

@@ -19,11 +19,11 @@ TestSuite(trace, .fini = teardown);
 
 Test(trace, valid_traceparents)
 {
-	cr_assert_null(trace_check_parent(TP));
-	cr_assert_null(trace_check_parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
+	cr_assert_null(txhubi_trace_check_parent(TP));
+	cr_assert_null(txhubi_trace_check_parent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
 	/* a later version: 55 characters, or more after a '-' */
-	cr_assert_null(trace_check_parent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
-	cr_assert_null(trace_check_parent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what"));
+	cr_assert_null(txhubi_trace_check_parent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	cr_assert_null(txhubi_trace_check_parent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what"));
 }
 
 Test(trace, malformed_traceparents_say_why)
@@ -45,7 +45,7 @@ Test(trace, malformed_traceparents_say_why)
 		{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", "without a '-'"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		const char *why = trace_check_parent(bad[i].s);
+		const char *why = txhubi_trace_check_parent(bad[i].s);
 		cr_assert_not_null(why, "accepted %s", bad[i].s);
 		cr_assert(strstr(why, bad[i].why), "%s: %s", bad[i].s, why);
 	}
@@ -53,38 +53,38 @@ Test(trace, malformed_traceparents_say_why)
 	memset(longer, 'a', sizeof longer - 1);
 	longer[sizeof longer - 1] = '\0';
 	memcpy(longer, "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-", 56);
-	cr_assert(strstr(trace_check_parent(longer), "longer than 512"));
+	cr_assert(strstr(txhubi_trace_check_parent(longer), "longer than 512"));
 }
 
 Test(trace, tracestates)
 {
-	cr_assert_null(trace_check_state(""));
-	cr_assert_null(trace_check_state("rojo=00f067aa0ba902b7"));
-	cr_assert_null(trace_check_state("rojo=00f067aa0ba902b7, congo=t61rcWkgMzE"));
-	cr_assert_null(trace_check_state("a=1,,\tb=2 , t@sys=x y"));
-	cr_assert_null(trace_check_state("acme*/x_-=v"));
-	cr_assert(strstr(trace_check_state("Rojo=1"), "key"));
-	cr_assert(strstr(trace_check_state("rojo"), "key"));
-	cr_assert(strstr(trace_check_state("rojo="), "value"));
-	cr_assert(strstr(trace_check_state("rojo=a=b"), "value"));
-	cr_assert(strstr(trace_check_state("rojo=\xc3\xa9"), "value"));
-	cr_assert(strstr(trace_check_state("a=1,a=2"), "twice"));
-	cr_assert(strstr(trace_check_state("t@=1"), "key"));
-	cr_assert(strstr(trace_check_state("t@syst3mnametoolong=1"), "key"));
+	cr_assert_null(txhubi_trace_check_state(""));
+	cr_assert_null(txhubi_trace_check_state("rojo=00f067aa0ba902b7"));
+	cr_assert_null(txhubi_trace_check_state("rojo=00f067aa0ba902b7, congo=t61rcWkgMzE"));
+	cr_assert_null(txhubi_trace_check_state("a=1,,\tb=2 , t@sys=x y"));
+	cr_assert_null(txhubi_trace_check_state("acme*/x_-=v"));
+	cr_assert(strstr(txhubi_trace_check_state("Rojo=1"), "key"));
+	cr_assert(strstr(txhubi_trace_check_state("rojo"), "key"));
+	cr_assert(strstr(txhubi_trace_check_state("rojo="), "value"));
+	cr_assert(strstr(txhubi_trace_check_state("rojo=a=b"), "value"));
+	cr_assert(strstr(txhubi_trace_check_state("rojo=\xc3\xa9"), "value"));
+	cr_assert(strstr(txhubi_trace_check_state("a=1,a=2"), "twice"));
+	cr_assert(strstr(txhubi_trace_check_state("t@=1"), "key"));
+	cr_assert(strstr(txhubi_trace_check_state("t@syst3mnametoolong=1"), "key"));
 	/* 32 members pass, 33 do not */
 	char s[600] = "";
 	for (int i = 0; i < 33; i++) {
 		size_t l = strlen(s);
 		snprintf(s + l, sizeof s - l, "%sk%d=v", i ? "," : "", i);
 		if (i == 31)
-			cr_assert_null(trace_check_state(s), "%s", s);
+			cr_assert_null(txhubi_trace_check_state(s), "%s", s);
 	}
-	cr_assert(strstr(trace_check_state(s), "more than 32"));
+	cr_assert(strstr(txhubi_trace_check_state(s), "more than 32"));
 	char big[520];
 	memset(big, 'v', sizeof big - 1);
 	big[sizeof big - 1] = '\0';
 	memcpy(big, "k=", 2);
-	cr_assert(strstr(trace_check_state(big), "longer than 512"));
+	cr_assert(strstr(txhubi_trace_check_state(big), "longer than 512"));
 }
 
 /* Parse the record value s into env. */
@@ -185,31 +185,31 @@ Test(trace, a_later_version_is_printable_ascii_after_its_flags)
 	char s[600];
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
 		snprintf(s, sizeof s, "%s%s", head, ok[i]);
-		cr_assert_null(trace_check_parent(s), "refused %s: %s", s, trace_check_parent(s));
+		cr_assert_null(txhubi_trace_check_parent(s), "refused %s: %s", s, txhubi_trace_check_parent(s));
 	}
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		snprintf(s, sizeof s, "%s%s", head, bad[i]);
-		const char *why = trace_check_parent(s);
+		const char *why = txhubi_trace_check_parent(s);
 		cr_assert_not_null(why, "accepted %s", s);
 		cr_assert(strstr(why, "printable ASCII") || strstr(why, "space"), "%s", why);
 	}
 	/* version 00 is exactly 55 characters, whatever follows */
-	cr_assert_not_null(trace_check_parent(TP "\r\nX-Evil: injected"));
+	cr_assert_not_null(txhubi_trace_check_parent(TP "\r\nX-Evil: injected"));
 	/* tracestate: nothing outside its grammar either */
 	const char *bad_state[] = {"rojo=1\r\nX-Evil: injected", "rojo=1\n", "rojo=a\rb",
 	                           "rojo=\x01", "rojo=\x7f", "ro\tjo=1", "rojo=1,\r\n"};
 	for (size_t i = 0; i < sizeof bad_state / sizeof bad_state[0]; i++)
-		cr_assert_not_null(trace_check_state(bad_state[i]), "accepted %s", bad_state[i]);
+		cr_assert_not_null(txhubi_trace_check_state(bad_state[i]), "accepted %s", bad_state[i]);
 }
 
 Test(trace, the_trace_id_of_an_invalid_traceparent_is_empty)
 {
 	char tid[TRACE_ID_LEN + 1];
-	trace_id_of(TP, tid);
+	txhubi_trace_id_of(TP, tid);
 	cr_assert_str_eq(tid, "4bf92f3577b34da6a3ce929d0e0e4736");
-	trace_id_of("x", tid); /* a row written by hand: no read past its end */
+	txhubi_trace_id_of("x", tid); /* a row written by hand: no read past its end */
 	cr_assert_str_eq(tid, "");
-	trace_id_of("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\r\n", tid);
+	txhubi_trace_id_of("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-\r\n", tid);
 	cr_assert_str_eq(tid, "");
 }
 

@@ -26,10 +26,10 @@ Test(utf8, decodes_each_length_to_its_code_point)
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
 		uint32_t cp = 0xffffffff;
-		size_t n = utf8_decode((const unsigned char *)ok[i].s, ok[i].len, &cp);
+		size_t n = txhubi_utf8_decode((const unsigned char *)ok[i].s, ok[i].len, &cp);
 		cr_expect_eq(n, ok[i].len, "case %zu: length %zu", i, n);
 		cr_expect_eq(cp, ok[i].cp, "case %zu: U+%04X", i, (unsigned)cp);
-		cr_expect(utf8_valid(ok[i].s, ok[i].len), "case %zu", i);
+		cr_expect(txhubi_utf8_valid(ok[i].s, ok[i].len), "case %zu", i);
 	}
 }
 
@@ -56,16 +56,16 @@ Test(utf8, refuses_overlong_surrogates_beyond_range_and_cut_sequences)
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		uint32_t cp = 7;
-		cr_expect_eq(utf8_decode((const unsigned char *)bad[i].s, bad[i].len, &cp), 0,
+		cr_expect_eq(txhubi_utf8_decode((const unsigned char *)bad[i].s, bad[i].len, &cp), 0,
 		             "%s", bad[i].why);
 		cr_expect_eq(cp, 7, "%s: the code point is untouched", bad[i].why);
-		cr_expect_not(utf8_valid(bad[i].s, bad[i].len), "%s", bad[i].why);
+		cr_expect_not(txhubi_utf8_valid(bad[i].s, bad[i].len), "%s", bad[i].why);
 	}
 	/* valid up to the last sequence */
-	cr_expect_not(utf8_valid("ok \xe2\x82", 5));
-	cr_expect(utf8_valid("", 0));
-	cr_expect(utf8_valid(NULL, 0));
-	cr_expect_not(utf8_valid(NULL, 1));
+	cr_expect_not(txhubi_utf8_valid("ok \xe2\x82", 5));
+	cr_expect(txhubi_utf8_valid("", 0));
+	cr_expect(txhubi_utf8_valid(NULL, 0));
+	cr_expect_not(txhubi_utf8_valid(NULL, 1));
 }
 
 Test(utf8, complete_drops_only_a_sequence_cut_at_the_end)
@@ -85,6 +85,6 @@ Test(utf8, complete_drops_only_a_sequence_cut_at_the_end)
 		{"\xc3", 1, 0},                /* nothing left */
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-		cr_expect_eq(utf8_complete((const unsigned char *)cases[i].s, cases[i].n),
+		cr_expect_eq(txhubi_utf8_complete((const unsigned char *)cases[i].s, cases[i].n),
 		             cases[i].want, "case %zu", i);
 }
