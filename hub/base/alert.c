@@ -38,7 +38,6 @@ struct alert {
 	size_t queued;
 	int stopping;
 	int64_t give_up_at; /* when stopping: drop what is left after this */
-	alert_stats stats;
 };
 
 /* Append it to the queue; the caller holds al->mu. */
@@ -139,11 +138,9 @@ static void *run(void *arg)
 		best->attempts++;
 		pthread_mutex_lock(&al->mu);
 		if (ok) {
-			al->stats.delivered++;
 			free(best->json);
 			free(best);
 		} else if (best->attempts >= ALERT_ATTEMPTS) {
-			al->stats.dropped++;
 			char ej[1024];
 			log_error("alert: webhook failed %d times (%s); dropping the alert %s",
 			          best->attempts, why,
@@ -162,7 +159,6 @@ static void *run(void *arg)
 	for (item *it = al->head, *n; it; it = n) {
 		n = it->next;
 		char ej[1024];
-		al->stats.dropped++;
 		log_error("alert: stopping; not delivered to the webhook: %s",
 		          log_escape(it->json, strlen(it->json), ej, sizeof ej));
 		free(it->json);
@@ -294,7 +290,6 @@ static void raise_alert(alert *al, const alert_what *w)
 	if (!al)
 		return;
 	pthread_mutex_lock(&al->mu);
-	al->stats.raised++;
 	int webhook = al->running && al->url;
 	pthread_mutex_unlock(&al->mu);
 	if (!webhook)
@@ -310,7 +305,6 @@ static void raise_alert(alert *al, const alert_what *w)
 	it->due_ms = clock_ms();
 	pthread_mutex_lock(&al->mu);
 	if (al->queued >= ALERT_QUEUE_MAX || al->stopping) {
-		al->stats.dropped++;
 		int stopping = al->stopping;
 		pthread_mutex_unlock(&al->mu);
 		char ej[1024];
@@ -364,15 +358,4 @@ void alert_stop(alert *al, int wait_ms)
 	pthread_cond_destroy(&al->cv);
 	free(al->url);
 	free(al);
-}
-
-alert_stats alert_get_stats(alert *al)
-{
-	alert_stats s = {0, 0, 0};
-	if (!al)
-		return s;
-	pthread_mutex_lock(&al->mu);
-	s = al->stats;
-	pthread_mutex_unlock(&al->mu);
-	return s;
 }

@@ -61,9 +61,4 @@ void alert_reconfigure(alert *al, const txhub_config *cfg);
 /* Deliver what is queued for at most wait_ms, then stop and free. */
 void alert_stop(alert *al, int wait_ms);
 
-typedef struct {
-	uint64_t raised, delivered, dropped;
-} alert_stats;
-alert_stats alert_get_stats(alert *al);
-
 #endif

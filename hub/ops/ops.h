@@ -115,16 +115,6 @@ typedef struct {
 	ops_dead_letters dead_letters; /* the dead-letter topic's (topic: the caller's to fill) */
 } ops_status;
 
-/* Everything but the lag, from PostgreSQL, in one read-only transaction
- * (one snapshot).
- * awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of unfinished
- * states walk the partial indexes; committed and rolled_back count the
- * messages_finished index too, which is as long as the finished rows (see
- * the README on its cost). On OPS_OK *out is filled (free it with
- * ops_status_free(), also after a failure). */
-ops_rc ops_status_read(struct pg_conn *conn, int64_t awaiting_prepare_ms, ops_status *out,
-                       char *err, size_t errsz);
-
 /* Ask the brokers of cfg (cfg->brokers and the kafka.* keys) for the end
  * offsets of st's partitions, and for the partitions of cfg->control_topic
  * no replica took yet (appended with has_row 0), within budget_ms in all;
@@ -133,11 +123,16 @@ ops_rc ops_status_read(struct pg_conn *conn, int64_t awaiting_prepare_ms, ops_st
  * client; never fails (an unknown lag is an answer). */
 void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms);
 
-/* ops_status_read() with the counts of messages, rejected and conflict
- * rows of one tenant only (txhub.*.tenant; NULL: everyone's, as
- * ops_status_read()); the partitions are all of them. Without an index on
- * tenant, the counts of finished messages read those rows (see
- * migrations/0010_tenants.sql). OPS_BAD_ARG for a malformed name. */
+/* Everything but the lag, from PostgreSQL, in one read-only transaction
+ * (one snapshot), with the counts of messages, rejected and conflict rows
+ * of one tenant only (txhub.*.tenant; NULL: everyone's); the partitions are
+ * all of them. awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of
+ * unfinished states walk the partial indexes; committed and rolled_back
+ * count the messages_finished index too, which is as long as the finished
+ * rows (docs/operators.md on its cost); without an index on tenant, a
+ * tenant's counts of finished messages read those rows (see
+ * migrations/0010_tenants.sql). OPS_BAD_ARG for a malformed name. On OPS_OK
+ * *out is filled (free it with ops_status_free(), also after a failure). */
 ops_rc ops_status_read_tenant(struct pg_conn *conn, int64_t awaiting_prepare_ms,
                               const char *tenant, ops_status *out, char *err, size_t errsz);
 

@@ -26,7 +26,7 @@ typedef struct {
 } ops_dead_letters;
 
 /* The figures of tenant's rows (NULL: everyone's) into out (topic left as
- * it is), in the open read of ops_status_read. Cheap: the waiting rows
+ * it is), in the open read of ops_status_read_tenant. Cheap: the waiting rows
  * come from the partial index messages_dead_letter (migration 0014), the
  * dead-lettered ones from messages_stuck (parked rows), and each waiting
  * row costs one probe of history_message. */

@@ -25,7 +25,7 @@ typedef struct {
 #define OPS_BLOCKED_MAX 100
 #define OPS_BLOCKED_MAX_TEXT "100"
 
-/* The held keys (ops_order.c), in the open read of ops_status_read: the
+/* The held keys (ops_order.c), in the open read of ops_status_read_tenant: the
  * messages held in all into *messages, the keys (at most OPS_BLOCKED_MAX,
  * the caller frees them) into *keys and *nkeys (NULL and 0 on entry). */
 ops_rc ops_blocked_read(struct pg_conn *conn, const char *tenant, int64_t *messages,

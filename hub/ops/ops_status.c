@@ -134,12 +134,6 @@ static int read_partitions(const PGresult *r, ops_status *st)
 	return 0;
 }
 
-ops_rc ops_status_read(PGconn *conn, int64_t awaiting_prepare_ms, ops_status *out, char *err,
-                       size_t errsz)
-{
-	return ops_status_read_tenant(conn, awaiting_prepare_ms, NULL, out, err, errsz);
-}
-
 ops_rc ops_status_read_tenant(PGconn *conn, int64_t awaiting_prepare_ms, const char *tenant,
                               ops_status *out, char *err, size_t errsz)
 {
