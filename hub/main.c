@@ -144,6 +144,109 @@ static void limit_arenas(void)
 #endif
 }
 
+/* What a command gets: the configuration (loaded unless CMD_NO_CONFIG),
+ * its own arguments, and where the configuration came from. */
+typedef struct {
+	txhub_config *cfg;
+	int argc;
+	char **argv;
+	const config_source *src;
+	admin_args *admin;
+	tenant_args *tenant;
+} command_ctx;
+
+enum {
+	CMD_NO_CONFIG = 1, /* runs before (and without) the configuration */
+	CMD_ARGS = 2,      /* takes arguments of its own */
+	CMD_SIGNALS = 4,   /* long-running: the signal handlers before start-up */
+};
+
+static int cmd_help(command_ctx *c)
+{
+	(void)c;
+	usage(stdout);
+	return 0;
+}
+
+static int cmd_version(command_ctx *c)
+{
+	(void)c;
+	/* the librdkafka it runs with, not the one it was built against */
+	printf("txhub %s (librdkafka %s)\n", txhub_version(), rd_kafka_version_str());
+	return 0;
+}
+
+static int cmd_config(command_ctx *c)
+{
+	(void)c;
+	config_write_example(stdout);
+	return 0;
+}
+
+static int cmd_run(command_ctx *c) { return hub_run(c->cfg, reload_config, (void *)c->src); }
+
+static int cmd_console(command_ctx *c) { return console_main(c->cfg); }
+
+static int cmd_devbroker(command_ctx *c) { return devbroker_main(c->cfg, c->argc, c->argv); }
+
+static int cmd_bench(command_ctx *c)
+{
+	return bench_main(c->cfg, c->argc, c->argv,
+	                  hub_args(c->src->file, c->src->sets, c->src->nsets));
+}
+
+static int cmd_migrate(command_ctx *c)
+{
+	char err[1024];
+	int applied = 0, status = 0;
+	store *st = store_connect(c->cfg, err, sizeof err);
+	if (!st) {
+		log_error("migrate: %s", err);
+		status = 1;
+	} else if (migrate_apply(st, c->cfg->control_topic, &applied, err, sizeof err) != 0) {
+		log_error("migrate: %s", err);
+		status = 1;
+	} else {
+		log_info("migrate: %d migration(s) applied; schema at version %d", applied,
+		         migrate_latest());
+	}
+	store_close(st);
+	return status;
+}
+
+static int cmd_tenant(command_ctx *c) { return tenant_cmd_run(c->cfg, c->tenant); }
+
+static int cmd_admin(command_ctx *c) { return admin_run(c->cfg, c->admin); }
+
+/* The top-level commands (the admin commands are admin.c's table, the
+ * tenant subcommands tenant_cmd.c's; tests/docs/check_docs.py reads all
+ * three). */
+static const struct command {
+	const char *name;
+	int flags;
+	int (*run)(command_ctx *c);
+} commands[] = {
+	{"help", CMD_NO_CONFIG, cmd_help},
+	{"version", CMD_NO_CONFIG, cmd_version},
+	{"config", CMD_NO_CONFIG, cmd_config},
+	{"run", CMD_SIGNALS, cmd_run},
+	{"migrate", 0, cmd_migrate},
+	{"console", CMD_SIGNALS, cmd_console},
+	{"devbroker", CMD_ARGS | CMD_SIGNALS, cmd_devbroker},
+	{"bench", CMD_ARGS, cmd_bench},
+	{"tenant", CMD_ARGS, cmd_tenant},
+};
+
+static const struct command admin_cmd = {"(admin)", CMD_ARGS, cmd_admin};
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return admin_is_command(name) ? &admin_cmd : NULL;
+}
+
 int main(int argc, char **argv)
 {
 	txhub_config cfg;
@@ -193,39 +296,23 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	if (strcmp(command, "help") == 0) {
-		usage(stdout);
-		status = 0;
-		goto out;
-	}
-	if (strcmp(command, "version") == 0) {
-		/* the librdkafka it runs with, not the one it was built against */
-		printf("txhub %s (librdkafka %s)\n", txhub_version(), rd_kafka_version_str());
-		status = 0;
-		goto out;
-	}
-	if (strcmp(command, "config") == 0) {
-		config_write_example(stdout);
-		status = 0;
-		goto out;
-	}
-	int is_admin = admin_is_command(command);
-	int is_tenant = strcmp(command, "tenant") == 0;
-	int known = strcmp(command, "run") == 0 || strcmp(command, "migrate") == 0 ||
-	            strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
-	            strcmp(command, "console") == 0 || is_admin || is_tenant;
-	int takes_args = strcmp(command, "devbroker") == 0 || strcmp(command, "bench") == 0 ||
-	                 is_admin || is_tenant;
-	if (!known) {
+	const struct command *cmd = find_command(command);
+	if (!cmd) {
 		fprintf(stderr, "txhub: unknown command \"%s\" (try txhub help)\n", command);
+		goto out;
+	}
+	config_source src = {file, sets, nsets};
+	command_ctx ctx = {&cfg, nrest, rest, &src, &admin, &tenant};
+	if (cmd->flags & CMD_NO_CONFIG) {
+		status = cmd->run(&ctx);
 		goto out;
 	}
 	/* before the slow start-up (config, connections): no signal may find
 	 * its default action, which for SIGHUP and SIGUSR1/2 is to die */
-	if (strcmp(command, "run") == 0 || strcmp(command, "devbroker") == 0 ||
-	    strcmp(command, "console") == 0)
+	if (cmd->flags & CMD_SIGNALS)
 		signals_install();
 	/* bad usage is refused before anything is loaded or touched */
+	int is_admin = cmd == &admin_cmd, is_tenant = cmd->run == cmd_tenant;
 	if (is_admin && admin_parse(command, nrest, rest, &admin, err, sizeof err) != 0) {
 		fprintf(stderr, "txhub %s: %s\n", command, err);
 		goto out;
@@ -240,45 +327,16 @@ int main(int argc, char **argv)
 		status = 0;
 		goto out;
 	}
-	if (!takes_args && nrest > 0) {
+	if (!(cmd->flags & CMD_ARGS) && nrest > 0) {
 		fprintf(stderr, "txhub %s: unexpected argument \"%s\"\n", command, rest[0]);
 		goto out;
 	}
-	config_source src = {file, sets, nsets};
 	if (load_config(&src, &cfg, err, sizeof err) != 0) {
 		fprintf(stderr, "txhub: %s\n", err);
 		goto out;
 	}
 	config_apply_logging(&cfg);
-
-	if (is_admin) {
-		status = admin_run(&cfg, &admin);
-	} else if (is_tenant) {
-		status = tenant_cmd_run(&cfg, &tenant);
-	} else if (strcmp(command, "console") == 0) {
-		status = console_main(&cfg);
-	} else if (strcmp(command, "devbroker") == 0) {
-		status = devbroker_main(&cfg, nrest, rest);
-	} else if (strcmp(command, "bench") == 0) {
-		status = bench_main(&cfg, nrest, rest, hub_args(file, sets, nsets));
-	} else if (strcmp(command, "migrate") == 0) {
-		store *st = store_connect(&cfg, err, sizeof err);
-		int applied = 0;
-		if (!st) {
-			log_error("migrate: %s", err);
-			status = 1;
-		} else if (migrate_apply(st, cfg.control_topic, &applied, err, sizeof err) != 0) {
-			log_error("migrate: %s", err);
-			status = 1;
-		} else {
-			log_info("migrate: %d migration(s) applied; schema at version %d", applied,
-			         migrate_latest());
-			status = 0;
-		}
-		store_close(st);
-	} else {
-		status = hub_run(&cfg, reload_config, &src);
-	}
+	status = cmd->run(&ctx);
 out:
 	tenant_cmd_free(&tenant);
 	config_free(&cfg);

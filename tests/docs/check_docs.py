@@ -7,7 +7,7 @@ The keys come from the configuration table, as `txhub config` prints it
 (hub/base/config.c); each must be in txhub.conf(5), in the key table of
 docs/configuration.md and in deploy/txhub.conf.example, and each of those
 must name no key the table lacks. The commands come from the sources that
-dispatch them (main.c's strcmp(command, ...), the admin commands' and the
+dispatch them (main.c's table of commands, the admin commands' and the
 tenant subcommands' tables, the admin and tenant options); each must be in
 txhub(1), and each top-level and admin command in docs/operators.md as
 `txhub NAME`. Prints what is missing and exits 1."""
@@ -65,7 +65,7 @@ for name, documented in (("txhub.conf(5)", man5_keys), ("docs/configuration.md",
 # ---- commands ----
 sources = "\n".join(read(p) for p in sorted(glob.glob(os.path.join(root, "hub/**/*.c"),
                                                         recursive=True)))
-top = sorted(set(re.findall(r'strcmp\(command, "([a-z]+)"\)', sources)))
+top = sorted(set(re.findall(r'\{"([a-z]+)", (?:CMD_[A-Z_ |]+|0), cmd_[a-z]+\}', sources)))
 admin = re.findall(r'\{"([a-z]+)", ADMIN_[A-Z_]+\}', sources)
 tenant = re.findall(r'\{"([a-z]+)", TENANT_[A-Z_]+, \d\}', sources)
 options = sorted(set(re.findall(r'\[O_[A-Z_]+\] = \{"(--[a-z-]+)"', sources)))
