@@ -20,7 +20,7 @@
 -- this version at once): once it is the view, a 0.4.0 hub still running reads the
 -- whole of txhub.message_rows through it on each scan for forwards due, holding
 -- the table for seconds at a time on a big database, and this migration's own
--- lock on the table would seldom come free (docs/operators.md, Upgrading). What
+-- lock on the table would seldom come free (docs/database.md, Upgrading). What
 -- is left here needs no lock on the hubs' tables.
 
 -- A database that an earlier build of this (unreleased) version took to

@@ -188,7 +188,7 @@ void page_tenants(console_req *q)
 		view_begin(q, console_scope(q) ? "Your tenant" : "Tenants", "tenants");
 		if (cJSON_GetArraySize(tenants) == 0)
 			sbuf_puts(view_out(q), "<p class=\"hint\" id=\"no-tenants\">No tenants: "
-			                       "<code>txhub tenant add</code> makes one (docs/operators.md: Sharing "
+			                       "<code>txhub tenant add</code> makes one (docs/tenants.md: Sharing "
 			                       "one hub between teams).</p>\n");
 		cJSON_ArrayForEach(t, tenants)
 			tenant_section(q, t);

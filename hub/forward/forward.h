@@ -111,7 +111,7 @@ size_t forward_order_blocked_keys(forward *fw);
 void forward_note_scheduled(forward *fw, const store_forward_list *l);
 
 /* exactly_once: own[0..n) are taken again (at those epochs) because
- * PostgreSQL lost their last transactions (docs/operators.md, When
+ * PostgreSQL lost their last transactions (docs/database.md, When
  * PostgreSQL fails over). Their lanes' recovery then counts the rows their
  * progress marker shows forwarded already in
  * txhub_forwards_after_rewind_total{outcome="already_sent"}: rows the

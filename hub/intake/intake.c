@@ -448,7 +448,7 @@ void intake_date(intake *in, intake_batch *b, int64_t db_now_ms)
 /* A forward into a control topic (any of them) would come back as an
  * envelope, one into the progress topic would corrupt the markers, and one
  * into the dead-letter topic would pass for a dead letter of the message
- * (the same txhub-biz-id and txhub-message-key: docs/operators.md, Dead-letter
+ * (the same txhub-biz-id and txhub-message-key: docs/troubleshooting.md, Dead-letter
  * topic). */
 static void validate(const intake *in, store_record *r)
 {

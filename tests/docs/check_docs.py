@@ -9,8 +9,16 @@ docs/configuration.md and in deploy/txhub.conf.example, and each of those
 must name no key the table lacks. The commands come from the sources that
 dispatch them (main.c's table of commands, the admin commands' and the
 tenant subcommands' tables, the admin and tenant options); each must be in
-txhub(1), and each top-level and admin command in docs/operators.md as
-`txhub NAME`. Prints what is missing and exits 1."""
+txhub(1), and each top-level and admin command in the operators' docs
+(docs/operators.md and the pages it links) as `txhub NAME`.
+
+The docs hold together (issue 35): every relative markdown link in
+README.md and docs/*.md names a file that exists and, with a #anchor, a
+heading there (GitHub's anchors: lowercase, punctuation dropped, spaces to
+'-', a repeated heading -1, -2, ...); no page of docs/ is over 500 lines
+(the long ones of LONG_PAGES excepted); and no source cites "CONTRACT",
+a document the repository does not have (comments point at docs/).
+Prints what is missing and exits 1."""
 import glob
 import os
 import re
@@ -94,9 +102,67 @@ for s in tenant:
 for o in options:
     need(re.search(re.escape(o) + r"\b", text1), f"option {o}", man1_path)
 
-operators = read(os.path.join(root, "docs/operators.md"))
+# the operators' docs: the index page and every page of docs/ it links
+index = read(os.path.join(root, "docs/operators.md"))
+pages = sorted(set(re.findall(r"\]\(([a-z_-]+\.md)(?:#[^)]*)?\)", index)) - {"configuration.md"})
+if len(pages) < 5:
+    failures.append(f"docs/operators.md links only {pages}: is it still the index?")
+operators = "\n".join([index] + [read(os.path.join(root, "docs", p)) for p in pages
+                                  if os.path.exists(os.path.join(root, "docs", p))])
 for c in top + admin + ["tenant " + s for s in tenant]:
-    need(f"txhub {c}" in operators, f"`txhub {c}`", "docs/operators.md")
+    need(f"txhub {c}" in operators, f"`txhub {c}`", "the operators' docs (docs/operators.md and "
+         + ", ".join(pages) + ")")
+
+
+# ---- links, lengths, citations ----
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text):
+    seen = {}
+    for heading in re.findall(r"^#{1,6} +(.*?) *$", strip_fences(text), re.M):
+        s = slug(heading)
+        n = seen.get(s, 0)
+        seen[s] = n + 1
+        yield s if n == 0 else f"{s}-{n}"
+
+
+def strip_fences(text):
+    return re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.M | re.S)
+
+
+def strip_code(text):
+    """Markdown without its fenced blocks and inline code (no links there)."""
+    return re.sub(r"`[^`\n]*`", "", strip_fences(text))
+
+
+LONG_PAGES = {"docs/architecture.md", "docs/benchmark.md", "docs/producers.md"}
+docs = ["README.md"] + sorted(os.path.relpath(p, root)
+                              for p in glob.glob(os.path.join(root, "docs/*.md")))
+anchor_cache = {}
+for doc in docs:
+    text = read(os.path.join(root, doc))
+    lines = text.count("\n")
+    if lines > 500 and doc not in LONG_PAGES:
+        failures.append(f"{doc} has {lines} lines, more than 500: split it by task")
+    for target in re.findall(r"\]\(([^)\s]+)\)", strip_code(text)):
+        if re.match(r"[a-z][a-z+.-]*:", target):
+            continue  # https:, mailto: ...
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(root, os.path.dirname(doc), path)) if path \
+            else os.path.join(root, doc)
+        if not os.path.exists(full):
+            failures.append(f"{doc}: the link ({target}) names {path}, which does not exist")
+            continue
+        if anchor and full.endswith(".md"):
+            if full not in anchor_cache:
+                anchor_cache[full] = set(anchors(read(full)))
+            if anchor not in anchor_cache[full]:
+                failures.append(f"{doc}: the link ({target}) names #{anchor}, which is not "
+                                f"a heading of {os.path.relpath(full, root)}")
+
 
 if failures:
     for f in failures:
