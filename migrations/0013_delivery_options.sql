@@ -1,6 +1,7 @@
--- 0013: the columns of the delivery options (CONTRACT §15, issue 23). Each is
--- NULL unless its option is used, so adding them is a catalog change: no table
--- rewrite, no scan, hubs and producers keep going.
+-- 0013: the columns of the delivery options (docs/consumers.md: Delayed
+-- delivery, Order per key, Trace context; issue 23). Each is NULL unless its
+-- option is used, so adding them is a catalog change: no table rewrite, no
+-- scan, hubs and producers keep going.
 --
 --   not_before        delayed delivery: the committed message is forwarded no
 --                     earlier than this (forward.not_before / forward.delay_ms)

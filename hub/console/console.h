@@ -1,4 +1,4 @@
-/* console.h: `txhub console`, the web console for operators (CONTRACT §9,
+/* console.h: `txhub console`, the web console for operators (docs/admin.md: Admin commands,
  * the README's Console section): the operations of ops.h in a browser,
  * behind console.token, on console.listen.
  *

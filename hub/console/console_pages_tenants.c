@@ -1,8 +1,8 @@
-/* console_pages_tenants.c: the console's Tenants page (CONTRACT §14):
- * each tenant's rules, its rates over the last minute and hour, its parked
- * rows and its last rejections. The global session sees every tenant (or
- * the one named by ?name=); a session a tenant's token opened sees its own
- * tenant only, whatever it asks for.
+/* console_pages_tenants.c: the console's Tenants page (docs/tenants.md: Sharing
+ * one hub between teams): each tenant's rules, its rates over the last minute
+ * and hour, its parked rows and its last rejections. The global session sees
+ * every tenant (or the one named by ?name=); a session a tenant's token opened
+ * sees its own tenant only, whatever it asks for.
  *
  * Every read is bounded: one statement for the rules and the capped counts
  * of all the tenants shown (console_db_tenants()), then ten parked rows of

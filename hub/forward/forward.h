@@ -1,5 +1,5 @@
 /* forward.h: republish committed messages to their forward topics
- * (CONTRACT §4, §12).
+ * (docs/consumers.md: What gets forwarded, and Forwarding exactly once).
  *
  * forward.mode = at_least_once (below): one idempotent producer.
  * forward.mode = exactly_once: a lane per owned partition (lane.h) with a

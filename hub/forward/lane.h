@@ -1,5 +1,5 @@
 /* lane.h: forwarding one control-topic partition exactly once
- * (forward.mode = exactly_once, CONTRACT §12).
+ * (forward.mode = exactly_once, docs/consumers.md: Forwarding exactly once).
  *
  * A lane is a thread with a transactional producer of its own, whose
  * transactional.id is made of the group, the control topic and the

@@ -1,5 +1,5 @@
 """One transaction end to end with the txhub package as pip installed it
-(install_test.sh; CONTRACT §13's done-when). Environment: TXHUB_BROKERS,
+(install_test.sh; docs/producers.md: Producing from C's done-when). Environment: TXHUB_BROKERS,
 CONTROL_TOPIC, FORWARD_TOPIC, MESSAGE_KEY, VENV."""
 import os
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The done-when of CONTRACT §13, as a user would do it: `meson install` the
+# The done-when of docs/producers.md: Producing from C, as a user would do it: `meson install` the
 # build into a temporary DESTDIR, build a C program with nothing but
 # `pkg-config --cflags --libs txhub` from there and run it with
 # LD_LIBRARY_PATH pointed there; `pip install clients/python` into a fresh
