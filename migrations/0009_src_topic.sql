@@ -25,7 +25,7 @@
 -- (tens of seconds on 10 million rows), and CREATE INDEX CONCURRENTLY cannot run in a
 -- migration's transaction. The indexes are partial, over the unfinished rows only, so a
 -- partition number shared by several topics costs the few unfinished rows of the others
--- (README: several control topics).
+-- (docs/kafka.md: Several control topics).
 
 DO $$
 DECLARE

@@ -24,7 +24,7 @@
 -- read the rows. A database where that is too slow gets, while hubs run:
 --   CREATE INDEX CONCURRENTLY messages_tenant ON txhub.messages (tenant, status)
 --       WHERE tenant IS NOT NULL;
--- (README: Sharing one hub between teams).
+-- (docs/tenants.md: Sharing one hub between teams).
 
 -- Every table this changes, in the hubs' order (docs/architecture.md,
 -- Migrations); `txhub migrate` gives up on the locks after a short

@@ -46,7 +46,7 @@ typedef struct lane lane;
  * it, the coordinator answers: its timer of 1 ms is rounded down to a wait
  * of 0 ms; fixed upstream in 2.4.0, Debian 12 ships 2.0.2): at 2,000
  * forwards a second over 8 lanes, back-to-back runs of 4 or 5 forwards made
- * 330 transactions a second and half the hub's CPU. See README, Benchmark. */
+ * 330 transactions a second and half the hub's CPU. See docs/benchmark.md. */
 
 /* What a partition's lane is called in Kafka. */
 typedef struct {

@@ -129,7 +129,7 @@ void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms);
  * all of them. awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of
  * unfinished states walk the partial indexes; committed and rolled_back
  * count the messages_finished index too, which is as long as the finished
- * rows (docs/troubleshooting.md: "What they cost on a big table");
+ * rows (docs/admin.md: Admin commands, on what they cost);
  * without an index on tenant, a tenant's counts of finished messages read
  * those rows (see
  * migrations/0010_tenants.sql). OPS_BAD_ARG for a malformed name. On OPS_OK

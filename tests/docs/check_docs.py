@@ -16,8 +16,13 @@ The docs hold together (issue 35): every relative markdown link in
 README.md and docs/*.md names a file that exists and, with a #anchor, a
 heading there (GitHub's anchors: lowercase, punctuation dropped, spaces to
 '-', a repeated heading -1, -2, ...); no page of docs/ is over 500 lines
-(the long ones of LONG_PAGES excepted); and no source cites "CONTRACT",
-a document the repository does not have (comments point at docs/).
+(the long ones of LONG_PAGES excepted); no source cites "CONTRACT", a
+document the repository does not have (comments point at docs/), and
+each "docs/PAGE.md: Section" they cite names a page that exists and one of
+its headings (or the start of one); and the
+keys "Reloading the configuration (SIGHUP)" in docs/running.md says SIGHUP
+applies are the keys `txhub config` marks so (the table's live flag), and
+those it says keep their running value are not.
 Prints what is missing and exits 1."""
 import glob
 import os
@@ -113,6 +118,43 @@ for c in top + admin + ["tenant " + s for s in tenant]:
     need(f"txhub {c}" in operators, f"`txhub {c}`", "the operators' docs (docs/operators.md and "
          + ", ".join(pages) + ")")
 
+# ---- SIGHUP: the keys the docs say a reload applies, against the table ----
+live = set(re.findall(r"\(SIGHUP applies it to a running hub\)\n# ([a-z][a-z0-9_.]*) =", table))
+if len(live) < 5:
+    failures.append(f"`{binary} config` marks only {sorted(live)} as applied by SIGHUP")
+running = read(os.path.join(root, "docs/running.md"))
+m = re.search(r"^## Reloading the configuration \(SIGHUP\)\n(.*?)(?=^#)", running + "\n#",
+              re.M | re.S)
+if not m or "take effect at once:" not in m.group(1) or "keeps its running" not in m.group(1):
+    failures.append("docs/running.md: no section \"Reloading the configuration (SIGHUP)\" "
+                    "with \"take effect at once:\" and \"keeps its running value\"")
+else:
+    section = m.group(1)
+    applied_text = section.split("take effect at once:", 1)[1].split("A check-back request", 1)[0]
+    kept_text = section.split("Any other key", 1)[1]
+
+    def named(text):
+        """The keys `a.b`, `c` names: a bare `c` takes the prefix of the key before it."""
+        keys, prefix = set(), None
+        for word in re.findall(r"`([a-z][a-z0-9_.*]*)`", text):
+            if "." in word:
+                prefix = word.split(".", 1)[0]
+                keys.add(word)
+            elif prefix:
+                keys.add(f"{prefix}.{word}")
+        return keys
+
+    said = named(applied_text)
+    for key in sorted(live - said):
+        failures.append(f"SIGHUP applies {key} (the table marks it live), but docs/running.md's "
+                        "\"Reloading the configuration (SIGHUP)\" does not say so")
+    for key in sorted(said - live):
+        failures.append(f"docs/running.md says SIGHUP applies {key}, which the table does not "
+                        "mark live")
+    for key in sorted(named(kept_text) & live):
+        failures.append(f"docs/running.md says {key} keeps its running value on SIGHUP, but the "
+                        "table marks it live")
+
 
 # ---- links, lengths, citations ----
 def slug(heading):
@@ -169,8 +211,10 @@ for doc in docs:
 APPLIED = {("migrations/0012_delivery_marks.sql",
             "'CONTRACT §6: one row per message; send_status sent for rows at or below their '")}
 cited = []
+sources_named = []
 for pattern in ("hub/**/*", "include/**/*", "client/**/*", "clients/**/*", "tests/**/*",
-                "migrations/**/*", "schema/**/*", "tools/**/*", "deploy/**/*", "meson.build"):
+                "migrations/**/*", "schema/**/*", "tools/**/*", "deploy/**/*", "examples/**/*",
+                ".ci/*", "meson.build"):
     for p in glob.glob(os.path.join(root, pattern), recursive=True):
         rel = os.path.relpath(p, root)
         if not os.path.isfile(p) or rel == "tests/docs/check_docs.py":
@@ -179,11 +223,36 @@ for pattern in ("hub/**/*", "include/**/*", "client/**/*", "clients/**/*", "test
             source = read(p)
         except UnicodeDecodeError:
             continue
+        sources_named.append(rel)
         for line in source.split("\n"):
             if re.search(r"\bCONTRACT\b", line) and (rel, line.strip()) not in APPLIED:
                 cited.append(f"{rel}: {line.strip()}")
 for c in cited:
     failures.append(f"{c}: cites CONTRACT, which is not in the repository: point at docs/")
+
+# ---- what the sources cite of docs/: "docs/PAGE.md: Section" ----
+headings = {}
+for p in glob.glob(os.path.join(root, "docs/*.md")):
+    headings["docs/" + os.path.basename(p)] = [
+        h.strip() for h in re.findall(r"^#{1,6} +(.*?) *$", strip_fences(read(p)), re.M)]
+for rel in sources_named:
+    try:
+        text = read(os.path.join(root, rel))
+    except UnicodeDecodeError:
+        continue
+    # one line of prose: comment markers at line starts and C string joins out
+    flat = re.sub(r"\n\s*(?:\*(?!/)|--|#:?|//)?\s*", " ", text)
+    flat = re.sub(r'"\s+"', "", flat)
+    for m in re.finditer(r"\b(docs/[a-z_]+\.md)(: ?(?:\\?\")?((?:(?!docs/)[^\n]){0,120}))?", flat):
+        page, rest = m.group(1), m.group(3)
+        if page not in headings:
+            failures.append(f"{rel} cites {page}, which does not exist")
+        elif rest is not None:
+            name = re.match(r"[^).;,\"\\]*", rest).group(0).strip()
+            if not any(rest.startswith(h) or (name and h.startswith(name))
+                       for h in headings[page]):
+                failures.append(f"{rel} cites {page}: {rest[:60]}..., which names no heading "
+                                f"of {page}")
 
 if failures:
     for f in failures:

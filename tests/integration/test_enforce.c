@@ -487,7 +487,8 @@ static const char *values_on(h_env *e, const char *fwd, char *out, size_t outsz)
  * biz ids and forward topic. Each team's transactions reach its own
  * forward topic only; a's envelopes naming b's forward topic or b's biz
  * id are rejected naming tenant a alone; a biz id moved from a to b
- * (docs/tenants.md: conflicts between tenants): b's decisions for the message a
+ * (docs/tenants.md: Sharing one hub between teams, on conflicts between
+ * tenants): b's decisions for the message a
  * prepared are conflicts and change nothing, and a may no longer decide
  * it. Rows and counters carry their tenant. */
 Test(enforce, two_teams_on_two_control_topics, .timeout = 300)

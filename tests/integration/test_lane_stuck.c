@@ -195,8 +195,8 @@ static void grant(const char *ops, const char *kind, const char *name, int prefi
 }
 
 
-/* `txhub status` as the hub's principal (docs/kafka.md: Describe on the
- * control topic is all it needs): the lag of every partition. */
+/* `txhub status` as the hub's principal (docs/kafka.md: Kafka ACLs: Describe
+ * on the control topic is all it needs): the lag of every partition. */
 static void check_status_lag(stuck *s, const char *const *kafka)
 {
 	const char *args[16];
