@@ -4,8 +4,8 @@
  * The command line (admin.c) and the web console are two faces of these
  * functions; neither writes SQL of its own. Nothing here prints: each
  * function returns an ops_rc, fills a result (a struct, or a cJSON document
- * with docs/admin.md: Admin commands's keys), and puts a one-line reason into the caller's
- * err buffer (err is written only when the result is not OPS_OK).
+ * with the keys of docs/admin.md: Admin commands), and puts a one-line
+ * reason into the caller's err buffer (err is written only when the result is not OPS_OK).
  *
  * Connections: every function works on a PGconn the caller owns and keeps
  * open (store_conn() of a store, whose session has lock_timeout = 10s, is
@@ -139,8 +139,8 @@ ops_rc ops_status_read_tenant(struct pg_conn *conn, int64_t awaiting_prepare_ms,
 
 void ops_status_free(ops_status *st);
 
-/* docs/admin.md: Admin commands's document: messages, send, parked, oldest_prepared_s,
- * oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
+/* The document of docs/admin.md: Admin commands: messages, send, parked,
+ * oldest_prepared_s, oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
  * partitions (topic, partition, owner, group, epoch, next_offset, lag,
  * high_watermark, heartbeat_age_s, released, contested_by), plus
  * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
@@ -178,8 +178,8 @@ typedef struct {
 int ops_valid_trace_id(const char *s);
 
 /* Matching messages, newest updated_at first, as a JSON array of row
- * objects with docs/database.md: Inspecting with psql's column names (payload_bytes instead of
- * payload; timestamps as ISO 8601 UTC text, plus updated_age_s and
+ * objects with the column names of docs/database.md: Inspecting with psql
+ * (payload_bytes instead of payload; timestamps as ISO 8601 UTC text, plus updated_age_s and
  * created_age_s in whole seconds). *out: the caller deletes it. */
 ops_rc ops_list(struct pg_conn *conn, const ops_list_filter *f, cJSON **out, char *err,
                 size_t errsz);

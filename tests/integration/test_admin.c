@@ -321,7 +321,7 @@ Test(admin, list_filters_and_order_match_sql, .timeout = 120)
 	const char *prev = NULL;
 	cJSON_ArrayForEach(r, doc)
 	{
-		/* docs/database.md: Inspecting with psql's names, payload as its size only */
+		/* the names of docs/database.md: Inspecting with psql, payload as its size only */
 		const char *cols[] = {"biz_id", "message_key", "status", "send_status", "payload_bytes",
 		                      "forward_topic", "forward_key", "checkback_url", "check_attempts",
 		                      "send_attempts", "last_error", "created_at", "updated_at"};
