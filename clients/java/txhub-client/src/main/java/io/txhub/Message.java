@@ -117,6 +117,16 @@ public final class Message {
 		return forwardTopic;
 	}
 
+	/** @return the check-back URL, or null */
+	public String checkbackUrl() {
+		return checkbackUrl;
+	}
+
+	/** @return the first_after_ms override, or null */
+	public Long firstAfterMs() {
+		return firstAfterMs;
+	}
+
 	/** @return the traceparent, or null */
 	public String traceparent() {
 		return traceparent;
