@@ -67,6 +67,7 @@ public final class ShippingConsumer {
 							st.setString(2, new String(r.value(), java.nio.charset.StandardCharsets.UTF_8));
 							st.executeUpdate();
 						}
+						dedup.done(conn, claim);
 						claimed++;
 					} else {
 						duplicates++;
