@@ -35,7 +35,9 @@ if [ -z "${TXHUB_TEST_BROKERS:-}" ] && [ -n "${TXHUB_BIN:-}" ]; then
   kdir=$(mktemp -d "${TMPDIR:-/tmp}/txhub-java-kafka.XXXXXX")
   echo "java: starting Apache Kafka with deploy/kafka.sh for kafka-clients 4.x (the embedded broker cannot serve it)"
   TXHUB_BROKERS=$("$root/deploy/kafka.sh" start "$kdir")
-  export TXHUB_BROKERS
+  # ours to stop and start again: the starter's broker-outage test does
+  TXHUB_JAVA_KAFKA_DIR=$kdir
+  export TXHUB_BROKERS TXHUB_JAVA_KAFKA_DIR
 fi
 
 set +e

@@ -41,6 +41,31 @@ class ProducerTest {
 	}
 
 	@Test
+	@SuppressWarnings("try") // the scope is used by being open
+	void theCurrentOpenTelemetrySpanGoesWithThePrepareAndAnExplicitTraceWins() throws Exception {
+		String traceId = "4bf92f3577b34da6a3ce929d0e0e4736", other = "0af7651916cd43dd8448eb211c80319c";
+		try (Services s = Services.create("producer_otel");
+			Producer p = Producer.builder(s.brokers).controlTopic(s.topic).build()) {
+			s.hub();
+			io.opentelemetry.api.trace.Span span = io.opentelemetry.api.trace.Span.wrap(io.opentelemetry.api.trace.SpanContext.create(
+				traceId, "00f067aa0ba902b7", io.opentelemetry.api.trace.TraceFlags.getSampled(),
+				io.opentelemetry.api.trace.TraceState.getDefault()));
+			try (io.opentelemetry.context.Scope scope = span.makeCurrent()) {
+				p.prepare(Message.builder("shop", "t-1").payloadString("x").forwardTopic(s.forward).build());
+				p.prepare(Message.builder("shop", "t-2").payloadString("x").forwardTopic(s.forward)
+					.trace("00-" + other + "-00f067aa0ba902b7-01", null).build());
+				p.commit("shop", "t-1");
+				p.commit("shop", "t-2");
+			}
+			p.oneShot(Message.builder("shop", "t-3").payloadString("x").forwardTopic(s.forward).build()); // no span: no trace
+			assertEquals("committed/sent", s.waitFor(Q, "committed/sent", Duration.ofSeconds(60), "t-3"));
+			assertEquals(traceId, s.query("SELECT trace_id FROM txhub.messages WHERE message_key = 't-1'"));
+			assertEquals(other, s.query("SELECT trace_id FROM txhub.messages WHERE message_key = 't-2'"));
+			assertEquals(null, s.query("SELECT trace_id FROM txhub.messages WHERE message_key = 't-3'"));
+		}
+	}
+
+	@Test
 	void badInputIsRefusedNamingTheFieldAndNothingIsSent() throws Exception {
 		// no broker at this address: a refusal must come before any send
 		try (Producer p = Producer.builder("127.0.0.1:1").timeoutMs(2000).build()) {

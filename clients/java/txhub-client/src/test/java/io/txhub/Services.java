@@ -50,6 +50,15 @@ public final class Services implements AutoCloseable {
 		this.forward = "fw." + name;
 	}
 
+	/** @return the repository's root (for deploy/ and tests/) */
+	public static java.nio.file.Path root() {
+		java.nio.file.Path p = java.nio.file.Paths.get(System.getProperty("user.dir")).toAbsolutePath();
+		for (; p != null; p = p.getParent())
+			if (java.nio.file.Files.isDirectory(p.resolve("tests/vectors")))
+				return p;
+		throw new IllegalStateException("the repository's root is not above " + System.getProperty("user.dir"));
+	}
+
 	/** Skips the calling test unless the services are there. */
 	public static void require() {
 		for (String v : new String[] {"TXHUB_PG", "TXHUB_BROKERS", "TXHUB_BIN"})
@@ -215,6 +224,12 @@ public final class Services implements AutoCloseable {
 			c.assign(tps);
 			c.seekToBeginning(tps);
 			List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+			// first everything the topic holds now, then until idleMs pass with nothing new
+			Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofSeconds(30));
+			long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+			while (end.entrySet().stream().anyMatch(e -> c.position(e.getKey()) < e.getValue()) && System.nanoTime() < deadline)
+				for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100)))
+					out.add(r);
 			long last = System.nanoTime();
 			while (System.nanoTime() - last < idleMs * 1_000_000) {
 				for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {

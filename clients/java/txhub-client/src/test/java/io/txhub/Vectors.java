@@ -5,9 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.Base64;
 
 /** The shared test vectors (tests/vectors), read from the repository this build is in. */
@@ -19,11 +17,7 @@ final class Vectors {
 
 	/** The repository's root: the nearest directory above this module that has tests/vectors. */
 	static Path root() {
-		Path p = Paths.get(System.getProperty("user.dir")).toAbsolutePath();
-		for (; p != null; p = p.getParent())
-			if (Files.isDirectory(p.resolve("tests/vectors")))
-				return p;
-		throw new IllegalStateException("tests/vectors not found above " + System.getProperty("user.dir"));
+		return Services.root();
 	}
 
 	static JsonNode load(String name) {

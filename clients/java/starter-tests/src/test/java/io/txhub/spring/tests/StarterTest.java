@@ -26,7 +26,10 @@ import java.util.stream.Collectors;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
 import org.springframework.boot.SpringBootVersion;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.ImportAutoConfiguration;
@@ -35,11 +38,14 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The starter in the sample order service, in this JVM, on the Spring Boot of this module
  * (starter-tests-boot3 or -boot4), against a real hub, PostgreSQL and Kafka.
  */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class StarterTest {
 	static final String Q = "SELECT status || '/' || coalesce(send_status, '-') FROM txhub.messages WHERE message_key = ?";
 	static final Duration MINUTE = Duration.ofSeconds(60);
@@ -53,13 +59,14 @@ class StarterTest {
 	static void start() throws Exception {
 		Services.require();
 		s = Services.create("starter_boot" + SpringBootVersion.getVersion().charAt(0));
-		s.hub("checkback.secret=s3cret", "checkback.first_after_ms=500", "checkback.backoff_ms=200");
+		s.hub("checkback.secret=s3cret", "checkback.first_after_ms=500", "checkback.backoff_ms=200", "checkback.backoff_max_ms=2000",
+			"forward.backoff_max_ms=2000");
 		// as command-line arguments, which win over the example's application.properties
 		app = new SpringApplicationBuilder(OrderServiceApplication.class).run(
 			"--server.port=0", "--spring.datasource.url=" + s.jdbcUrl(), "--spring.datasource.username=" + s.user(),
 			"--txhub.brokers=" + s.brokers, "--txhub.control-topic=" + s.topic, "--txhub.checkback.secret=s3cret",
 			"--txhub.checkback.url=http://127.0.0.1:1/unset", "--orders.forward-topic=" + s.forward, "--orders.crashes-allowed=true",
-			"--spring.main.banner-mode=off");
+			"--txhub.timeout-ms=5000", "--spring.main.banner-mode=off");
 		base = "http://127.0.0.1:" + app.getEnvironment().getProperty("local.server.port");
 		app.getBean(TxhubProperties.class).getCheckback().setUrl(base + "/txhub/check");
 	}
@@ -175,5 +182,47 @@ class StarterTest {
 			OwnProducer.MINE.close();
 		}
 		assertEquals(1, app.getBeansOfType(TxhubCheckbackEndpoint.class).size());
+	}
+
+	/** SIGSTOP or SIGCONT to the broker of {@code dir} (deploy/kafka.sh's pid file). */
+	static void signal(String sig, String dir) throws Exception {
+		String pid = java.nio.file.Files.readString(java.nio.file.Paths.get(dir, "pid")).trim();
+		assertEquals(0, new ProcessBuilder("kill", "-" + sig, pid).inheritIO().start().waitFor(), "kill -" + sig);
+	}
+
+	/**
+	 * The broker stops answering (SIGSTOP) after the prepare, before the transaction commits: the
+	 * commit envelope cannot reach Kafka within txhub.timeout-ms (the template logs it, and the
+	 * transaction stays committed), and the hub's check-back settles the message once the broker
+	 * answers again (SIGCONT). Needs a broker this test may stop (TXHUB_JAVA_KAFKA_DIR, set by
+	 * tests/clients/java_test.sh when it starts one); Boot 4 only.
+	 */
+	@Test
+	@Order(Integer.MAX_VALUE)
+	void aBrokerDownWhenTheTransactionCommitsIsSettledByTheCheckback() throws Exception {
+		String dir = System.getenv("TXHUB_JAVA_KAFKA_DIR");
+		org.junit.jupiter.api.Assumptions.assumeTrue(dir != null && !dir.isEmpty(), "TXHUB_JAVA_KAFKA_DIR is not set: no broker to stop");
+		org.junit.jupiter.api.Assumptions.assumeTrue(SpringBootVersion.getVersion().startsWith("4"), "runs on Spring Boot 4 only");
+		JdbcTemplate jdbc = app.getBean(JdbcTemplate.class);
+		TxhubTemplate t = app.getBean(TxhubTemplate.class);
+		try {
+			new TransactionTemplate(app.getBean(PlatformTransactionManager.class)).executeWithoutResult(st -> {
+				jdbc.update("INSERT INTO orders (id, amount) VALUES ('d-1', 1)");
+				jdbc.update("INSERT INTO txhub_barrier (message_key, outcome) VALUES ('d-1', 'committed')");
+				t.send(t.message("d-1", s.forward, "{\"down\":true}").build());
+				try {
+					signal("STOP", dir);
+				} catch (Exception e) {
+					throw new IllegalStateException(e);
+				}
+			});
+			// the transaction committed although its commit envelope could not be sent
+			assertEquals(1L, ((Number) s.query("SELECT count(*) FROM orders WHERE id = 'd-1'")).longValue());
+		} finally {
+			signal("CONT", dir);
+		}
+		assertEquals("committed/sent", s.waitFor(Q, "committed/sent", Duration.ofSeconds(120), "d-1"));
+		assertTrue(((Number) s.query("SELECT check_attempts FROM txhub.messages WHERE message_key = 'd-1'")).longValue() >= 1,
+			"settled by a check-back");
 	}
 }
