@@ -4,7 +4,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -123,7 +122,8 @@ public final class Producer implements AutoCloseable {
 	 * @throws InvalidInputException for bad input; nothing was sent
 	 */
 	public CompletableFuture<Void> sendAsync(Type type, Message m) {
-		Objects.requireNonNull(type, "type");
+		if (type == null || m == null)
+			throw new InvalidInputException(type == null ? "type is null" : "the message is null");
 		Message withTrace = type == Type.ROLLBACK ? m : withTrace(m);
 		byte[] value = Envelope.encode(type, withTrace, maxBytes);
 		if (type != Type.ROLLBACK && controlTopic.equals(m.forwardTopic))

@@ -72,6 +72,8 @@ class ProducerTest {
 			InvalidInputException e = assertThrows(InvalidInputException.class,
 				() -> p.prepare(Message.builder(null, "k").payloadString("x").forwardTopic("t").build()));
 			assertTrue(e.getMessage().contains("biz_id"), e.getMessage());
+			e = assertThrows(InvalidInputException.class, () -> p.prepare(null));
+			assertTrue(e.getMessage().contains("message"), e.getMessage());
 			e = assertThrows(InvalidInputException.class, () -> p.commit("shop", null));
 			assertTrue(e.getMessage().contains("message_key"), e.getMessage());
 			e = assertThrows(InvalidInputException.class,

@@ -109,7 +109,10 @@ class OrderServiceEndToEndTest {
 		}
 		Process service = null;
 		try {
-			s.hub("checkback.secret=s3cret", "checkback.first_after_ms=1000", "checkback.backoff_ms=300", "checkback.backoff_max_ms=2000");
+			// a restart may take long on a busy machine: the hub keeps asking (at most every 2 s)
+			// rather than give a message up as check_failed while the service is down
+			s.hub("checkback.secret=s3cret", "checkback.first_after_ms=1000", "checkback.backoff_ms=300", "checkback.backoff_max_ms=2000",
+				"checkback.max_attempts=1000");
 			service = startService();
 			Map<String, Kind> kinds = new TreeMap<>();
 			for (int i = 0; i < ORDERS; i++) {
@@ -137,7 +140,7 @@ class OrderServiceEndToEndTest {
 			long committed = kinds.values().stream().filter(k -> k == Kind.OK || k == Kind.BEFORE_COMMIT).count();
 			assertEquals(186, committed);
 			assertEquals((long) ORDERS, s.waitFor("SELECT count(*) FROM txhub.messages WHERE status = 'rolled_back' "
-				+ "OR (status = 'committed' AND send_status = 'sent')", ORDERS, Duration.ofSeconds(180)));
+				+ "OR (status = 'committed' AND send_status = 'sent')", ORDERS, Duration.ofSeconds(300)));
 
 			Map<String, String> state = new HashMap<>();
 			Map<String, Integer> checks = new HashMap<>();
