@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -77,6 +78,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 		kgo.ClientID("txhub-producer"),
 		// as librdkafka's producers (the C and Python clients) do
 		kgo.AllowAutoTopicCreation(),
+		CompatibleVersions(),
 	}
 	client, err := kgo.NewClient(append(opts, cfg.Options...)...)
 	if err != nil {
@@ -87,6 +89,18 @@ func NewProducer(cfg Config) (*Producer, error) {
 		return nil, invalidf("Config.Options: %s", reason)
 	}
 	return &Producer{client: client, topic: cfg.ControlTopic, maxBytes: cfg.MaxBytes}, nil
+}
+
+// CompatibleVersions is the franz-go option the producer starts with: the
+// Kafka protocol as franz-go negotiates it, but ApiVersions at version 2.
+// The mock cluster of Debian 12's librdkafka (txhub devbroker) answers
+// franz-go's ApiVersions v3 in a form franz-go cannot read; v2 loses only
+// the client's software name in the brokers' metrics. Give it to your own
+// franz-go consumers to read from txhub devbroker too.
+func CompatibleVersions() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(18, 2) // ApiVersions
+	return kgo.MaxVersions(v)
 }
 
 // weakened names an option that would break the delivery guarantee.
