@@ -92,14 +92,18 @@ func NewProducer(cfg Config) (*Producer, error) {
 }
 
 // CompatibleVersions is the franz-go option the producer starts with: the
-// Kafka protocol as franz-go negotiates it, but ApiVersions at version 2.
-// The mock cluster of Debian 12's librdkafka (txhub devbroker) answers
-// franz-go's ApiVersions v3 in a form franz-go cannot read; v2 loses only
-// the client's software name in the brokers' metrics. Give it to your own
-// franz-go consumers to read from txhub devbroker too.
+// Kafka protocol as franz-go negotiates it, but ApiVersions at version 2
+// and ListOffsets at version 3. The mock cluster of Debian 12's librdkafka
+// (txhub devbroker) answers franz-go's ApiVersions v3 in a form franz-go
+// cannot read, and a consumer group's ListOffsets v5 with
+// UNKNOWN_SERVER_ERROR. What it costs on a real broker: the client's
+// software name in the brokers' metrics, and for a consumer the leader
+// epoch check of ListOffsets (a producer sends none). Give it to your own
+// franz-go consumers that read from txhub devbroker.
 func CompatibleVersions() kgo.Opt {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(18, 2) // ApiVersions
+	v.SetMaxKeyVersion(2, 3)  // ListOffsets
 	return kgo.MaxVersions(v)
 }
 
