@@ -27,7 +27,7 @@ echo "go_test: $("$go" version)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-"$go" test -race -count=1 -v ./... 2>&1 | tee "$log"
+"$go" test -race -count=1 -timeout 10m -v ./... 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "go_test: $(grep -cE '^ *--- PASS' "$log") passed, $(grep -cE '^ *--- FAIL' "$log") failed, $(grep -cE '^ *--- SKIP' "$log") skipped"
