@@ -92,18 +92,22 @@ func NewProducer(cfg Config) (*Producer, error) {
 }
 
 // CompatibleVersions is the franz-go option the producer starts with: the
-// Kafka protocol as franz-go negotiates it, but ApiVersions at version 2
-// and ListOffsets at version 3. The mock cluster of Debian 12's librdkafka
-// (txhub devbroker) answers franz-go's ApiVersions v3 in a form franz-go
-// cannot read, and a consumer group's ListOffsets v5 with
-// UNKNOWN_SERVER_ERROR. What it costs on a real broker: the client's
-// software name in the brokers' metrics, and for a consumer the leader
-// epoch check of ListOffsets (a producer sends none). Give it to your own
-// franz-go consumers that read from txhub devbroker.
+// Kafka protocol as franz-go negotiates it, but a few requests at versions
+// that the mock clusters of librdkafka 2.0.2 (Debian 12's) and 2.15.0
+// read, so that franz-go works with txhub devbroker: ApiVersions at 2 (v3
+// is answered in a form franz-go cannot read), ListOffsets at 3 (a
+// consumer group's v5 gets UNKNOWN_SERVER_ERROR), JoinGroup at 5 and
+// SyncGroup at 3 (2.15.0's closes the connection on JoinGroup v6). What it
+// costs on a real broker: the client's software name in the brokers'
+// metrics, and for a consumer the leader epoch check of ListOffsets; a
+// producer sends none of the others. Give it to your own franz-go
+// consumers that read from txhub devbroker.
 func CompatibleVersions() kgo.Opt {
 	v := kversion.Stable()
 	v.SetMaxKeyVersion(18, 2) // ApiVersions
 	v.SetMaxKeyVersion(2, 3)  // ListOffsets
+	v.SetMaxKeyVersion(11, 5) // JoinGroup
+	v.SetMaxKeyVersion(14, 3) // SyncGroup
 	return kgo.MaxVersions(v)
 }
 
