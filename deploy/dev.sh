@@ -29,6 +29,8 @@ packages=(gcc pkg-config python3 meson ninja-build librdkafka-dev libpq-dev libc
           # the Python package (clients/python), its tests and the install test
           python3-confluent-kafka python3-psycopg python3-pytest python3-jsonschema
           python3-venv python3-setuptools
+          # the Java clients (clients/java): Java 17 and Maven; Maven Central for the rest
+          openjdk-17-jdk-headless maven
           # the web console's browser tests (tests/browser): Debian's Chromium, driven by
           # playwright-core from npm (tests/browser/package-lock.json)
           chromium)
@@ -51,8 +53,8 @@ build() {
 }
 
 # Print every Criterion synthesis line from the last meson test run, the
-# restart and chaos figures, pytest's, the install test's and the browser
-# test's closing lines,
+# restart and chaos figures, pytest's, the install test's, the Java test's, the
+# browser test's and the Go tests' closing lines,
 # then one plain "N passed, N failed" line counting them all.
 summarise() {
   local log base
@@ -69,10 +71,10 @@ summarise() {
   grep -h "Synthesis: Tested" "$log" || true
   grep -hE "^(restart|chaos|failover): " "$log" || true
   grep -hE "^[0-9]+ (passed|failed)" "$log" | sed 's/^/pytest: /' || true
-  grep -hE "^(install_test|browser): [0-9]" "$log" || true
+  grep -hE "^(install_test|browser|java|go_test): [0-9]" "$log" || true
   { grep -h "Synthesis: Tested" "$log" | sed 's/\x1b\[[0-9;]*m//g' || true
-    grep -hE "^((install_test|browser): )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" |
-      sed -E 's/^(install_test|browser): //' || true
+    grep -hE "^((install_test|browser|java|go_test): )?[0-9]+ (passed|failed)|^[0-9]+ failed, " "$log" |
+      sed -E 's/^(install_test|browser|java|go_test): //' || true
   } | awk -F'|' '
     /Synthesis/ { for (i = 1; i <= NF; i++) {
         if ($i ~ /Passing:/) { split($i, a, ":"); p += a[2] }

@@ -259,9 +259,17 @@ static int page_conf(FILE *out)
 		}
 		puts_roff(out, o->doc);
 		fputs(".\n", out);
-		if (o->type == CONFIG_INT)
-			fprintf(out, "An integer from %lld to %lld.\n", (long long)o->min,
-			        (long long)o->max);
+		if (o->type != CONFIG_STRING) {
+			char t[256];
+			config_type_text(o, t, sizeof t);
+			if (o->type == CONFIG_BOOL || o->type == CONFIG_ENUM) {
+				fputs("Its values: ", out);
+			} else {
+				t[0] = (char)toupper((unsigned char)t[0]);
+			}
+			puts_roff(out, t);
+			fputs(".\n", out);
+		}
 		if (o->env)
 			fprintf(out, "Environment: \\fB%s\\fR.\n", o->env);
 		fputs(o->live ? "SIGHUP applies it to a running hub.\n"

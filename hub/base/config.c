@@ -17,11 +17,21 @@
 #include "url.h"
 
 #define OFF(f) offsetof(txhub_config, f)
-#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0}
-#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 0}
+#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0, NULL}
+#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 0, NULL}
+#define BOOL(k, env, def, f, doc) {k, env, CONFIG_BOOL, def, 0, 1, OFF(f), doc, 0, bools}
+#define ENUM(k, env, def, vals, f, doc) {k, env, CONFIG_ENUM, def, 0, 0, OFF(f), doc, 0, vals}
+#define DUR(k, env, def, f, doc) {k, env, CONFIG_DURATION, def, 0, 0, OFF(f), doc, 0, NULL}
 /* keys a SIGHUP applies to a running hub */
-#define LSTR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 1}
-#define LINT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 1}
+#define LSTR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 1, NULL}
+#define LINT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 1, NULL}
+#define LENUM(k, env, def, vals, f, doc) {k, env, CONFIG_ENUM, def, 0, 0, OFF(f), doc, 1, vals}
+
+static const char *const bools[] = {"false", "true", NULL};
+const char *const config_log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const char *const log_formats[] = {"text", "json", NULL};
+static const char *const forward_modes[] = {"at_least_once", "exactly_once", NULL};
+static const char *const forward_orders[] = {"partition", "key", NULL};
 
 static const int64_t DAY_MS = 86400000;
 
@@ -73,13 +83,13 @@ const config_option config_options[] = {
 	    "cap on the forward retry delay"),
 	LINT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
 	    "delivery attempts before a message gets send_status failed"),
-	STR("forward.max_delay", NULL, "30d", forward_max_delay,
+	DUR("forward.max_delay", NULL, "30d", forward_max_delay,
 	    "longest delay a prepare may ask for (forward.not_before, forward.delay_ms), a "
 	    "duration (90s, 15m, 12h, 7d); an envelope asking for more is rejected"),
-	STR("forward.mode", NULL, "at_least_once", forward_mode,
+	ENUM("forward.mode", NULL, "at_least_once", forward_modes, forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
 	    "consumer with isolation.level=read_committed sees each committed message once"),
-	STR("forward.order", NULL, "partition", forward_order,
+	ENUM("forward.order", NULL, "partition", forward_orders, forward_order,
 	    "partition, or key: a committed message with a forward key is not produced while an "
 	    "earlier one (control-partition order) with the same forward topic and key is unsent "
 	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one"),
@@ -106,9 +116,9 @@ const config_option config_options[] = {
 	    "exactly_once: a partition whose lane has not taken it for this long (Kafka refusing "
 	    "the progress topic or the transactional id, ...) raises the alert lane_stuck and "
 	    "fails /readyz"),
-	LSTR("log.level", "TXHUB_LOG_LEVEL", "info", log_level,
+	LENUM("log.level", "TXHUB_LOG_LEVEL", "info", config_log_levels, log_level,
 	    "debug, info, warn or error"),
-	LSTR("log.format", NULL, "text", log_format,
+	LENUM("log.format", NULL, "text", log_formats, log_format,
 	    "text, or json: one JSON object per line"),
 	STR("http.listen", NULL, "", http_listen,
 	    "host:port for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: none"),
@@ -138,7 +148,7 @@ const config_option config_options[] = {
 	    "written; 0 keeps them"),
 	/* docs/tenants.md: Sharing one hub between teams: at intake
 	 * (hub/intake/enforce.c); a restart applies a change */
-	STR("tenants.enforce", NULL, "false", tenants_enforce,
+	BOOL("tenants.enforce", NULL, "false", tenants_enforce,
 	    "true: a record is accepted only within the rules of the tenant whose control topic "
 	    "it arrived on (txhub tenant), else rejected; a decision for another tenant's "
 	    "message is a conflict; no rules loaded yet: intake waits"),
@@ -149,7 +159,7 @@ const config_option config_options[] = {
 	STR("console.token", "TXHUB_CONSOLE_TOKEN", "", console_token,
 	    "the token that logs in to the web console (at least 16 characters); empty: the "
 	    "console starts only on a loopback address with console.open = true"),
-	STR("console.open", NULL, "false", console_open,
+	BOOL("console.open", NULL, "false", console_open,
 	    "true: with no console.token, serve the console without a token (loopback only)"),
 	INT("console.login_failures", NULL, "5", 1, 1000, console_login_failures,
 	    "wrong tokens one client address (an IPv6 /64) may try within console.login_window_ms; "
@@ -166,12 +176,12 @@ const config_option config_options[] = {
 	    "a client of console.listen must send a request in full (head and body) within "
 	    "this, counted from its connection's opening or the previous answer; else the "
 	    "connection is closed"),
-	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0},
+	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0, NULL},
 };
 
 int config_exactly_once(const txhub_config *cfg)
 {
-	return strcmp(cfg->forward_mode, "exactly_once") == 0;
+	return cfg->forward_mode == CONFIG_MODE_EXACTLY_ONCE;
 }
 
 int64_t config_max_delay_ms(const txhub_config *cfg)
@@ -181,14 +191,61 @@ int64_t config_max_delay_ms(const txhub_config *cfg)
 	return duration_parse(cfg->forward_max_delay, &ms, err, sizeof err) == 0 ? ms : 0;
 }
 
-int config_order_by_key(const txhub_config *cfg)
+int config_order_by_key(const txhub_config *cfg) { return cfg->forward_order == CONFIG_ORDER_KEY; }
+
+int config_tenants_enforce(const txhub_config *cfg) { return cfg->tenants_enforce == 1; }
+
+/* "a, b or c" of a NULL-terminated list, into out */
+static void list_values(const char *const *v, const char *last_sep, char *out, size_t outsz)
 {
-	return strcmp(cfg->forward_order, "key") == 0;
+	size_t n = 0, l = 0;
+	while (v[n])
+		n++;
+	out[0] = '\0';
+	for (size_t i = 0; i < n && l < outsz; i++) {
+		const char *sep = i == 0 ? "" : i + 1 == n ? last_sep : ", ";
+		l += (size_t)snprintf(out + l, outsz - l, "%s%s", sep, v[i]);
+	}
 }
 
-int config_tenants_enforce(const txhub_config *cfg)
+const char *config_value_text(const config_option *o, const txhub_config *cfg)
 {
-	return cfg->tenants_enforce && strcmp(cfg->tenants_enforce, "true") == 0;
+	const void *f = (const char *)cfg + o->offset;
+	switch (o->type) {
+	case CONFIG_STRING:
+	case CONFIG_DURATION: return *(char *const *)f;
+	case CONFIG_BOOL:
+	case CONFIG_ENUM: return o->values[*(const int64_t *)f];
+	case CONFIG_INT: break;
+	}
+	return NULL;
+}
+
+void config_type_text(const config_option *o, char *out, size_t outsz)
+{
+	char vals[256];
+	switch (o->type) {
+	case CONFIG_INT:
+		snprintf(out, outsz, "an integer from %lld to %lld", (long long)o->min,
+		         (long long)o->max);
+		return;
+	case CONFIG_BOOL: snprintf(out, outsz, "true or false"); return;
+	case CONFIG_ENUM:
+		list_values(o->values, " or ", vals, sizeof vals);
+		snprintf(out, outsz, "%s", vals);
+		return;
+	case CONFIG_DURATION: snprintf(out, outsz, "a duration (90s, 15m, 12h, 7d, 1h30m)"); return;
+	case CONFIG_STRING: snprintf(out, outsz, "text"); return;
+	}
+}
+
+/* The index of value among o->values, or -1. */
+static int64_t value_index(const config_option *o, const char *value)
+{
+	for (int64_t i = 0; o->values[i]; i++)
+		if (strcmp(o->values[i], value) == 0)
+			return i;
+	return -1;
 }
 
 static const config_option *find_option(const char *key)
@@ -203,7 +260,30 @@ static int set_option(txhub_config *cfg, const config_option *o, const char *val
                       char *err, size_t errsz)
 {
 	void *field = (char *)cfg + o->offset;
-	if (o->type == CONFIG_STRING) {
+	if (o->type == CONFIG_BOOL || o->type == CONFIG_ENUM) {
+		int64_t i = value_index(o, value);
+		if (i < 0) {
+			char vals[256];
+			if (o->type == CONFIG_BOOL)
+				snprintf(vals, sizeof vals, "true or false");
+			else
+				list_values(o->values, o->values[2] ? ", " : " or ", vals, sizeof vals);
+			snprintf(err, errsz, "%s: \"%s\" is not %s%s", o->key, value,
+			         o->values[2] ? "one of " : "", vals);
+			return -1;
+		}
+		*(int64_t *)field = i;
+		return 0;
+	}
+	if (o->type == CONFIG_DURATION) {
+		int64_t ms;
+		char why[160];
+		if (duration_parse(value, &ms, why, sizeof why) != 0) {
+			snprintf(err, errsz, "%s: %s", o->key, why);
+			return -1;
+		}
+	}
+	if (o->type == CONFIG_STRING || o->type == CONFIG_DURATION) {
 		char *copy = strdup(value);
 		if (!copy) {
 			snprintf(err, errsz, "%s: out of memory", o->key);
@@ -480,16 +560,7 @@ done:
 
 int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 {
-	log_level lvl;
-	if (log_level_parse(cfg->log_level, &lvl) != 0) {
-		snprintf(err, errsz, "log.level: \"%s\" is not one of debug, info, warn, error",
-		         cfg->log_level);
-		return -1;
-	}
-	if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
-		snprintf(err, errsz, "log.format: \"%s\" is not text or json", cfg->log_format);
-		return -1;
-	}
+	/* (booleans, enumerations and durations are checked as they are set) */
 	char sub[512];
 	if (*cfg->http_listen && http_listen_valid(cfg->http_listen, sub, sizeof sub) != 0) {
 		snprintf(err, errsz, "http.listen: %s", sub);
@@ -509,21 +580,8 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 		snprintf(err, errsz, "console.listen: %s", sub);
 		return -1;
 	}
-	if (strcmp(cfg->tenants_enforce, "true") != 0 && strcmp(cfg->tenants_enforce, "false") != 0) {
-		snprintf(err, errsz, "tenants.enforce: \"%s\" is not true or false",
-		         cfg->tenants_enforce);
-		return -1;
-	}
-	if (strcmp(cfg->console_open, "true") != 0 && strcmp(cfg->console_open, "false") != 0) {
-		snprintf(err, errsz, "console.open: \"%s\" is not true or false", cfg->console_open);
-		return -1;
-	}
 	if (!*cfg->brokers) {
 		snprintf(err, errsz, "brokers: must not be empty");
-		return -1;
-	}
-	if (strcmp(cfg->forward_order, "partition") != 0 && strcmp(cfg->forward_order, "key") != 0) {
-		snprintf(err, errsz, "forward.order: \"%s\" is not partition or key", cfg->forward_order);
 		return -1;
 	}
 	if (check_control_topics(cfg, err, errsz) != 0)
@@ -544,18 +602,6 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 	}
 	if (cfg->forward_backoff_max_ms < cfg->forward_backoff_ms) {
 		snprintf(err, errsz, "forward.backoff_max_ms: must be >= forward.backoff_ms");
-		return -1;
-	}
-	int64_t max_delay;
-	char why[160];
-	if (duration_parse(cfg->forward_max_delay, &max_delay, why, sizeof why) != 0) {
-		snprintf(err, errsz, "forward.max_delay: %s", why);
-		return -1;
-	}
-	if (strcmp(cfg->forward_mode, "at_least_once") != 0 &&
-	    strcmp(cfg->forward_mode, "exactly_once") != 0) {
-		snprintf(err, errsz, "forward.mode: \"%s\" is not at_least_once or exactly_once",
-		         cfg->forward_mode);
 		return -1;
 	}
 	if (*cfg->forward_progress_topic &&
@@ -585,7 +631,7 @@ int config_validate(const txhub_config *cfg, char *err, size_t errsz)
 static int same_option(const config_option *o, const txhub_config *a, const txhub_config *b)
 {
 	const void *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
-	if (o->type == CONFIG_STRING)
+	if (o->type == CONFIG_STRING || o->type == CONFIG_DURATION)
 		return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
 	return *(const int64_t *)fa == *(const int64_t *)fb;
 }
@@ -617,10 +663,12 @@ int config_keep_fixed(const txhub_config *running, txhub_config *next, char *cha
 			continue;
 		note_changed(changed, changedsz, o->key);
 		void *f = (char *)running + o->offset;
-		if (o->type == CONFIG_STRING && set_option(next, o, *(char **)f, err, sizeof err) != 0)
-			return -1;
-		if (o->type == CONFIG_INT)
+		if (o->type == CONFIG_STRING || o->type == CONFIG_DURATION) {
+			if (set_option(next, o, *(char **)f, err, sizeof err) != 0)
+				return -1;
+		} else {
 			*(int64_t *)((char *)next + o->offset) = *(int64_t *)f;
+		}
 	}
 	if (same_kafka(running, next))
 		return 0;
@@ -641,12 +689,9 @@ int config_keep_fixed(const txhub_config *running, txhub_config *next, char *cha
 
 void config_apply_logging(const txhub_config *cfg)
 {
-	log_level lvl = LOG_INFO;
-	log_format fmt = LOG_TEXT;
-	log_level_parse(cfg->log_level, &lvl);
-	log_format_parse(cfg->log_format, &fmt);
-	log_set_level(lvl);
-	log_set_format(fmt);
+	/* the rows' values are in log.h's order */
+	log_set_level((log_level)cfg->log_level);
+	log_set_format((log_format)cfg->log_format);
 }
 
 void config_write_example(FILE *out)
@@ -685,7 +730,7 @@ void config_free(txhub_config *cfg)
 	if (!cfg)
 		return;
 	for (const config_option *o = config_options; o->key; o++) {
-		if (o->type == CONFIG_STRING) {
+		if (o->type == CONFIG_STRING || o->type == CONFIG_DURATION) {
 			char **f = (char **)((char *)cfg + o->offset);
 			free(*f);
 			*f = NULL;

@@ -39,16 +39,16 @@ typedef struct txhub_config {
 	int64_t forward_max_attempts;
 	char *forward_max_delay;      /* a duration (validated): config_max_delay_ms() */
 	int64_t forward_transaction_interval_ms; /* exactly_once: a lane's pace */
-	char *forward_mode;           /* "at_least_once" or "exactly_once" (validated) */
-	char *forward_order;          /* "partition" or "key" (validated) */
+	int64_t forward_mode;         /* CONFIG_MODE_*: config_exactly_once() */
+	int64_t forward_order;        /* CONFIG_ORDER_*: config_order_by_key() */
 	char *forward_progress_topic; /* "": <control_topic>.progress */
 	char *forward_dead_letter_topic; /* "": off (deadletter.h) */
 	char *alert_webhook;
 	int64_t alert_awaiting_prepare_ms;
 	int64_t alert_database_failing_ms;
 	int64_t alert_lane_stuck_ms;
-	char *log_level;
-	char *log_format;
+	int64_t log_level;            /* index into config_log_levels (log.h's order) */
+	int64_t log_format;           /* log.h's log_format */
 	char *http_listen;
 	int64_t http_max_connections;
 	int64_t http_max_per_address;
@@ -58,10 +58,10 @@ typedef struct txhub_config {
 	int64_t intake_poll_ms;
 	int64_t retention_finished_hours;
 	int64_t retention_rejected_hours;
-	char *tenants_enforce; /* "true" or "false" (validated): config_tenants_enforce() */
+	int64_t tenants_enforce; /* 0 or 1: config_tenants_enforce() */
 	char *console_listen;
 	char *console_token;
-	char *console_open; /* "true" or "false" (validated) */
+	int64_t console_open; /* 0 or 1 */
 	int64_t console_login_failures;  /* wrong tokens per address and window */
 	int64_t console_login_window_ms;
 	int64_t console_max_connections;
@@ -72,7 +72,22 @@ typedef struct txhub_config {
 	size_t kafka_cnt, kafka_cap;
 } txhub_config;
 
-typedef enum { CONFIG_STRING, CONFIG_INT } config_type;
+/* A row's type, which decides how its text is parsed (at once, naming the
+ * key, whatever source it came from), how txhub config, the man page and
+ * the docs show it, and its field's C type:
+ *   CONFIG_STRING    char *, as written
+ *   CONFIG_INT       int64_t, an integer from min to max
+ *   CONFIG_BOOL      int64_t, 0 or 1, from false or true
+ *   CONFIG_ENUM      int64_t, the index of one of values
+ *   CONFIG_DURATION  char *, a duration as duration.h reads it (90s, 15m,
+ *                    12h, 7d); config_max_delay_ms() has it in ms */
+typedef enum { CONFIG_STRING, CONFIG_INT, CONFIG_BOOL, CONFIG_ENUM, CONFIG_DURATION } config_type;
+
+/* forward.mode's and forward.order's values, in their rows' order. */
+enum { CONFIG_MODE_AT_LEAST_ONCE, CONFIG_MODE_EXACTLY_ONCE };
+enum { CONFIG_ORDER_PARTITION, CONFIG_ORDER_KEY };
+/* log.level's values, log.h's log_level order */
+extern const char *const config_log_levels[];
 
 /* One row of the table. */
 typedef struct {
@@ -84,7 +99,16 @@ typedef struct {
 	size_t offset;          /* offsetof(txhub_config, field) */
 	const char *doc;
 	int live;               /* SIGHUP applies a new value to a running hub */
+	const char *const *values; /* CONFIG_ENUM: its values, NULL-terminated */
 } config_option;
+
+/* A row's value as text (a static string for BOOL and ENUM; the field for
+ * STRING and DURATION; NULL for INT, whose text the caller formats). */
+const char *config_value_text(const config_option *o, const txhub_config *cfg);
+/* What a row takes, for people: "an integer from 1 to 1000", "true or
+ * false", "one of debug, info, warn, error", "a duration (90s, 15m, 12h,
+ * 7d)", "text". */
+void config_type_text(const config_option *o, char *out, size_t outsz);
 
 /* The table, terminated by a row with key == NULL. */
 extern const config_option config_options[];

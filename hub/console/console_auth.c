@@ -38,7 +38,7 @@ int console_listen_is_loopback(const char *listen)
 
 int console_check_config(const txhub_config *cfg, int *open_mode, char *err, size_t errsz)
 {
-	int open = strcmp(cfg->console_open, "true") == 0;
+	int open = cfg->console_open == 1;
 	size_t tlen = strlen(cfg->console_token);
 	*open_mode = 0;
 	if (tlen > 0 && tlen < CONSOLE_TOKEN_MIN) {

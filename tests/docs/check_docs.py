@@ -16,11 +16,11 @@ The docs hold together (issue 35): every relative markdown link in
 README.md and docs/*.md names a file that exists and, with a #anchor, a
 heading there (GitHub's anchors: lowercase, punctuation dropped, spaces to
 '-', a repeated heading -1, -2, ...); no page of docs/ is over 500 lines
-(the long ones of LONG_PAGES excepted); no source cites "CONTRACT", a
-document the repository does not have (comments point at docs/), and
-each "docs/PAGE.md: Section" they cite names a page that exists and one of
-its headings (or the start of one); and the
-keys "Reloading the configuration (SIGHUP)" in docs/running.md says SIGHUP
+(the long ones of LONG_PAGES excepted); neither a source nor a page
+cites "CONTRACT", a document the repository does not have (comments point
+at docs/); each "docs/PAGE.md: Section" a source cites names a page that
+exists and one of its headings (or the start of one); and the keys
+"Reloading the configuration (SIGHUP)" in docs/running.md says SIGHUP
 applies are the keys `txhub config` marks so (the table's live flag), and
 those it says keep their running value are not.
 Prints what is missing and exits 1."""
@@ -180,13 +180,18 @@ def strip_code(text):
     return re.sub(r"`[^`\n]*`", "", strip_fences(text))
 
 
-LONG_PAGES = {"docs/architecture.md", "docs/benchmark.md", "docs/producers.md"}
+# over 500 lines before the rule, to split by task next (issue 35): only these
+LONG_PAGES = {"docs/architecture.md", "docs/benchmark.md", "docs/consumers.md", "docs/producers.md"}
 docs = ["README.md"] + sorted(os.path.relpath(p, root)
                               for p in glob.glob(os.path.join(root, "docs/*.md")))
 anchor_cache = {}
 for doc in docs:
     text = read(os.path.join(root, doc))
     lines = text.count("\n")
+    for line in text.split("\n"):
+        if re.search(r"\bCONTRACT\b", line):
+            failures.append(f"{doc}: {line.strip()[:80]}: cites CONTRACT, which is not in the "
+                            "repository: link the page that says it")
     if lines > 500 and doc not in LONG_PAGES:
         failures.append(f"{doc} has {lines} lines, more than 500: split it by task")
     for target in re.findall(r"\]\(([^)\s]+)\)", strip_code(text)):
