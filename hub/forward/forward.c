@@ -190,6 +190,12 @@ int64_t forward_dying(const forward *fw, char *why, size_t whysz)
 	return fw->dying_since;
 }
 
+void forward_set_consumer(forward *fw, rd_kafka_t *consumer)
+{
+	if (fw->txn)
+		txn_set_consumer(fw->txn, consumer);
+}
+
 void forward_test_fatal(forward *fw)
 {
 	if (!fw->rk)
@@ -222,6 +228,8 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		if (!conf)
 			goto fail;
 		rd_kafka_conf_destroy(conf);
+		if (!(fw->txn = txn_new(cfg, err, errsz)))
+			goto fail;
 		/* (lane.h: the main loop's rounding, librdkafka #4671) */
 		if (rd_kafka_version() < 0x02040000)
 			log_info("forward: librdkafka %s spends up to 2 ms of CPU on each Kafka "
@@ -660,6 +668,7 @@ void forward_destroy(forward *fw)
 		lane_free(fw->lanes[i]);
 	for (size_t i = 0; i < fw->nretiring; i++)
 		lane_free(fw->retiring[i]);
+	txn_free(fw->txn); /* (after its lanes) */
 	free(fw->lanes);
 	free(fw->retiring);
 	free(fw->cooldown);

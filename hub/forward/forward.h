@@ -76,6 +76,10 @@ size_t forward_stuck(forward *fw, char *why, size_t whysz);
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms);
 
+/* exactly_once: the hub's consumer, whose group metadata goes with every
+ * Kafka transaction (txn.h); NULL before it is destroyed. */
+void forward_set_consumer(forward *fw, rd_kafka_t *consumer);
+
 /* Raise a fatal error in the producer, as librdkafka's idempotence would
  * (rd_kafka_test_fatal_error): for tests. The next forward_poll replaces
  * the producer. */

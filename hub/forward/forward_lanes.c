@@ -155,7 +155,7 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 		if (!n)
 			break;
 		fw->lanes = n;
-		lane *l = lane_start(fw->cfg, fw->al, o, owned_has_at(&fw->rewound, o->tp, o->epoch),
+		lane *l = lane_start(fw->cfg, fw->al, fw->txn, o, owned_has_at(&fw->rewound, o->tp, o->epoch),
 		                     err, sizeof err);
 		if (!l) {
 			log_error("forward: starting the lane of " TP_FMT ": %s; trying again",
