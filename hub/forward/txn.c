@@ -303,10 +303,15 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 		rd_kafka_topic_partition_list_t *offs = fence_offsets(parts, n);
 		if (cgmd && offs && offs->cnt > 0 &&
 		    (e = rd_kafka_send_offsets_to_transaction(t->rk, offs, cgmd, CALL_MS))) {
-			snprintf(o.why, sizeof o.why, "fenced by the consumer group: it refused the "
-			         "transaction's offsets (%.300s): this replica's membership or generation is "
-			         "no longer the group's, its partitions may have a new owner",
-			         rd_kafka_error_string(e));
+			if (txn_fenced_error(rd_kafka_error_code(e)))
+				snprintf(o.why, sizeof o.why, "fenced: another replica that took partitions "
+				         "of this transaction fenced its transactional.id (%.300s)",
+				         rd_kafka_error_string(e));
+			else
+				snprintf(o.why, sizeof o.why, "fenced by the consumer group: it refused the "
+				         "transaction's offsets (%.300s): this replica's membership or "
+				         "generation is no longer the group's, its partitions may have a new "
+				         "owner", rd_kafka_error_string(e));
 		}
 		if (offs)
 			rd_kafka_topic_partition_list_destroy(offs);

@@ -9,6 +9,7 @@
  * large for its topic) leaves its run: the others go through, once. */
 #include <criterion/criterion.h>
 #include <librdkafka/rdkafka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,5 +221,69 @@ Test(exactly_once, a_progress_marker_of_another_database_is_not_trusted, .timeou
 	for (int i = 0; i < 200; i++)
 		cr_assert_eq(seen[i], 1, "n-%d read %d times", i, seen[i]);
 	h_records_free(recs, got);
+	h_teardown(&e);
+}
+
+/* Whether process pid is stopped (SIGSTOP): its state in /proc. */
+static int stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* A replica paused past its session time-out while it holds an open
+ * transaction of forwards (flushed to the broker, its offsets not yet
+ * sent: failpoint txn_stop_before_offsets), its partitions taken by
+ * another replica that forwards the same messages, then let go on: the
+ * zombie commits nothing, its log says why, and a read_committed consumer
+ * reads every committed message once. */
+Test(exactly_once, a_paused_replica_that_lost_its_partitions_commits_nothing, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	h_setup(&e, "eos_zombie");
+	char fwd[128], zlog[256], blog[256];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	send_txs(&e, fwd, 400, 10);
+	setenv("TXHUB_FAILPOINT", "txn_stop_before_offsets", 1);
+	pid_t a = h_hub_start(&e, EOS);
+	unsetenv("TXHUB_FAILPOINT");
+	h_hub_log(zlog, sizeof zlog, &e);
+	int waited = 0;
+	while (!stopped(a) && waited < 60000) {
+		h_pause_ms(100);
+		waited += 100;
+	}
+	cr_assert(stopped(a), "the hub did not stop at the failpoint");
+	cr_assert_eq(h_log_lines(zlog, "stopping (SIGSTOP) with a transaction of"), 1);
+	/* what it holds is in the forward topic, uncommitted */
+	h_record *recs;
+	size_t held = h_read_topic_uncommitted(&e, fwd, 3000, &recs);
+	h_records_free(recs, held);
+	cr_assert_gt(held, 0, "the paused hub's open transaction holds no forwards");
+
+	pid_t b = h_hub_start(&e, EOS);
+	h_hub_log(blog, sizeof blog, &e);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "360",
+	                 120000), "the new owner did not forward every committed message");
+	kill(a, SIGCONT);
+	/* the zombie's transaction is aborted, and it says why */
+	for (waited = 0; waited < 60000 && h_log_lines(zlog, "is aborted: fenced") == 0;
+	     waited += 200)
+		h_pause_ms(200);
+	cr_assert_gt(h_log_lines(zlog, "is aborted: fenced"), 0,
+	             "the paused hub's log does not say its transaction was aborted, fenced");
+	cr_assert_eq(h_hub_stop(b), 0);
+	cr_assert_eq(h_hub_stop(a), 0);
+	check_once(&e, fwd, 400);
 	h_teardown(&e);
 }
