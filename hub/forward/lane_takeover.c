@@ -318,6 +318,8 @@ static int fence_previous(lane *l, int *old_fenced, char *err, size_t errsz)
 	if (!*old_fenced) {
 		if (fence_id(l, l->txn_id, &refused, err, errsz) == 0) {
 			*old_fenced = 1;
+			log_info("lane %d of %s: fenced transactional.id %s, a hub of one producer per "
+			         "partition's (what it left open is aborted)", TP_ARG(l->own.tp), l->txn_id);
 		} else if (refused) {
 			log_warn("lane %d of %s: %s: a transaction a hub of one producer per partition "
 			         "left open is waited out instead (docs/operators.md, Kafka ACLs)",
