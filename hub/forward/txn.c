@@ -54,6 +54,7 @@ struct txn {
 	int64_t last_close;
 	size_t solo_left;
 	uint64_t commits;
+	char failing[512]; /* why no transaction can begin ("": one can) */
 
 	/* the thread's */
 	store *st;
@@ -410,6 +411,9 @@ static void *run(void *arg)
 		rd_kafka_error_t *e = NULL;
 		if (ready_producer(t, err, sizeof err) == 0 && !(e = rd_kafka_begin_transaction(t->rk))) {
 			attempt = 0;
+			pthread_mutex_lock(&t->mu);
+			t->failing[0] = '\0';
+			pthread_mutex_unlock(&t->mu);
 		} else {
 			if (e) {
 				snprintf(err, sizeof err, "begin_transaction: %.400s", rd_kafka_error_string(e));
@@ -418,8 +422,13 @@ static void *run(void *arg)
 				rd_kafka_error_destroy(e);
 			}
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
-			log_warn("forward: transactional.id %s: %s; retrying in %lld ms", t->id, err,
-			         (long long)d);
+			pthread_mutex_lock(&t->mu);
+			int changed = strcmp(t->failing, err) != 0;
+			snprintf(t->failing, sizeof t->failing, "%s", err);
+			pthread_mutex_unlock(&t->mu);
+			log_msg(changed ? LOG_WARN : LOG_DEBUG, "forward: transactional.id %s: %s; retrying "
+			        "in %lld ms%s", t->id, err, (long long)d,
+			        changed ? " (the same error again is logged at debug)" : "");
 			pause_ms(t, d);
 			continue;
 		}
@@ -487,6 +496,16 @@ void txn_set_consumer(txn *t, rd_kafka_t *consumer)
 
 const char *txn_id(const txn *t) { return t->id; }
 rd_kafka_t *txn_meta(txn *t) { return t->meta; }
+
+int txn_failing(txn *t, char *why, size_t whysz)
+{
+	pthread_mutex_lock(&t->mu);
+	int f = t->failing[0] != '\0';
+	if (f)
+		snprintf(why, whysz, "%s", t->failing);
+	pthread_mutex_unlock(&t->mu);
+	return f;
+}
 
 uint64_t txn_commits(txn *t)
 {

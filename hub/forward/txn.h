@@ -97,6 +97,11 @@ int txn_fenced_error(rd_kafka_resp_err_t e);
 rd_kafka_t *txn_producer_new(const txhub_config *cfg, const char *id, void *opaque, char *err,
                              size_t errsz);
 
+/* Whether no transaction could begin at the last try (the producer cannot
+ * be made or initialised: typically no right to the transactional.id),
+ * with why. Any thread. */
+int txn_failing(txn *t, char *why, size_t whysz);
+
 /* Transactions committed since started. */
 uint64_t txn_commits(txn *t);
 
