@@ -157,6 +157,9 @@ static int ready_producer(txn *t, char *err, size_t errsz)
 		return -1;
 	}
 	t->inited = 1;
+	pthread_mutex_lock(&t->mu);
+	t->failing[0] = '\0';
+	pthread_mutex_unlock(&t->mu);
 	log_info("forward: transactional.id %s initialised (one producer for every partition of "
 	         "this replica)", t->id);
 	return 0;
@@ -400,16 +403,19 @@ static void *run(void *arg)
 	txn *t = arg;
 	int attempt = 0;
 	for (;;) {
+		char err[512];
+		rd_kafka_error_t *e = NULL;
+		/* the producer first, before a lane wants it: a transactional.id
+		 * the hub may not use shows at once (txn_failing) */
+		int ready = ready_producer(t, err, sizeof err) == 0;
 		pthread_mutex_lock(&t->mu);
-		while (!t->stopping && t->wanted == 0)
+		while (ready && !t->stopping && t->wanted == 0)
 			pthread_cond_wait(&t->cv, &t->mu);
 		int stop = t->stopping;
 		pthread_mutex_unlock(&t->mu);
 		if (stop)
 			break;
-		char err[512];
-		rd_kafka_error_t *e = NULL;
-		if (ready_producer(t, err, sizeof err) == 0 && !(e = rd_kafka_begin_transaction(t->rk))) {
+		if (ready && t->inited && !(e = rd_kafka_begin_transaction(t->rk))) {
 			attempt = 0;
 			pthread_mutex_lock(&t->mu);
 			t->failing[0] = '\0';
@@ -468,6 +474,8 @@ txn *txn_new(const txhub_config *cfg, char *err, size_t errsz)
 	t->cfg = cfg;
 	t->failpoint = getenv("TXHUB_FAILPOINT");
 	snprintf(t->id, sizeof t->id, "txhub-%s-r-%s-%ld", cfg->group, host, (long)getpid());
+	snprintf(t->failing, sizeof t->failing, "the transactional producer (transactional.id %.300s) "
+	         "is not initialised yet", t->id);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	if (!(t->meta = txn_producer_new(cfg, NULL, NULL, err, errsz)))
