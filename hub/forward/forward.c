@@ -662,6 +662,7 @@ void forward_destroy(forward *fw)
 		pthread_mutex_unlock(&fw->mu);
 		pthread_join(fw->writer, NULL);
 	}
+	txn_stop(fw->txn); /* (what it holds open is committed, or settled by the next owner) */
 	for (size_t i = 0; i < fw->nlanes; i++) /* ask them all first, then wait */
 		lane_stop(fw->lanes[i], 0);
 	for (size_t i = 0; i < fw->nlanes; i++)

@@ -116,6 +116,14 @@ rd_kafka_t *txn_producer_new(const txhub_config *cfg, const char *id, void *opaq
 	return rk;
 }
 
+static int txn_stopping(txn *t)
+{
+	pthread_mutex_lock(&t->mu);
+	int s = t->stopping;
+	pthread_mutex_unlock(&t->mu);
+	return s;
+}
+
 /* Sleep ms on the txn's condition, or until it stops. */
 static void pause_ms(txn *t, int64_t ms)
 {
@@ -326,8 +334,8 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 	 * never aborted, until it says how it ended */
 	for (int tries = 0; (e = rd_kafka_commit_transaction(t->rk, CALL_MS)); tries++) {
 		if (!rd_kafka_error_is_retriable(e) || rd_kafka_error_is_fatal(e) ||
-		    rd_kafka_error_txn_requires_abort(e) || tries >= 5)
-			break;
+		    rd_kafka_error_txn_requires_abort(e) || tries >= 5 || txn_stopping(t))
+			break; /* (stopping: the next owner's fence settles it, its marker says how) */
 		log_warn("forward: transactional.id %s: committing: %s; trying again", t->id,
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
@@ -572,7 +580,7 @@ void txn_finish(txn *t, txn_part *p, int abort, const char *why)
 	pthread_mutex_unlock(&t->mu);
 }
 
-void txn_free(txn *t)
+void txn_stop(txn *t)
 {
 	if (!t)
 		return;
@@ -580,6 +588,13 @@ void txn_free(txn *t)
 	t->stopping = 1;
 	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
+}
+
+void txn_free(txn *t)
+{
+	if (!t)
+		return;
+	txn_stop(t);
 	pthread_join(t->thread, NULL);
 	if (t->rk)
 		rd_kafka_destroy(t->rk); /* (nothing open: the lanes are gone) */

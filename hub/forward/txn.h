@@ -105,8 +105,12 @@ int txn_failing(txn *t, char *why, size_t whysz);
 /* Transactions committed since started. */
 uint64_t txn_commits(txn *t);
 
-/* Stop the thread (lanes waiting to join are let go) and free. NULL is
- * fine. */
+/* Stopping: the open transaction closes at once and is committed without
+ * retrying for long, lanes waiting to join are let go, no other begins.
+ * NULL is fine. */
+void txn_stop(txn *t);
+
+/* Stop (txn_stop), wait for the thread, free. NULL is fine. */
 void txn_free(txn *t);
 
 #endif
