@@ -296,8 +296,10 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		*backoff = 0;
 		goto done;
 	}
-	if (nfailed == 0 && !refused && p.out.code == RD_KAFKA_RESP_ERR__FAIL) {
-		/* aborted for another lane's forward: again at once */
+	if (nfailed == 0 && !refused &&
+	    (p.out.code == RD_KAFKA_RESP_ERR__FAIL || p.out.code == RD_KAFKA_RESP_ERR__FENCED)) {
+		/* aborted for another lane's forward, or another lane's partition
+		 * gone: again at once */
 		log_debug("lane %d of %s: a transaction of %zu forward(s) aborted (%s); they go again",
 		          TP_ARG(l->own.tp), n, err);
 		*backoff = 0;
