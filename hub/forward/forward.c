@@ -234,7 +234,8 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		if (rd_kafka_version() < 0x02040000)
 			log_info("forward: librdkafka %s spends up to 2 ms of CPU on each Kafka "
 			         "transaction (fixed in 2.4.0): forward.transaction_interval_ms (%lld) "
-			         "bounds how many a partition begins (docs/consumers.md, Forwarding exactly once)",
+			         "bounds how many this replica begins (docs/consumers.md, Forwarding exactly "
+			         "once)",
 			         rd_kafka_version_str(), (long long)cfg->forward_transaction_interval_ms);
 		return fw;
 	}
@@ -260,6 +261,8 @@ void forward_reconfigure(forward *fw, const txhub_config *cfg)
 	fw->cfg = cfg;
 	fw->f_write.alert_ms = cfg->alert_database_failing_ms; /* (read by the writer under mu) */
 	pthread_mutex_unlock(&fw->mu);
+	if (fw->txn)
+		txn_reconfigure(fw->txn, cfg);
 }
 
 /* The first record to a topic this producer has not used waits for its

@@ -55,6 +55,7 @@ struct txn {
 	size_t solo_left;
 	uint64_t commits;
 	char failing[512]; /* why no transaction can begin ("": one can) */
+	int64_t interval_ms; /* forward.transaction_interval_ms (txn_reconfigure) */
 
 	/* the thread's */
 	store *st;
@@ -394,7 +395,7 @@ outcomes:
 static void wait_close(txn *t)
 {
 	for (;;) {
-		int64_t now = clock_ms(), due = t->last_close + t->cfg->forward_transaction_interval_ms;
+		int64_t now = clock_ms(), due = t->last_close + t->interval_ms;
 		if (t->open && (t->stopping || t->abort_wanted || (t->solo_left && t->nparts > 0) ||
 		                (now >= due && (t->nparts > 0 || t->wanted == 0))))
 			t->open = 0;
@@ -480,6 +481,7 @@ txn *txn_new(const txhub_config *cfg, char *err, size_t errsz)
 		return NULL;
 	}
 	t->cfg = cfg;
+	t->interval_ms = cfg->forward_transaction_interval_ms;
 	t->failpoint = getenv("TXHUB_FAILPOINT");
 	snprintf(t->id, sizeof t->id, "txhub-%s-r-%s-%ld", cfg->group, host, (long)getpid());
 	snprintf(t->failing, sizeof t->failing, "the transactional producer (transactional.id %.300s) "
@@ -507,6 +509,14 @@ void txn_set_consumer(txn *t, rd_kafka_t *consumer)
 {
 	pthread_mutex_lock(&t->mu);
 	t->consumer = consumer;
+	pthread_mutex_unlock(&t->mu);
+}
+
+void txn_reconfigure(txn *t, const txhub_config *cfg)
+{
+	pthread_mutex_lock(&t->mu);
+	t->interval_ms = cfg->forward_transaction_interval_ms;
+	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 }
 

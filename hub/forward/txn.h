@@ -71,6 +71,10 @@ txn *txn_new(const txhub_config *cfg, char *err, size_t errsz);
  * once, before the lanes start (NULL: not fenced by the group). */
 void txn_set_consumer(txn *t, rd_kafka_t *consumer);
 
+/* A reload: forward.transaction_interval_ms from cfg from the next
+ * transaction on. */
+void txn_reconfigure(txn *t, const txhub_config *cfg);
+
 /* The transactional.id. */
 const char *txn_id(const txn *t);
 
