@@ -207,7 +207,8 @@ static int join_stop(void *arg) { return lane_is_stopping(arg, 1); }
  * recorded), 0 when what is left is to be read and tried again (after a
  * backoff when *backoff), -1 when the lane must stop (fenced, or
  * stopping). */
-static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec, int *backoff)
+static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec, int *backoff,
+                    int *intent)
 {
 	char err[512] = "";
 	size_t n = list->n;
@@ -224,7 +225,8 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	*backoff = 1;
 	if (!st || !failed)
 		goto done;
-	rd_kafka_t *rk = txn_join(l->txn, &p, join_stop, l);
+	rd_kafka_t *rk = txn_join(l->txn, &p, *intent, join_stop, l);
+	*intent = 0;
 	if (!rk) {
 		result = -1;
 		goto done;
@@ -343,7 +345,12 @@ static void forward_due(lane *l)
 	char err[512];
 	int attempt = 0;
 	store_forward_list list = {0}, unrec = {0}; /* unrec: committed, not recorded */
+	int intent = 0; /* txn_intend: the run being read joins the open transaction */
 	for (;;) {
+		if (intent) {
+			txn_unintend(l->txn);
+			intent = 0;
+		}
 		store_forward_list_clear(&list);
 		int64_t want = wait_for_work(l, unrec.n == 0);
 		if (want < 0)
@@ -359,6 +366,10 @@ static void forward_due(lane *l)
 			}
 		}
 		int64_t t0 = clock_ms();
+		if (want > l->done_seq) {
+			txn_intend(l->txn);
+			intent = 1;
+		}
 		store_rc rc = store_ensure(l->st, err, sizeof err);
 		if (rc == STORE_OK)
 			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, lane_run_max(l), &list, err,
@@ -401,7 +412,7 @@ static void forward_due(lane *l)
 			continue;
 		size_t singles = l->singles_left, n = list.n;
 		int64_t t1 = clock_ms();
-		int backoff, r = send_run(l, &list, &unrec, &backoff);
+		int backoff, r = send_run(l, &list, &unrec, &backoff, &intent);
 		log_debug("lane %d of %s: a run of %zu: read in %lld ms, sent and committed in %lld ms",
 		          TP_ARG(l->own.tp), n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
 		if (r < 0)
@@ -422,6 +433,8 @@ static void forward_due(lane *l)
 			lane_pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
 		}
 	}
+	if (intent)
+		txn_unintend(l->txn);
 	/* ending: record the last committed run if PostgreSQL lets us at
 	 * once (else the next owner marks it from the marker) */
 	record_committed(l, &unrec);

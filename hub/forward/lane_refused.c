@@ -102,7 +102,7 @@ int lane_probe_progress(lane *l)
 	txn_part p;
 	memset(&p, 0, sizeof p);
 	p.own = l->own;
-	rd_kafka_t *rk = txn_join(l->txn, &p, probe_stop, l);
+	rd_kafka_t *rk = txn_join(l->txn, &p, 0, probe_stop, l);
 	if (!rk)
 		return -1;
 	rd_kafka_resp_err_t pe = rd_kafka_producev(

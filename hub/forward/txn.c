@@ -46,6 +46,8 @@ struct txn {
 	rd_kafka_t *rk;   /* NULL until made (and after a fatal error) */
 	int stopping;
 	int wanted;       /* lanes waiting in txn_join */
+	int coming;       /* lanes reading a run that will join (txn_intend) */
+	int64_t opened;   /* when the open transaction began */
 	int open;         /* the transaction takes parts */
 	txn_part **parts; /* its parts */
 	size_t nparts, capparts, nready;
@@ -396,8 +398,10 @@ static void wait_close(txn *t)
 {
 	for (;;) {
 		int64_t now = clock_ms(), due = t->last_close + t->interval_ms;
+		/* (lanes reading a run are waited for, at most an interval) */
+		int all_in = t->coming == 0 || now >= t->opened + t->interval_ms;
 		if (t->open && (t->stopping || t->abort_wanted || (t->solo_left && t->nparts > 0) ||
-		                (now >= due && (t->nparts > 0 || t->wanted == 0))))
+		                (now >= due && ((t->nparts > 0 && all_in) || t->wanted == 0))))
 			t->open = 0;
 		if (!t->open && t->nready == t->nparts)
 			return;
@@ -453,6 +457,7 @@ static void *run(void *arg)
 		rd_kafka_consumer_group_metadata_t *cgmd =
 			t->consumer ? rd_kafka_consumer_group_metadata(t->consumer) : NULL;
 		t->open = 1;
+		t->opened = clock_ms();
 		pthread_cond_broadcast(&t->cv);
 		wait_close(t);
 		t->last_close = clock_ms();
@@ -541,7 +546,23 @@ uint64_t txn_commits(txn *t)
 	return c;
 }
 
-rd_kafka_t *txn_join(txn *t, txn_part *p, int (*stop)(void *), void *arg)
+void txn_intend(txn *t)
+{
+	pthread_mutex_lock(&t->mu);
+	t->coming++;
+	pthread_mutex_unlock(&t->mu);
+}
+
+void txn_unintend(txn *t)
+{
+	pthread_mutex_lock(&t->mu);
+	if (t->coming > 0)
+		t->coming--;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+rd_kafka_t *txn_join(txn *t, txn_part *p, int intended, int (*stop)(void *), void *arg)
 {
 	memset(&p->out, 0, sizeof p->out);
 	p->ready = p->abort = p->done = 0;
@@ -571,6 +592,8 @@ rd_kafka_t *txn_join(txn *t, txn_part *p, int (*stop)(void *), void *arg)
 		pthread_cond_timedwait(&t->cv, &t->mu, &ts);
 	}
 	t->wanted--;
+	if (intended && t->coming > 0)
+		t->coming--;
 	pthread_mutex_unlock(&t->mu);
 	return rk;
 }

@@ -82,10 +82,16 @@ const char *txn_id(const txn *t);
  * requests: lives as long as t. */
 rd_kafka_t *txn_meta(txn *t);
 
+/* A lane is reading a run it will join with: the open transaction waits
+ * for it (at most an interval after it began) rather than close without
+ * it. txn_join(intended = 1) or txn_unintend ends the intent. */
+void txn_intend(txn *t);
+void txn_unintend(txn *t);
+
 /* Join the open transaction, waiting for one to open: returns the producer
  * to produce p's records with until txn_finish, or NULL when stop(arg)
- * said so (or t stops). */
-rd_kafka_t *txn_join(txn *t, txn_part *p, int (*stop)(void *), void *arg);
+ * said so (or t stops). intended: ends a txn_intend. */
+rd_kafka_t *txn_join(txn *t, txn_part *p, int intended, int (*stop)(void *), void *arg);
 
 /* p's records are produced: commit them with the others (abort: p wants
  * the whole transaction aborted, why in why), and wait for the outcome in
