@@ -2,10 +2,10 @@
  * (CONTRACT §4, §12).
  *
  * forward.mode = at_least_once (below): one idempotent producer.
- * forward.mode = exactly_once: a lane per owned partition (lane.h) with a
- * transactional producer; forward_send only wakes the lanes, which read
- * their rows from PostgreSQL in sequence order, and forward_poll starts
- * and stops lanes as partitions come and go.
+ * forward.mode = exactly_once: a lane per owned partition (lane.h), their
+ * runs in the replica's Kafka transactions (txn.h); forward_send only wakes
+ * the lanes, which read their rows from PostgreSQL in sequence order, and
+ * forward_poll starts and stops lanes as partitions come and go.
  *
  * A message is marked sent only when its delivery report says so; failed
  * deliveries are retried with backoff until forward.max_attempts. Delivery

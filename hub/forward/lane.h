@@ -43,13 +43,14 @@ typedef struct lane lane;
 
 /* A replica begins a transaction at most every
  * forward.transaction_interval_ms (default 40, txn.c), whatever the number
- * of its lanes: forwards due meanwhile wait for it, and go together. Each Kafka transaction costs a fixed amount
- * of CPU, most of it in librdkafka's main thread before 2.4.0, which turns
- * on the CPU for up to a millisecond twice a transaction (a partition joins
- * it, the coordinator answers: its timer of 1 ms is rounded down to a wait
- * of 0 ms; fixed upstream in 2.4.0, Debian 12 ships 2.0.2): at 2,000
- * forwards a second over 8 lanes, back-to-back runs of 4 or 5 forwards made
- * 330 transactions a second and half the hub's CPU. See README, Benchmark. */
+ * of its lanes: forwards due meanwhile wait for it, and go together. Each
+ * Kafka transaction costs a fixed amount of CPU, most of it in librdkafka's
+ * main thread before 2.4.0, which turns on the CPU for up to a millisecond
+ * twice a transaction (a partition joins it, the coordinator answers: its
+ * timer of 1 ms is rounded down to a wait of 0 ms; fixed upstream in 2.4.0,
+ * Debian 12 ships 2.0.2): at 2,000 forwards a second over 8 lanes of their
+ * own transactions, back-to-back runs of 4 or 5 forwards made 330
+ * transactions a second and half the hub's CPU. See docs/benchmark.md. */
 
 /* What a partition's lane is called in Kafka. */
 typedef struct {
