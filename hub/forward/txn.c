@@ -334,11 +334,14 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 			goto error;
 	}
 	/* a commit that timed out may have reached the coordinator: retried,
-	 * never aborted, until it says how it ended */
-	for (int tries = 0; (e = rd_kafka_commit_transaction(t->rk, CALL_MS)); tries++) {
+	 * never aborted, until it says how it ended (reported as aborted, its
+	 * runs would be sent again beside a committed copy). Stopping, the
+	 * lanes end with the hub and the next owner's fence settles it, its
+	 * marker says how. */
+	while ((e = rd_kafka_commit_transaction(t->rk, CALL_MS))) {
 		if (!rd_kafka_error_is_retriable(e) || rd_kafka_error_is_fatal(e) ||
-		    rd_kafka_error_txn_requires_abort(e) || tries >= 5 || txn_stopping(t))
-			break; /* (stopping: the next owner's fence settles it, its marker says how) */
+		    rd_kafka_error_txn_requires_abort(e) || txn_stopping(t))
+			break;
 		log_warn("forward: transactional.id %s: committing: %s; trying again", t->id,
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
@@ -367,17 +370,16 @@ error:
 abort:
 	if (abort_open(t, o.why, sizeof o.why) != 0)
 		renew = 1;
-	if (o.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && n > 1) {
-		pthread_mutex_lock(&t->mu);
-		t->solo_left = n * SOLO_PER_PART;
-		pthread_mutex_unlock(&t->mu);
-	}
 	log_msg(abort_why ? LOG_DEBUG : LOG_WARN, "forward: transactional.id %s: the transaction of "
 	        "%zu part(s) is aborted: %s", t->id, n, o.why);
 outcomes:
 	if (renew)
 		drop_producer(t);
 	pthread_mutex_lock(&t->mu);
+	/* a refused topic, aborted or (librdkafka 2.0) fatal at the commit:
+	 * the next transactions take one lane each, to find whose it is */
+	if (!o.committed && o.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && n > 1)
+		t->solo_left = n * SOLO_PER_PART;
 	for (size_t i = 0; i < n; i++) {
 		int lost = parts[i]->out.lost;
 		parts[i]->out = o;
