@@ -23,6 +23,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "metrics.h"
+#include "secret.h"
 #include "store.h"
 
 /* How long a transactional call may block (init, flush, commit, abort). */
@@ -490,7 +491,14 @@ txn *txn_new(const txhub_config *cfg, char *err, size_t errsz)
 	t->cfg = cfg;
 	t->interval_ms = cfg->forward_transaction_interval_ms;
 	t->failpoint = getenv("TXHUB_FAILPOINT");
-	snprintf(t->id, sizeof t->id, "txhub-%s-r-%s-%ld", cfg->group, host, (long)getpid());
+	/* host and pid say whose it is; the random part keeps two replicas
+	 * apart where hosts share a name and pids repeat (containers with the
+	 * host's UTS namespace, each hub pid 1) */
+	char rnd[SECRET_HEX + 1];
+	if (secret_random_hex(rnd) != 0)
+		snprintf(rnd, sizeof rnd, "%08lx", (unsigned long)clock_ms());
+	snprintf(t->id, sizeof t->id, "txhub-%s-r-%s-%ld-%.8s", cfg->group, host, (long)getpid(),
+	         rnd);
 	snprintf(t->failing, sizeof t->failing, "the transactional producer (transactional.id %.300s) "
 	         "is not initialised yet", t->id);
 	pthread_mutex_init(&t->mu, NULL);

@@ -2,7 +2,7 @@
  * docs/architecture.md, Forwarding exactly once).
  *
  * One transactional producer per replica, whose transactional.id is
- * txhub-<group>-r-<host>-<pid>, carries the runs of every lane (lane.h):
+ * txhub-<group>-r-<host>-<pid>-<random>, carries the runs of every lane (lane.h):
  * a transaction begins when a lane wants one, takes the runs of the lanes
  * that join it, and closes no sooner than forward.transaction_interval_ms
  * after the last one closed, so that a replica commits at most one Kafka

@@ -297,7 +297,7 @@ static void grant_hub(sec *s, int eos)
 	char progress[200], txn[300];
 	snprintf(progress, sizeof progress, "%s.progress", s->e.topic);
 	allow(s, s->hub.name, "--topic", progress, 0, "Read,Write,Create,Describe");
-	/* the replica's producer, txhub-<group>-r-<host>-<pid> */
+	/* the replica's producer, txhub-<group>-r-<host>-<pid>-<random> */
 	snprintf(txn, sizeof txn, "txhub-%s-r-", s->e.name);
 	allow(s, s->hub.name, "--transactional-id", txn, 1, "Write,Describe");
 	/* the dead-letter producers, and the ids of earlier hubs fenced at a take */
