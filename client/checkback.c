@@ -1,4 +1,4 @@
-/* checkback.c: the producer's side of a check-back (CONTRACT §5): read the
+/* checkback.c: the producer's side of a check-back (docs/producers.md: Check-back): read the
  * request, verify its signature, write the answer. No I/O and no
  * allocation: the caller's HTTP server does the talking. */
 #include <openssl/crypto.h>

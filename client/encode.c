@@ -96,7 +96,8 @@ static txhub_status check_forward(const txhub_message *m, char *errstr, size_t e
 	return check_headers(m, errstr, errsz);
 }
 
-/* forward_not_before or delay_ms (CONTRACT §15), read as the hub reads them. */
+/* forward_not_before or delay_ms (docs/consumers.md: Delayed delivery), read as
+ * the hub reads them. */
 static txhub_status check_delay(const txhub_message *m, char *errstr, size_t errsz)
 {
 	if ((m->forward_not_before || m->has_delay_ms) && !m->forward_topic)
@@ -161,7 +162,7 @@ static void put_string_field(txhubi_buf *b, const char *name, const char *value)
 }
 
 /* A JSON payload as its compact text. The hub forwards a JSON string
- * payload as the string's bytes (CONTRACT §2), so a JSON value that is a
+ * payload as the string's bytes (docs/producers.md: Envelope fields), so a JSON value that is a
  * string goes as a JSON string whose content is its compact text: the
  * consumer gets "hello" with its quotes, not hello. */
 static void put_json_payload(txhubi_buf *b, const char *json, size_t len)

@@ -1,4 +1,4 @@
-/* sign.c: the check-back request signature (CONTRACT §5, v2) and the
+/* sign.c: the check-back request signature (docs/producers.md: Check-back, v2) and the
  * library version. The hub signs its requests with this function and the
  * client library verifies them with it, so the two can never disagree.
  * HMAC comes from OpenSSL's libcrypto rather than our own code: a

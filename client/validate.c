@@ -1,5 +1,5 @@
 /* validate.c: the checks every input passes where it enters the library,
- * the same the hub applies (CONTRACT §2), so bad input fails here, before
+ * the same the hub applies (docs/producers.md: Envelope fields), so bad input fails here, before
  * anything is sent, with a reason that names the field. The hub keeps its
  * own copy of these rules in hub/intake/envelope.c; the shared test vectors
  * (tests/vectors) hold both to the same answers. */

@@ -1,4 +1,4 @@
-/* main.c: the command line (CONTRACT §8). Parses arguments, loads the
+/* main.c: the command line (docs/running.md: Commands). Parses arguments, loads the
  * configuration, and hands over to the module that does the work. */
 #include <malloc.h>
 #include <stdio.h>

@@ -2,10 +2,11 @@
  * umbrella header of the client library (libtxhub, pkg-config "txhub").
  *
  * A producer writes envelopes to the control topic (txhub/producer.h,
- * CONTRACT §2) and answers check-backs (txhub/checkback.h, CONTRACT §5); a
- * downstream consumer deduplicates forwarded records (txhub/dedup.h,
- * CONTRACT §4). Include this header, or only the part you use. Everything
- * else about txhub is internal. */
+ * docs/producers.md: Envelope fields) and answers check-backs
+ * (txhub/checkback.h, docs/producers.md: Check-back); a downstream consumer
+ * deduplicates forwarded records (txhub/dedup.h, docs/consumers.md: What gets
+ * forwarded). Include this header, or only the part you use. Everything else
+ * about txhub is internal. */
 #ifndef TXHUB_H
 #define TXHUB_H
 

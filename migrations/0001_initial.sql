@@ -1,4 +1,4 @@
--- 0001: the message state, rejected records and conflicts (CONTRACT §6).
+-- 0001: the message state, rejected records and conflicts (docs/database.md: Inspecting with psql).
 -- Applied by `txhub migrate` in one transaction; never edit once released,
 -- add a new numbered file instead.
 

@@ -1,4 +1,4 @@
--- 0004: the history of each message (CONTRACT §9): every check-back attempt
+-- 0004: the history of each message (docs/admin.md: Admin commands): every check-back attempt
 -- with its answer or error, every failed forward attempt, every alert about
 -- a message, and every operator action with who did it and why. Ordinary
 -- steps (prepared, committed, sent) have no row: `txhub show` derives them

@@ -1,4 +1,5 @@
--- 0005: forwarding in order, for forward.mode = exactly_once (CONTRACT §12).
+-- 0005: forwarding in order, for forward.mode = exactly_once
+-- (docs/consumers.md: Forwarding exactly once).
 --
 -- A row that becomes due for forwarding gets the next forward sequence of
 -- its control-topic partition (the batch that commits it, or the run

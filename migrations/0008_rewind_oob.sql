@@ -1,5 +1,6 @@
 -- 0008: counting what a database loss may make go out twice in
--- exactly_once (CONTRACT §12, README "When PostgreSQL fails over").
+-- exactly_once (docs/consumers.md: Forwarding exactly once; docs/database.md:
+-- When PostgreSQL fails over).
 --
 -- A check-back answer or an operator decision made in what the database
 -- lost is not in the control topic: reading the topic again brings the

@@ -1,7 +1,7 @@
--- 0009: the control topic each message came from (CONTRACT §14: control_topic may be
--- several topics, and everything is per (topic, partition)). txhub.partitions,
--- txhub.rejected and txhub.conflicts name their topic already; txhub.messages did not,
--- as 0.4.0 read one topic.
+-- 0009: the control topic each message came from (docs/tenants.md: Sharing one
+-- hub between teams: control_topic may be several topics, and everything is per
+-- (topic, partition)). txhub.partitions, txhub.rejected and txhub.conflicts
+-- name their topic already; txhub.messages did not, as 0.4.0 read one topic.
 --
 -- Existing rows are filled WITHOUT rewriting the table and without a long lock: since
 -- PostgreSQL 11 a column added with a constant default costs a catalog change only (the
@@ -25,7 +25,7 @@
 -- (tens of seconds on 10 million rows), and CREATE INDEX CONCURRENTLY cannot run in a
 -- migration's transaction. The indexes are partial, over the unfinished rows only, so a
 -- partition number shared by several topics costs the few unfinished rows of the others
--- (README: several control topics).
+-- (docs/kafka.md: Several control topics).
 
 DO $$
 DECLARE

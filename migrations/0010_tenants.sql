@@ -1,6 +1,6 @@
--- 0010: tenants (CONTRACT §14): teams sharing one hub, their rules, who may
--- see their rows, and their console tokens. `txhub tenant` manages these
--- tables; nobody needs SQL for them.
+-- 0010: tenants (docs/tenants.md: Sharing one hub between teams): teams sharing
+-- one hub, their rules, who may see their rows, and their console tokens.
+-- `txhub tenant` manages these tables; nobody needs SQL for them.
 --
 -- Cost on a live database: every statement here is a catalog change. The
 -- `tenant` columns are nullable without a default, so ADD COLUMN rewrites
@@ -24,7 +24,7 @@
 -- read the rows. A database where that is too slow gets, while hubs run:
 --   CREATE INDEX CONCURRENTLY messages_tenant ON txhub.messages (tenant, status)
 --       WHERE tenant IS NOT NULL;
--- (README: Sharing one hub between teams).
+-- (docs/tenants.md: Sharing one hub between teams).
 
 -- Every table this changes, in the hubs' order (docs/architecture.md,
 -- Migrations); `txhub migrate` gives up on the locks after a short
@@ -57,7 +57,7 @@ CREATE TABLE txhub.tenants (
     biz_ids            text[]      NOT NULL CHECK (txhub.tenant_list_ok(biz_ids, 1, 65)),
     -- topic names, or prefixes written abc*
     forward_topics     text[]      NOT NULL CHECK (txhub.tenant_list_ok(forward_topics, 1, 250)),
-    -- entries as in checkback.allow (CONTRACT §5); none: no check-back URL
+    -- entries as in checkback.allow (docs/producers.md: Check-back); none: no check-back URL
     checkback_allow    text[]      NOT NULL DEFAULT '{}'
                                    CHECK (txhub.tenant_list_ok(checkback_allow, 0, 2048)),
     -- null: only envelope.max_bytes

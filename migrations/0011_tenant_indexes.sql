@@ -20,7 +20,7 @@
 -- each messages index and 0.1 s for each rejected one; no row with a tenant
 -- (a database from before tenants), under 0.1 s per index. A concurrent
 -- build reads its table twice and waits for the writers of the moment, so
--- it takes longer; nobody waits for it (README: Sharing one hub between
+-- it takes longer; nobody waits for it (docs/tenants.md: Sharing one hub between
 -- teams).
 --
 -- Cost on the hot path, for rows with a tenant: one more index entry for

@@ -4,17 +4,19 @@
 -- record (a failed attempt, a retry, a parked forward), moved by the hub in one
 -- statement per partition with the next delivery reports, never per message.
 --
--- The rows move to txhub.message_rows (same columns, same meanings, every index,
--- grant and row-level security policy goes with the rename), and txhub.messages
--- becomes a view over it with the columns of CONTRACT §6 in the same order: its
--- send_status is 'sent' for a row stored 'pending' whose forward sequence is at or
--- below its partition's mark. updated_at of such a row is the time of its last write
--- (its decision, or the failure before it): the delivery follows within the
--- marks' interval (README: Storage). The view runs with the caller's rights
--- (security_invoker), so a tenant's role sees its rows only (migration 0010's
--- policies on the table apply), and writes through it (INSERT, UPDATE, DELETE, as
--- operators' psql and older scripts do) reach the table through the triggers below.
--- The hub itself reads and writes txhub.message_rows.
+-- The rows move to txhub.message_rows (same columns, same meanings, every
+-- index, grant and row-level security policy goes with the rename), and
+-- txhub.messages becomes a view over it with the columns of docs/database.md:
+-- Inspecting with psql in the same order: its send_status is 'sent' for a row
+-- stored 'pending' whose forward sequence is at or below its partition's mark.
+-- updated_at of such a row is the time of its last write (its decision, or the
+-- failure before it): the delivery follows within the marks' interval
+-- (docs/architecture.md: Storage: each message written once). The view runs
+-- with the caller's rights (security_invoker), so a tenant's role sees its rows
+-- only (migration 0010's policies on the table apply), and writes through it
+-- (INSERT, UPDATE, DELETE, as operators' psql and older scripts do) reach the
+-- table through the triggers below. The hub itself reads and writes
+-- txhub.message_rows.
 --
 -- Cost on a live database: the rename, the view, the marks table and the triggers
 -- are catalog changes, made in one short transaction that the hubs' writes wait

@@ -1,6 +1,7 @@
--- 0013: the columns of the delivery options (CONTRACT §15, issue 23). Each is
--- NULL unless its option is used, so adding them is a catalog change: no table
--- rewrite, no scan, hubs and producers keep going.
+-- 0013: the columns of the delivery options (docs/consumers.md: Delayed
+-- delivery, Order per key, Trace context; issue 23). Each is NULL unless its
+-- option is used, so adding them is a catalog change: no table rewrite, no
+-- scan, hubs and producers keep going.
 --
 --   not_before        delayed delivery: the committed message is forwarded no
 --                     earlier than this (forward.not_before / forward.delay_ms)
@@ -20,7 +21,7 @@
 -- this version at once): once it is the view, a 0.4.0 hub still running reads the
 -- whole of txhub.message_rows through it on each scan for forwards due, holding
 -- the table for seconds at a time on a big database, and this migration's own
--- lock on the table would seldom come free (docs/operators.md, Upgrading). What
+-- lock on the table would seldom come free (docs/database.md, Upgrading). What
 -- is left here needs no lock on the hubs' tables.
 
 -- A database that an earlier build of this (unreleased) version took to

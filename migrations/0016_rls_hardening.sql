@@ -1,5 +1,5 @@
 -- 0016: row-level security that a tenant's role cannot talk its way out of
--- (issue 30; docs/operators.md, "Each team's PostgreSQL role").
+-- (issue 30; docs/tenants.md, "Each team's PostgreSQL role").
 --
 -- 1. search_path. The policies of 0010, 0012 and this migration, the view's
 --    trigger and the history trigger run functions with the caller's rights,

@@ -220,8 +220,9 @@ static int page_txhub(FILE *out, const char *binary)
 			fprintf(out, ".TP\n.B %s\nsets \\fB%s\\fR\n", o->env, o->key);
 	fputs(".SH \"SEE ALSO\"\n"
 	      ".BR txhub.conf (5);\n"
-	      "the manual in the source tree: README.md, docs/operators.md (operations,\n"
-	      "admin commands, console, tenants, alerts), docs/producers.md,\n"
+	      "the manual in the source tree: README.md, docs/operators.md (the index of\n"
+	      "the operators' pages: running, admin commands, troubleshooting, console,\n"
+	      "database, Kafka, tenants, monitoring), docs/producers.md,\n"
 	      "docs/consumers.md, docs/configuration.md\n", out);
 	return 0;
 }

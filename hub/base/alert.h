@@ -36,7 +36,7 @@ alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 void alert_raise(alert *al, const char *kind, const char *biz_id, const char *message_key,
                  int attempts, const char *topic, const char *last_error);
 
-/* The same about a message with a trace context (CONTRACT §15): the log
+/* The same about a message with a trace context (docs/consumers.md: Trace context): the log
  * line and the webhook's JSON carry its trace_id ("" or NULL: none). */
 void alert_raise_traced(alert *al, const char *kind, const char *biz_id,
                         const char *message_key, int attempts, const char *topic,

@@ -1,4 +1,4 @@
-/* checkback_proto.h: the wire side of a check-back (CONTRACT §5), pure: no
+/* checkback_proto.h: the wire side of a check-back (docs/producers.md: Check-back), pure: no
  * I/O, no database, no Kafka. Reading the producer's answer, parsing and
  * normalizing a check-back URL (libcurl's URL API, which only parses),
  * deciding whether the allow list holds it, and building the request URL.

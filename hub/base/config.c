@@ -137,7 +137,8 @@ const config_option config_options[] = {
 	    "most record bytes applied in one PostgreSQL transaction"),
 	INT("intake.poll_ms", NULL, "100", 1, 60000, intake_poll_ms,
 	    "longest wait for the first record of a batch"),
-	/* live: CONTRACT §11 names retention among the keys SIGHUP applies */
+	/* live: retention is among the keys SIGHUP applies (docs/running.md:
+	 * Reloading the configuration (SIGHUP)) */
 	LINT("retention.finished_hours", NULL, "168", 0, 87600, retention_finished_hours,
 	    "txhub run deletes finished messages (committed and sent, or rolled_back) and their "
 	    "history this many hours after their last change, for the partitions it owns; 0 turns "
@@ -145,12 +146,14 @@ const config_option config_options[] = {
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
 	    "written; 0 keeps them"),
-	/* CONTRACT §14: at intake (hub/intake/enforce.c); a restart applies a change */
+	/* docs/tenants.md: Sharing one hub between teams: at intake
+	 * (hub/intake/enforce.c); a restart applies a change */
 	BOOL("tenants.enforce", NULL, "false", tenants_enforce,
 	    "true: a record is accepted only within the rules of the tenant whose control topic "
 	    "it arrived on (txhub tenant), else rejected; a decision for another tenant's "
 	    "message is a conflict; no rules loaded yet: intake waits"),
-	/* txhub console (CONTRACT §7, §9); the hub itself never reads them */
+	/* txhub console (docs/configuration.md: Configuration; docs/console.md:
+	 * Web console); the hub itself never reads them */
 	STR("console.listen", NULL, "127.0.0.1:8080", console_listen,
 	    "host:port the web console (txhub console) listens on"),
 	STR("console.token", "TXHUB_CONSOLE_TOKEN", "", console_token,

@@ -115,9 +115,9 @@ extern const config_option config_options[];
 
 /* Whether forward.mode is exactly_once. */
 int config_exactly_once(const txhub_config *cfg);
-/* Whether forward.order is key (CONTRACT §15). */
+/* Whether forward.order is key (docs/consumers.md: Order per key). */
 int config_order_by_key(const txhub_config *cfg);
-/* tenants.enforce = true (CONTRACT §14). */
+/* tenants.enforce = true (docs/tenants.md: Sharing one hub between teams). */
 int config_tenants_enforce(const txhub_config *cfg);
 
 /* forward.max_delay in milliseconds (a validated configuration). */

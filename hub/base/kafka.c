@@ -94,7 +94,7 @@ int kafka_scram_hint(int version, const char *mechanisms, int err, char *out, si
 		return 0;
 	snprintf(out, outsz, "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later "
 	         "(librdkafka #4895) and this hub runs librdkafka %d.%d.%d: a 4.x broker refuses its "
-	         "login even with the right user and password (docs/operators.md: Which librdkafka)",
+	         "login even with the right user and password (docs/kafka.md: Which librdkafka)",
 	         (version >> 24) & 0xff, (version >> 16) & 0xff, (version >> 8) & 0xff);
 	return 1;
 }
@@ -117,7 +117,7 @@ int kafka_check_group_protocol(const txhub_config *cfg, int version, char *err, 
 	if (version < KAFKA_CONSUMER_PROTOCOL_VERSION) {
 		snprintf(err, errsz, "kafka.group.protocol: consumer (KIP-848) needs librdkafka 2.12 or "
 		         "later, and this hub runs librdkafka %d.%d.%d: leave kafka.group.protocol unset "
-		         "(classic), or run txhub with a newer librdkafka (docs/operators.md: Which "
+		         "(classic), or run txhub with a newer librdkafka (docs/kafka.md: Which "
 		         "librdkafka)",
 		         (version >> 24) & 0xff, (version >> 16) & 0xff, (version >> 8) & 0xff);
 		return -1;
@@ -294,7 +294,7 @@ int kafka_check_limits(const txhub_config *cfg, const rd_kafka_conf_t *conf, cha
 	if (reset && strcmp(reset, "error") != 0) {
 		snprintf(err, errsz, "kafka.auto.offset.reset: %s would let the consumer jump to another "
 		         "offset on its own, past records never read; txhub decides where to read and "
-		         "says so (docs/operators.md: \"Control records the broker deleted\"): leave it "
+		         "says so (docs/troubleshooting.md: \"Control records the broker deleted\"): leave it "
 		         "unset",
 		         reset);
 		return -1;

@@ -1,5 +1,5 @@
-/* metrics.h: the hub's counters, gauges and histograms (CONTRACT §10), and
- * their Prometheus text exposition.
+/* metrics.h: the hub's counters, gauges and histograms (docs/monitoring.md:
+ * Metrics and health), and their Prometheus text exposition.
  *
  * One registry per process. Every update is a relaxed atomic add or store:
  * no lock and no allocation, from any thread. The hot paths update once
@@ -32,7 +32,7 @@ typedef enum {
 	METRICS_NOUTCOMES
 } metrics_outcome;
 
-/* The tenant label (CONTRACT §14) of txhub_envelopes_total,
+/* The tenant label (docs/tenants.md: Sharing one hub between teams) of txhub_envelopes_total,
  * txhub_checkbacks_total and txhub_forwards_total: a small number standing
  * for a tenant's name. 0 is tenant="" (no tenant). The first
  * METRICS_TENANTS_MAX names get one each, for the life of the process (a
@@ -186,8 +186,9 @@ typedef struct {
 	int64_t parked;
 	double oldest_prepared_s, oldest_pending_send_s;
 	int64_t blocked; /* forward.order = key: held for an earlier message of their key */
-	/* delayed delivery (CONTRACT §15): committed messages waiting for their
-	 * due time, and the age of the oldest due and not yet sent (-1: none) */
+	/* delayed delivery (docs/consumers.md: Delayed delivery): committed
+	 * messages waiting for their due time, and the age of the oldest due
+	 * and not yet sent (-1: none) */
 	int64_t scheduled;
 	double oldest_overdue_s;
 } metrics_sample;

@@ -1,5 +1,5 @@
 /* checkback.h: ask producers about prepares that never got a decision
- * (CONTRACT §5).
+ * (docs/producers.md: Check-back).
  *
  * The checker runs in a thread of its own with its own PostgreSQL
  * connection and one libcurl multi handle: it claims due `prepared` rows of

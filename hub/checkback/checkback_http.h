@@ -27,7 +27,7 @@ typedef struct slot {
 	struct curl_slist *headers;
 	char *biz_id, *message_key;
 	char *url;                /* the request URL, built when claimed */
-	char *traceparent, *tracestate; /* sent as headers (CONTRACT §15), or NULL */
+	char *traceparent, *tracestate; /* sent as headers (docs/consumers.md: Trace context), or NULL */
 	char trace_id[33];        /* of traceparent, "" without: for log lines */
 	host_load *host;
 	struct slot *next_waiting; /* its host's queue */

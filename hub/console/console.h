@@ -1,6 +1,6 @@
-/* console.h: `txhub console`, the web console for operators (CONTRACT §9,
- * the README's Console section): the operations of ops.h in a browser,
- * behind console.token, on console.listen.
+/* console.h: `txhub console`, the web console for operators (docs/admin.md:
+ * Admin commands, and docs/console.md: Web console): the operations of ops.h
+ * in a browser, behind console.token, on console.listen.
  *
  * It talks to PostgreSQL only (through ops.h, on console_db.h's pool) and
  * to the brokers for the lag of the Overview; it never touches a hub's

@@ -1,5 +1,5 @@
 /* console_auth.h: who may use the web console, and how each request
- * proves it (the README's Console section tells the model to operators).
+ * proves it (docs/console.md: Web console tells the model to operators).
  *
  * - Start-up: console_check_config() refuses a console without
  *   console.token unless console.listen is a loopback address and

@@ -378,7 +378,7 @@ static void search_form(console_req *q, const char *biz, const char *key, const 
 	sbuf_puts(b, "<button>Search</button></form>\n");
 }
 
-/* Delayed delivery (CONTRACT §15): the scheduled messages, next due first,
+/* Delayed delivery (docs/consumers.md: Delayed delivery): the scheduled messages, next due first,
  * with their due time. */
 static void scheduled_table(console_req *q, const cJSON *rows)
 {

@@ -1,8 +1,8 @@
-/* console_pages_tenants.c: the console's Tenants page (CONTRACT §14):
- * each tenant's rules, its rates over the last minute and hour, its parked
- * rows and its last rejections. The global session sees every tenant (or
- * the one named by ?name=); a session a tenant's token opened sees its own
- * tenant only, whatever it asks for.
+/* console_pages_tenants.c: the console's Tenants page (docs/tenants.md: Sharing
+ * one hub between teams): each tenant's rules, its rates over the last minute
+ * and hour, its parked rows and its last rejections. The global session sees
+ * every tenant (or the one named by ?name=); a session a tenant's token opened
+ * sees its own tenant only, whatever it asks for.
  *
  * Every read is bounded: one statement for the rules and the capped counts
  * of all the tenants shown (console_db_tenants()), then ten parked rows of
@@ -188,7 +188,7 @@ void page_tenants(console_req *q)
 		view_begin(q, console_scope(q) ? "Your tenant" : "Tenants", "tenants");
 		if (cJSON_GetArraySize(tenants) == 0)
 			sbuf_puts(view_out(q), "<p class=\"hint\" id=\"no-tenants\">No tenants: "
-			                       "<code>txhub tenant add</code> makes one (docs/operators.md: Sharing "
+			                       "<code>txhub tenant add</code> makes one (docs/tenants.md: Sharing "
 			                       "one hub between teams).</p>\n");
 		cJSON_ArrayForEach(t, tenants)
 			tenant_section(q, t);

@@ -1,5 +1,5 @@
 /* console_throttle.h: how many logins with a wrong token each client
- * address may try (the README's Console section tells the rules to
+ * address may try (docs/console.md: Web console tells the rules to
  * operators), and the log lines about refused logins.
  *
  * - An address may fail `failures` times within window_ms of its first

@@ -1,4 +1,5 @@
-/* deadletter.h: the dead-letter topic (CONTRACT §15, forward.dead_letter_topic).
+/* deadletter.h: the dead-letter topic (docs/troubleshooting.md: Dead-letter
+ * topic, forward.dead_letter_topic).
  *
  * A forward that gets send_status = failed (parked) is also produced, once,
  * to the dead-letter topic: its payload and key, its forwarded headers

@@ -112,7 +112,7 @@ static const char *fatal_hint(const char *why)
 {
 	return strstr(why, "uthorization failed")
 	       ? "; the hub's principal needs Write (and Describe) on the forward topics, which "
-	         "also lets it start (or IdempotentWrite on the cluster): docs/operators.md, Kafka ACLs"
+	         "also lets it start (or IdempotentWrite on the cluster): docs/kafka.md, Kafka ACLs"
 	       : "";
 }
 

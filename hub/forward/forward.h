@@ -1,5 +1,5 @@
 /* forward.h: republish committed messages to their forward topics
- * (CONTRACT §4, §12).
+ * (docs/consumers.md: What gets forwarded, and Forwarding exactly once).
  *
  * forward.mode = at_least_once (below): one idempotent producer.
  * forward.mode = exactly_once: a lane per owned partition (lane.h), their
@@ -115,7 +115,7 @@ size_t forward_order_blocked_keys(forward *fw);
 void forward_note_scheduled(forward *fw, const store_forward_list *l);
 
 /* exactly_once: own[0..n) are taken again (at those epochs) because
- * PostgreSQL lost their last transactions (docs/operators.md, When
+ * PostgreSQL lost their last transactions (docs/database.md, When
  * PostgreSQL fails over). Their lanes' recovery then counts the rows their
  * progress marker shows forwarded already in
  * txhub_forwards_after_rewind_total{outcome="already_sent"}: rows the

@@ -1,5 +1,5 @@
 /* lane.h: forwarding one control-topic partition exactly once
- * (forward.mode = exactly_once, CONTRACT §12).
+ * (forward.mode = exactly_once, docs/consumers.md: Forwarding exactly once).
  *
  * A lane is a thread with a PostgreSQL connection of its own; its runs go
  * in the replica's transactions (txn.h: one transactional producer for

@@ -75,7 +75,7 @@ void lane_refused_run(lane *l, const store_forward_list *list, rd_kafka_resp_err
 	}
 	failed[0] = RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
 	log_warn("lane %d of %s: Kafka refuses adding %s to a transaction (Topic authorization "
-	         "failed: the hub needs Write on it, docs/operators.md: Kafka ACLs); its forwards "
+	         "failed: the hub needs Write on it, docs/kafka.md: Kafka ACLs); its forwards "
 	         "fail as attempts, the other topics go on", TP_ARG(l->own.tp), f->topic);
 	int64_t upto = l->search_upto;
 	l->search_cap = 0; /* found: the others go in full runs again */
@@ -123,7 +123,7 @@ int lane_probe_progress(lane *l)
 	int rc = p.out.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && p.out.solo ? 0 : -1;
 	log_msg(rc == 0 ? LOG_ERROR : LOG_WARN, "lane %d of %s: a transaction of the progress marker "
 	        "alone in %s: %s%s", TP_ARG(l->own.tp), l->progress, p.out.why,
-	        rc == 0 ? " (the hub needs Write on it, docs/operators.md: Kafka ACLs)" : "");
+	        rc == 0 ? " (the hub needs Write on it, docs/kafka.md: Kafka ACLs)" : "");
 	return rc;
 }
 

@@ -322,7 +322,7 @@ static int fence_previous(lane *l, int *old_fenced, char *err, size_t errsz)
 			         "partition's (what it left open is aborted)", TP_ARG(l->own.tp), l->txn_id);
 		} else if (refused) {
 			log_warn("lane %d of %s: %s: a transaction a hub of one producer per partition "
-			         "left open is waited out instead (docs/operators.md, Kafka ACLs)",
+			         "left open is waited out instead (docs/kafka.md, Kafka ACLs)",
 			         TP_ARG(l->own.tp), err);
 			*old_fenced = 1;
 		} else {

@@ -1,4 +1,4 @@
-/* order.h: order per key (forward.order = key, CONTRACT §15), the forwarder's
+/* order.h: order per key (forward.order = key, docs/consumers.md: Order per key), the forwarder's
  * side.
  *
  * A committed message with a forward key is not produced while an earlier

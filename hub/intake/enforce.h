@@ -1,11 +1,11 @@
 /* enforce.h: each control record's tenant, and tenants.enforce at intake
- * (CONTRACT §14). Pure: no I/O; intake.c calls it where envelopes are
- * validated, before a batch reaches the store.
+ * (docs/tenants.md: Sharing one hub between teams). Pure: no I/O; intake.c
+ * calls it where envelopes are validated, before a batch reaches the store.
  *
  * A record's tenant is the enabled tenant whose control topics own the
  * topic it arrived on (tenant_rules_by_topic: unique, by the overlap
  * rules), or none. It is recorded whether enforcement is on or not. With
- * enforcement on, a valid envelope is rejected (CONTRACT §2: it goes to
+ * enforcement on, a valid envelope is rejected (docs/producers.md: Envelope fields: it goes to
  * txhub.rejected with the reason) when
  *   its topic belongs to no enabled tenant,
  *   it is larger than its tenant's cap,

@@ -138,7 +138,7 @@ static const char *duplicate_member(const cJSON *obj)
 	return NULL;
 }
 
-/* forward.not_before or forward.delay_ms (CONTRACT §15), into env; a null
+/* forward.not_before or forward.delay_ms (docs/consumers.md: Delayed delivery), into env; a null
  * is the field's absence. Returns 0, or -1 with the reason in err. */
 static int parse_delay(const cJSON *fw, envelope *env, char *err, size_t errsz)
 {
@@ -174,7 +174,7 @@ static int parse_delay(const cJSON *fw, envelope *env, char *err, size_t errsz)
 static const char *known_fields[] = {"v", "type", "biz_id", "message_key", "payload",
                                      "payload_base64", "forward", "checkback", NULL};
 
-/* The optional `trace` object (CONTRACT §15): what is valid of it is kept,
+/* The optional `trace` object (docs/consumers.md: Trace context): what is valid of it is kept,
  * what is not is dropped and noted in env, never rejected. A malformed
  * traceparent takes its tracestate with it (W3C: the state means nothing
  * without its parent); a malformed tracestate alone leaves the traceparent.

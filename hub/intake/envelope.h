@@ -1,4 +1,5 @@
-/* envelope.h: parse and validate one control-topic record value (CONTRACT §2).
+/* envelope.h: parse and validate one control-topic record value
+ * (docs/producers.md: Envelope fields).
  *
  * Pure logic, no I/O: unit-tested and fuzzed in isolation. Everything the
  * rest of the hub reads from an envelope has passed these checks. */
@@ -30,11 +31,12 @@ typedef struct {
 	char *forward_headers;  /* compact JSON object of string:string, or NULL */
 	char *checkback_url;    /* NULL: use checkback.default_url */
 	int64_t first_after_ms; /* -1: use checkback.first_after_ms */
-	/* delayed delivery (CONTRACT §15), at most one of the two; forward.max_delay
-	 * is intake's to check (it needs the clock) */
+	/* delayed delivery (docs/consumers.md: Delayed delivery), at most one
+	 * of the two; forward.max_delay is intake's to check (it needs the
+	 * clock) */
 	int64_t not_before_ms;  /* forward.not_before, ms since the epoch; -1: none */
 	int64_t delay_ms;       /* forward.delay_ms; -1: none */
-	/* trace context (CONTRACT §15): the valid parts of `trace`, or NULL */
+	/* trace context (docs/consumers.md: Trace context): the valid parts of `trace`, or NULL */
 	char *traceparent;
 	char *tracestate;       /* NULL also for an empty one */
 	char trace_id[33];      /* of traceparent; "" without one */

@@ -408,7 +408,7 @@ int intake_judge(intake *in, intake_batch *b)
 	return 1;
 }
 
-/* A delay beyond forward.max_delay (CONTRACT §15): 1 with the reason.
+/* A delay beyond forward.max_delay (docs/consumers.md: Delayed delivery): 1 with the reason.
  * ahead_ms: how far ahead the envelope asks for (a delay_ms as it is, it
  * counts from the commit, whenever that comes; a not_before from the
  * database's now: intake_date). */
@@ -448,7 +448,7 @@ void intake_date(intake *in, intake_batch *b, int64_t db_now_ms)
 /* A forward into a control topic (any of them) would come back as an
  * envelope, one into the progress topic would corrupt the markers, and one
  * into the dead-letter topic would pass for a dead letter of the message
- * (the same txhub-biz-id and txhub-message-key: docs/operators.md, Dead-letter
+ * (the same txhub-biz-id and txhub-message-key: docs/troubleshooting.md, Dead-letter
  * topic). */
 static void validate(const intake *in, store_record *r)
 {
@@ -457,7 +457,7 @@ static void validate(const intake *in, store_record *r)
 		r->valid = 0;
 		return;
 	}
-	if (r->env.trace_dropped) { /* never a rejection (CONTRACT §15) */
+	if (r->env.trace_dropped) { /* never a rejection (docs/consumers.md: Trace context) */
 		/* a dropped tracestate leaves the traceparent, and its trace id */
 		log_about about = {r->env.biz_id, r->env.message_key, r->tp, r->env.trace_id};
 		log_msg_about(LOG_WARN, "intake: trace context dropped", &about,

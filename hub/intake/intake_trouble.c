@@ -63,7 +63,7 @@ void intake_note_consume_error(intake *in, const rd_kafka_message_t *m)
 	s->unreadable = 1;
 	in->unreadable = 1;
 	log_error("intake: Kafka refuses reading " TP_FMT " (%s): the hub's principal "
-	          "needs Read on the topic (docs/operators.md: Kafka ACLs); nothing of it is read until "
+	          "needs Read on the topic (docs/kafka.md: Kafka ACLs); nothing of it is read until "
 	          "then, and reading goes on by itself once it is granted", TP_ARG(s->tp), why);
 }
 
@@ -91,7 +91,7 @@ size_t intake_unreadable(const intake *in, char *why, size_t whysz)
 	char named[400];
 	snprintf(why, whysz,
 	         "Kafka refuses reading %s (%s): the hub's principal needs Read "
-	         "on the topic (docs/operators.md: Kafka ACLs)",
+	         "on the topic (docs/kafka.md: Kafka ACLs)",
 	         log_partitions(parts, n, named, sizeof named), in->unreadable_why);
 	return n;
 }

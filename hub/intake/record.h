@@ -27,9 +27,10 @@ typedef struct {
 	envelope env;
 	int dated;          /* its forward.not_before was held to forward.max_delay (intake_date) */
 	char reason[512];
-	/* the tenant of the topic it arrived on (CONTRACT §14), "" for none:
-	 * stored with the rows it makes (messages, rejected, conflicts); and
-	 * its tenant label in the metrics */
+	/* the tenant of the topic it arrived on (docs/tenants.md: Sharing one
+	 * hub between teams), "" for none: stored with the rows it makes
+	 * (messages, rejected, conflicts); and its tenant label in the
+	 * metrics */
 	char tenant[64];
 	metrics_tenant label;
 } store_record;

@@ -1,9 +1,10 @@
-/* tenant_rules.h: the rules of tenants (CONTRACT §14), pure: no I/O, no
- * database, no Kafka. What `txhub tenant add|set` checks before it writes a
- * row, what a hub checks again when it loads the rows (tenants.h), and the
- * questions intake will ask of each record: which tenant owns the topic it
- * arrived on, whether that tenant owns its biz_id, may write its forward
- * topic, may be called back at its URL, and how large its envelope may be.
+/* tenant_rules.h: the rules of tenants (docs/tenants.md: Sharing one hub
+ * between teams), pure: no I/O, no database, no Kafka. What `txhub tenant
+ * add|set` checks before it writes a row, what a hub checks again when it loads
+ * the rows (tenants.h), and the questions intake will ask of each record: which
+ * tenant owns the topic it arrived on, whether that tenant owns its biz_id, may
+ * write its forward topic, may be called back at its URL, and how large its
+ * envelope may be.
  *
  * Rule entries, as stored in txhub.tenants (text arrays):
  *   control_topics   topic names, or one pattern: a POSIX extended regular
@@ -13,7 +14,7 @@
  *                    '*'; "*" alone: every biz_id)
  *   forward_topics   topic names, or prefixes written "abc*" (at least one
  *                    character, not "_", nothing of Kafka's "__" topics)
- *   checkback_allow  entries as in checkback.allow (CONTRACT §5), each
+ *   checkback_allow  entries as in checkback.allow (docs/producers.md: Check-back), each
  *                    alone; none: the tenant may name no check-back URL
  *
  * Between tenants (tenant_rule_overlap()): biz_ids are disjoint (exact vs

@@ -1,7 +1,8 @@
-/* tenants.h: txhub.tenants as a running hub sees it (CONTRACT §14). Reads
- * the rows, checks every one (tenant_rules.h) and keeps a snapshot of the
- * enabled tenants' rules, read again every TENANTS_REFRESH_MS so that a
- * change made with `txhub tenant` applies within 5 s, without a restart.
+/* tenants.h: txhub.tenants as a running hub sees it (docs/tenants.md: Sharing
+ * one hub between teams). Reads the rows, checks every one (tenant_rules.h) and
+ * keeps a snapshot of the enabled tenants' rules, read again every
+ * TENANTS_REFRESH_MS so that a change made with `txhub tenant` applies within
+ * 5 s, without a restart.
  *
  * Never fails open: a row edited by hand into nonsense, two rows that
  * overlap, or a database that does not answer leave the last good snapshot

@@ -1,4 +1,4 @@
-/* trace.h: W3C Trace Context (level 1) in an envelope (CONTRACT §15).
+/* trace.h: W3C Trace Context (level 1) in an envelope (docs/consumers.md: Trace context).
  *
  * Pure logic, no I/O: what envelope.c uses to check the optional `trace`
  * object. A malformed trace is never a reason to reject an envelope: it is

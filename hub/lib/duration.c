@@ -64,7 +64,7 @@ int duration_parse(const char *s, int64_t *ms, char *err, size_t errsz)
 			return fail(err, errsz, s, "it is too long (at most 36500d)");
 		total += n * units[u].ms;
 	}
-	*ms = total; /* 0s is well-formed: no time at all (CONTRACT §9) */
+	*ms = total; /* 0s is well-formed: no time at all (docs/admin.md: Admin commands) */
 	return 0;
 }
 

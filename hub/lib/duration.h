@@ -1,4 +1,4 @@
-/* duration.h: durations as operators write them (CONTRACT §9: `90s`, `15m`,
+/* duration.h: durations as operators write them (docs/admin.md: Admin commands: `90s`, `15m`,
  * `12h`, `7d`) and ages as people read them.
  *
  * Pure logic, no I/O: unit-tested in tests/unit/test_duration.c. Any thread

@@ -42,7 +42,9 @@ typedef struct {
 	const char *biz_id;      /* NULL: none */
 	const char *message_key; /* NULL: none */
 	tp_key tp;               /* the control topic and partition (topics.h); -1: none */
-	const char *trace_id;    /* the message's W3C trace id (CONTRACT §15); NULL or "": none */
+	/* the message's W3C trace id (docs/consumers.md: Trace context); NULL or
+	 * "": none */
+	const char *trace_id;
 } log_about;
 
 /* A line about a message or partition: as text "<what>: biz_id=B

@@ -1,4 +1,5 @@
-/* rfc3339.h: RFC 3339 date-times with a zone (forward.not_before, CONTRACT §15).
+/* rfc3339.h: RFC 3339 date-times with a zone (forward.not_before,
+ * docs/consumers.md: Delayed delivery).
  *
  * The internet profile of ISO 8601 (RFC 3339 §5.6): YYYY-MM-DDTHH:MM:SS, an
  * optional fraction of a second, and a zone, Z or +HH:MM / -HH:MM. "T" and

@@ -1,5 +1,5 @@
-/* topics.h: the control topics (CONTRACT §14) and the names the hub keys
- * everything by.
+/* topics.h: the control topics (docs/tenants.md: Sharing one hub between teams)
+ * and the names the hub keys everything by.
  *
  * What `control_topic` says, parsed (pure: no I/O): one topic name, a
  * comma-separated list of names (trimmed, each a valid Kafka topic name,
@@ -47,9 +47,9 @@ int topics_match(const topics_spec *s, const char *topic);
 /* Whether the spec is exactly one topic name (the 0.4.0 form). */
 int topics_single(const topics_spec *s);
 
-/* The progress topic of exactly_once (CONTRACT §12): forward.progress_topic
- * when set, else "<control_topic>.progress" for one topic and
- * TOPICS_PROGRESS_DEFAULT for a list or a pattern. */
+/* The progress topic of exactly_once (docs/consumers.md: Forwarding exactly
+ * once): forward.progress_topic when set, else "<control_topic>.progress" for
+ * one topic and TOPICS_PROGRESS_DEFAULT for a list or a pattern. */
 #define TOPICS_PROGRESS_DEFAULT "txhub.progress"
 void topics_progress_name(const topics_spec *s, const char *configured, char *out,
                           size_t outsz);

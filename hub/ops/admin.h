@@ -1,4 +1,4 @@
-/* admin.h: the admin commands on the command line (CONTRACT §9): status,
+/* admin.h: the admin commands on the command line (docs/admin.md: Admin commands): status,
  * list, show, resolve, redrive, purge.
  *
  * A thin face over ops.h: admin_parse() checks the arguments (pure, no

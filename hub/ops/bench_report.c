@@ -133,7 +133,8 @@ int bench_report(const verifier *v, const results *r)
 	add_num(l, "p99", pct(lat, nl, 0.99));
 	add_num(l, "max", nl ? (double)lat[nl - 1] / 1000.0 : -1);
 	free(lat);
-	if (o->delayed_pct > 0) { /* may be negative: forwarded early (never, CONTRACT §15) */
+	/* may be negative: forwarded early (never: docs/consumers.md: Delayed delivery) */
+	if (o->delayed_pct > 0) {
 		int64_t *late = NULL;
 		size_t nd = o->preload ? 0 : latencies(v, r->start_us, 1, &late);
 		cJSON *d = cJSON_AddObjectToObject(j, "delayed_lateness_ms");

@@ -360,7 +360,7 @@ static const char *SQL_SHOW_PAYLOAD =
 	"SELECT payload FROM txhub.messages WHERE biz_id = $1 AND message_key = $2";
 /* The message's history rows: those of its tenant, or of none; a row that
  * names another tenant than its message's was forged by that tenant's role
- * and shows nowhere (docs/operators.md, Each team's PostgreSQL role). */
+ * and shows nowhere (docs/tenants.md, Each team's PostgreSQL role). */
 static const char *SQL_SHOW_HISTORY =
 	"SELECT " TS("h.at") ", h.event, h.detail, h.actor, "
 	"(extract(epoch FROM h.at) * 1000000)::bigint "

@@ -1,11 +1,11 @@
-/* ops.h: what an operator does to txhub's state (CONTRACT §9): status,
+/* ops.h: what an operator does to txhub's state (docs/admin.md: Admin commands): status,
  * list, show, resolve, redrive and purge, as a library.
  *
  * The command line (admin.c) and the web console are two faces of these
  * functions; neither writes SQL of its own. Nothing here prints: each
  * function returns an ops_rc, fills a result (a struct, or a cJSON document
- * with CONTRACT §9's keys), and puts a one-line reason into the caller's
- * err buffer (err is written only when the result is not OPS_OK).
+ * with the keys of docs/admin.md: Admin commands), and puts a one-line
+ * reason into the caller's err buffer (err is written only when the result is not OPS_OK).
  *
  * Connections: every function works on a PGconn the caller owns and keeps
  * open (store_conn() of a store, whose session has lock_timeout = 10s, is
@@ -46,7 +46,7 @@ struct pg_conn;
 /* The broker's share of `status`: lag is left unknown after this long. */
 #define OPS_LAG_BUDGET_MS 2000
 
-/* The five statuses of CONTRACT §6, in the order status reports them. */
+/* The five statuses of docs/database.md: Inspecting with psql, in the order status reports them. */
 #define OPS_NSTATUS 5
 extern const char *const ops_status_names[OPS_NSTATUS];
 
@@ -100,7 +100,7 @@ typedef struct {
 	int64_t messages[OPS_NSTATUS]; /* count per ops_status_names[i] */
 	int64_t send_pending, send_sent, send_failed;
 	/* parked: check_failed + send failed + awaiting_prepare rows older than
-	 * alert.awaiting_prepare_ms (CONTRACT §7) */
+	 * alert.awaiting_prepare_ms (docs/configuration.md: Configuration) */
 	int64_t parked, parked_check_failed, parked_send_failed, parked_awaiting;
 	int64_t oldest_prepared_s;     /* -1: none prepared */
 	int64_t oldest_pending_send_s; /* -1: none pending */
@@ -129,8 +129,9 @@ void ops_status_lag(const txhub_config *cfg, ops_status *st, int budget_ms);
  * all of them. awaiting_prepare_ms: alert.awaiting_prepare_ms. Counts of
  * unfinished states walk the partial indexes; committed and rolled_back
  * count the messages_finished index too, which is as long as the finished
- * rows (docs/operators.md on its cost); without an index on tenant, a
- * tenant's counts of finished messages read those rows (see
+ * rows (docs/admin.md: Admin commands, on what they cost);
+ * without an index on tenant, a tenant's counts of finished messages read
+ * those rows (see
  * migrations/0010_tenants.sql). OPS_BAD_ARG for a malformed name. On OPS_OK
  * *out is filled (free it with ops_status_free(), also after a failure). */
 ops_rc ops_status_read_tenant(struct pg_conn *conn, int64_t awaiting_prepare_ms,
@@ -138,8 +139,8 @@ ops_rc ops_status_read_tenant(struct pg_conn *conn, int64_t awaiting_prepare_ms,
 
 void ops_status_free(ops_status *st);
 
-/* CONTRACT §9's document: messages, send, parked, oldest_prepared_s,
- * oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
+/* The document of docs/admin.md: Admin commands: messages, send, parked,
+ * oldest_prepared_s, oldest_pending_send_s, rejected_1h, rejected, conflicts_1h, conflicts,
  * partitions (topic, partition, owner, group, epoch, next_offset, lag,
  * high_watermark, heartbeat_age_s, released, contested_by), plus
  * parked_by, per partition lost_offsets and last_gap (kind, from_offset,
@@ -166,8 +167,9 @@ typedef struct {
 	const char *message_key;
 	int64_t older_ms;            /* > 0: created_at older than now() - older_ms */
 	const char *tenant;          /* NULL: any; else only that tenant's (txhub.messages.tenant) */
-	/* only the scheduled messages (CONTRACT §15: committed, due later, not
-	 * sent), the next due first instead of the newest */
+	/* only the scheduled messages (docs/consumers.md: Delayed delivery:
+	 * committed, due later, not sent), the next due first instead of the
+	 * newest */
 	int scheduled;
 	const char *trace_id;        /* NULL: any; else the messages of that W3C trace id */
 } ops_list_filter;
@@ -176,8 +178,8 @@ typedef struct {
 int ops_valid_trace_id(const char *s);
 
 /* Matching messages, newest updated_at first, as a JSON array of row
- * objects with CONTRACT §6's column names (payload_bytes instead of
- * payload; timestamps as ISO 8601 UTC text, plus updated_age_s and
+ * objects with the column names of docs/database.md: Inspecting with psql
+ * (payload_bytes instead of payload; timestamps as ISO 8601 UTC text, plus updated_age_s and
  * created_age_s in whole seconds). *out: the caller deletes it. */
 ops_rc ops_list(struct pg_conn *conn, const ops_list_filter *f, cJSON **out, char *err,
                 size_t errsz);
@@ -250,7 +252,7 @@ typedef struct {
 	char send_status[16];  /* after; "" for null */
 	int32_t attempts;      /* redrive: the attempts reset to 0 */
 	char detail[OPS_REASON_MAX + 128]; /* the history row's detail */
-	/* the message's W3C trace id (CONTRACT §15), "" without one: for log
+	/* the message's W3C trace id (docs/consumers.md: Trace context), "" without one: for log
 	 * lines about it; also filled when the change is refused */
 	char trace_id[33];
 } ops_change;
@@ -272,12 +274,13 @@ ops_rc ops_resolve(struct pg_conn *conn, const char *biz_id, const char *message
 ops_rc ops_redrive(struct pg_conn *conn, const char *biz_id, const char *message_key,
                    const char *actor, ops_change *out, char *err, size_t errsz);
 
-/* A scheduled message (committed, its not_before still ahead, not sent: CONTRACT
- * §15) made due now: not_before = now(), with a history row 'redrive' by actor
- * naming the due time it had. OPS_REFUSED for any other state. */
+/* A scheduled message (committed, its not_before still ahead, not sent:
+ * docs/consumers.md: Delayed delivery) made due now: not_before = now(), with a
+ * history row 'redrive' by actor naming the due time it had. OPS_REFUSED for
+ * any other state. */
 ops_rc ops_redrive_now(struct pg_conn *conn, const char *biz_id, const char *message_key,
                        const char *actor, ops_change *out, char *err, size_t errsz);
-/* forward.order = key (CONTRACT §15): give up on a parked forward (send
+/* forward.order = key (docs/consumers.md: Order per key): give up on a parked forward (send
  * status failed) or on one held for an earlier message of its key, so that
  * the key's later messages flow: send_status skipped. reason (1..
  * OPS_REASON_MAX bytes, required) and actor go into a history row 'skip'

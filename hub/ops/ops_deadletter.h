@@ -1,4 +1,4 @@
-/* ops_deadletter.h: the dead-letter topic's figures (CONTRACT §15,
+/* ops_deadletter.h: the dead-letter topic's figures (docs/troubleshooting.md: Dead-letter topic,
  * forward.dead_letter_topic) for `txhub status` and the console
  * (ops_deadletter.c; ops.h). */
 #ifndef TXHUB_OPS_DEADLETTER_H

@@ -1,6 +1,6 @@
-/* ops_delay.c: the operators' side of delayed delivery (CONTRACT §15, issue 23
- * §1): `txhub redrive BIZ KEY --now` (ops.h). list --scheduled is ops_list's
- * (ops.c). */
+/* ops_delay.c: the operators' side of delayed delivery (docs/consumers.md:
+ * Delayed delivery, issue 23 §1): `txhub redrive BIZ KEY --now` (ops.h). list
+ * --scheduled is ops_list's (ops.c). */
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* ops_order.c: the keys held back by forward.order = key (CONTRACT §15), for
+/* ops_order.c: the keys held back by forward.order = key (docs/consumers.md: Order per key), for
  * `txhub status` and the console (ops.h). */
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>

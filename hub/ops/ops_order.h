@@ -1,4 +1,4 @@
-/* ops_order.h: the keys held back by forward.order = key (CONTRACT §15), for
+/* ops_order.h: the keys held back by forward.order = key (docs/consumers.md: Order per key), for
  * `txhub status` and the console (ops_order.c; ops.h). */
 #ifndef TXHUB_OPS_ORDER_H
 #define TXHUB_OPS_ORDER_H

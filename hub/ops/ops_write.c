@@ -352,12 +352,12 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 
 /* ---- purge ---- */
 
-/* A finished row: nothing will ever change it again (CONTRACT §3, §9): rolled
- * back, or committed and sent (stored 'sent', or 'pending' at or below its
- * partition's delivery mark: rows_sql.h). Each status has its index
- * (messages_committed, messages_rolled_back: (src_partition, updated_at)),
- * whose predicate the words below repeat so that PostgreSQL can prove it
- * applies. */
+/* A finished row: nothing will ever change it again (docs/producers.md: State
+ * rules; docs/admin.md: Admin commands): rolled back, or committed and sent
+ * (stored 'sent', or 'pending' at or below its partition's delivery mark:
+ * rows_sql.h). Each status has its index (messages_committed,
+ * messages_rolled_back: (src_partition, updated_at)), whose predicate the words
+ * below repeat so that PostgreSQL can prove it applies. */
 #define COMMITTED_SENT "(status = 'committed' AND (send_status = 'sent' OR " SQL_MARKED("r") "))"
 #define FINISHED "(status = 'rolled_back' OR " COMMITTED_SENT ")"
 

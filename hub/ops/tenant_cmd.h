@@ -1,7 +1,8 @@
 /* tenant_cmd.h: `txhub tenant add|set|remove|list|show|grant|token`
- * (CONTRACT §14) on the command line, under the admin commands' rules
- * (CONTRACT §9): -c, -X, --json, exit 0 done, 1 refused or failed, 2 bad
- * usage naming the argument; a refused or bad command changes nothing.
+ * (docs/tenants.md: Sharing one hub between teams) on the command line, under
+ * the admin commands' rules (docs/admin.md: Admin commands): -c, -X, --json,
+ * exit 0 done, 1 refused or failed, 2 bad usage naming the argument; a refused
+ * or bad command changes nothing.
  *
  * tenant_cmd_parse() checks every argument without I/O, so bad usage is
  * refused before the database is touched; tenant_cmd_run() connects and

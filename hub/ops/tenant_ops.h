@@ -1,7 +1,7 @@
-/* tenant_ops.h: what an operator does to tenants (CONTRACT §14): add, set,
- * remove, list, show, grant, token, as a library (the command line in
- * tenant_cmd.c is one face; the console will be another), and the lookup
- * of a tenant's console token.
+/* tenant_ops.h: what an operator does to tenants (docs/tenants.md: Sharing one
+ * hub between teams): add, set, remove, list, show, grant, token, as a library
+ * (the command line in tenant_cmd.c is one face; the console will be another),
+ * and the lookup of a tenant's console token.
  *
  * The same rules as ops.h: nothing here prints; each function returns an
  * ops_rc, fills a cJSON document, and puts a one-line reason into err

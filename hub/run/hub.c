@@ -364,7 +364,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	int status = 1;
 
 	signals_install();
-	/* what a report of trouble with Kafka needs first (docs/operators.md:
+	/* what a report of trouble with Kafka needs first (docs/kafka.md:
 	 * Which librdkafka) */
 	log_info("hub: txhub %s with librdkafka %s", TXHUB_VERSION, rd_kafka_version_str());
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

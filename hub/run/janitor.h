@@ -7,7 +7,7 @@
  *     or of another consumer group (say in PostgreSQL that we wait);
  *   - raise prepare_missing for decisions waiting too long for a prepare;
  *   - delete finished rows of the owned partitions in small batches
- *     (retention.*, CONTRACT §11).
+ *     (retention.*, docs/database.md: Purge and retention).
  *
  * It decides nothing about Kafka: the loop gets its findings and fences or
  * takes partitions. Main thread only, on the main store connection. */

@@ -1,4 +1,4 @@
-/* monitor.h: how `txhub run` is doing, seen from outside (CONTRACT §10):
+/* monitor.h: how `txhub run` is doing, seen from outside (docs/monitoring.md: Metrics and health):
  * GET /metrics, /healthz and /readyz on http.listen.
  *
  * The run loop reports every turn (monitor_turn) and what keeps it from

@@ -1,4 +1,4 @@
-/* delay_sql.h: SQL pieces of delayed delivery (CONTRACT §15, issue 23 §1),
+/* delay_sql.h: SQL pieces of delayed delivery (docs/consumers.md: Delayed delivery, issue 23 §1),
  * shared by the batch (store.c), the check-backs (store.c) and the operators'
  * resolve (ops_write.c), so that each commit computes the due time alike.
  *

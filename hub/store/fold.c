@@ -173,7 +173,7 @@ static int same_as_first(const fold *f, const fold_key *k, const envelope *env, 
 }
 
 /* The steps an envelope stands for: a one-shot commit (payload and
- * forward, CONTRACT §2) is a prepare followed by a commit. */
+ * forward, docs/producers.md: Envelope fields) is a prepare followed by a commit. */
 static int record_steps(const envelope *env, rules_step steps[2])
 {
 	if (env->type == ENVELOPE_PREPARE) {

@@ -1,5 +1,5 @@
 /* fold.h: the batch fold, what one poll batch of control records does to the
- * messages it names (CONTRACT §3), as pure logic: no I/O, no libpq, no log.
+ * messages it names (docs/producers.md: State rules), as pure logic: no I/O, no libpq, no log.
  *
  * store_apply() (store.c) owns the transaction and the SQL; this file owns
  * every decision in between. The split, in the order store_apply() runs it:
@@ -28,7 +28,7 @@
 #include "rules.h"
 #include "store.h" /* store_record and store_stats only: nothing of store.c is called */
 
-/* One conflict (CONTRACT §3): a step that contradicts the state it met. At
+/* One conflict (docs/producers.md: State rules): a step that contradicts the state it met. At
  * most one per record: a one-shot commit whose prepare conflicts is noted
  * once. */
 typedef struct {

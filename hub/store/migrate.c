@@ -2,7 +2,7 @@
  * the advisory lock serialises concurrent runs, and each one re-reads the
  * history after taking the lock, so a migration is applied exactly once.
  *
- * Running hubs (a rolling upgrade, ExecStartPre: docs/operators.md,
+ * Running hubs (a rolling upgrade, ExecStartPre: docs/database.md,
  * Upgrading) keep writing while this runs, so no step may hold their tables
  * for long: each transaction runs with a short lock_timeout and is tried
  * again, from the start, when its locks are not free in time or it meets a

@@ -19,7 +19,7 @@ extern const migration migrations[];
 /* How long each migration's transaction may wait for a lock (at most; half
  * the server's deadlock_timeout when that is less) before it rolls back and
  * is tried again, and how many times a step is tried in all
- * (docs/operators.md, Upgrading). */
+ * (docs/database.md, Upgrading). */
 #define MIGRATE_LOCK_TIMEOUT_MS 1000
 #define MIGRATE_ATTEMPTS 30
 

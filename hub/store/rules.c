@@ -1,4 +1,4 @@
-/* rules.c: CONTRACT §3, one switch per current state. */
+/* rules.c: docs/producers.md: State rules, one switch per current state. */
 #include "rules.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* rules.h: the state machine of CONTRACT §3 as a pure function.
+/* rules.h: the state machine of docs/producers.md: State rules as a pure function.
  *
  * State is kept per (biz_id, message_key). rules_apply() says what one
  * arriving step does to the current state; it performs no I/O, so the whole

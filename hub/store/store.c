@@ -49,7 +49,7 @@ void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *e
 	sql_error_text(conn, res, err, errsz);
 }
 
-/* Which error is whose fault (CONTRACT §2): PostgreSQL blames the data only
+/* Which error is whose fault (docs/producers.md: Envelope fields): PostgreSQL blames the data only
  * with SQLSTATE class 22 (data exception) or 23 (integrity constraint
  * violation); anything else (a lost connection or permission, an I/O
  * error, a full disk, a trigger that raises) is the database's, and is

@@ -1,4 +1,4 @@
-/* store.h: PostgreSQL, the source of truth (CONTRACT §6).
+/* store.h: PostgreSQL, the source of truth (docs/database.md: Inspecting with psql).
  *
  * One store owns one connection and is used by one thread. Every write of
  * the hot path is batched: store_apply() turns a whole poll batch of control
@@ -19,7 +19,7 @@
 
 typedef struct store store;
 
-/* Result classes (CONTRACT §2). Nothing was written unless STORE_OK. */
+/* Result classes (docs/producers.md: Envelope fields). Nothing was written unless STORE_OK. */
 typedef enum {
 	STORE_OK = 0,
 	STORE_RETRY = 1,   /* the database's fault or a passing one: try again later */
@@ -44,7 +44,7 @@ typedef struct {
 	int64_t decided_ms;    /* clock_ms() when its decision was applied; 0: not a first send */
 	int64_t fwd_seq;       /* its partition's forward sequence; 0: none yet */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
-	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *traceparent;     /* its trace context (docs/consumers.md: Trace context), or NULL */
 	char *tracestate;
 	char trace_id[33];     /* of traceparent, "" without one: for log lines */
 	int had_error;         /* its row has a last_error, which its delivery clears (a row
@@ -182,8 +182,8 @@ store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
 store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
                                   size_t errsz);
 
-/* Apply a batch in one transaction: state changes by the rules of CONTRACT
- * §3, rejected records, conflicts, and each partition's next offset in
+/* Apply a batch in one transaction: state changes by the rules of
+ * docs/producers.md: State rules, rejected records, conflicts, and each partition's next offset in
  * txhub.partitions. Every record's partition must be in `own` at its epoch.
  * On STORE_OK the transaction has committed and `out` holds the messages it
  * made committed, in source order (partition, offset); they are leased for
@@ -207,7 +207,7 @@ store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t now
                                    size_t errsz);
 
 /* When the next pending forward without a sequence (a retry, a scheduled
- * message: CONTRACT §15) of these partitions' numbers falls due: *in_ms
+ * message: docs/consumers.md: Delayed delivery) of these partitions' numbers falls due: *in_ms
  * from now (0: due already), -1 when none waits. One index probe per
  * partition number (messages_send_retry), no lock: a hint for when to
  * claim next, never a claim. */
@@ -260,7 +260,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
                                  const store_mark *marks, size_t nmarks,
                                  store_forward_list *failed_out, char *err, size_t errsz);
 
-/* ---- exactly_once forwarding (CONTRACT §12) ---- */
+/* ---- exactly_once forwarding (docs/consumers.md: Forwarding exactly once) ---- */
 
 /* Give the due pending rows of the owned partitions that have no forward
  * sequence (decided by a check-back or an operator, or whose forward
@@ -336,7 +336,7 @@ store_rc store_failed_seqs(store *st, tp_key tp, int64_t *out, size_t max, size_
 store_rc store_next_forwards(store *st, tp_key tp, int64_t after, int limit,
                              store_forward_list *out, char *err, size_t errsz);
 
-/* A message waiting in awaiting_prepare for too long (CONTRACT §7,
+/* A message waiting in awaiting_prepare for too long (docs/configuration.md: Configuration,
  * alert.awaiting_prepare_ms). Owns its strings. */
 typedef struct {
 	char *biz_id;
@@ -371,7 +371,7 @@ typedef struct {
 	int32_t attempts;  /* check_attempts when claimed */
 	char *last_error;  /* only in store_record_checks' failed_out */
 	metrics_tenant tenant; /* the message's tenant, as a metrics label */
-	char *traceparent;     /* its trace context (CONTRACT §15), or NULL */
+	char *traceparent;     /* its trace context (docs/consumers.md: Trace context), or NULL */
 	char *tracestate;
 } store_check;
 
@@ -443,7 +443,7 @@ struct pg_conn *store_conn(store *st);
 void store_error_text(struct pg_conn *conn, const struct pg_result *res, char *err,
                       size_t errsz);
 
-/* ---- order per key (forward.order = key, CONTRACT §15; order.h) ----
+/* ---- order per key (forward.order = key, docs/consumers.md: Order per key; order.h) ----
  *
  * A row held back for an earlier message of its forward key is stored
  * pending, without a sequence, due at 'infinity' (a store_delivery with
@@ -489,7 +489,7 @@ store_rc store_order_release(store *st, const store_owned *own, size_t nown, int
 void store_set_order_by_key(store *st, int by_key, int exactly_once);
 
 /* With forward.order = key: the messages the last successful store_apply()
- * made scheduled (delayed delivery, CONTRACT §15: committed, not forwarded
+ * made scheduled (delayed delivery, docs/consumers.md: Delayed delivery: committed, not forwarded
  * before their due time), moved into *out (the caller clears it; empty
  * otherwise), so that they block their keys at once (forward.h). */
 void store_take_scheduled(store *st, store_forward_list *out);

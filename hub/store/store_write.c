@@ -27,7 +27,7 @@ enum { W_B, W_K, W_S, W_D, W_C, W_P, W_FT, W_FK, W_FH, W_CU, W_FA, W_SP, W_SO, W
 /* $1..$13 as in W_*, $14 the forward lease in ms, $15 the forward sequences,
  * $16 whether a committed one was forwarded already (a progress marker
  * says so: assign_seqs), $17 the source topics, $18 the tenants (the row's for
- * good), $19 and $20 the traceparents and tracestates (CONTRACT §15), $21 and
+ * good), $19 and $20 the traceparents and tracestates (docs/consumers.md: Trace context), $21 and
  * $22 the not_befores and delays (delayed delivery). New rows go in by COPY
  * (store_copy_rows) unless the batch has a delayed one (its due time is computed
  * here) or the role may not COPY (row-level security). Neither says ON
@@ -450,7 +450,7 @@ store_rc store_write_conflicts(store *st, const fold *f,
 	return rc;
 }
 
-/* Keep the batch's invalid records in txhub.rejected (CONTRACT §2). */
+/* Keep the batch's invalid records in txhub.rejected (docs/producers.md: Envelope fields). */
 store_rc store_write_rejected(store *st, const store_record *recs, size_t n, char *err,
                                size_t errsz)
 {

@@ -1,4 +1,5 @@
-/* txhub/checkback.h: answer the hub's check-back requests (CONTRACT §5).
+/* txhub/checkback.h: answer the hub's check-back requests (docs/producers.md:
+ * Check-back).
  *
  * Framework-agnostic: the caller's HTTP server hands over the request's
  * query string and three header values, and sends back the status and body

@@ -1,5 +1,6 @@
-/* txhub/dedup.h: process each forwarded record once, downstream (CONTRACT
- * §4: delivery is at least once; the pair of headers txhub-biz-id and
+/* txhub/dedup.h: process each forwarded record once, downstream
+ * (docs/consumers.md: What gets forwarded, and Consuming without duplicates:
+ * delivery is at least once; the pair of headers txhub-biz-id and
  * txhub-message-key identifies the message).
  *
  * The consumer keeps a table in its own PostgreSQL database

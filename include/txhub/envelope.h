@@ -1,5 +1,5 @@
-/* txhub/envelope.h: the envelope a producer sends (CONTRACT §2), and its
- * encoder.
+/* txhub/envelope.h: the envelope a producer sends (docs/producers.md: Envelope
+ * fields), and its encoder.
  *
  * The encoding is deterministic, so tests/vectors/envelopes.json can state
  * the exact bytes and the C and Python encoders produce the same ones:
@@ -30,7 +30,8 @@
 extern "C" {
 #endif
 
-/* Limits, as the hub enforces them (CONTRACT §2). Lengths are in bytes. */
+/* Limits, as the hub enforces them (docs/producers.md: Envelope fields).
+ * Lengths are in bytes. */
 #define TXHUB_BIZ_ID_MAX 64
 #define TXHUB_MESSAGE_KEY_MAX 255
 #define TXHUB_TOPIC_MAX 249
@@ -82,20 +83,22 @@ typedef struct {
 	const char *checkback_url;           /* NULL: the hub's checkback.default_url */
 	int has_first_after_ms;              /* 0: the hub's checkback.first_after_ms */
 	long long first_after_ms;            /* 0..2592000000 when has_first_after_ms */
-	/* W3C trace context (CONTRACT §15), sent as "trace" in a prepare or
-	 * commit: the hub keeps the prepare's (or one-shot commit's) with the
-	 * message and passes it on as traceparent/tracestate headers. NULL:
-	 * none. Checked here as the hub checks it (a malformed one the hub
-	 * would drop is refused), a tracestate needs a traceparent. */
+	/* W3C trace context (docs/consumers.md: Trace context), sent as "trace"
+	 * in a prepare or commit: the hub keeps the prepare's (or one-shot
+	 * commit's) with the message and passes it on as traceparent/tracestate
+	 * headers. NULL: none. Checked here as the hub checks it (a malformed
+	 * one the hub would drop is refused), a tracestate needs a
+	 * traceparent. */
 	/* "00-<32 hex>-<16 hex>-<2 hex>", lowercase; a later version may go
 	 * on after a '-' with printable ASCII (docs/producers.md) */
 	const char *traceparent;
 	const char *tracestate;  /* key=value list, <= 512 chars, <= 32 members */
-	/* Delayed delivery (CONTRACT §15), at most one of the two, with a
-	 * forward_topic: forwarded no earlier than forward_not_before (RFC 3339
-	 * with a zone, e.g. "2026-12-01T09:00:00+01:00"), or than delay_ms after
-	 * the commit. The hub also rejects a delay beyond its forward.max_delay
-	 * (default 30 days). Added in soversion 2. */
+	/* Delayed delivery (docs/consumers.md: Delayed delivery), at most one of
+	 * the two, with a forward_topic: forwarded no earlier than
+	 * forward_not_before (RFC 3339 with a zone, e.g.
+	 * "2026-12-01T09:00:00+01:00"), or than delay_ms after the commit. The
+	 * hub also rejects a delay beyond its forward.max_delay (default 30
+	 * days). Added in soversion 2. */
 	const char *forward_not_before;      /* NULL: none */
 	int has_delay_ms;                    /* 0: none */
 	long long delay_ms;                  /* 0..TXHUB_DELAY_MS_MAX when has_delay_ms */

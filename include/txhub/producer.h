@@ -1,4 +1,5 @@
-/* txhub/producer.h: send envelopes to the control topic (CONTRACT §2).
+/* txhub/producer.h: send envelopes to the control topic (docs/producers.md:
+ * Envelope fields).
  *
  * Each envelope's record key is its message_key, so a message's prepare and
  * decision land in one partition, in order. The producer is idempotent with

@@ -627,7 +627,8 @@ test('log out', { timeout: 30000 }, async () => {
   assert.deepEqual(cspReports, [], 'our pages broke no Content-Security-Policy rule');
 });
 
-// ---- tenants (CONTRACT §14): the Tenants page and a console token of one ----
+// ---- tenants (docs/tenants.md: Sharing one hub between teams): the Tenants page and a
+// console token of one ----
 
 async function loginAs(name, token) {
   await page.goto(`${consoleUrl}/login`);

@@ -1,7 +1,7 @@
 /* install_program.c: one transaction end to end, built by install_test.sh
  * with nothing but `pkg-config --cflags --libs txhub` against an installed
- * libtxhub (CONTRACT §13's done-when). Environment: TXHUB_BROKERS,
- * CONTROL_TOPIC, FORWARD_TOPIC, MESSAGE_KEY. */
+ * libtxhub (what docs/producers.md: Producing from C promises). Environment:
+ * TXHUB_BROKERS, CONTROL_TOPIC, FORWARD_TOPIC, MESSAGE_KEY. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

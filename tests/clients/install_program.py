@@ -1,6 +1,6 @@
 """One transaction end to end with the txhub package as pip installed it
-(install_test.sh; CONTRACT §13's done-when). Environment: TXHUB_BROKERS,
-CONTROL_TOPIC, FORWARD_TOPIC, MESSAGE_KEY, VENV."""
+(install_test.sh; what docs/producers.md: Producing from Python promises).
+Environment: TXHUB_BROKERS, CONTROL_TOPIC, FORWARD_TOPIC, MESSAGE_KEY, VENV."""
 import os
 import sys
 

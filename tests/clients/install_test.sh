@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The done-when of CONTRACT §13, as a user would do it: `meson install` the
-# build into a temporary DESTDIR, build a C program with nothing but
-# `pkg-config --cflags --libs txhub` from there and run it with
+# What docs/producers.md: Producing from C and Producing from Python promise,
+# as a user would do it: `meson install` the build into a temporary DESTDIR,
+# build a C program with nothing but `pkg-config --cflags --libs txhub` from there and run it with
 # LD_LIBRARY_PATH pointed there; `pip install clients/python` into a fresh
 # virtual environment and run a Python program with it. Each runs one
 # transaction against a hub, which must commit and forward it.

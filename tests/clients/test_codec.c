@@ -62,7 +62,7 @@ Test(encode, every_invalid_input_is_refused_with_a_reason)
 }
 
 /* TXHUB_PAYLOAD_JSON: the consumer gets the value's compact JSON text,
- * which parses back to the value. By CONTRACT §2 the hub forwards a JSON
+ * which parses back to the value. By docs/producers.md: Envelope fields the hub forwards a JSON
  * string payload as its bytes and any other payload as its compact text. */
 Test(encode, json_payload_reaches_the_consumer_as_its_compact_text)
 {

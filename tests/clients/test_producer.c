@@ -1,4 +1,4 @@
-/* The C client library against a running hub (CONTRACT §13): every kind of
+/* The C client library against a running hub (docs/producers.md: Producing from C): every kind of
  * envelope the producer sends is accepted and ends in its state, bad input
  * sends nothing, and a producer that dies between prepare and commit is
  * resolved by a check-back answered with txhub_checkback_handle(). */

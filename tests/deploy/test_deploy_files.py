@@ -6,17 +6,19 @@
   keywords, durations or Grafana variables for names (the live check in
   tests/integration/test_monitor.c runs it against a real scrape);
 - the alert rules: every alert has a severity, a summary and a description
-  that points at docs/operators.md, and txhub-alerts.test.yml shows each one both
+  that points at a section of the operators' docs (docs/FILE.md: Section,
+  a heading there), and txhub-alerts.test.yml shows each one both
   firing and quiet;
 - the Grafana dashboard: what an import needs (schema version, a data
   source variable, job and instance variables, unique panel ids, panels on
-  the grid), every query filtered by job, and the series docs/operators.md
+  the grid), every query filtered by job, and the series docs/monitoring.md
   promises on it.
 
 Run by meson (suite deploy) with /usr/bin/python3; needs python3-yaml.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,13 @@ txhub_parked 1
 # TYPE txhub_build_info gauge
 txhub_build_info{version="1.2.3"} 1
 """
+
+
+def headings(page):
+    """The headings of docs/PAGE, as written (code blocks left out)."""
+    with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as f:
+        text = re.sub(r"^```.*?^```", "", f.read(), flags=re.M | re.S)
+    return re.findall(r"^#+ +(.*?) *$", text, re.M)
 
 
 def problems(expr, legend_or_labels=()):
@@ -205,7 +214,11 @@ class Rules(unittest.TestCase):
         for r in self.rules:
             self.assertIn(r["labels"]["severity"], ("critical", "warning", "info"), r["alert"])
             self.assertTrue(r["annotations"]["summary"], r["alert"])
-            self.assertIn("docs/operators.md: Operations", r["annotations"]["description"], r["alert"])
+            description = " ".join(r["annotations"]["description"].split())
+            cited = re.findall(r"docs/([a-z]+\.md): ([A-Z][\w' -]*)", description)
+            self.assertTrue(cited, r["alert"])
+            for page, section in cited:
+                self.assertIn(section.strip(), headings(page), (r["alert"], page))
             self.assertIn("txhub ", r["annotations"]["description"] + r["annotations"]["summary"])
 
     def test_database_wide_gauges_are_not_summed(self):

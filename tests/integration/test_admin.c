@@ -1,4 +1,4 @@
-/* test_admin.c: the admin commands (CONTRACT §9) against a real PostgreSQL
+/* test_admin.c: the admin commands (docs/admin.md: Admin commands) against a real PostgreSQL
  * and broker: a database holding rows in every state, each command's
  * --json checked against SQL, every bad argument refused without changing
  * anything, resolve and redrive while a hub runs (forwarded once, asked
@@ -106,7 +106,7 @@ static void os_user(char *out, size_t outsz)
 	snprintf(out, outsz, "%s", pw ? pw->pw_name : getenv("USER"));
 }
 
-/* Rows in every state (CONTRACT §6), old and new, over partitions 0..2,
+/* Rows in every state (docs/database.md: Inspecting with psql), old and new, over partitions 0..2,
  * with history rows, rejected and conflict rows, and partition rows: one
  * of another consumer group (issue 15 §6). */
 static void fixture(h_env *e)
@@ -321,7 +321,7 @@ Test(admin, list_filters_and_order_match_sql, .timeout = 120)
 	const char *prev = NULL;
 	cJSON_ArrayForEach(r, doc)
 	{
-		/* CONTRACT §6's names, payload as its size only */
+		/* the names of docs/database.md: Inspecting with psql, payload as its size only */
 		const char *cols[] = {"biz_id", "message_key", "status", "send_status", "payload_bytes",
 		                      "forward_topic", "forward_key", "checkback_url", "check_attempts",
 		                      "send_attempts", "last_error", "created_at", "updated_at"};
@@ -717,7 +717,7 @@ Test(admin, purge_deletes_exactly_the_old_finished_rows_and_dry_run_nothing, .ti
 	h_teardown(&e);
 }
 
-/* --older-than 0s (CONTRACT §9: no time at all) is every finished row up to
+/* --older-than 0s (docs/admin.md: Admin commands: no time at all) is every finished row up to
  * now, with --dry-run too; never a parked or unfinished one. 0.4.0 refused
  * it as "zero" (exit 2). */
 Test(admin, purge_older_than_zero_is_every_finished_row, .timeout = 120)

@@ -1,4 +1,4 @@
-/* test_checkback.c: check-backs (CONTRACT §5) against a real HTTP server
+/* test_checkback.c: check-backs (docs/producers.md: Check-back) against a real HTTP server
  * that plays the producer's endpoint and the alert webhook: every kind of
  * answer, the retry limit, signatures, the allow list, decisions that beat
  * the check-back, 1,000 due at once under the concurrency limit, and
@@ -70,7 +70,7 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The header value CONTRACT §5 defines, computed here with OpenSSL rather
+/* The header value docs/producers.md: Check-back defines, computed here with OpenSSL rather
  * than with the hub's own txhub_checkback_signature(): "v2=" and the hex
  * HMAC-SHA256(secret, "<ts>\n<biz_id>\n<message_key>") of the timestamp
  * exactly as the header sent it. */
@@ -522,7 +522,7 @@ Test(checkback, allow_list_and_missing_urls_are_never_requested, .timeout = 180)
 	fx_teardown(&f);
 }
 
-/* ---- crafted URLs against the allow list (CONTRACT §5) ---- */
+/* ---- crafted URLs against the allow list (docs/producers.md: Check-back) ---- */
 
 #define MAX_TRICKS 64
 

@@ -1,4 +1,4 @@
-/* test_commands.c: the command line (CONTRACT §8): migrate from several
+/* test_commands.c: the command line (docs/running.md: Commands): migrate from several
  * replicas at once, exit status 2 with a message naming the bad key or
  * argument, and run refusing an unmigrated database. */
 #include <criterion/criterion.h>

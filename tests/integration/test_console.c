@@ -929,7 +929,7 @@ Test(console, resolve_and_redrive_a_selection)
 	con_stop(&c);
 }
 
-/* Delayed delivery (CONTRACT §15): a scheduled message's due time on its
+/* Delayed delivery (docs/consumers.md: Delayed delivery): a scheduled message's due time on its
  * page, the Search filter "scheduled only", and Send now (redrive --now) */
 Test(console, scheduled_messages_are_found_and_sent_now)
 {

@@ -1,19 +1,18 @@
-/* test_console_tenants.c: the console scoped to a tenant (CONTRACT §14),
- * over raw sockets as an attacker would speak to it: a tenant's token sees
- * its own rows only on every page (lists, search, a message and its
- * history, rejected, conflicts, the overview's counts, the Tenants page),
- * another tenant's message or record by URL is the same 404 as a missing
- * one, a forged action on another tenant's row changes nothing in
+/* test_console_tenants.c: the console scoped to a tenant (docs/tenants.md:
+ * Sharing one hub between teams), over raw sockets as an attacker would speak
+ * to it: a tenant's token sees its own rows only on every page (lists, search,
+ * a message and its history, rejected, conflicts, the overview's counts, the
+ * Tenants page), another tenant's message or record by URL is the same 404 as a
+ * missing one, a forged action on another tenant's row changes nothing in
  * PostgreSQL, a disabled or removed tenant's token (or a revoked one) is
- * refused at login and ends its sessions at their next request, wrong
- * tokens are throttled per address whichever kind they were meant to be,
- * the global console.token still sees everything, and Skip (`txhub skip`
- * on the console) gives up on a parked or held forward of the session's
- * own tenant only, with a reason, in the history and in a log line that
- * names the message's trace; a history row forged onto another tenant's
- * message shows on no message page. Real PostgreSQL and
- * a real `txhub console`; the rows are written with SQL (the hub's intake
- * writing them is tested in test_tenants.c). */
+ * refused at login and ends its sessions at their next request, wrong tokens
+ * are throttled per address whichever kind they were meant to be, the global
+ * console.token still sees everything, and Skip (`txhub skip` on the console)
+ * gives up on a parked or held forward of the session's own tenant only, with a
+ * reason, in the history and in a log line that names the message's trace; a
+ * history row forged onto another tenant's message shows on no message page.
+ * Real PostgreSQL and a real `txhub console`; the rows are written with SQL
+ * (the hub's intake writing them is tested in test_tenants.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,7 +409,7 @@ Test(console_tenants, a_forged_history_row_shows_on_no_message_page)
 
 #define SKIP_TID "4bf92f3577b34da6a3ce929d0e0e4736"
 
-/* Skip (forward.order = key, CONTRACT §15) as `txhub skip` does it: a
+/* Skip (forward.order = key, docs/consumers.md: Order per key) as `txhub skip` does it: a
  * reason required, the session's CSRF token required, another tenant's
  * message answered as a missing one and left alone, a good one skipped
  * with its history row and a log line carrying its trace id. */

@@ -1,5 +1,5 @@
 /* test_dbfaults.c: a fault of the database is never blamed on a record
- * (CONTRACT §2). While traffic flows, each fault below is injected for a
+ * (docs/producers.md: Envelope fields). While traffic flows, each fault below is injected for a
  * few seconds and then healed: every valid envelope must end in its right
  * state, committed ones forwarded and rolled-back ones not, with nothing in
  * txhub.rejected; the error is logged once, not at every try, and the

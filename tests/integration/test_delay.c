@@ -1,4 +1,4 @@
-/* test_delay.c: delayed delivery (CONTRACT §15, issue 23 §1).
+/* test_delay.c: delayed delivery (docs/consumers.md: Delayed delivery, issue 23 §1).
  *
  * A delayed message is forwarded no earlier than its due time, whether the
  * due time is forward.delay_ms counted from the commit or forward.not_before,

@@ -1,6 +1,7 @@
 /* test_dlq_once.c: dead letters exactly once under forward.mode =
- * exactly_once (issue 23 §4, CONTRACT §15), against Apache Kafka (the
- * embedded broker has no transactions: skipped there).
+ * exactly_once (issue 23 §4, docs/troubleshooting.md: Dead-letter topic),
+ * against Apache Kafka (the embedded broker has no transactions: skipped
+ * there).
  *
  * The hub dies (TXHUB_FAILPOINT, as kill -9 would leave it) at each point of
  * a dead-letter batch: produced in its transaction but not recorded as

@@ -1,15 +1,15 @@
-/* test_enforce.c: tenants.enforce (CONTRACT §14) with a real hub, PostgreSQL
- * and broker: each rule's allowed and refused case (the refused one in
- * txhub.rejected with its exact reason and tenant, nothing else changed),
- * enforcement off (0.4.0 behaviour, the tenant still recorded), a topic no
- * tenant owns, rules changed while running, a row broken by hand (the last
- * good rules stay: never open), intake held until the first rules load
- * (nothing lost), a decision for another tenant's message (a conflict,
- * through store_apply: one control topic here), the tenant label on the
- * counters, and two teams end to end: one hub on two control topics (a
- * list), tenants a and b, each team's messages on its own forward topic
- * only, a's reach for b's forward topic or biz ids rejected naming a alone,
- * b's decisions for a message of a (its biz id moved to b) conflicts. */
+/* test_enforce.c: tenants.enforce (docs/tenants.md: Sharing one hub between
+ * teams) with a real hub, PostgreSQL and broker: each rule's allowed and
+ * refused case (the refused one in txhub.rejected with its exact reason and
+ * tenant, nothing else changed), enforcement off (0.4.0 behaviour, the tenant
+ * still recorded), a topic no tenant owns, rules changed while running, a row
+ * broken by hand (the last good rules stay: never open), intake held until the
+ * first rules load (nothing lost), a decision for another tenant's message (a
+ * conflict, through store_apply: one control topic here), the tenant label on
+ * the counters, and two teams end to end: one hub on two control topics (a
+ * list), tenants a and b, each team's messages on its own forward topic only,
+ * a's reach for b's forward topic or biz ids rejected naming a alone, b's
+ * decisions for a message of a (its biz id moved to b) conflicts. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,7 +213,7 @@ Test(enforce, a_topic_of_no_tenant_is_refused_until_a_tenant_takes_it, .timeout 
 	/* team-b takes the topic while the hub runs: within 5 s it is applied */
 	const char *set[] = {"tenant", "set", "team-b", "--control-topic", e.topic, NULL};
 	cr_assert_eq(tn_run(&e, set), 0, "%s", tn_err);
-	h_pause_ms(5000); /* CONTRACT §14: applied within 5 s */
+	h_pause_ms(5000); /* docs/tenants.md: Sharing one hub between teams: applied within 5 s */
 	prepare(&e, "shop", "k2", "out.b", NULL, 0);
 	cr_assert(h_wait(&e, "SELECT tenant FROM txhub.messages WHERE message_key = 'k2'", "team-b",
 	                 20000));
@@ -487,7 +487,8 @@ static const char *values_on(h_env *e, const char *fwd, char *out, size_t outsz)
  * biz ids and forward topic. Each team's transactions reach its own
  * forward topic only; a's envelopes naming b's forward topic or b's biz
  * id are rejected naming tenant a alone; a biz id moved from a to b
- * (docs/operators.md: conflicts between tenants): b's decisions for the message a
+ * (docs/tenants.md: Sharing one hub between teams, on conflicts between
+ * tenants): b's decisions for the message a
  * prepared are conflicts and change nothing, and a may no longer decide
  * it. Rows and counters carry their tenant. */
 Test(enforce, two_teams_on_two_control_topics, .timeout = 300)

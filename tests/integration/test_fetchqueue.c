@@ -1,5 +1,5 @@
 /* test_fetchqueue.c: the consumer's fetch queue and group protocol as the
- * librdkafka the hub runs with has them (docs/operators.md: Which
+ * librdkafka the hub runs with has them (docs/kafka.md: Which
  * librdkafka). A backlog many times the fetch queue drains whole on the
  * path the library calls for (fetch.queue.backoff.ms from 2.1, the waker
  * thread before), a user's kafka.fetch.queue.backoff.ms stands over the

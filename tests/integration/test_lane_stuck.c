@@ -11,7 +11,7 @@
  * metadata answers TOPIC_AUTHORIZATION_FAILED, as a broker does for a topic
  * an ACL hides), and Apache Kafka with SASL/SCRAM and KRaft's
  * StandardAuthorizer (deploy/kafka.sh start DIR --sasl), the hub's principal
- * granted everything docs/operators.md lists but the progress topic. The second
+ * granted everything docs/kafka.md lists but the progress topic. The second
  * runs in CI's pass against Apache Kafka (TXHUB_TEST_KAFKA_DIR set), and is
  * skipped elsewhere. */
 #include <cjson/cJSON.h>
@@ -195,8 +195,8 @@ static void grant(const char *ops, const char *kind, const char *name, int prefi
 }
 
 
-/* `txhub status` as the hub's principal (docs/operators.md: Describe on the
- * control topic is all it needs): the lag of every partition. */
+/* `txhub status` as the hub's principal (docs/kafka.md: Kafka ACLs: Describe
+ * on the control topic is all it needs): the lag of every partition. */
 static void check_status_lag(stuck *s, const char *const *kafka)
 {
 	const char *args[16];
@@ -226,7 +226,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	if (!h_real_kafka())
 		cr_skip_test("needs Apache Kafka (TXHUB_TEST_KAFKA_DIR): deploy/kafka.sh start --sasl");
 	/* a broker of the suite's Kafka version, whose SCRAM logins need
-	 * librdkafka 2.6.1 or later on 4.x (docs/operators.md: Which librdkafka) */
+	 * librdkafka 2.6.1 or later on 4.x (docs/kafka.md: Which librdkafka) */
 	char version[32];
 	if (*h_kafka_version(version, sizeof version))
 		setenv("TXHUB_KAFKA_VERSION", version, 1);
@@ -253,8 +253,8 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	h_control_topic(&s.e);
 	snprintf(fwd, sizeof fwd, "%s.out", s.e.topic);
 	cr_assert_eq(h_create_topic(&s.e, fwd, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
-	/* the ACLs of docs/operators.md for forward.mode = exactly_once (Operations,
-	 * "Kafka ACLs"), but the progress topic's and the transactional ids' */
+	/* the ACLs of docs/kafka.md for forward.mode = exactly_once ("Kafka
+	 * ACLs"), but the progress topic's and the transactional ids' */
 	grant("Read,Describe", "--topic", s.e.topic, 0);
 	grant("Read", "--group", s.e.name, 0);
 	grant("Write,Describe", "--topic", fwd, 0);

@@ -1,4 +1,4 @@
-/* test_migrate.c: `txhub migrate` beside running hubs (docs/operators.md,
+/* test_migrate.c: `txhub migrate` beside running hubs (docs/database.md,
  * Upgrading). A session here plays the hub's part with the hub's own lock
  * order (its partitions' rows, then txhub.messages): migrate neither
  * deadlocks with it nor makes its writes wait behind an index build; when

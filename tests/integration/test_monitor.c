@@ -1,9 +1,9 @@
-/* test_monitor.c: what a running hub shows outside (CONTRACT §10, §11):
- * /metrics counts what was sent and passes promtool; /healthz and /readyz,
- * the latter 503 while PostgreSQL is stopped; log.format = json; SIGHUP
- * with a good and a bad configuration file; the alert rules and the
- * dashboard in deploy/ name only what /metrics exports; http.listen
- * against idle, slow and malformed clients over raw sockets (rawhttp.h).
+/* test_monitor.c: what a running hub shows outside (docs/monitoring.md: Metrics
+ * and health, and Logs): /metrics counts what was sent and passes promtool;
+ * /healthz and /readyz, the latter 503 while PostgreSQL is stopped; log.format
+ * = json; SIGHUP with a good and a bad configuration file; the alert rules and
+ * the dashboard in deploy/ name only what /metrics exports; http.listen against
+ * idle, slow and malformed clients over raw sockets (rawhttp.h).
  *
  * The suite runs one test at a time: one of them stops PostgreSQL. */
 #include <criterion/criterion.h>

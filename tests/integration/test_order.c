@@ -1,4 +1,4 @@
-/* test_order.c: forward.order = key (CONTRACT §15). A forward that fails
+/* test_order.c: forward.order = key (docs/consumers.md: Order per key). A forward that fails
  * for one key holds that key's later messages (held: pending, no attempt)
  * while other keys flow; a redrive (or `txhub skip`) lets them go, in
  * order. A delayed row (committed, pending, no sequence, due later) holds

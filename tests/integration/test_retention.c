@@ -1,4 +1,4 @@
-/* test_retention.c: retention inside `txhub run` (CONTRACT §11). A hub
+/* test_retention.c: retention inside `txhub run` (docs/database.md: Purge and retention). A hub
  * deletes, for the partitions it owns, the finished rows (committed and
  * sent, rolled_back) and their history older than retention.finished_hours,
  * and rejected and conflict rows older than retention.rejected_hours; it

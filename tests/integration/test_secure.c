@@ -40,7 +40,7 @@
 #define N 20 /* transactions per test */
 
 /* What the hub says first of a refused SCRAM login on a librdkafka older
- * than 2.6.1 (docs/operators.md: Which librdkafka). */
+ * than 2.6.1 (docs/kafka.md: Which librdkafka). */
 #define SCRAM_HINT "SCRAM against Apache Kafka 4.x needs librdkafka 2.6.1 or later"
 
 /* A SCRAM user: the hub's settings and a librdkafka client's, from
@@ -284,7 +284,7 @@ static void sec_setup(sec *s, const char *name)
 	load_user(s, &s->hub, s->e.name);
 }
 
-/* The grants of docs/operators.md (Kafka ACLs) for the hub's principal: the control
+/* The grants of docs/kafka.md (Kafka ACLs) for the hub's principal: the control
  * topic and group, the forward topic, and in exactly_once the progress
  * topic and transactional ids. */
 static void grant_hub(sec *s, int eos)
@@ -891,14 +891,14 @@ static void team_setup(sec *s, team *t, const char *name)
 	load_user(s, &t->p, user);
 	create_topic(s, t->control, 2);
 	create_topic(s, t->fwd, 1);
-	/* docs/operators.md: Kafka ACLs, "Several teams": its own control topic, its own
+	/* docs/kafka.md: Kafka ACLs, "Several teams": its own control topic, its own
 	 * forward topics in groups of its own */
 	char groups[80];
 	snprintf(groups, sizeof groups, "%s.", t->p.name);
 	allow(s, t->p.name, "--topic", t->control, 0, "Write,Describe");
 	allow(s, t->p.name, "--topic", t->prefix, 1, "Read,Describe");
 	allow(s, t->p.name, "--group", groups, 1, "Read");
-	/* docs/operators.md: Sharing one hub between teams */
+	/* docs/tenants.md: Sharing one hub between teams */
 	char fwd_pattern[48];
 	snprintf(fwd_pattern, sizeof fwd_pattern, "%s*", t->prefix);
 	const char *add[] = {"tenant", "add", name, "--control-topic", t->control, "--biz", name,
@@ -944,7 +944,7 @@ Test(secure, team_principals, .timeout = 400)
 	team a, b;
 	team_setup(&s, &a, "a");
 	team_setup(&s, &b, "b");
-	/* docs/operators.md: Kafka ACLs, "Several teams": the hub */
+	/* docs/kafka.md: Kafka ACLs, "Several teams": the hub */
 	char txn[200], list[256], got[2048], want[1024];
 	allow(&s, s.hub.name, "--topic", "txhub.control.", 1, "Read,Describe");
 	allow(&s, s.hub.name, "--group", s.e.name, 0, "Read");

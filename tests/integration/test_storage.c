@@ -157,7 +157,7 @@ Test(storage, failures_are_written_per_row, .timeout = 180)
 	cr_assert_eq(h_count(&e, "SELECT send_attempts FROM txhub.message_rows "
 	                         "WHERE message_key = 'bad' AND fwd_seq IS NULL "
 	                         "AND last_error IS NOT NULL"), 2);
-	/* redriven through the view, as the psql examples of docs/operators.md do */
+	/* redriven through the view, as the psql examples of docs/database.md do */
 	fprintf(cmd, "allow denied\n");
 	fflush(cmd);
 	h_exec(e.db, "UPDATE txhub.messages SET send_status = 'pending', send_attempts = 0, "

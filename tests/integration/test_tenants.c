@@ -1,11 +1,11 @@
-/* test_tenants.c: `txhub tenant` (CONTRACT §14) against a real PostgreSQL:
- * each command's allowed and refused cases, overlap between tenants, every
- * bad argument refused with exit 2 naming it, nothing changed by a refusal,
- * the history (who, when, what), --json shapes, two concurrent adds that
- * overlap, console tokens stored hashed, the hubs' loader keeping the last
- * good rules when a row is edited into nonsense, and migration 0010 on a
- * database with rows (no table rewritten). Row-level security is in
- * test_tenants_rls.c. */
+/* test_tenants.c: `txhub tenant` (docs/tenants.md: Sharing one hub between
+ * teams) against a real PostgreSQL: each command's allowed and refused cases,
+ * overlap between tenants, every bad argument refused with exit 2 naming it,
+ * nothing changed by a refusal, the history (who, when, what), --json shapes,
+ * two concurrent adds that overlap, console tokens stored hashed, the hubs'
+ * loader keeping the last good rules when a row is edited into nonsense, and
+ * migration 0010 on a database with rows (no table rewritten). Row-level
+ * security is in test_tenants_rls.c. */
 #include <criterion/criterion.h>
 #include <pwd.h>
 #include <signal.h>

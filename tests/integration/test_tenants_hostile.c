@@ -1,5 +1,5 @@
 /* test_tenants_hostile.c: a team's PostgreSQL role that tries to get out
- * of its tenant (docs/operators.md, Each team's PostgreSQL role). Role ra,
+ * of its tenant (docs/tenants.md, Each team's PostgreSQL role). Role ra,
  * granted team-a, owns a schema of its own and puts it first in its
  * search_path, then shadows each function and operator the policies'
  * functions use (array_agg, = on text and on name, ~, cardinality, left,

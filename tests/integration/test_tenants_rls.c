@@ -1,10 +1,10 @@
-/* test_tenants_rls.c: `txhub tenant grant` (CONTRACT §14) with real
- * PostgreSQL roles: a team's role runs `txhub list/show/status/resolve/
- * redrive` and sees and acts on its tenant's rows only; another tenant's
- * row is "not found" and stays as it was; a role without a grant sees
- * nothing or is refused; rows of no tenant are the owner's alone; the hub
- * (the tables' owner) and `txhub migrate` go on working; list --tenant and
- * status --tenant for the owner; roles that could see every row anyway are
+/* test_tenants_rls.c: `txhub tenant grant` (docs/tenants.md: Sharing one hub
+ * between teams) with real PostgreSQL roles: a team's role runs `txhub
+ * list/show/status/resolve/ redrive` and sees and acts on its tenant's rows
+ * only; another tenant's row is "not found" and stays as it was; a role without
+ * a grant sees nothing or is refused; rows of no tenant are the owner's alone;
+ * the hub (the tables' owner) and `txhub migrate` go on working; list --tenant
+ * and status --tenant for the owner; roles that could see every row anyway are
  * refused a grant. A hostile role's tricks: test_tenants_hostile.c. */
 #include <criterion/criterion.h>
 #include <pwd.h>

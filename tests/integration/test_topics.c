@@ -1,11 +1,12 @@
-/* test_topics.c: several control topics (CONTRACT §14), everything per
- * (topic, partition): a hub on a list of topics and one on a pattern
- * (topics made after it started are read too), prepares and commits on
- * each forwarded once, rows naming their topic, `txhub status` per (topic,
- * partition), a forward into any control topic refused, two replicas
- * fenced per (topic, partition), exactly_once across two topics (Apache
- * Kafka), bad forms of control_topic refused (exit 2), and migration 0009
- * of a 0.4.0 database with 200,000 rows while a 0.4.0 hub's writes go on. */
+/* test_topics.c: several control topics (docs/tenants.md: Sharing one hub
+ * between teams), everything per (topic, partition): a hub on a list of topics
+ * and one on a pattern (topics made after it started are read too), prepares
+ * and commits on each forwarded once, rows naming their topic, `txhub status`
+ * per (topic, partition), a forward into any control topic refused, two
+ * replicas fenced per (topic, partition), exactly_once across two topics
+ * (Apache Kafka), bad forms of control_topic refused (exit 2), and migration
+ * 0009 of a 0.4.0 database with 200,000 rows while a 0.4.0 hub's writes go
+ * on. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <pthread.h>

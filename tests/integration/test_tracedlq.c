@@ -1,15 +1,15 @@
-/* test_tracedlq.c: trace context and the dead-letter topic (CONTRACT §15,
- * issue 23 §3 and §4) end to end against a real PostgreSQL and broker:
- * traceparent/tracestate on the check-back request and the forwarded
- * record, trace_id in the row, its history and the JSON log lines,
- * malformed trace contexts dropped and counted with the message forwarded,
- * `txhub list --trace`; a parked forward produced once to the dead-letter
- * topic with its headers, not again after a restart, again after a
- * redrive and a new park, and a failing dead-letter topic alerted while the
- * hub goes on (its state in `txhub status`); every log line about a traced
- * message, on every path it takes (check-back, forward, park, dead letter,
- * an operator's redrive), names its trace id. The exactly_once cases need
- * Apache Kafka. */
+/* test_tracedlq.c: trace context and the dead-letter topic
+ * (docs/troubleshooting.md: Dead-letter topic, issue 23 §3 and §4) end to end
+ * against a real PostgreSQL and broker: traceparent/tracestate on the
+ * check-back request and the forwarded record, trace_id in the row, its history
+ * and the JSON log lines, malformed trace contexts dropped and counted with the
+ * message forwarded, `txhub list --trace`; a parked forward produced once to
+ * the dead-letter topic with its headers, not again after a restart, again
+ * after a redrive and a new park, and a failing dead-letter topic alerted while
+ * the hub goes on (its state in `txhub status`); every log line about a traced
+ * message, on every path it takes (check-back, forward, park, dead letter, an
+ * operator's redrive), names its trace id. The exactly_once cases need Apache
+ * Kafka. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>

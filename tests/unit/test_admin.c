@@ -1,5 +1,5 @@
-/* Unit tests for the admin commands' pure parts: argument parsing (CONTRACT
- * §9: every bad usage refused with a message naming the argument), the
+/* Unit tests for the admin commands' pure parts: argument parsing
+ * (docs/admin.md: Admin commands: every bad usage refused with a message naming the argument), the
  * terminal escaping of stored text, and how show encodes a payload. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -69,7 +69,7 @@ Test(admin, parses_each_command)
 	cr_expect_eq(a.older_than_ms, 604800000);
 	cr_expect(a.dry_run);
 
-	/* 0s is a duration (CONTRACT §9): every finished row up to now */
+	/* 0s is a duration (docs/admin.md: Admin commands): every finished row up to now */
 	const char *pu0[] = {"--older-than", "0s", NULL};
 	cr_assert_eq(parse("purge", pu0, &a, err, sizeof err), 0, "%s", err);
 	cr_expect_eq(a.older_than_ms, 0);

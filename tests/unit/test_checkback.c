@@ -1,4 +1,4 @@
-/* Unit tests for the check-back helpers: answer parsing (CONTRACT §5),
+/* Unit tests for the check-back helpers: answer parsing (docs/producers.md: Check-back),
  * request URL building with escaping, and the allow list read on the
  * parsed URL, against every trick we could think of. */
 #include <criterion/criterion.h>
@@ -263,7 +263,7 @@ Test(checkback_allow, lists_with_spaces_and_empty_items)
 	cr_assert_not(checkback_url_allowed(",,", "http://c.example/"));
 }
 
-/* ---- the allow list against crafted URLs (CONTRACT §5) ----
+/* ---- the allow list against crafted URLs (docs/producers.md: Check-back) ----
  *
  * Inside means: the URL as libcurl parses it has an entry's scheme, host
  * (any case) and port (default filled in), and a normalized path equal to

@@ -1,4 +1,5 @@
-/* Unit tests for config: CONTRACT §7 keys and defaults, loaders, precedence, validation, example drift. */
+/* Unit tests for config: keys and defaults (docs/configuration.md:
+ * Configuration), loaders, precedence, validation, example drift. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,7 @@ static const config_option *option(const char *key)
 	return NULL;
 }
 
-/* CONTRACT §7: key, environment variable, default. */
+/* docs/configuration.md: Configuration: key, environment variable, default. */
 static const struct {
 	const char *key, *env, *def;
 	config_type type;
@@ -510,7 +511,7 @@ Test(config, validate_log_level)
 	}
 }
 
-/* delayed delivery (CONTRACT §15): a duration as the admin commands take */
+/* delayed delivery (docs/consumers.md: Delayed delivery): a duration as the admin commands take */
 Test(config, validate_forward_max_delay)
 {
 	cr_assert_eq(config_max_delay_ms(&cfg), 30LL * 86400000, "the default is 30d");
@@ -969,8 +970,8 @@ Test(config, validate_console_keys)
 	config_free(&cfg);
 }
 
-/* CONTRACT §14: tenants.enforce is true or false (false by default); it
- * is read and checked, not acted on yet. */
+/* docs/tenants.md: Sharing one hub between teams: tenants.enforce is true or
+ * false (false by default); it is read and checked, not acted on yet. */
 Test(config, validate_tenants_enforce)
 {
 	cr_assert_eq(cfg.tenants_enforce, 0);

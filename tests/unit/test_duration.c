@@ -1,4 +1,4 @@
-/* Unit tests for duration: the forms CONTRACT §9 names, combined forms,
+/* Unit tests for duration: the forms docs/admin.md: Admin commands names, combined forms,
  * and every malformed one refused with a reason; readable ages. */
 #include <criterion/criterion.h>
 #include <string.h>

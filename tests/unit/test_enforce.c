@@ -1,7 +1,8 @@
-/* Unit tests for enforce (CONTRACT §14): each record's tenant by its topic,
- * and with tenants.enforce each rule's allowed and refused case with its
- * exact reason, in every envelope type that carries the field; without
- * enforcement nothing is refused; without rules nothing is judged. */
+/* Unit tests for enforce (docs/tenants.md: Sharing one hub between teams): each
+ * record's tenant by its topic, and with tenants.enforce each rule's allowed
+ * and refused case with its exact reason, in every envelope type that carries
+ * the field; without enforcement nothing is refused; without rules nothing is
+ * judged. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

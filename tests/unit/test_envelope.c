@@ -1,4 +1,5 @@
-/* Unit tests for envelope_parse and helpers: CONTRACT §2 accepted forms and rejection reasons. */
+/* Unit tests for envelope_parse and helpers: accepted forms and rejection
+ * reasons (docs/producers.md: Envelope fields). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
@@ -252,7 +253,7 @@ Test(envelope, forward_optional_parts)
 	must_accept(PREP_FWD("{\"topic\":\"a__b\"}"));
 }
 
-/* CONTRACT §15: a prepare or a one-shot commit may be delayed; none means
+/* docs/consumers.md: Delayed delivery: a prepare or a one-shot commit may be delayed; none means
  * no delay */
 Test(envelope, forward_not_before_and_delay_ms)
 {
@@ -700,7 +701,7 @@ static const bad_case bad_cases[] = {
 	BAD("header name with control", PREP_HDR("{\"a\\nb\":\"x\"}"), "header name"),
 	BAD("header name with C1 control", PREP_HDR("{\"a\xc2\x85\":\"x\"}"), "header name"),
 	BAD("rollback with a bad forward", "{\"type\":\"rollback\"," BASE ",\"forward\":5}", "\"forward\""),
-	/* delayed delivery (CONTRACT §15) */
+	/* delayed delivery (docs/consumers.md: Delayed delivery) */
 	BAD("not_before and delay_ms", PREP_FWD("{\"topic\":\"t\",\"delay_ms\":5,"
 	    "\"not_before\":\"2026-11-28T12:00:00Z\"}"), "mutually exclusive"),
 	BAD("not_before without a zone", PREP_FWD("{\"topic\":\"t\",\"not_before\":"

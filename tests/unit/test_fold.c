@@ -1,7 +1,9 @@
-/* Unit tests for the batch fold (fold.c): sequences of CONTRACT §3 steps within one batch
- * and against stored states. Each row of the table gives the stored rows, the batch (as
- * envelope JSON, parsed by envelope_parse), and what must come out: every key's final row,
- * which stored first prepares are fetched, the conflict list, and each record's outcome. */
+/* Unit tests for the batch fold (fold.c): sequences of steps
+ * (docs/producers.md: State rules) within one batch and against stored states.
+ * Each row of the table gives the stored rows, the batch (as envelope JSON,
+ * parsed by envelope_parse), and what must come out: every key's final row,
+ * which stored first prepares are fetched, the conflict list, and each record's
+ * outcome. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* test_metrics.c: the exposition text (CONTRACT §10) and the listen-address
- * parser of the HTTP server. */
+/* test_metrics.c: the exposition text (docs/monitoring.md: Metrics and health)
+ * and the listen-address parser of the HTTP server. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* Unit tests for rules_apply: every cell of the CONTRACT §3 state table, plus the name helpers. */
+/* Unit tests for rules_apply: every cell of the state table (docs/producers.md:
+ * State rules), plus the name helpers. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@ typedef struct {
 	int changed, take_payload, conflict, committed;
 } cell;
 
-/* CONTRACT §3, row by row. */
+/* docs/producers.md: State rules, row by row. */
 static cell table[] = {
 	/* none */
 	{ST(NONE, NONE), STEP_PREPARE, -1, ST(PREPARED, NONE), 1, 1, 0, 0},

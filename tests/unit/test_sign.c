@@ -1,4 +1,4 @@
-/* Unit tests for txhub_checkback_signature (CONTRACT §5, signature v2) and
+/* Unit tests for txhub_checkback_signature (docs/producers.md: Check-back, signature v2) and
  * txhub_version. */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -20,7 +20,7 @@ static void sign(const char *secret, long long ts, const char *biz, const char *
 }
 
 /* Known answers for v2, HMAC-SHA256(secret, "<ts>\n<biz_id>\n<message_key>")
- * (CONTRACT §5), each computed independently of this code with
+ * (docs/producers.md: Check-back), each computed independently of this code with
  *   printf '<ts>\n<biz_id>\n<message_key>' | openssl dgst -sha256 -hmac '<secret>'
  * (and checked again with Python's hmac module). */
 typedef struct {

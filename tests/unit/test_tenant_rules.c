@@ -1,7 +1,8 @@
-/* Unit tests for tenant_rules (CONTRACT §14): every entry checked with the
- * field at fault named, the overlap rules between tenants, the questions
- * intake will ask (topic, biz_id, forward topic, check-back URL, size) and
- * snapshots of many tenants, including rows edited into nonsense. */
+/* Unit tests for tenant_rules (docs/tenants.md: Sharing one hub between teams):
+ * every entry checked with the field at fault named, the overlap rules between
+ * tenants, the questions intake will ask (topic, biz_id, forward topic,
+ * check-back URL, size) and snapshots of many tenants, including rows edited
+ * into nonsense. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,7 +276,7 @@ Test(tenant_rules, topics_biz_ids_forwards_and_sizes)
 	tenant_rule_clear(&t);
 }
 
-/* The same answers as checkback.allow's (CONTRACT §5) for the same
+/* The same answers as checkback.allow's (docs/producers.md: Check-back) for the same
  * entries; an empty list holds nothing. */
 Test(tenant_rules, checkback_urls_as_checkback_allow)
 {

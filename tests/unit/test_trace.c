@@ -1,4 +1,4 @@
-/* Unit tests for the trace context of an envelope (CONTRACT §15): W3C
+/* Unit tests for the trace context of an envelope (docs/consumers.md: Trace context): W3C
  * traceparent and tracestate checks, and what envelope_parse keeps, drops
  * and never rejects. */
 #include <criterion/criterion.h>

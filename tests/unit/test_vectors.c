@@ -1,5 +1,5 @@
 /* The hub's parser against the shared test vectors (tests/vectors,
- * CONTRACT §13): every envelope the client libraries encode is accepted
+ * docs/producers.md: Producing from C): every envelope the client libraries encode is accepted
  * with the fields the vector names, and every negative vector that the
  * JSON Schema refuses is refused here as well. */
 #include <criterion/criterion.h>
@@ -104,7 +104,7 @@ Test(vectors, every_envelope_parses_to_its_fields)
 
 /* A vector given as JSON text (input.payload_json): what the hub forwards
  * from the encoded envelope is JSON text that parses back to the caller's
- * value, whatever the value (a string too: CONTRACT §2 forwards a JSON
+ * value, whatever the value (a string too: docs/producers.md: Envelope fields forwards a JSON
  * string payload as its bytes, so the client must send its JSON text). */
 static int json_round_trip(const cJSON *vec)
 {

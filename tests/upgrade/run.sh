@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade test (docs/operators.md, Upgrading): `txhub migrate` of this
+# The upgrade test (docs/database.md, Upgrading): `txhub migrate` of this
 # build run against a 0.4.0 database while a 0.4.0 hub keeps working on it,
 # RUNS times in a row, each from the same 0.4.0 database again.
 #

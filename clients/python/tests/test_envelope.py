@@ -1,5 +1,5 @@
 """payload_json: the consumer gets the value's compact JSON text, which
-parses back to the value. By CONTRACT §2 the hub forwards a JSON string
+parses back to the value. By docs/producers.md: Envelope fields the hub forwards a JSON string
 payload as its UTF-8 bytes and any other payload as its compact text."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_json_payload_reaches_the_consumer_as_its_compact_text(text: str, compac
     assert json.loads(compact) == json.loads(text)
 
 
-# Delayed delivery (CONTRACT §15): an aware datetime goes as RFC 3339; a
+# Delayed delivery (docs/consumers.md: Delayed delivery): an aware datetime goes as RFC 3339; a
 # naive one, a str the hub would refuse, both fields, or either without a
 # forward topic are refused before anything is sent.
 def test_not_before_from_an_aware_datetime() -> None:

@@ -1,4 +1,4 @@
-"""Answer the hub's check-back requests (CONTRACT §5).
+"""Answer the hub's check-back requests (docs/producers.md: Check-back).
 
 Framework-agnostic: :func:`handle` takes the request's query string and
 headers and returns the status and body to send. :class:`CheckbackServer`

@@ -1,4 +1,4 @@
-"""Process each forwarded record once, downstream (CONTRACT §4), with
+"""Process each forwarded record once, downstream (docs/consumers.md: What gets forwarded), with
 psycopg 3. The same table and rules as the C library's txhub/dedup.h.
 
 The consumer keeps a table in its own PostgreSQL database (:data:`TABLE_SQL`

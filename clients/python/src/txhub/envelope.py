@@ -1,4 +1,4 @@
-"""The envelope a producer sends (CONTRACT §2), and its encoder.
+"""The envelope a producer sends (docs/producers.md: Envelope fields), and its encoder.
 
 The encoding is deterministic and byte-identical to the C library's
 ``txhub_envelope_encode`` (tests/vectors/envelopes.json holds both to it):
@@ -79,7 +79,7 @@ class Message:
     first_after_ms: Optional[int] = None
     traceparent: Optional[str] = None
     tracestate: Optional[str] = None
-    #: Delayed delivery (CONTRACT §15), at most one of the two, with a
+    #: Delayed delivery (docs/consumers.md: Delayed delivery), at most one of the two, with a
     #: forward_topic: forwarded no earlier than ``forward_not_before`` (an RFC
     #: 3339 time with a zone, ``str``, or an aware ``datetime``), or than
     #: ``delay_ms`` after the commit. The hub rejects more than its
@@ -336,7 +336,7 @@ def check(type: str, m: Message) -> None:
 
 
 def _check_trace(m: Message) -> None:
-    """The trace context (CONTRACT §15): what the hub would drop is refused."""
+    """The trace context (docs/consumers.md: Trace context): what the hub would drop is refused."""
     tp, ts = m.traceparent, m.tracestate
     if ts is not None and tp is None:
         raise InvalidInput("a tracestate needs a traceparent")

@@ -1,4 +1,4 @@
-"""Send envelopes to the control topic (CONTRACT §2) with confluent-kafka.
+"""Send envelopes to the control topic (docs/producers.md: Envelope fields) with confluent-kafka.
 
 Each envelope's record key is its ``message_key``, so a message's prepare
 and decision land in one partition, in order. The producer is idempotent
