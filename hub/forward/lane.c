@@ -273,9 +273,12 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	 * this lane's when it was alone in it (txn.c takes one lane at a time
 	 * after such a refusal) */
 	refused = p.out.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && p.out.solo;
+	/* (a batch error in a transaction with other lanes may be theirs: the
+	 * next go one lane at a time, txn.h) */
 	size_t nfailed = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!failed[i] && st[i].reported && own_fault(st[i].err))
+		if (!failed[i] && st[i].reported && own_fault(st[i].err) &&
+		    (p.out.solo || !txn_batch_error(st[i].err)))
 			failed[i] = st[i].err;
 		nfailed += failed[i] != 0;
 	}
@@ -299,9 +302,10 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		goto done;
 	}
 	if (nfailed == 0 && !refused &&
-	    (p.out.code == RD_KAFKA_RESP_ERR__FAIL || p.out.code == RD_KAFKA_RESP_ERR__FENCED)) {
-		/* aborted for another lane's forward, or another lane's partition
-		 * gone: again at once */
+	    (p.out.code == RD_KAFKA_RESP_ERR__FAIL || p.out.code == RD_KAFKA_RESP_ERR__FENCED ||
+	     p.out.record_fault)) {
+		/* aborted for another lane's forward (or one of a shared batch),
+		 * or another lane's partition gone: again at once */
 		log_debug("lane %d of %s: a transaction of %zu forward(s) aborted (%s); they go again",
 		          TP_ARG(l->own.tp), n, err);
 		*backoff = 0;
@@ -371,8 +375,9 @@ static void forward_due(lane *l)
 			intent = 1;
 		}
 		store_rc rc = store_ensure(l->st, err, sizeof err);
+		size_t run_max = lane_run_max(l);
 		if (rc == STORE_OK)
-			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, lane_run_max(l), &list, err,
+			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, run_max, &list, err,
 			                         sizeof err);
 		if (rc != STORE_OK) {
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
@@ -422,8 +427,10 @@ static void forward_due(lane *l)
 		if (r == 1) {
 			attempt = 0;
 			pthread_mutex_lock(&l->mu);
-			if (n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
-				l->want_seq = l->done_seq + 1; /* there may be more */
+			/* a full run (or one cut short to find a forward at fault:
+			 * lane_refused.c, singles): there may be more */
+			if (n == run_max && l->want_seq <= l->done_seq)
+				l->want_seq = l->done_seq + 1;
 			pthread_mutex_unlock(&l->mu);
 			/* recorded before the next run is read (the replica's
 			 * transactions are paced by txn.c, not the lane) */

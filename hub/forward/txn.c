@@ -57,6 +57,7 @@ struct txn {
 	int64_t last_close;
 	size_t solo_left;
 	uint64_t commits;
+	rd_kafka_resp_err_t batch_fault; /* a txn_batch_error report in the open transaction */
 	char failing[512]; /* why no transaction can begin ("": one can) */
 	int64_t interval_ms; /* forward.transaction_interval_ms (txn_reconfigure) */
 
@@ -66,15 +67,36 @@ struct txn {
 	int stopped_once; /* (failpoint txn_stop_before_offsets) */
 };
 
+int txn_batch_error(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+	       e == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE || e == RD_KAFKA_RESP_ERR_INVALID_RECORD;
+}
+
+/* (in the thread that polls: the txn's, or a lane's waiting on a full
+ * queue; never under mu) */
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
 	(void)rk;
-	(void)opaque;
+	txn *t = opaque;
 	txn_report *s = m->_private;
 	if (s) {
 		s->err = m->err;
 		s->reported = 1;
 	}
+	if (txn_batch_error(m->err)) {
+		pthread_mutex_lock(&t->mu);
+		t->batch_fault = m->err;
+		pthread_mutex_unlock(&t->mu);
+	}
+}
+
+/* The consumer group's answers to a stale member (KIP-447's fence). */
+static int group_fence_error(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+	       e == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
+	       e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
 }
 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
@@ -323,11 +345,13 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 				snprintf(o.why, sizeof o.why, "fenced: another replica that took partitions "
 				         "of this transaction fenced its transactional.id (%.300s)",
 				         rd_kafka_error_string(e));
-			else
+			else if (group_fence_error(rd_kafka_error_code(e)))
 				snprintf(o.why, sizeof o.why, "fenced by the consumer group: it refused the "
 				         "transaction's offsets (%.300s): this replica's membership or "
 				         "generation is no longer the group's, its partitions may have a new "
 				         "owner", rd_kafka_error_string(e));
+			else /* (a record's failure makes the transaction abortable) */
+				snprintf(o.why, sizeof o.why, "%.400s", rd_kafka_error_string(e));
 		}
 		if (offs)
 			rd_kafka_topic_partition_list_destroy(offs);
@@ -377,9 +401,13 @@ outcomes:
 	if (renew)
 		drop_producer(t);
 	pthread_mutex_lock(&t->mu);
-	/* a refused topic, aborted or (librdkafka 2.0) fatal at the commit:
-	 * the next transactions take one lane each, to find whose it is */
-	if (!o.committed && o.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && n > 1)
+	o.record_fault = !o.committed && t->batch_fault != RD_KAFKA_RESP_ERR_NO_ERROR;
+	t->batch_fault = RD_KAFKA_RESP_ERR_NO_ERROR;
+	/* a refused topic, aborted or (librdkafka 2.0) fatal at the commit, or
+	 * a batch the broker failed for a record in it: the next transactions
+	 * take one lane each, to find whose it is */
+	if (!o.committed && (o.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+	                     o.record_fault) && n > 1)
 		t->solo_left = n * SOLO_PER_PART;
 	for (size_t i = 0; i < n; i++) {
 		int lost = parts[i]->out.lost;

@@ -46,6 +46,9 @@ typedef struct {
 	int committed;
 	int lost;     /* the part's partition is not this replica's at its epoch any more */
 	int solo;     /* the part was alone in it */
+	int record_fault; /* a record failed for its own sake (txn_batch_error):
+	                   * the transactions that follow take one part each, the
+	                   * parts without it go again at once */
 	rd_kafka_resp_err_t code; /* why it aborted */
 	char why[512];
 } txn_outcome;
@@ -100,6 +103,13 @@ void txn_finish(txn *t, txn_part *p, int abort, const char *why);
 
 /* Whether e says a transactional producer was fenced. */
 int txn_fenced_error(rd_kafka_resp_err_t e);
+
+/* Whether a delivery report's e may be one record's fault that the broker
+ * failed its whole batch for (too large, invalid): with one producer for
+ * every lane, a batch to a forward partition holds other lanes' records
+ * too, so the error is a lane's own only when its part was alone in the
+ * transaction (txn_outcome.solo). */
+int txn_batch_error(rd_kafka_resp_err_t e);
 
 /* A producer on forward_producer_conf(cfg), with transactional.id id
  * (NULL: none) and, given an opaque, the txn's delivery report and error
