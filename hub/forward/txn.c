@@ -213,8 +213,8 @@ static void drop_producer(txn *t)
 }
 
 /* Every part still holds its partition at its epoch in PostgreSQL; those
- * that do not are marked lost. Returns 0, or -1 with why (lost, or
- * PostgreSQL cannot tell). */
+ * that do not are marked lost. Returns 0, -1 with why (lost), or -2 with
+ * why (PostgreSQL cannot tell: the lanes back off). */
 static int check_owned(txn *t, txn_part **parts, size_t n, char *why, size_t whysz)
 {
 	char err[512];
@@ -236,7 +236,7 @@ static int check_owned(txn *t, txn_part **parts, size_t n, char *why, size_t why
 	if (rc != STORE_OK) {
 		snprintf(why, whysz, "PostgreSQL cannot say whether this replica still owns the "
 		         "transaction's partitions: %.400s", err);
-		return -1;
+		return -2;
 	}
 	for (size_t k = 0; k < nlost; k++)
 		for (size_t i = 0; i < n; i++)
@@ -303,10 +303,19 @@ static int abort_open(txn *t, char *why, size_t whysz)
 		}
 		rd_kafka_error_destroy(e);
 	}
-	/* the aborted records' reports, before their lanes look at them */
-	for (int i = 0; i < 100 && rd_kafka_outq_len(t->rk) > 0; i++)
+	/* the aborted records' reports, before their lanes look at them (and
+	 * free where they go): every one served, or the producer replaced
+	 * (rd_kafka_destroy serves none) */
+	int64_t until = clock_ms() + CALL_MS;
+	while (rd_kafka_outq_len(t->rk) > 0 && clock_ms() < until)
 		rd_kafka_poll(t->rk, 50);
 	rd_kafka_poll(t->rk, 0);
+	if (rd_kafka_outq_len(t->rk) > 0) {
+		log_warn("forward: transactional.id %s: %d record(s) of the aborted transaction not "
+		         "reported after %d s; a new producer takes the transactional.id", t->id,
+		         rd_kafka_outq_len(t->rk), CALL_MS / 1000);
+		return -1;
+	}
 	return 0;
 }
 
@@ -333,8 +342,9 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 			snprintf(o.why, sizeof o.why, "flush: %s", rd_kafka_err2str(fe));
 			goto abort;
 		}
-		if (check_owned(t, parts, n, o.why, sizeof o.why) != 0) {
-			o.code = RD_KAFKA_RESP_ERR__FENCED;
+		int owned = check_owned(t, parts, n, o.why, sizeof o.why);
+		if (owned != 0) {
+			o.code = owned == -1 ? RD_KAFKA_RESP_ERR__FENCED : RD_KAFKA_RESP_ERR__TRANSPORT;
 			goto abort;
 		}
 		stop_at(t, n);
