@@ -493,11 +493,6 @@ void forward_note_scheduled(forward *fw, const store_forward_list *l)
 	}
 }
 
-size_t forward_order_blocked_keys(forward *fw)
-{
-	return fw->order ? order_blocked_keys(fw->order) : 0;
-}
-
 void forward_send(forward *fw, const store_forward_list *l)
 {
 	if (fw->eos) {

@@ -104,9 +104,6 @@ int64_t forward_reports_synced(forward *fw);
  * store_order_release). */
 int forward_take_release(forward *fw);
 
-/* forward.order = key, at_least_once: keys with a blocker known now. */
-size_t forward_order_blocked_keys(forward *fw);
-
 /* forward.order = key: the messages a batch made scheduled (delayed
  * delivery: store_take_scheduled) block their keys at once, before the
  * batch's forwards are sent (at_least_once: noted in the run loop's map;

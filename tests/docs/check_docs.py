@@ -215,14 +215,32 @@ for doc in docs:
 # migrated database must not differ): the text of 0012's COMMENT ON VIEW
 APPLIED = {("migrations/0012_delivery_marks.sql",
             "'CONTRACT §6: one row per message; send_status sent for rows at or below their '")}
+
+
+def ignored_by_git(paths):
+    """The paths git ignores (build output: build*/, clients/java's target/);
+    none when this is not a git checkout."""
+    if not paths:
+        return set()
+    try:
+        out = subprocess.run(["git", "-C", root, "check-ignore", "--stdin"],
+                             input="\n".join(paths), capture_output=True, text=True)
+    except OSError:
+        return set()
+    return set(out.stdout.split("\n")) if out.returncode in (0, 1) else set()
+
+
 cited = []
 sources_named = []
 for pattern in ("hub/**/*", "include/**/*", "client/**/*", "clients/**/*", "tests/**/*",
                 "migrations/**/*", "schema/**/*", "tools/**/*", "deploy/**/*", "examples/**/*",
                 ".ci/*", "meson.build"):
-    for p in glob.glob(os.path.join(root, pattern), recursive=True):
-        rel = os.path.relpath(p, root)
-        if not os.path.isfile(p) or rel == "tests/docs/check_docs.py":
+    found = [os.path.relpath(p, root) for p in glob.glob(os.path.join(root, pattern),
+                                                           recursive=True)]
+    ignored = ignored_by_git(found)
+    for rel in found:
+        p = os.path.join(root, rel)
+        if not os.path.isfile(p) or rel == "tests/docs/check_docs.py" or rel in ignored:
             continue
         try:
             source = read(p)
