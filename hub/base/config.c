@@ -94,8 +94,8 @@ const config_option config_options[] = {
 	    "earlier one (control-partition order) with the same forward topic and key is unsent "
 	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one"),
 	LINT("forward.transaction_interval_ms", NULL, "40", 0, 5000, forward_transaction_interval_ms,
-	    "exactly_once: a partition's lane begins a Kafka transaction at most this often "
-	    "(at once after a full run of 500); longer: fewer transactions, less CPU, more latency"),
+	    "exactly_once: a replica begins a Kafka transaction (all its partitions' runs) at most "
+	    "this often; longer: fewer transactions, less CPU, more latency"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "

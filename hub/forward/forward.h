@@ -2,10 +2,10 @@
  * (docs/consumers.md: What gets forwarded, and Forwarding exactly once).
  *
  * forward.mode = at_least_once (below): one idempotent producer.
- * forward.mode = exactly_once: a lane per owned partition (lane.h) with a
- * transactional producer; forward_send only wakes the lanes, which read
- * their rows from PostgreSQL in sequence order, and forward_poll starts
- * and stops lanes as partitions come and go.
+ * forward.mode = exactly_once: a lane per owned partition (lane.h), their
+ * runs in the replica's Kafka transactions (txn.h); forward_send only wakes
+ * the lanes, which read their rows from PostgreSQL in sequence order, and
+ * forward_poll starts and stops lanes as partitions come and go.
  *
  * A message is marked sent only when its delivery report says so; failed
  * deliveries are retried with backoff until forward.max_attempts. Delivery
@@ -75,6 +75,10 @@ size_t forward_stuck(forward *fw, char *why, size_t whysz);
 /* Serve and record every report of what is in flight, waiting up to
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms);
+
+/* exactly_once: the hub's consumer, whose group metadata goes with every
+ * Kafka transaction (txn.h); NULL before it is destroyed. */
+void forward_set_consumer(forward *fw, rd_kafka_t *consumer);
 
 /* Raise a fatal error in the producer, as librdkafka's idempotence would
  * (rd_kafka_test_fatal_error): for tests. The next forward_poll replaces
