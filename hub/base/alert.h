@@ -20,6 +20,18 @@
 
 typedef struct alert alert;
 
+/* The kinds of alert, the table docs/producers.md: Alerts lists (`txhub
+ * reference alerts` prints it): each kind's name, what it is about ("a
+ * message", "the hub", ...) and when it is raised (markdown).
+ * txhub_alerts_total{kind} counts each, and "other" for a kind not here. */
+typedef struct {
+	const char *kind;
+	const char *about;
+	const char *md;
+} alert_kind;
+#define ALERT_NKINDS 14
+extern const alert_kind alert_kinds[ALERT_NKINDS];
+
 /* Start the webhook thread when cfg->alert_webhook is set (else alerts are
  * only logged). Returns NULL with err only when out of resources. */
 alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
