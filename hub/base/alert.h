@@ -36,12 +36,9 @@ extern const alert_kind alert_kinds[ALERT_NKINDS];
  * only logged). Returns NULL with err only when out of resources. */
 alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 
-/* Raise one alert. kind: "check_failed", "send_failed", "prepare_missing"
- * (about one message), or "database_failing", "kafka_fatal", "lane_stuck",
- * "database_rewound", "control_records_lost", "control_partition_truncated",
- * "group_clash", "database_mismatch", "dead_letter_failed", "tenant_rules_stale",
- * "librdkafka_too_old" (about the hub: biz_id and message_key NULL, sent as
- * JSON null). topic may be NULL (it is named for send_failed,
+/* Raise one alert. kind: one of alert_kinds, about one message (with its
+ * biz_id and message_key) or about the hub (biz_id and message_key NULL,
+ * sent as JSON null). topic may be NULL (it is named for send_failed,
  * for lane_stuck when the failure was about a topic, and for the control
  * topic's partitions). Never blocks on the network: when the queue is full
  * the webhook copy is dropped and that is logged. */
