@@ -40,7 +40,7 @@ def differences(binary, root, write):
             if run.returncode != 0:
                 problems.append(f"{rel}: `txhub reference {kind}` failed: {run.stderr.strip()}")
                 return m.group(0)
-            want, have = run.stdout.split("\n"), m.group(3).split("\n")
+            want, have = run.stdout.splitlines(), m.group(3).splitlines()
             if want != have:
                 line = text[:m.start(3)].count("\n") + 1
                 i = next(i for i in range(max(len(want), len(have)))
