@@ -10,15 +10,33 @@
 #include "metrics.h"
 #include "reference.h"
 
-/* What reference_write(what) prints, and its result in *rc. */
-static char *reference(const char *what, int *rc)
+static int last_rc; /* reference_write's, in write_reference */
+
+static void write_reference(FILE *out, const char *what) { last_rc = reference_write(out, what); }
+
+static void write_exit_line(FILE *out, const char *unused)
+{
+	(void)unused;
+	reference_write_exit_line(out);
+}
+
+/* What write(arg) prints. */
+static char *text_of(void (*write)(FILE *out, const char *arg), const char *arg)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 	cr_assert_not_null(f);
-	*rc = reference_write(f, what);
+	write(f, arg);
 	fclose(f);
+	return text;
+}
+
+/* What reference_write(what) prints, and its result in *rc. */
+static char *reference(const char *what, int *rc)
+{
+	char *text = text_of(write_reference, what);
+	*rc = last_rc;
 	return text;
 }
 
@@ -91,11 +109,7 @@ Test(reference, unknown_kind_prints_nothing)
 /* txhub help's last line, which txhub(1) makes its EXIT STATUS section */
 Test(reference, exit_line_of_help)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	reference_write_exit_line(f);
-	fclose(f);
+	char *text = text_of(write_exit_line, NULL);
 	cr_assert_str_eq(text, "exit status: 0 done, 1 run-time failure, 2 bad usage or configuration\n");
 	free(text);
 }
