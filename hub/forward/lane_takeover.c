@@ -95,6 +95,38 @@ done:
 	return rc;
 }
 
+/* The next record (or end-of-partition event) of the marker partition t
+ * reads, this lane's marker key's or another's; NULL with err when none came
+ * by until, or on an error other than the partition's end. */
+static rd_kafka_message_t *next_record(lane *l, rd_kafka_topic_t *t, int64_t until, char *err,
+                                       size_t errsz)
+{
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
+		if (!m) {
+			if (clock_ms() > until) {
+				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
+				return NULL;
+			}
+			continue;
+		}
+		if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+			         rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			return NULL;
+		}
+		return m;
+	}
+}
+
+/* Whether m is a record of this lane's marker key. */
+static int own_key(const lane *l, const rd_kafka_message_t *m)
+{
+	return !m->err && m->key && m->key_len == strlen(l->marker_key) &&
+	       memcmp(m->key, l->marker_key, m->key_len) == 0;
+}
+
 /* Read the marker partition from offset from to its end into *found (the
  * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
 static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
@@ -108,24 +140,10 @@ static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker
 	}
 	int rc = -1;
 	int64_t until = clock_ms() + 30000;
-	for (;;) {
-		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
-		if (!m) {
-			if (clock_ms() > until) {
-				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
-				break;
-			}
-			continue;
-		}
+	rd_kafka_message_t *m;
+	while ((m = next_record(l, t, until, err, errsz))) {
 		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
-		if (m->err && !eof) {
-			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
-			         rd_kafka_message_errstr(m));
-			rd_kafka_message_destroy(m);
-			break;
-		}
-		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-		    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+		if (own_key(l, m)) {
 			store_marker mk = {0};
 			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
 				*found = mk; /* the later one wins */
@@ -249,25 +267,11 @@ static int open_txn_ids(lane *l, rd_kafka_t *u, int64_t from, int64_t to, char i
 	}
 	int n = 0, rc = -1;
 	int64_t until = clock_ms() + 30000;
-	for (;;) {
-		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
-		if (!m) {
-			if (clock_ms() > until) {
-				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
-				break;
-			}
-			continue;
-		}
+	rd_kafka_message_t *m;
+	while ((m = next_record(l, t, until, err, errsz))) {
 		int end = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || (!m->err && m->offset + 1 >= to);
 		char id[400];
-		if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
-			         rd_kafka_message_errstr(m));
-			rd_kafka_message_destroy(m);
-			break;
-		}
-		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-		    memcmp(m->key, l->marker_key, m->key_len) == 0 && m->payload &&
+		if (own_key(l, m) && m->payload &&
 		    marker_txn_of(m->payload, m->len, id, sizeof id) == 0) {
 			int known = 0;
 			for (int i = 0; i < n && !known; i++)
