@@ -15,11 +15,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
 #define N1 10 /* forwarded by hub A, never delivered */
 #define N 20  /* N1..N-1: sent by hub B, in its first batch after the take */
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* Messages [from, to) on partition 0, each prepared and committed. */
 static void send_range(h_env *e, const char *fwd, int from, int to)
@@ -71,11 +79,16 @@ Test(takeover, forwards_in_flight_at_a_kill_are_not_counted_sent_by_the_next_own
 	                 60000), "hub B did not take partition 0");
 
 	/* B's own forwards, sequenced above A's, delivered: B's mark moves */
+	long long taken = now_ms();
 	send_range(&e, fwd, N1, N);
+	char sql[256];
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.messages WHERE message_key >= "
+	                          "'k-%05d' AND send_status = 'sent'", N1);
 	snprintf(want, sizeof want, "%d", N - N1);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key >= 'k-00010' "
-	                     "AND send_status = 'sent'", want, 30000),
-	          "hub B did not deliver its own %d forwards", N - N1);
+	cr_assert(h_wait(&e, sql, want, 30000), "hub B did not deliver its own %d forwards",
+	          N - N1);
+	fprintf(stderr, "takeover: hub B's own forwards sent %lld ms after the take was seen "
+	        "(its scan held 10000 ms)\n", now_ms() - taken);
 	/* (the window was open: B's deliveries came while its scan was held) */
 	cr_assert_eq(h_log_lines(log, "failpoint scan_late: releasing and claiming held"), 1,
 	             "hub B's scan was not held (TXHUB_FAILPOINT=scan_late)");
