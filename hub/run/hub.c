@@ -360,6 +360,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	h.cfg = cfg;
 	h.reload = reload_fn;
 	h.reload_ctx = reload_ctx;
+	h.failpoint = getenv("TXHUB_FAILPOINT"); /* crash tests only (hub_scan.c) */
 	char err[1024];
 	int status = 1;
 
