@@ -5,8 +5,9 @@
 # on), both throwaway, on this
 # machine; then `txhub bench` with the hub's default settings:
 #
-#   1. drain: N transactions (default 100000) produced on 8 control
-#      partitions first, then one hub started to drain them;
+#   1. drain: N transactions (default 100000) produced on
+#      TXHUB_BENCH_PARTITIONS control partitions (default 8) first, then
+#      one hub started to drain them;
 #   2. open loop at each RATE:SECONDS of TXHUB_BENCH_RATES (default
 #      "2000:60 10000:30"; "none": no open loop), the hub running:
 #      commit-to-forward latency;
@@ -31,6 +32,9 @@
 # Each run prints one JSON line on stdout (see docs/benchmark.md); the hub's
 # log of each run is kept in $TXHUB_BENCH_OUT (default /tmp/txhub-bench-real).
 #
+# A variant's own --partitions wins over TXHUB_BENCH_PARTITIONS, e.g.
+# TXHUB_BENCH_VARIANTS="--partitions 8|--partitions 32".
+#
 #   deploy/bench-real.sh TXHUB_BINARY [N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +47,7 @@ n=${2:-100000}
 rates=${TXHUB_BENCH_RATES:-2000:60 10000:30}
 [ "$rates" = none ] && rates=
 repeat=${TXHUB_BENCH_REPEAT:-1}
+partitions=${TXHUB_BENCH_PARTITIONS:-8}
 # (a sentinel field keeps a trailing empty variant, e.g. "A|": read drops it)
 IFS='|' read -r -a variants <<< "${TXHUB_BENCH_VARIANTS:-}|."
 unset 'variants[${#variants[@]}-1]'
@@ -90,7 +95,7 @@ run() {
   "$mig" migrate -X pg="$pg" 2>/dev/null
   psql -h "$tmp" -U txhub -d postgres -qc CHECKPOINT
   "$txhub" bench -X pg="$pg" -X brokers="$brokers" -X control_topic="bench.$name" \
-    -X group="bench-$name" --partitions 8 --hub-log "$out/$name.log" "${hub_arg[@]}" "$@" || rc=$?
+    -X group="bench-$name" --partitions "$partitions" --hub-log "$out/$name.log" "${hub_arg[@]}" "$@" || rc=$?
   psql -h "$tmp" -U txhub -d postgres -qc "DROP DATABASE $name WITH (FORCE)" >/dev/null
   return $rc
 }

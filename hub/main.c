@@ -15,6 +15,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "migrate.h"
+#include "reference.h"
 #include "store.h"
 #include "tenant_cmd.h"
 #include "txhub.h"
@@ -40,6 +41,10 @@ static void usage(FILE *out)
 	        "  console    the web console on console.listen (default 127.0.0.1:8080): the\n"
 	        "             admin commands in a browser, behind console.token\n"
 	        "  config     print an example configuration file with every key and default\n"
+	        "  reference KIND\n"
+	        "             print one of the binary's tables as markdown, as docs/ has it\n"
+	        "             (tools/regen_docs.py): KIND is config (the keys), metrics, alerts\n"
+	        "             (the alert kinds) or exits (the exit statuses)\n"
 	        "  version    print the version\n"
 	        "  help       print this text\n"
 	        "\n"
@@ -55,7 +60,8 @@ static void usage(FILE *out)
 	        "\n"
 	        "configuration keys (default, meaning):\n");
 	config_write_help(out);
-	fprintf(out, "\nexit status: 0 done, 1 run-time failure, 2 bad usage or configuration\n");
+	fputc('\n', out);
+	reference_write_exit_line(out);
 }
 
 /* Where the configuration comes from: the file, then the environment,
@@ -183,6 +189,15 @@ static int cmd_config(command_ctx *c)
 	return 0;
 }
 
+static int cmd_reference(command_ctx *c)
+{
+	if (c->argc != 1 || reference_write(stdout, c->argv[0]) != 0) {
+		fprintf(stderr, "txhub reference: expected one of %s\n", reference_names);
+		return 2;
+	}
+	return 0;
+}
+
 static int cmd_run(command_ctx *c) { return hub_run(c->cfg, reload_config, (void *)c->src); }
 
 static int cmd_console(command_ctx *c) { return console_main(c->cfg); }
@@ -229,6 +244,7 @@ static const struct command {
 	{"help", CMD_NO_CONFIG, cmd_help},
 	{"version", CMD_NO_CONFIG, cmd_version},
 	{"config", CMD_NO_CONFIG, cmd_config},
+	{"reference", CMD_NO_CONFIG | CMD_ARGS, cmd_reference},
 	{"run", CMD_SIGNALS, cmd_run},
 	{"migrate", 0, cmd_migrate},
 	{"console", CMD_SIGNALS, cmd_console},

@@ -229,6 +229,61 @@ static void utc_now(char *out, size_t outsz)
 	strftime(out, outsz, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+const alert_kind alert_kinds[ALERT_NKINDS] = {
+	{"check_failed", "a message",
+	 "the message became `check_failed`: `checkback.max_attempts` check-backs went "
+	 "unanswered or undecided"},
+	{"send_failed", "a message (`topic`: its forward topic)",
+	 "a forward ended with `send_status` `failed` after `forward.max_attempts`"},
+	{"prepare_missing", "a message",
+	 "a decision has waited longer than `alert.awaiting_prepare_ms` (10 minutes) for its "
+	 "prepare; once per message: such a row also counts as parked"},
+	{"database_failing", "the hub",
+	 "PostgreSQL has refused the hub's writes for `alert.database_failing_ms` (1 minute); "
+	 "once per episode and kind of write"},
+	{"kafka_fatal", "the hub",
+	 "librdkafka failed for good: the consumer's (the hub stops, exit status 1, for its "
+	 "supervisor to start it again), the forward producer's (replaced, what it held sent "
+	 "again) or an `exactly_once` lane's (a new one starts)"},
+	{"lane_stuck", "a control partition (`topic` when the broker refused a topic)",
+	 "`forward.mode = exactly_once`: a lane has not taken its partition for "
+	 "`alert.lane_stuck_ms` (1 minute); once per partition and episode; a refused topic is "
+	 "typically an ACL: see [Kafka ACLs](kafka.md#kafka-acls)"},
+	{"database_rewound", "the hub",
+	 "PostgreSQL came back without its last transactions; once per loss, naming the "
+	 "partitions and offsets read again ([When PostgreSQL fails "
+	 "over](database.md#when-postgresql-fails-over))"},
+	{"control_records_lost", "control-topic offsets (`topic`, `partition`, `from_offset`, "
+	 "`to_offset`)",
+	 "control records were gone from the broker before a hub read them; once per event "
+	 "(see [Control records the broker "
+	 "deleted](troubleshooting.md#control-records-the-broker-deleted))"},
+	{"control_partition_truncated", "control-topic offsets (`topic`, `partition`, "
+	 "`from_offset`, `to_offset`)",
+	 "a control partition ends before where the hub stood (the topic deleted and made "
+	 "again, or records lost in an unclean leader election); once per event "
+	 "(see [Control records the broker "
+	 "deleted](troubleshooting.md#control-records-the-broker-deleted))"},
+	{"group_clash", "the control topic's partitions (`topic`: the control topic)",
+	 "a hub of another consumer group works the same partitions and database; once per "
+	 "episode (see [Running several replicas](running.md#running-several-replicas))"},
+	{"database_mismatch", "the control topic's partitions (`topic`: the control topic)",
+	 "a replica of this group works them against another database; once per episode (see "
+	 "[Running several replicas](running.md#running-several-replicas))"},
+	{"dead_letter_failed", "a message (the first row; `topic`: the dead-letter topic)",
+	 "parked forwards cannot be produced to `forward.dead_letter_topic`; once per run of "
+	 "failures (see [Dead-letter topic](troubleshooting.md#dead-letter-topic))"},
+	{"tenant_rules_stale", "the hub",
+	 "the tenant rules in force were last found current `alert.database_failing_ms` ago or "
+	 "more, `txhub.tenants` unreadable or its rows not passing; the last good rules stay in "
+	 "force; once until the table reads again (see "
+	 "[Tenants](tenants.md#sharing-one-hub-between-teams))"},
+	{"librdkafka_too_old", "the hub",
+	 "the broker refused the hub's SASL/SCRAM login and its librdkafka is older than 2.6.1, "
+	 "which Apache Kafka 4.x needs; once per run (see [Which "
+	 "librdkafka](kafka.md#which-librdkafka))"},
+};
+
 /* What one alert says (alert_raise's arguments; offsets: NULL, or the
  * partition and offsets of alert_raise_offsets). */
 typedef struct {

@@ -20,16 +20,25 @@
 
 typedef struct alert alert;
 
+/* The kinds of alert, the table docs/producers.md: Alerts lists (`txhub
+ * reference alerts` prints it): each kind's name, what it is about ("a
+ * message", "the hub", ...) and when it is raised (markdown).
+ * txhub_alerts_total{kind} counts each, and "other" for a kind not here. */
+typedef struct {
+	const char *kind;
+	const char *about;
+	const char *md;
+} alert_kind;
+#define ALERT_NKINDS 14
+extern const alert_kind alert_kinds[ALERT_NKINDS];
+
 /* Start the webhook thread when cfg->alert_webhook is set (else alerts are
  * only logged). Returns NULL with err only when out of resources. */
 alert *alert_start(const txhub_config *cfg, char *err, size_t errsz);
 
-/* Raise one alert. kind: "check_failed", "send_failed", "prepare_missing"
- * (about one message), or "database_failing", "kafka_fatal", "lane_stuck",
- * "database_rewound", "control_records_lost", "control_partition_truncated",
- * "group_clash", "database_mismatch", "dead_letter_failed", "tenant_rules_stale",
- * "librdkafka_too_old" (about the hub: biz_id and message_key NULL, sent as
- * JSON null). topic may be NULL (it is named for send_failed,
+/* Raise one alert. kind: one of alert_kinds, about one message (with its
+ * biz_id and message_key) or about the hub (biz_id and message_key NULL,
+ * sent as JSON null). topic may be NULL (it is named for send_failed,
  * for lane_stuck when the failure was about a topic, and for the control
  * topic's partitions). Never blocks on the network: when the queue is full
  * the webhook copy is dropped and that is logged. */

@@ -17,15 +17,24 @@
 #include "url.h"
 
 #define OFF(f) offsetof(txhub_config, f)
-#define STR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 0, NULL}
-#define INT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 0, NULL}
-#define BOOL(k, env, def, f, doc) {k, env, CONFIG_BOOL, def, 0, 1, OFF(f), doc, 0, bools}
-#define ENUM(k, env, def, vals, f, doc) {k, env, CONFIG_ENUM, def, 0, 0, OFF(f), doc, 0, vals}
-#define DUR(k, env, def, f, doc) {k, env, CONFIG_DURATION, def, 0, 0, OFF(f), doc, 0, NULL}
+/* a row; the variadic part is the doc and, when docs/configuration.md
+ * says more (links, ranges, reasons), .md = its markdown */
+#define ROW(k, e, t, d, lo, hi, f, l, v, ...)                                                 \
+	{.key = k, .env = e, .type = t, .def = d, .min = lo, .max = hi, .offset = OFF(f),    \
+	 .live = l, .values = v, .doc = __VA_ARGS__}
+#define STR(k, env, def, f, ...) ROW(k, env, CONFIG_STRING, def, 0, 0, f, 0, NULL, __VA_ARGS__)
+#define INT(k, env, def, lo, hi, f, ...)                                                      \
+	ROW(k, env, CONFIG_INT, def, lo, hi, f, 0, NULL, __VA_ARGS__)
+#define BOOL(k, env, def, f, ...) ROW(k, env, CONFIG_BOOL, def, 0, 1, f, 0, bools, __VA_ARGS__)
+#define ENUM(k, env, def, vals, f, ...)                                                       \
+	ROW(k, env, CONFIG_ENUM, def, 0, 0, f, 0, vals, __VA_ARGS__)
+#define DUR(k, env, def, f, ...) ROW(k, env, CONFIG_DURATION, def, 0, 0, f, 0, NULL, __VA_ARGS__)
 /* keys a SIGHUP applies to a running hub */
-#define LSTR(k, env, def, f, doc) {k, env, CONFIG_STRING, def, 0, 0, OFF(f), doc, 1, NULL}
-#define LINT(k, env, def, lo, hi, f, doc) {k, env, CONFIG_INT, def, lo, hi, OFF(f), doc, 1, NULL}
-#define LENUM(k, env, def, vals, f, doc) {k, env, CONFIG_ENUM, def, 0, 0, OFF(f), doc, 1, vals}
+#define LSTR(k, env, def, f, ...) ROW(k, env, CONFIG_STRING, def, 0, 0, f, 1, NULL, __VA_ARGS__)
+#define LINT(k, env, def, lo, hi, f, ...)                                                     \
+	ROW(k, env, CONFIG_INT, def, lo, hi, f, 1, NULL, __VA_ARGS__)
+#define LENUM(k, env, def, vals, f, ...)                                                      \
+	ROW(k, env, CONFIG_ENUM, def, 0, 0, f, 1, vals, __VA_ARGS__)
 
 static const char *const bools[] = {"false", "true", NULL};
 const char *const config_log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -39,40 +48,65 @@ const config_option config_options[] = {
 	STR("brokers", "TXHUB_BROKERS", "localhost:9092", brokers,
 	    "Kafka bootstrap servers"),
 	STR("pg", "TXHUB_PG", "", pg,
-	    "PostgreSQL connection string; empty: libpq defaults and the PG* variables"),
+	    "PostgreSQL connection string; empty: libpq defaults and the PG* variables",
+	    .md = "PostgreSQL connection string (`host=... dbname=... user=...` or a "
+	    "`postgresql://` URI); empty: libpq defaults and the `PG*` variables"),
 	/* live: a refused partition is checked again every 5 s (intake.c) */
 	LSTR("pg.adopt_from", NULL, "", pg_adopt_from,
 	    "the database this hub's group worked against before a move or a restore into a new "
 	    "cluster, as the alert database_mismatch names it (<system identifier>/<database "
 	    "name>): partitions last worked against it are taken over; empty: a partition last "
-	    "worked against another database is refused"),
+	    "worked against another database is refused",
+	    .md = "the database this hub's group worked against before a move or a restore into "
+	    "a new cluster, written `<system identifier>/<database name>` as the alert "
+	    "`database_mismatch` names it: partitions last worked against it are taken over (see "
+	    "[One database per group](running.md#running-several-replicas)); empty: such "
+	    "partitions are refused. SIGHUP applies it"),
 	STR("control_topic", "TXHUB_CONTROL_TOPIC", "txhub.control", control_topic,
 	    "topic producers send envelopes to; or a comma-separated list of topics (at most 64); "
 	    "or one pattern beginning with ^ (a POSIX extended regular expression over topic "
-	    "names, topics created later included)"),
+	    "names, topics created later included)",
+	    .md = "the topic producers send envelopes to; or a comma-separated list of topics "
+	    "(at most 64); or one pattern beginning with `^` (see [Several control "
+	    "topics](kafka.md#several-control-topics))"),
 	STR("group", "TXHUB_GROUP", "txhub", group,
 	    "consumer group shared by all replicas"),
 	INT("envelope.max_bytes", NULL, "1048576", 64, 100 * 1024 * 1024, envelope_max_bytes,
-	    "largest accepted envelope (record value), in bytes"),
+	    "largest accepted envelope (record value), in bytes",
+	    .md = "largest accepted envelope (record value), in bytes (64..104857600)"),
 	LINT("checkback.first_after_ms", NULL, "30000", 0, 30 * DAY_MS, checkback_first_after_ms,
-	    "delay from prepare to the first check-back"),
+	    "delay from prepare to the first check-back",
+	    .md = "delay from prepare to the first check-back; sets `next_check_at`"),
 	LINT("checkback.backoff_ms", NULL, "10000", 1, DAY_MS, checkback_backoff_ms,
-	    "delay before the second check-back; doubles after each attempt"),
+	    "delay before the second check-back; doubles after each attempt",
+	    .md = "delay before the second check-back; doubles after each attempt, with jitter"),
 	LINT("checkback.backoff_max_ms", NULL, "600000", 1, 30 * DAY_MS, checkback_backoff_max_ms,
-	    "cap on the check-back retry delay"),
+	    "cap on the check-back retry delay",
+	    .md = "cap on the check-back retry delay; must be ≥ `checkback.backoff_ms`"),
 	LINT("checkback.max_attempts", NULL, "15", 1, 1000, checkback_max_attempts,
-	    "check-backs before a message becomes check_failed"),
+	    "check-backs before a message becomes check_failed",
+	    .md = "check-backs before a message becomes `check_failed`"),
 	LINT("checkback.timeout_ms", NULL, "3000", 1, 600000, checkback_timeout_ms,
-	    "time-out of one check-back request"),
+	    "time-out of one check-back request",
+	    .md = "time-out of one check-back request, connecting included"),
 	INT("checkback.concurrency", NULL, "64", 1, 10000, checkback_concurrency,
-	    "check-back requests in flight at once"),
+	    "check-back requests in flight at once",
+	    .md = "check-back requests in flight at once, per replica (1..10000); each holds a "
+	    "socket, so above about 900 raise the open-file limit (`LimitNOFILE`, 65536 in "
+	    "`deploy/txhub.service`)"),
 	/* live: the checker sets it on its libcurl handle at its next turn */
 	LINT("checkback.per_host", NULL, "8", 1, 10000, checkback_per_host,
 	    "check-back requests in flight at once to one host (name and port); more due for it "
-	    "wait, claimed, for one of them to finish, and their time-out starts when they do"),
+	    "wait, claimed, for one of them to finish, and their time-out starts when they do",
+	    .md = "check-back requests in flight at once to one host (host name and port), per "
+	    "replica (1..10000); more due for that host wait, their `checkback.timeout_ms` not "
+	    "yet running (see [How many at once](producers.md#how-many-at-once))"),
 	LSTR("checkback.allow", NULL, "", checkback_allow,
 	    "comma-separated URLs check-backs may go to (that path or below it); "
-	    "empty: any http or https URL"),
+	    "empty: any http or https URL",
+	    .md = "comma-separated URLs check-backs may go to: same scheme, host and port, and "
+	    "that path or below it (see [What the hub never "
+	    "does](producers.md#what-the-hub-never-does)); empty: any http or https URL"),
 	LSTR("checkback.default_url", NULL, "", checkback_default_url,
 	    "check-back URL for prepares that name none"),
 	LSTR("checkback.secret", "TXHUB_CHECKBACK_SECRET", "", checkback_secret,
@@ -80,57 +114,107 @@ const config_option config_options[] = {
 	LINT("forward.backoff_ms", NULL, "1000", 1, DAY_MS, forward_backoff_ms,
 	    "delay before re-sending a forward whose delivery failed; doubles after each attempt"),
 	LINT("forward.backoff_max_ms", NULL, "300000", 1, 30 * DAY_MS, forward_backoff_max_ms,
-	    "cap on the forward retry delay"),
+	    "cap on the forward retry delay",
+	    .md = "cap on the forward retry delay; must be ≥ `forward.backoff_ms`"),
 	LINT("forward.max_attempts", NULL, "15", 1, 1000, forward_max_attempts,
-	    "delivery attempts before a message gets send_status failed"),
+	    "delivery attempts before a message gets send_status failed",
+	    .md = "delivery attempts before a message gets `send_status` `failed`"),
 	DUR("forward.max_delay", NULL, "30d", forward_max_delay,
 	    "longest delay a prepare may ask for (forward.not_before, forward.delay_ms), a "
-	    "duration (90s, 15m, 12h, 7d); an envelope asking for more is rejected"),
+	    "duration (90s, 15m, 12h, 7d); an envelope asking for more is rejected",
+	    .md = "the longest delay a prepare may ask for (`forward.not_before`, "
+	    "`forward.delay_ms`), a duration (`90s`, `15m`, `12h`, `7d`, `1d12h`); an envelope "
+	    "asking for more is rejected, a `not_before` measured from PostgreSQL's clock "
+	    "([Delayed delivery](consumers.md#delayed-delivery)). A restart applies a change"),
 	ENUM("forward.mode", NULL, "at_least_once", forward_modes, forward_mode,
 	    "at_least_once, or exactly_once: forwards written in Kafka transactions, so that a "
-	    "consumer with isolation.level=read_committed sees each committed message once"),
+	    "consumer with isolation.level=read_committed sees each committed message once",
+	    .md = "`at_least_once`, or `exactly_once`: forwards in Kafka transactions, each "
+	    "committed message read once by `read_committed` consumers ([Forwarding exactly "
+	    "once](consumers.md#forwarding-exactly-once)); needs a restart to change"),
 	ENUM("forward.order", NULL, "partition", forward_orders, forward_order,
 	    "partition, or key: a committed message with a forward key is not produced while an "
 	    "earlier one (control-partition order) with the same forward topic and key is unsent "
-	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one"),
+	    "(pending, retrying, failed or delayed); txhub skip gives up on a parked one",
+	    .md = "`partition`, or `key`: a committed message with a forward key is not produced "
+	    "while an earlier one with the same forward topic and key is unsent; `txhub skip` "
+	    "gives up on a parked one ([Order per "
+	    "key](consumers.md#order-per-key-forwardorder--key)); anything else exits 2; needs a "
+	    "restart to change"),
 	LINT("forward.transaction_interval_ms", NULL, "40", 0, 5000, forward_transaction_interval_ms,
-	    "exactly_once: a partition's lane begins a Kafka transaction at most this often "
-	    "(at once after a full run of 500); longer: fewer transactions, less CPU, more latency"),
+	    "exactly_once: a replica begins a Kafka transaction (all its partitions' runs) at most "
+	    "this often; longer: fewer transactions, less CPU, more latency",
+	    .md = "`exactly_once`: a replica begins a Kafka transaction (which holds the runs of all "
+	    "its partitions' lanes) at most this often, however many partitions it owns (0..5000; "
+	    "0: back to back); longer: fewer transactions and less CPU, more latency (see "
+	    "[Forwarding exactly once](consumers.md#forwarding-exactly-once)); SIGHUP applies it "
+	    "from the next transaction"),
 	STR("forward.progress_topic", NULL, "", forward_progress_topic,
 	    "exactly_once: the compacted topic of each control partition's progress marker; "
 	    "empty: <control_topic>.progress for one control topic, txhub.progress for a list or "
-	    "a pattern"),
+	    "a pattern",
+	    .md = "`exactly_once`: the compacted topic of the per-partition progress markers; "
+	    "empty: `<control_topic>.progress` for one control topic, `txhub.progress` for a "
+	    "list or a pattern (created when missing); never one of the control topics (exit 2)"),
 	STR("forward.dead_letter_topic", NULL, "", forward_dead_letter_topic,
 	    "a forward that gets send_status failed (parked) is also produced here once, with its "
 	    "payload, key, headers and txhub-dlq-topic, txhub-dlq-error, txhub-dlq-attempts, "
-	    "txhub-dlq-at; the row stays parked for redrive; empty: off"),
+	    "txhub-dlq-at; the row stays parked for redrive; empty: off",
+	    .md = "a forward parked with `send_status` `failed` is also produced here once in "
+	    "the forwarding mode in force (`at_least_once`: at least once; `exactly_once`: "
+	    "exactly once for a `read_committed` consumer), with its payload, key, headers and "
+	    "`txhub-dlq-topic`, `txhub-dlq-error`, `txhub-dlq-attempts`, `txhub-dlq-at`; the row "
+	    "stays parked for `redrive` ([Dead-letter "
+	    "topic](troubleshooting.md#dead-letter-topic)); empty: off; a valid topic name, not "
+	    "a control topic nor the progress topic (exit 2), nor a forward topic of a tenant "
+	    "(`txhub run` reads `txhub.tenants` at start and exits with 2); an envelope whose "
+	    "`forward.topic` names it is rejected"),
 	LSTR("alert.webhook", NULL, "", alert_webhook,
 	    "URL that receives a JSON POST for every alert; empty: log only"),
 	LINT("alert.awaiting_prepare_ms", NULL, "600000", 1000, 30 * DAY_MS,
 	    alert_awaiting_prepare_ms,
 	    "a decision waiting this long for its prepare (awaiting_prepare) raises the alert "
-	    "prepare_missing once and counts as parked"),
+	    "prepare_missing once and counts as parked",
+	    .md = "a decision waiting this long for its prepare (`awaiting_prepare`) raises the "
+	    "alert `prepare_missing` once and counts as parked"),
 	LINT("alert.database_failing_ms", NULL, "60000", 1000, DAY_MS, alert_database_failing_ms,
-	    "PostgreSQL refusing the hub's writes this long raises the alert database_failing"),
+	    "PostgreSQL refusing the hub's writes this long raises the alert database_failing",
+	    .md = "PostgreSQL refusing the hub's writes this long raises the alert "
+	    "`database_failing`"),
 	LINT("alert.lane_stuck_ms", NULL, "60000", 1000, DAY_MS, alert_lane_stuck_ms,
 	    "exactly_once: a partition whose lane has not taken it for this long (Kafka refusing "
 	    "the progress topic or the transactional id, ...) raises the alert lane_stuck and "
-	    "fails /readyz"),
+	    "fails /readyz",
+	    .md = "`exactly_once`: a partition whose lane has not taken it this long (Kafka "
+	    "refusing the progress topic or the transactional id, ...) raises the alert "
+	    "`lane_stuck` and fails `/readyz` (1000..86400000)"),
 	LENUM("log.level", "TXHUB_LOG_LEVEL", "info", config_log_levels, log_level,
-	    "debug, info, warn or error"),
+	    "debug, info, warn or error",
+	    .md = "`debug`, `info`, `warn` or `error`"),
 	LENUM("log.format", NULL, "text", log_formats, log_format,
-	    "text, or json: one JSON object per line"),
+	    "text, or json: one JSON object per line",
+	    .md = "`text`, or `json`: one JSON object per line (see [Logs](monitoring.md#logs))"),
 	STR("http.listen", NULL, "", http_listen,
-	    "host:port for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: none"),
+	    "host:port for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: none",
+	    .md = "`host:port` (or `[v6]:port`) for `/metrics`, `/healthz` and `/readyz`, e.g. "
+	    "`127.0.0.1:9464`; empty: no listener (see [Metrics and "
+	    "health](monitoring.md#metrics-and-health))"),
 	INT("http.max_connections", NULL, "256", 1, 100000, http_max_connections,
-	    "connections open at once on http.listen; more wait in the listen queue"),
+	    "connections open at once on http.listen; more wait in the listen queue",
+	    .md = "connections open at once on `http.listen` (1..100000); more wait in the "
+	    "listen queue"),
 	INT("http.max_connections_per_address", NULL, "16", 1, 100000, http_max_per_address,
 	    "connections open at once on http.listen from one client address; more are closed "
-	    "at once"),
+	    "at once",
+	    .md = "connections open at once on `http.listen` from one client address (1..100000, "
+	    "at most `http.max_connections`); more are closed at once"),
 	INT("http.request_timeout_ms", NULL, "5000", 100, 3600000, http_request_timeout_ms,
 	    "a client of http.listen must send a request in full (head and body) within this, "
 	    "counted from its connection's opening or the previous answer; else the connection "
-	    "is closed"),
+	    "is closed",
+	    .md = "a client of `http.listen` must send each request in full, head and body, "
+	    "within this (100..3600000), counted from its connection's opening or the previous "
+	    "answer on it; else the connection is closed"),
 	INT("intake.batch_max", NULL, "2000", 1, 100000, intake_batch_max,
 	    "most control records applied in one PostgreSQL transaction"),
 	INT("intake.batch_bytes", NULL, "16777216", 1024, 1024 * 1024 * 1024, intake_batch_bytes,
@@ -142,41 +226,71 @@ const config_option config_options[] = {
 	LINT("retention.finished_hours", NULL, "168", 0, 87600, retention_finished_hours,
 	    "txhub run deletes finished messages (committed and sent, or rolled_back) and their "
 	    "history this many hours after their last change, for the partitions it owns; 0 turns "
-	    "retention off, for rejected and conflict rows too"),
+	    "retention off, for rejected and conflict rows too",
+	    .md = "`txhub run` deletes finished messages (`committed` and `sent`, or "
+	    "`rolled_back`) and their history this many hours after their last change, for the "
+	    "partitions it owns (0..87600; 0 turns retention off, for rejected and conflict rows "
+	    "too); see [Purge and retention](database.md#purge-and-retention)"),
 	LINT("retention.rejected_hours", NULL, "720", 0, 87600, retention_rejected_hours,
 	    "txhub run deletes rejected and conflict rows this many hours after they were "
-	    "written; 0 keeps them"),
+	    "written; 0 keeps them",
+	    .md = "`txhub run` deletes rejected and conflict rows this many hours after they "
+	    "were written (0..87600; 0 keeps them)"),
 	/* docs/tenants.md: Sharing one hub between teams: at intake
 	 * (hub/intake/enforce.c); a restart applies a change */
 	BOOL("tenants.enforce", NULL, "false", tenants_enforce,
 	    "true: a record is accepted only within the rules of the tenant whose control topic "
 	    "it arrived on (txhub tenant), else rejected; a decision for another tenant's "
-	    "message is a conflict; no rules loaded yet: intake waits"),
+	    "message is a conflict; no rules loaded yet: intake waits",
+	    .md = "`true`: a record is accepted only within the rules of the tenant whose "
+	    "control topic it arrived on, else rejected; a decision for another tenant's message "
+	    "is a conflict; with no rules loaded yet intake waits ([Sharing one hub between "
+	    "teams](tenants.md#sharing-one-hub-between-teams)). A restart applies a change"),
 	/* txhub console (docs/configuration.md: Configuration; docs/console.md:
 	 * Web console); the hub itself never reads them */
 	STR("console.listen", NULL, "127.0.0.1:8080", console_listen,
-	    "host:port the web console (txhub console) listens on"),
+	    "host:port the web console (txhub console) listens on",
+	    .md = "`host:port` (or `[v6]:port`) the [web console](console.md#web-console) "
+	    "listens on"),
 	STR("console.token", "TXHUB_CONSOLE_TOKEN", "", console_token,
 	    "the token that logs in to the web console (at least 16 characters); empty: the "
-	    "console starts only on a loopback address with console.open = true"),
+	    "console starts only on a loopback address with console.open = true",
+	    .md = "the token that logs in to the console, at least 16 characters (`openssl rand "
+	    "-hex 24`); empty: the console starts only with `console.open = true` on a loopback "
+	    "address"),
 	BOOL("console.open", NULL, "false", console_open,
-	    "true: with no console.token, serve the console without a token (loopback only)"),
+	    "true: with no console.token, serve the console without a token (loopback only)",
+	    .md = "`true`: with no `console.token`, serve the console on a loopback "
+	    "`console.listen` with a name alone as the login; refused on any other address"),
 	INT("console.login_failures", NULL, "5", 1, 1000, console_login_failures,
 	    "wrong tokens one client address (an IPv6 /64) may try within console.login_window_ms; "
-	    "the last of them starts a wait of as long, in which its logins are answered 429"),
+	    "the last of them starts a wait of as long, in which its logins are answered 429",
+	    .md = "wrong tokens one client address (an IPv6 /64) may try within "
+	    "`console.login_window_ms`; the last starts a wait of as long, in which its logins "
+	    "are answered 429 ([throttling](console.md#web-console))"),
 	INT("console.login_window_ms", NULL, "60000", 100, DAY_MS, console_login_window_ms,
-	    "the window of console.login_failures, and the wait after them"),
+	    "the window of console.login_failures, and the wait after them",
+	    .md = "the window of `console.login_failures`, and the wait after them (100 to "
+	    "86400000)"),
 	INT("console.max_connections", NULL, "64", 1, 10000, console_max_connections,
 	    "connections open at once on console.listen (a thread each); more wait in the "
-	    "listen queue"),
+	    "listen queue",
+	    .md = "connections open at once on `console.listen`, a thread each (1..10000); more "
+	    "wait in the listen queue"),
 	INT("console.max_connections_per_address", NULL, "16", 1, 10000, console_max_per_address,
 	    "connections open at once on console.listen from one client address (behind a "
-	    "proxy: the proxy's); more are closed at once"),
+	    "proxy: the proxy's); more are closed at once",
+	    .md = "connections open at once on `console.listen` from one client address "
+	    "(1..10000, at most `console.max_connections`; behind a proxy, the proxy's); more "
+	    "are closed at once"),
 	INT("console.request_timeout_ms", NULL, "10000", 100, 3600000, console_request_timeout_ms,
 	    "a client of console.listen must send a request in full (head and body) within "
 	    "this, counted from its connection's opening or the previous answer; else the "
-	    "connection is closed"),
-	{NULL, NULL, CONFIG_STRING, NULL, 0, 0, 0, NULL, 0, NULL},
+	    "connection is closed",
+	    .md = "a client of `console.listen` must send each request in full, head and body, "
+	    "within this (100..3600000), counted from its connection's opening or the previous "
+	    "answer on it; else the connection is closed"),
+	{.key = NULL},
 };
 
 int config_exactly_once(const txhub_config *cfg)

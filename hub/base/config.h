@@ -100,6 +100,8 @@ typedef struct {
 	const char *doc;
 	int live;               /* SIGHUP applies a new value to a running hub */
 	const char *const *values; /* CONFIG_ENUM: its values, NULL-terminated */
+	const char *md;         /* docs/configuration.md's description, markdown, when it
+	                         * says more than doc (links, ranges, reasons); or NULL */
 } config_option;
 
 /* A row's value as text (a static string for BOOL and ENUM; the field for

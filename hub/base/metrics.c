@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "alert.h"
 #include "array.h"
 
 #ifndef TXHUB_VERSION
@@ -26,15 +27,157 @@ static const char *outcome_names[METRICS_NOUTCOMES] = {"applied", "rejected", "c
 static const char *cb_names[METRICS_CB_NOUTCOMES] = {"committed", "rolled_back", "undecided",
                                                      "error", "not_requested"};
 static const char *fw_names[METRICS_FW_NOUTCOMES] = {"sent", "retried", "failed"};
-static const char *alert_names[] = {"check_failed",         "send_failed",
-                                    "prepare_missing",      "database_failing",
-                                    "kafka_fatal",          "lane_stuck",
-                                    "database_rewound",     "control_records_lost",
-                                    "control_partition_truncated", "group_clash",
-                                    "database_mismatch",    "dead_letter_failed",
-                                    "tenant_rules_stale",   "librdkafka_too_old",
-                                    "other"};
-#define NALERTS (sizeof alert_names / sizeof alert_names[0])
+/* alert.h's kinds, then "other" (any kind not there) */
+#define NALERTS (ALERT_NKINDS + 1)
+static const char *alert_name(size_t i) { return i < ALERT_NKINDS ? alert_kinds[i].kind : "other"; }
+
+/* docs/monitoring.md: Metrics and health lists these (txhub reference metrics) */
+const metrics_metric metrics_table[] = {
+	{"txhub_envelopes_total", "counter", "type,outcome,tenant",
+	 "Control records by envelope type, what applying them did, and the "
+	 "tenant of the topic they arrived on.",
+	 "control records applied, by `type` (`prepare`, `commit`, `rollback`, "
+	 "or `invalid` for records that are not a valid envelope), `outcome` (`applied`: "
+	 "changed a state; `duplicate`: a no-op; `conflict`; `rejected`) and `tenant` (of "
+	 "the topic it arrived on; `\"\"`: none; see [Sharing one hub between "
+	 "teams](tenants.md#sharing-one-hub-between-teams))"},
+	{"txhub_checkbacks_total", "counter", "outcome,tenant",
+	 "Check-backs by outcome and tenant.",
+	 "check-backs: `committed`, `rolled_back`, `undecided`, `error`, "
+	 "`not_requested` (no URL, outside the allow list); `tenant`: the message's"},
+	{"txhub_forwards_total", "counter", "outcome,tenant",
+	 "Forward delivery attempts by outcome and tenant.",
+	 "delivery reports: `sent`, `retried` (failed, tried again), `failed` "
+	 "(failed for good); `tenant`: the message's"},
+	{"txhub_database_errors_total", "counter", "",
+	 "Failed PostgreSQL operations.",
+	 NULL},
+	{"txhub_database_rewinds_total", "counter", "",
+	 "Partitions read again because PostgreSQL lost its last transactions.",
+	 "control partitions read again because PostgreSQL lost its last "
+	 "transactions ([When PostgreSQL fails "
+	 "over](database.md#when-postgresql-fails-over))"},
+	{"txhub_database_rewound_offsets_total", "counter", "",
+	 "Control-topic offsets read again because PostgreSQL lost them.",
+	 "the offsets read again because PostgreSQL lost its last transactions "
+	 "([When PostgreSQL fails over](database.md#when-postgresql-fails-over))"},
+	{"txhub_forwards_after_rewind_total", "counter", "outcome",
+	 "exactly_once: messages applied again after PostgreSQL lost them, by "
+	 "what their progress marker said: already_sent (not forwarded again), sent_again "
+	 "(possibly a duplicate); decided_again: decided again by a check-back or an "
+	 "operator after the database lost the first decision (possibly a duplicate).",
+	 "`exactly_once`: messages applied again (or set back) by such a loss "
+	 "that their progress marker shows forwarded already (`already_sent`, stored as "
+	 "sent, not forwarded again) or cannot vouch for (`sent_again`: forwarded, possibly "
+	 "a second time), and messages decided again by a check-back or an operator whose "
+	 "first decision the database lost (`decided_again`: possibly a second time)"},
+	{"txhub_kafka_errors_total", "counter", "",
+	 "Errors reported by librdkafka.",
+	 "errors librdkafka reported"},
+	{"txhub_trace_context_dropped_total", "counter", "reason",
+	 "Envelopes whose trace context was malformed and dropped (the message "
+	 "was kept): reason trace (not an object), traceparent (it and its tracestate), "
+	 "tracestate.",
+	 "envelopes whose malformed trace context was dropped (the message was "
+	 "kept): `trace` (not an object), `traceparent` (it and its tracestate), "
+	 "`tracestate` (it alone); what is dropped: [Trace "
+	 "context](producers.md#trace-context)"},
+	{"txhub_dead_letters_total", "counter", "outcome",
+	 "Parked forwards produced to forward.dead_letter_topic (sent), and "
+	 "attempts to that failed (failed; tried again).",
+	 "parked forwards produced to `forward.dead_letter_topic` (`sent`), "
+	 "attempts that failed (`failed`, tried again); see [Dead-letter "
+	 "topic](troubleshooting.md#dead-letter-topic)"},
+	{"txhub_alerts_total", "counter", "kind",
+	 "Alerts raised, by kind.",
+	 "alerts raised, by kind (the kinds: [Alerts](producers.md#alerts); "
+	 "`other`: none of them)"},
+	{"txhub_control_records_lost_total", "counter", "topic,partition",
+	 "Control-topic offsets the broker deleted before a hub read them, "
+	 "skipped by this hub.",
+	 "control-topic offsets the broker deleted before a hub read them, "
+	 "skipped by this hub (0 for each partition it owned; see [Control records the "
+	 "broker deleted](troubleshooting.md#control-records-the-broker-deleted))"},
+	{"txhub_checkback_duration_seconds", "histogram", "",
+	 "Time from sending a check-back request to its answer or error.",
+	 "request to answer or error"},
+	{"txhub_forward_duration_seconds", "histogram", "",
+	 "Time from producing a forward to its delivery report.",
+	 "produce to delivery report"},
+	{"txhub_commit_to_forward_seconds", "histogram", "",
+	 "Time from a decision applied to its first forward confirmed by the "
+	 "broker.",
+	 "decision applied (committed in PostgreSQL) to its first forward "
+	 "confirmed by the broker"},
+	{"txhub_batch_records", "histogram", "",
+	 "Control records applied per PostgreSQL transaction.",
+	 "records per PostgreSQL transaction"},
+	{"txhub_owned_partitions", "gauge", "",
+	 "Control-topic partitions this replica owns.",
+	 "partitions this replica owns"},
+	{"txhub_ready", "gauge", "",
+	 "1 when /readyz answers 200.",
+	 "1 when `/readyz` is 200"},
+	{"txhub_forward_lanes_stuck", "gauge", "",
+	 "exactly_once: owned partitions their lane has not taken for "
+	 "alert.lane_stuck_ms or more.",
+	 "`exactly_once`: owned partitions their lane has not taken for "
+	 "`alert.lane_stuck_ms` or more (0 in `at_least_once`)"},
+	{"txhub_tenant_rules_age_seconds", "gauge", "",
+	 "Seconds since the tenant rules in force were last found current in "
+	 "txhub.tenants; grows while the table cannot be read or its rows do not pass.",
+	 "seconds since a read of `txhub.tenants` last found the tenant rules "
+	 "in force current (a few seconds while it reads, every 2 s; it grows while the "
+	 "table cannot be read or its rows do not pass, the last good rules staying in "
+	 "force: [Sharing one hub between "
+	 "teams](tenants.md#sharing-one-hub-between-teams)); absent before the first good "
+	 "load"},
+	{"txhub_consumer_lag", "gauge", "topic,partition",
+	 "Records of an owned control-topic partition not read yet.",
+	 "records of an owned control partition not read yet (librdkafka's "
+	 "cached high watermark minus the consumer's position; refreshed every second)"},
+	{"txhub_messages", "gauge", "status",
+	 "Rows of txhub.messages by status.",
+	 "rows by status, read from PostgreSQL at most every 10 s"},
+	{"txhub_parked", "gauge", "",
+	 "Rows that need an operator: check_failed, send_status failed, "
+	 "awaiting_prepare too long.",
+	 "rows that need an operator: `check_failed`, `send_status = failed`, "
+	 "and `awaiting_prepare` older than `alert.awaiting_prepare_ms`"},
+	{"txhub_blocked_messages", "gauge", "",
+	 "Messages held for an earlier unsent message of their forward key "
+	 "(forward.order = key).",
+	 "`forward.order = key`: messages held for an earlier unsent message of "
+	 "their forward key, read from PostgreSQL at most every 10 s"},
+	{"txhub_oldest_prepared_age_seconds", "gauge", "",
+	 "Age of the oldest prepared row (0: none).",
+	 "age of the oldest `prepared` row (0: none)"},
+	{"txhub_oldest_pending_send_age_seconds", "gauge", "",
+	 "Age of the oldest committed row waiting to be forwarded (0: none).",
+	 "age of the oldest `pending` send (0: none; a "
+	 "[delayed](consumers.md#delayed-delivery) message counts from its due time)"},
+	{"txhub_scheduled_messages", "gauge", "",
+	 "Committed messages waiting for their due time (forward.not_before, "
+	 "forward.delay_ms).",
+	 "[scheduled](consumers.md#delayed-delivery) messages: committed, due "
+	 "later, not sent"},
+	{"txhub_scheduled_overdue_seconds", "gauge", "",
+	 "How long the oldest delayed message that is due has waited past its "
+	 "due time without being sent (0: none).",
+	 "how long the oldest delayed message that is due has waited past its "
+	 "due time without being sent (0: none; a second or two while the scan takes it, "
+	 "more when forwards fail or the hub is behind)"},
+	{"txhub_build_info", "gauge", "version",
+	 "The running version.",
+	 "the running version, in its label"},
+	{"process_cpu_seconds_total", "counter", "",
+	 "User and system CPU time.",
+	 NULL},
+	{"process_resident_memory_bytes", "gauge", "",
+	 "Resident memory.",
+	 NULL},
+	{NULL, NULL, NULL, NULL, NULL},
+};
 
 /* Upper bounds of the latency buckets, in ms. */
 static const int64_t latency_le_ms[METRICS_LATENCY_BUCKETS] = {
@@ -256,7 +399,7 @@ void metrics_database_rewound(uint64_t partitions, uint64_t offsets)
 void metrics_alert(const char *kind)
 {
 	size_t i = 0;
-	while (i < NALERTS - 1 && strcmp(alert_names[i], kind) != 0)
+	while (i < NALERTS - 1 && strcmp(alert_kinds[i].kind, kind) != 0)
 		i++;
 	add(&m.alerts[i], 1);
 }
@@ -326,22 +469,28 @@ void metrics_set_tenant_rules_age(int64_t ms)
 
 /* ---- exposition ---- */
 
-static void head(sbuf *o, const char *name, const char *type, const char *help)
+/* A metric's HELP and TYPE lines, from metrics_table (a name missing
+ * there is shown untyped, without help: the unit tests fail on it). */
+static void head(sbuf *o, const char *name)
 {
-	sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	const metrics_metric *r = metrics_table;
+	while (r->name && strcmp(r->name, name) != 0)
+		r++;
+	sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, r->name ? r->help : "",
+	            name, r->name ? r->type : "untyped");
 }
 
 /* A gauge of seconds whose negative value means none (written as 0). */
-static void write_age(sbuf *o, const char *name, const char *help, _Atomic double *age)
+static void write_age(sbuf *o, const char *name, _Atomic double *age)
 {
-	head(o, name, "gauge", help);
+	head(o, name);
 	double a = atomic_load(age);
 	sbuf_printf(o, "%s %.3f\n", name, a < 0 ? 0.0 : a);
 }
 
-static void write_latency(sbuf *o, const char *name, const char *help, latency *l)
+static void write_latency(sbuf *o, const char *name, latency *l)
 {
-	head(o, name, "histogram", help);
+	head(o, name);
 	uint64_t cum = 0;
 	for (int b = 0; b <= METRICS_LATENCY_BUCKETS; b++) {
 		cum += get(&l->bucket[b]);
@@ -371,9 +520,7 @@ static const char *tenant_label(size_t s, size_t ntenants)
 static void write_counters(sbuf *o)
 {
 	size_t nt = atomic_load_explicit(&m.ntenants, memory_order_acquire);
-	head(o, "txhub_envelopes_total", "counter",
-	     "Control records by envelope type, what applying them did, and the tenant of the "
-	     "topic they arrived on.");
+	head(o, "txhub_envelopes_total");
 	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
 		const char *tn = tenant_label(s, nt);
 		for (int t = 0; tn && t < METRICS_NTYPES; t++)
@@ -383,63 +530,51 @@ static void write_counters(sbuf *o)
 				            "%llu\n", type_names[t], outcome_names[x], tn,
 				            (unsigned long long)get(&m.envelopes[s][t][x]));
 	}
-	head(o, "txhub_checkbacks_total", "counter", "Check-backs by outcome and tenant.");
+	head(o, "txhub_checkbacks_total");
 	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
 		const char *tn = tenant_label(s, nt);
 		for (int x = 0; tn && x < METRICS_CB_NOUTCOMES; x++)
 			sbuf_printf(o, "txhub_checkbacks_total{outcome=\"%s\",tenant=\"%s\"} %llu\n",
 			            cb_names[x], tn, (unsigned long long)get(&m.checkbacks[s][x]));
 	}
-	head(o, "txhub_forwards_total", "counter", "Forward delivery attempts by outcome and tenant.");
+	head(o, "txhub_forwards_total");
 	for (size_t s = 0; s < METRICS_TENANT_SLOTS; s++) {
 		const char *tn = tenant_label(s, nt);
 		for (int x = 0; tn && x < METRICS_FW_NOUTCOMES; x++)
 			sbuf_printf(o, "txhub_forwards_total{outcome=\"%s\",tenant=\"%s\"} %llu\n",
 			            fw_names[x], tn, (unsigned long long)get(&m.forwards[s][x]));
 	}
-	head(o, "txhub_database_errors_total", "counter", "Failed PostgreSQL operations.");
+	head(o, "txhub_database_errors_total");
 	sbuf_printf(o, "txhub_database_errors_total %llu\n",
 	            (unsigned long long)get(&m.database_errors));
-	head(o, "txhub_database_rewinds_total", "counter",
-	     "Partitions read again because PostgreSQL lost its last transactions.");
+	head(o, "txhub_database_rewinds_total");
 	sbuf_printf(o, "txhub_database_rewinds_total %llu\n", (unsigned long long)get(&m.rewinds));
-	head(o, "txhub_database_rewound_offsets_total", "counter",
-	     "Control-topic offsets read again because PostgreSQL lost them.");
+	head(o, "txhub_database_rewound_offsets_total");
 	sbuf_printf(o, "txhub_database_rewound_offsets_total %llu\n",
 	            (unsigned long long)get(&m.rewound_offsets));
-	head(o, "txhub_forwards_after_rewind_total", "counter",
-	     "exactly_once: messages applied again after PostgreSQL lost them, by what their "
-	     "progress marker said: already_sent (not forwarded again), sent_again (possibly a "
-	     "duplicate); decided_again: decided again by a check-back or an operator after the "
-	     "database lost the first decision (possibly a duplicate).");
+	head(o, "txhub_forwards_after_rewind_total");
 	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"already_sent\"} %llu\n",
 	            (unsigned long long)get(&m.after_rewind[0]));
 	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"sent_again\"} %llu\n",
 	            (unsigned long long)get(&m.after_rewind[1]));
 	sbuf_printf(o, "txhub_forwards_after_rewind_total{outcome=\"decided_again\"} %llu\n",
 	            (unsigned long long)get(&m.after_rewind[2]));
-	head(o, "txhub_kafka_errors_total", "counter", "Errors reported by librdkafka.");
+	head(o, "txhub_kafka_errors_total");
 	sbuf_printf(o, "txhub_kafka_errors_total %llu\n", (unsigned long long)get(&m.kafka_errors));
-	head(o, "txhub_trace_context_dropped_total", "counter",
-	     "Envelopes whose trace context was malformed and dropped (the message was kept): "
-	     "reason trace (not an object), traceparent (it and its tracestate), tracestate.");
+	head(o, "txhub_trace_context_dropped_total");
 	for (size_t i = 0; i < 3; i++)
 		sbuf_printf(o, "txhub_trace_context_dropped_total{reason=\"%s\"} %llu\n",
 		            trace_reasons[i], (unsigned long long)get(&m.trace_dropped[i]));
-	head(o, "txhub_dead_letters_total", "counter",
-	     "Parked forwards produced to forward.dead_letter_topic (sent), and attempts to that "
-	     "failed (failed; tried again).");
+	head(o, "txhub_dead_letters_total");
 	sbuf_printf(o, "txhub_dead_letters_total{outcome=\"sent\"} %llu\n",
 	            (unsigned long long)get(&m.dead_letters[0]));
 	sbuf_printf(o, "txhub_dead_letters_total{outcome=\"failed\"} %llu\n",
 	            (unsigned long long)get(&m.dead_letters[1]));
-	head(o, "txhub_alerts_total", "counter", "Alerts raised, by kind.");
+	head(o, "txhub_alerts_total");
 	for (size_t i = 0; i < NALERTS; i++)
-		sbuf_printf(o, "txhub_alerts_total{kind=\"%s\"} %llu\n", alert_names[i],
+		sbuf_printf(o, "txhub_alerts_total{kind=\"%s\"} %llu\n", alert_name(i),
 		            (unsigned long long)get(&m.alerts[i]));
-	head(o, "txhub_control_records_lost_total", "counter",
-	     "Control-topic offsets the broker deleted before a hub read them, skipped by this "
-	     "hub.");
+	head(o, "txhub_control_records_lost_total");
 	pthread_mutex_lock(&m.lag_mu);
 	for (size_t i = 0; i < m.nlost; i++)
 		sbuf_printf(o, "txhub_control_records_lost_total{topic=\"%s\",partition=\"%d\"} %llu\n",
@@ -450,16 +585,10 @@ static void write_counters(sbuf *o)
 
 static void write_histograms(sbuf *o)
 {
-	write_latency(o, "txhub_checkback_duration_seconds",
-	              "Time from sending a check-back request to its answer or error.",
-	              &m.checkback_latency);
-	write_latency(o, "txhub_forward_duration_seconds",
-	              "Time from producing a forward to its delivery report.", &m.forward_latency);
-	write_latency(o, "txhub_commit_to_forward_seconds",
-	              "Time from a decision applied to its first forward confirmed by the broker.",
-	              &m.commit_latency);
-	head(o, "txhub_batch_records", "histogram",
-	     "Control records applied per PostgreSQL transaction.");
+	write_latency(o, "txhub_checkback_duration_seconds", &m.checkback_latency);
+	write_latency(o, "txhub_forward_duration_seconds", &m.forward_latency);
+	write_latency(o, "txhub_commit_to_forward_seconds", &m.commit_latency);
+	head(o, "txhub_batch_records");
 	uint64_t cum = 0;
 	for (int b = 0; b <= BATCH_BUCKETS; b++) {
 		cum += get(&m.batch_bucket[b]);
@@ -478,23 +607,18 @@ static void write_gauges(sbuf *o)
 {
 	static const char *statuses[5] = {"prepared", "committed", "rolled_back", "check_failed",
 	                                  "awaiting_prepare"};
-	head(o, "txhub_owned_partitions", "gauge", "Control-topic partitions this replica owns.");
+	head(o, "txhub_owned_partitions");
 	sbuf_printf(o, "txhub_owned_partitions %lld\n", (long long)atomic_load(&m.owned));
-	head(o, "txhub_ready", "gauge", "1 when /readyz answers 200.");
+	head(o, "txhub_ready");
 	sbuf_printf(o, "txhub_ready %lld\n", (long long)atomic_load(&m.ready));
-	head(o, "txhub_forward_lanes_stuck", "gauge",
-	     "exactly_once: owned partitions their lane has not taken for alert.lane_stuck_ms or "
-	     "more.");
+	head(o, "txhub_forward_lanes_stuck");
 	sbuf_printf(o, "txhub_forward_lanes_stuck %lld\n", (long long)atomic_load(&m.lanes_stuck));
 	double age = atomic_load(&m.rules_age_s);
 	if (age >= 0) { /* (none before the first good load: no made-up zero) */
-		head(o, "txhub_tenant_rules_age_seconds", "gauge",
-		     "Seconds since the tenant rules in force were last found current in "
-		     "txhub.tenants; grows while the table cannot be read or its rows do not pass.");
+		head(o, "txhub_tenant_rules_age_seconds");
 		sbuf_printf(o, "txhub_tenant_rules_age_seconds %.3f\n", age);
 	}
-	head(o, "txhub_consumer_lag", "gauge",
-	     "Records of an owned control-topic partition not read yet.");
+	head(o, "txhub_consumer_lag");
 	pthread_mutex_lock(&m.lag_mu);
 	for (size_t i = 0; i < m.nlag; i++)
 		sbuf_printf(o, "txhub_consumer_lag{topic=\"%s\",partition=\"%d\"} %lld\n",
@@ -503,40 +627,28 @@ static void write_gauges(sbuf *o)
 	pthread_mutex_unlock(&m.lag_mu);
 	if (!atomic_load(&m.sampled))
 		return; /* PostgreSQL not sampled yet: no made-up zeros */
-	head(o, "txhub_messages", "gauge", "Rows of txhub.messages by status.");
+	head(o, "txhub_messages");
 	for (int i = 0; i < 5; i++)
 		sbuf_printf(o, "txhub_messages{status=\"%s\"} %lld\n", statuses[i],
 		            (long long)atomic_load(&m.by_status[i]));
-	head(o, "txhub_parked", "gauge",
-	     "Rows that need an operator: check_failed, send_status failed, awaiting_prepare too "
-	     "long.");
+	head(o, "txhub_parked");
 	sbuf_printf(o, "txhub_parked %lld\n", (long long)atomic_load(&m.parked));
-	head(o, "txhub_blocked_messages", "gauge",
-	     "Messages held for an earlier unsent message of their forward key (forward.order = "
-	     "key).");
+	head(o, "txhub_blocked_messages");
 	sbuf_printf(o, "txhub_blocked_messages %lld\n", (long long)atomic_load(&m.blocked));
-	write_age(o, "txhub_oldest_prepared_age_seconds", "Age of the oldest prepared row (0: none).",
-	          &m.oldest_prepared_s);
-	write_age(o, "txhub_oldest_pending_send_age_seconds",
-	          "Age of the oldest committed row waiting to be forwarded (0: none).",
-	          &m.oldest_pending_send_s);
-	head(o, "txhub_scheduled_messages", "gauge",
-	     "Committed messages waiting for their due time (forward.not_before, "
-	     "forward.delay_ms).");
+	write_age(o, "txhub_oldest_prepared_age_seconds", &m.oldest_prepared_s);
+	write_age(o, "txhub_oldest_pending_send_age_seconds", &m.oldest_pending_send_s);
+	head(o, "txhub_scheduled_messages");
 	sbuf_printf(o, "txhub_scheduled_messages %lld\n", (long long)atomic_load(&m.scheduled));
-	write_age(o, "txhub_scheduled_overdue_seconds",
-	          "How long the oldest delayed message that is due has waited past its due time "
-	          "without being sent (0: none).",
-	          &m.oldest_overdue_s);
+	write_age(o, "txhub_scheduled_overdue_seconds", &m.oldest_overdue_s);
 }
 
 static void write_process(sbuf *o)
 {
-	head(o, "txhub_build_info", "gauge", "The running version.");
+	head(o, "txhub_build_info");
 	sbuf_printf(o, "txhub_build_info{version=\"%s\"} 1\n", TXHUB_VERSION);
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		head(o, "process_cpu_seconds_total", "counter", "User and system CPU time.");
+		head(o, "process_cpu_seconds_total");
 		sbuf_printf(o, "process_cpu_seconds_total %.3f\n",
 		            (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 		                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
@@ -544,7 +656,7 @@ static void write_process(sbuf *o)
 	FILE *f = fopen("/proc/self/statm", "r");
 	long pages_total, pages_rss;
 	if (f && fscanf(f, "%ld %ld", &pages_total, &pages_rss) == 2) {
-		head(o, "process_resident_memory_bytes", "gauge", "Resident memory.");
+		head(o, "process_resident_memory_bytes");
 		sbuf_printf(o, "process_resident_memory_bytes %lld\n",
 		            (long long)pages_rss * (long long)sysconf(_SC_PAGESIZE));
 	}

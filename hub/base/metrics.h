@@ -197,6 +197,16 @@ void metrics_set_ready(int ready);
 /* exactly_once: partitions stuck untaken (lane_watch.h). */
 void metrics_set_lanes_stuck(size_t n);
 
+/* The metrics the exposition shows, in its order: each one's name, type,
+ * labels ("" for none), its HELP text and docs/monitoring.md's
+ * description (markdown; NULL: the HELP text). metrics_write() takes the
+ * type and HELP from here, and `txhub reference metrics` prints it as the
+ * table of docs/monitoring.md: Metrics and health. */
+typedef struct {
+	const char *name, *type, *labels, *help, *md;
+} metrics_metric;
+extern const metrics_metric metrics_table[]; /* ends with name NULL */
+
 /* The whole exposition, appended to out. */
 void metrics_write(sbuf *out);
 

@@ -172,17 +172,6 @@ void deadletter_poll(deadletter *d, const owned_set *own)
 	pthread_mutex_unlock(&d->mu);
 }
 
-deadletter_stats deadletter_get_stats(deadletter *d)
-{
-	deadletter_stats s = {0, 0};
-	if (!d)
-		return s;
-	pthread_mutex_lock(&d->mu);
-	s = d->stats;
-	pthread_mutex_unlock(&d->mu);
-	return s;
-}
-
 void deadletter_stop(deadletter *d)
 {
 	if (!d)

@@ -72,11 +72,6 @@ deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size
  * NULL d: nothing. */
 void deadletter_poll(deadletter *d, const owned_set *own);
 
-typedef struct {
-	uint64_t sent, failed; /* records produced; attempts that failed */
-} deadletter_stats;
-deadletter_stats deadletter_get_stats(deadletter *d);
-
 /* Stop the thread (a batch in flight is given its delivery time-out) and
  * free. NULL: nothing. */
 void deadletter_stop(deadletter *d);

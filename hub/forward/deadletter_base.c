@@ -290,9 +290,6 @@ void dl_batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char 
 {
 	d->fails++;
 	metrics_dead_letters(0, nbad);
-	pthread_mutex_lock(&d->mu);
-	d->stats.failed += nbad;
-	pthread_mutex_unlock(&d->mu);
 	char msg[900];
 	if (nbad > 0)
 		snprintf(msg, sizeof msg, "producing %zu parked forward(s) to the dead-letter topic %s "
@@ -333,9 +330,6 @@ int dl_db_ready(deadletter *d)
 void dl_count_sent(deadletter *d, const dl_item *items, size_t n, size_t nok)
 {
 	metrics_dead_letters(1, nok);
-	pthread_mutex_lock(&d->mu);
-	d->stats.sent += nok;
-	pthread_mutex_unlock(&d->mu);
 	for (size_t i = 0; i < n; i++)
 		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
 			log_about about = {items[i].f.biz_id, items[i].f.message_key, -1,

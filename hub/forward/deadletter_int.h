@@ -48,7 +48,6 @@ struct deadletter {
 	pthread_cond_t cv;
 	owned_set own;      /* a copy of the run loop's */
 	int stopping;
-	deadletter_stats stats;
 
 	/* the thread's */
 	rd_kafka_t *rk;

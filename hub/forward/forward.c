@@ -190,6 +190,12 @@ int64_t forward_dying(const forward *fw, char *why, size_t whysz)
 	return fw->dying_since;
 }
 
+void forward_set_consumer(forward *fw, rd_kafka_t *consumer)
+{
+	if (fw->txn)
+		txn_set_consumer(fw->txn, consumer);
+}
+
 void forward_test_fatal(forward *fw)
 {
 	if (!fw->rk)
@@ -222,11 +228,14 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		if (!conf)
 			goto fail;
 		rd_kafka_conf_destroy(conf);
+		if (!(fw->txn = txn_new(cfg, err, errsz)))
+			goto fail;
 		/* (lane.h: the main loop's rounding, librdkafka #4671) */
 		if (rd_kafka_version() < 0x02040000)
 			log_info("forward: librdkafka %s spends up to 2 ms of CPU on each Kafka "
 			         "transaction (fixed in 2.4.0): forward.transaction_interval_ms (%lld) "
-			         "bounds how many a partition begins (docs/consumers.md, Forwarding exactly once)",
+			         "bounds how many this replica begins (docs/consumers.md, Forwarding exactly "
+			         "once)",
 			         rd_kafka_version_str(), (long long)cfg->forward_transaction_interval_ms);
 		return fw;
 	}
@@ -252,6 +261,8 @@ void forward_reconfigure(forward *fw, const txhub_config *cfg)
 	fw->cfg = cfg;
 	fw->f_write.alert_ms = cfg->alert_database_failing_ms; /* (read by the writer under mu) */
 	pthread_mutex_unlock(&fw->mu);
+	if (fw->txn)
+		txn_reconfigure(fw->txn, cfg);
 }
 
 /* The first record to a topic this producer has not used waits for its
@@ -482,11 +493,6 @@ void forward_note_scheduled(forward *fw, const store_forward_list *l)
 	}
 }
 
-size_t forward_order_blocked_keys(forward *fw)
-{
-	return fw->order ? order_blocked_keys(fw->order) : 0;
-}
-
 void forward_send(forward *fw, const store_forward_list *l)
 {
 	if (fw->eos) {
@@ -654,12 +660,14 @@ void forward_destroy(forward *fw)
 		pthread_mutex_unlock(&fw->mu);
 		pthread_join(fw->writer, NULL);
 	}
+	txn_stop(fw->txn); /* (what it holds open is committed, or settled by the next owner) */
 	for (size_t i = 0; i < fw->nlanes; i++) /* ask them all first, then wait */
 		lane_stop(fw->lanes[i], 0);
 	for (size_t i = 0; i < fw->nlanes; i++)
 		lane_free(fw->lanes[i]);
 	for (size_t i = 0; i < fw->nretiring; i++)
 		lane_free(fw->retiring[i]);
+	txn_free(fw->txn); /* (after its lanes) */
 	free(fw->lanes);
 	free(fw->retiring);
 	free(fw->cooldown);

@@ -2,10 +2,10 @@
  * (docs/consumers.md: What gets forwarded, and Forwarding exactly once).
  *
  * forward.mode = at_least_once (below): one idempotent producer.
- * forward.mode = exactly_once: a lane per owned partition (lane.h) with a
- * transactional producer; forward_send only wakes the lanes, which read
- * their rows from PostgreSQL in sequence order, and forward_poll starts
- * and stops lanes as partitions come and go.
+ * forward.mode = exactly_once: a lane per owned partition (lane.h), their
+ * runs in the replica's Kafka transactions (txn.h); forward_send only wakes
+ * the lanes, which read their rows from PostgreSQL in sequence order, and
+ * forward_poll starts and stops lanes as partitions come and go.
  *
  * A message is marked sent only when its delivery report says so; failed
  * deliveries are retried with backoff until forward.max_attempts. Delivery
@@ -76,6 +76,10 @@ size_t forward_stuck(forward *fw, char *why, size_t whysz);
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms);
 
+/* exactly_once: the hub's consumer, whose group metadata goes with every
+ * Kafka transaction (txn.h); NULL before it is destroyed. */
+void forward_set_consumer(forward *fw, rd_kafka_t *consumer);
+
 /* Raise a fatal error in the producer, as librdkafka's idempotence would
  * (rd_kafka_test_fatal_error): for tests. The next forward_poll replaces
  * the producer. */
@@ -99,9 +103,6 @@ int64_t forward_reports_synced(forward *fw);
  * with held ones after it since the last call (their release is due now:
  * store_order_release). */
 int forward_take_release(forward *fw);
-
-/* forward.order = key, at_least_once: keys with a blocker known now. */
-size_t forward_order_blocked_keys(forward *fw);
 
 /* forward.order = key: the messages a batch made scheduled (delayed
  * delivery: store_take_scheduled) block their keys at once, before the

@@ -16,6 +16,7 @@
 #include "lane_watch.h"
 #include "marks.h"
 #include "order.h"
+#include "txn.h"
 
 /* What travels with a message as its opaque, until its report is written. */
 typedef struct {
@@ -61,6 +62,7 @@ struct forward {
 	/* exactly_once: a lane per owned partition (the run loop's; the array
 	 * under mu, as other threads count what is pending) */
 	int eos;
+	txn *txn;    /* the replica's transactions, which the lanes' runs go in */
 	lane **lanes;
 	size_t nlanes, caplanes;
 	lane **retiring; /* asked to stop, not ended yet */

@@ -77,10 +77,18 @@ static void retire(forward *fw, size_t i)
 static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
 {
 	fw->next_watch = now + LANE_WATCH_MS;
+	/* no transaction can begin: no lane forwards, taken or not */
+	char txn_why[512];
+	int txn_down = fw->txn && txn_failing(fw->txn, txn_why, sizeof txn_why);
 	for (size_t i = 0; i < own->n; i++) {
 		char why[512] = "", topic[300] = "";
 		lane *l = forward_lane_of(fw, own->parts[i].tp);
 		int taken = l && lane_taken(l, why, sizeof why, topic, sizeof topic);
+		if (taken && txn_down) {
+			taken = 0;
+			snprintf(why, sizeof why, "%s", txn_why);
+			topic[0] = '\0';
+		}
 		lane_watch_see(&fw->watch, own->parts[i].tp, taken, l ? why : NULL, topic, now);
 	}
 	lane_watch_end(&fw->watch, fw->al, fw->cfg->alert_lane_stuck_ms, now);
@@ -155,7 +163,7 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 		if (!n)
 			break;
 		fw->lanes = n;
-		lane *l = lane_start(fw->cfg, fw->al, o, owned_has_at(&fw->rewound, o->tp, o->epoch),
+		lane *l = lane_start(fw->cfg, fw->al, fw->txn, o, owned_has_at(&fw->rewound, o->tp, o->epoch),
 		                     err, sizeof err);
 		if (!l) {
 			log_error("forward: starting the lane of " TP_FMT ": %s; trying again",

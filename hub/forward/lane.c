@@ -59,57 +59,6 @@ void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out)
 tp_key lane_tp(const lane *l) { return l->own.tp; }
 int64_t lane_epoch(const lane *l) { return l->own.epoch; }
 
-/* ---- Kafka ---- */
-
-typedef struct {
-	rd_kafka_resp_err_t err;
-	int reported;
-} dr_status;
-
-static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-	(void)rk;
-	(void)opaque;
-	dr_status *s = m->_private;
-	if (s) {
-		s->err = m->err;
-		s->reported = 1;
-	}
-}
-
-static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-	lane *l = opaque;
-	metrics_kafka_error();
-	char line[1200];
-	kafka_describe_error(rk, err, reason, line, sizeof line);
-	log_warn("lane %d of %s: kafka: %s", TP_ARG(l->own.tp), line);
-}
-
-static rd_kafka_t *new_producer(lane *l, char *err, size_t errsz)
-{
-	int64_t tmo;
-	rd_kafka_conf_t *conf = forward_producer_conf(l->cfg, &tmo, err, errsz);
-	char sub[512];
-	if (!conf)
-		return NULL;
-	if (rd_kafka_conf_set(conf, "transactional.id", l->txn_id, sub, sizeof sub) !=
-	    RD_KAFKA_CONF_OK) {
-		snprintf(err, errsz, "transactional.id: %s", sub);
-		rd_kafka_conf_destroy(conf);
-		return NULL;
-	}
-	rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-	rd_kafka_conf_set_error_cb(conf, error_cb);
-	rd_kafka_conf_set_opaque(conf, l);
-	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub);
-	if (!rk) {
-		snprintf(err, errsz, "cannot create a transactional producer: %s", sub);
-		rd_kafka_conf_destroy(conf);
-	}
-	return rk;
-}
-
 /* ---- a run: one transaction ---- */
 
 /* Whether a delivery error is the message's own (it would fail again in
@@ -132,10 +81,11 @@ static rd_kafka_resp_err_t check_topic(lane *l, const char *topic)
 	for (size_t i = 0; i < l->ntopics; i++)
 		if (strcmp(l->topics[i], topic) == 0)
 			return RD_KAFKA_RESP_ERR_NO_ERROR;
-	rd_kafka_topic_t *t = rd_kafka_topic_new(l->rk, topic, NULL);
+	rd_kafka_t *rk = txn_meta(l->txn);
+	rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
 	const struct rd_kafka_metadata *md = NULL;
 	rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
-	if (t && rd_kafka_metadata(l->rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	if (t && rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
 	    md->topic_cnt == 1) {
 		rd_kafka_resp_err_t te = md->topics[0].err;
 		if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || own_fault(te))
@@ -157,12 +107,12 @@ static rd_kafka_resp_err_t check_topic(lane *l, const char *topic)
 }
 
 /* Produce f (with its status as opaque) into the open transaction. */
-static rd_kafka_resp_err_t produce_one(lane *l, const store_forward *f, dr_status *st)
+static rd_kafka_resp_err_t produce_one(rd_kafka_t *rk, const store_forward *f, txn_report *st)
 {
 	for (;;) {
 		rd_kafka_headers_t *h = forward_make_headers(f);
 		rd_kafka_resp_err_t e = rd_kafka_producev(
-			l->rk, RD_KAFKA_V_TOPIC(f->topic), RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
+			rk, RD_KAFKA_V_TOPIC(f->topic), RD_KAFKA_V_KEY(f->key, f->key ? strlen(f->key) : 0),
 			RD_KAFKA_V_VALUE(f->payload, f->payload_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 			RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(st), RD_KAFKA_V_END);
 		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -170,23 +120,23 @@ static rd_kafka_resp_err_t produce_one(lane *l, const store_forward *f, dr_statu
 		rd_kafka_headers_destroy(h);
 		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			return e;
-		rd_kafka_poll(l->rk, 50);
+		rd_kafka_poll(rk, 50);
 	}
 }
 
 /* The run's marker (marker.h), keyed by group and partition: its highest
  * sequence and that row's ids, the partition's fwd_origin, and the dead
  * sequences as they are once the run is committed. */
-static rd_kafka_resp_err_t produce_marker(lane *l, const store_forward_list *list)
+static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_forward_list *list)
 {
 	marker_dead d = l->dead;
 	marker_dead_sent(&d, list->items, list->n);
 	char *value = marker_encode(&list->items[list->n - 1], l->origin, l->own.epoch,
-	                            tp_part(l->own.tp), &d);
+	                            tp_part(l->own.tp), &d, txn_id(l->txn));
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
 	rd_kafka_resp_err_t e = rd_kafka_producev(
-		l->rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
+		rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
 		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
 		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 		RD_KAFKA_V_END);
@@ -222,10 +172,11 @@ static void count_sent(lane *l, const store_forward_list *list, int64_t started)
  * environment the hub dies at that point as kill -9 would leave it (a
  * transaction open, or committed and not recorded). Never set in
  * production. */
-static void crash_at(lane *l, const char *name)
+static void crash_at(lane *l, rd_kafka_t *rk, const char *name)
 {
 	if (l->failpoint && strcmp(l->failpoint, name) == 0) {
-		rd_kafka_flush(l->rk, 10000); /* what the transaction holds reaches the broker */
+		if (rk)
+			rd_kafka_flush(rk, 10000); /* what the transaction holds reaches the broker */
 		log_error("lane %d of %s: failpoint %s: exiting at once", TP_ARG(l->own.tp), name);
 		_exit(86);
 	}
@@ -249,76 +200,54 @@ static int record_committed(lane *l, store_forward_list *unrec)
 	return 0;
 }
 
-/* Send list in one transaction with its marker. The previous run, committed
- * and not yet recorded (unrec), is recorded in PostgreSQL while this one's
- * records travel, before its commit; when this one commits, its forwards
- * move from list to unrec. Returns 1 when committed, 0 when what is left is
- * to be read and tried again (after a backoff when *backoff), -1 when the
- * lane must stop (fenced, fatal, or stopping). */
-static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec, int *backoff)
+static int join_stop(void *arg) { return lane_is_stopping(arg, 1); }
+
+/* Send list in the replica's next transaction (txn.h) with its marker.
+ * Returns 1 when committed (its forwards moved from list to unrec, to be
+ * recorded), 0 when what is left is to be read and tried again (after a
+ * backoff when *backoff), -1 when the lane must stop (fenced, or
+ * stopping). */
+static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec, int *backoff,
+                    int *intent)
 {
 	char err[512] = "";
 	size_t n = list->n;
-	dr_status *st = calloc(n, sizeof *st);
+	txn_report *st = calloc(n, sizeof *st);
 	rd_kafka_resp_err_t *failed = calloc(n, sizeof *failed);
-	int result = 0, stop_after_abort = 0, refused = 0;
-	rd_kafka_error_t *e = NULL;
+	int result = 0, refused = 0;
 	int64_t started = clock_ms();
+	txn_part p;
+	memset(&p, 0, sizeof p);
+	p.own = l->own;
+	p.progress = l->progress;
+	p.marker_part = l->marker_part;
+	p.marker_seq = n ? list->items[n - 1].fwd_seq : 0;
 	*backoff = 1;
 	if (!st || !failed)
 		goto done;
-	if ((e = rd_kafka_begin_transaction(l->rk)))
-		goto error;
+	rd_kafka_t *rk = txn_join(l->txn, &p, *intent, join_stop, l);
+	*intent = 0;
+	if (!rk) {
+		result = -1;
+		goto done;
+	}
 	rd_kafka_resp_err_t pe = RD_KAFKA_RESP_ERR_NO_ERROR;
 	size_t nrefused = 0;
 	for (size_t i = 0; i < n && !pe; i++)
-		if ((pe = produce_one(l, &list->items[i], &st[i])) && own_fault(pe))
+		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!pe && !nrefused)
-		pe = produce_marker(l, list);
-	/* refused while the records went in: the transaction failed meanwhile
-	 * (Kafka refused a topic of it); committing it says how, and cannot
-	 * commit it */
-	if (pe == RD_KAFKA_RESP_ERR__STATE && (e = rd_kafka_commit_transaction(l->rk, CALL_MS)))
-		goto error;
-	if (pe) {
+		pe = produce_marker(l, rk, list);
+	if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
-		if (lane_fenced_error(pe) || pe == RD_KAFKA_RESP_ERR__FATAL) {
-			rd_kafka_fatal_error(l->rk, err, sizeof err);
-			lane_end_with(l, lane_fenced_error(pe), err);
-			result = -1;
-			goto done;
-		}
-		goto abort;
-	}
-	if (nrefused) { /* refused before they were sent: out of the run */
+	else if (nrefused) /* refused before they were sent: out of the run */
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
-		goto abort;
-	}
-	if (record_committed(l, unrec) != 0) {
-		snprintf(err, sizeof err, "stopping");
-		stop_after_abort = 1;
-		goto abort;
-	}
-	crash_at(l, "lane_before_commit");
-	/* a commit that timed out may have reached the coordinator: it is
-	 * retried, never aborted, until it says how it ended */
-	while ((e = rd_kafka_commit_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
-	       !rd_kafka_error_is_fatal(e) && !rd_kafka_error_txn_requires_abort(e)) {
-		log_warn("lane %d of %s: committing a transaction: %s; trying again", TP_ARG(l->own.tp),
-		         rd_kafka_error_string(e));
-		rd_kafka_error_destroy(e);
-		e = NULL;
-		if (lane_is_stopping(l, 1)) {
-			/* the next owner's init_transactions settles it, and its
-			 * marker says which way */
-			result = -1;
-			goto done;
-		}
-	}
-	if (!e) {
-		crash_at(l, "lane_after_commit");
-		rd_kafka_poll(l->rk, 0);
+	/* (__STATE: the transaction failed meanwhile, its commit says how) */
+	if (!*err)
+		crash_at(l, rk, "lane_before_commit");
+	txn_finish(l->txn, &p, *err != 0, err);
+	if (p.out.committed) {
+		crash_at(l, NULL, "lane_after_commit");
 		l->done_seq = list->items[n - 1].fwd_seq;
 		l->commits++;
 		cJSON_free(l->last_marker);
@@ -326,68 +255,30 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		l->marker_out = NULL;
 		marker_dead_sent(&l->dead, list->items, n);
 		count_sent(l, list, started);
-		store_forward_list t = *unrec; /* (empty: recorded above) */
+		store_forward_list t = *unrec; /* (empty: recorded before this run) */
 		*unrec = *list;
 		*list = t;
 		result = 1;
 		goto done;
 	}
-error:
-	snprintf(err, sizeof err, "%s", rd_kafka_error_string(e));
-	refused = rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
-	if (refused && rd_kafka_error_is_fatal(e)) {
-		l->renew = 1; /* nothing to abort: a new producer */
-		rd_kafka_error_destroy(e);
-		e = NULL;
-		goto failures;
-	}
-	if (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e))) {
-		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
-		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
+	if (p.out.lost) {
+		lane_end_with(l, 1, p.out.why);
+		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), p.out.why);
 		result = -1;
 		goto done;
 	}
-abort:
-	if (e)
-		rd_kafka_error_destroy(e);
-	while ((e = rd_kafka_abort_transaction(l->rk, CALL_MS)) && rd_kafka_error_is_retriable(e) &&
-	       !rd_kafka_error_is_fatal(e)) {
-		log_warn("lane %d of %s: aborting a transaction: %s; trying again", TP_ARG(l->own.tp),
-		         rd_kafka_error_string(e));
-		rd_kafka_error_destroy(e);
-		e = NULL;
-		if (lane_is_stopping(l, 1)) {
-			result = -1;
-			goto done;
-		}
-	}
-	if (e && refused && rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_INVALID_TXN_STATE) {
-		/* librdkafka 2.0 aborts a transaction Kafka refused every
-		 * partition of (the others are "not attempted") although the
-		 * coordinator has none of it, and fails for good on the answer:
-		 * the transaction is gone all the same, a new producer goes on */
-		log_info("lane %d of %s: aborting the refused transaction: %s; the lane makes a new "
-		         "producer", TP_ARG(l->own.tp), rd_kafka_error_string(e));
-		l->renew = 1;
-		rd_kafka_error_destroy(e);
-		e = NULL;
-	}
-	if (e && (rd_kafka_error_is_fatal(e) || lane_fenced_error(rd_kafka_error_code(e)))) {
-		snprintf(err, sizeof err, "abort: %s", rd_kafka_error_string(e));
-		lane_end_with(l, lane_fenced_error(rd_kafka_error_code(e)), err);
-		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
-		result = -1;
-		goto done;
-	}
-	rd_kafka_poll(l->rk, 0);
-	if (stop_after_abort) {
-		result = -1;
-		goto done;
-	}
-failures:; /* the forwards that failed for their own sake leave the run */
+	if (!*err)
+		snprintf(err, sizeof err, "%s", p.out.why);
+	/* Kafka refused a topic of the transaction and said of no record which:
+	 * this lane's when it was alone in it (txn.c takes one lane at a time
+	 * after such a refusal) */
+	refused = p.out.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && p.out.solo;
+	/* (a batch error in a transaction with other lanes may be theirs: the
+	 * next go one lane at a time, txn.h) */
 	size_t nfailed = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!failed[i] && st[i].reported && own_fault(st[i].err))
+		if (!failed[i] && st[i].reported && own_fault(st[i].err) &&
+		    (p.out.solo || !txn_batch_error(st[i].err)))
 			failed[i] = st[i].err;
 		nfailed += failed[i] != 0;
 	}
@@ -410,6 +301,16 @@ failures:; /* the forwards that failed for their own sake leave the run */
 		*backoff = 0;
 		goto done;
 	}
+	if (nfailed == 0 && !refused &&
+	    (p.out.code == RD_KAFKA_RESP_ERR__FAIL || p.out.code == RD_KAFKA_RESP_ERR__FENCED ||
+	     p.out.record_fault)) {
+		/* aborted for another lane's forward (or one of a shared batch),
+		 * or another lane's partition gone: again at once */
+		log_debug("lane %d of %s: a transaction of %zu forward(s) aborted (%s); they go again",
+		          TP_ARG(l->own.tp), n, err);
+		*backoff = 0;
+		goto done;
+	}
 	log_warn("lane %d of %s: a transaction of %zu forward(s) aborted (%s)%s", TP_ARG(l->own.tp), n,
 	         err, nfailed ? "; the forward that failed for its own sake is recorded" : "");
 	if (nfailed > 0) {
@@ -417,44 +318,15 @@ failures:; /* the forwards that failed for their own sake leave the run */
 			result = -1;
 		*backoff = 0; /* the others go again at once */
 	}
+	if (p.out.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && !p.out.solo)
+		*backoff = 0; /* the next transactions take one lane at a time */
 done:
-	if (e)
-		rd_kafka_error_destroy(e);
 	free(st);
 	free(failed);
 	return result;
 }
 
 /* ---- the thread ---- */
-
-/* A refused topic left the producer failed for good (send_run): a new one
- * with the same transactional.id, whose init_transactions ends what the
- * old one left open. Returns 0, or -1 when the lane must stop. */
-static int renew_producer(lane *l)
-{
-	char err[512];
-	l->renew = 0;
-	rd_kafka_destroy(l->rk);
-	l->rk = NULL;
-	for (int attempt = 1;; attempt++) {
-		rd_kafka_error_t *e = NULL;
-		if (lane_is_stopping(l, 0))
-			return -1;
-		if (!l->rk && !(l->rk = new_producer(l, err, sizeof err))) {
-			/* (err says why) */
-		} else if ((e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			if (lane_init_failed(l, e, err, sizeof err))
-				return -1;
-		} else {
-			log_info("lane %d of %s: a new producer took the transactional.id", TP_ARG(l->own.tp));
-			return 0;
-		}
-		int64_t d = backoff_delay(attempt, 200, 5000, backoff_random());
-		log_warn("lane %d of %s: a new producer: %s; retrying in %lld ms", TP_ARG(l->own.tp), err,
-		         (long long)d);
-		lane_pause_ms(l, d);
-	}
-}
 
 /* Wait until rows may be due; returns the want_seq seen, or -1 to stop. */
 static int64_t wait_for_work(lane *l, int block)
@@ -477,18 +349,15 @@ static void forward_due(lane *l)
 	char err[512];
 	int attempt = 0;
 	store_forward_list list = {0}, unrec = {0}; /* unrec: committed, not recorded */
-	int64_t next_run = 0; /* the next run begins no sooner (forward.transaction_interval_ms) */
+	int intent = 0; /* txn_intend: the run being read joins the open transaction */
 	for (;;) {
+		if (intent) {
+			txn_unintend(l->txn);
+			intent = 0;
+		}
 		store_forward_list_clear(&list);
 		int64_t want = wait_for_work(l, unrec.n == 0);
 		if (want < 0)
-			break;
-		if (want > l->done_seq && !l->singles_left && !l->search_cap && clock_ms() < next_run &&
-		    !lane_is_stopping(l, 0)) {
-			lane_pause_ms(l, next_run - clock_ms()); /* (returns at once when stopping) */
-			continue;
-		}
-		if (l->renew && renew_producer(l) != 0)
 			break;
 		if (l->probe_due) {
 			l->probe_due = 0;
@@ -501,9 +370,14 @@ static void forward_due(lane *l)
 			}
 		}
 		int64_t t0 = clock_ms();
+		if (want > l->done_seq) {
+			txn_intend(l->txn);
+			intent = 1;
+		}
 		store_rc rc = store_ensure(l->st, err, sizeof err);
+		size_t run_max = lane_run_max(l);
 		if (rc == STORE_OK)
-			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, lane_run_max(l), &list, err,
+			rc = store_next_forwards(l->st, l->own.tp, l->done_seq, run_max, &list, err,
 			                         sizeof err);
 		if (rc != STORE_OK) {
 			int64_t d = backoff_delay(++attempt, 200, 5000, backoff_random());
@@ -543,8 +417,7 @@ static void forward_due(lane *l)
 			continue;
 		size_t singles = l->singles_left, n = list.n;
 		int64_t t1 = clock_ms();
-		next_run = n < LANE_RUN_MAX ? t0 + l->cfg->forward_transaction_interval_ms : 0;
-		int backoff, r = send_run(l, &list, &unrec, &backoff);
+		int backoff, r = send_run(l, &list, &unrec, &backoff, &intent);
 		log_debug("lane %d of %s: a run of %zu: read in %lld ms, sent and committed in %lld ms",
 		          TP_ARG(l->own.tp), n, (long long)(t1 - t0), (long long)(clock_ms() - t1));
 		if (r < 0)
@@ -554,18 +427,21 @@ static void forward_due(lane *l)
 		if (r == 1) {
 			attempt = 0;
 			pthread_mutex_lock(&l->mu);
-			if (n == LANE_RUN_MAX && l->want_seq <= l->done_seq)
-				l->want_seq = l->done_seq + 1; /* there may be more */
+			/* a full run (or one cut short to find a forward at fault:
+			 * lane_refused.c, singles): there may be more */
+			if (n == run_max && l->want_seq <= l->done_seq)
+				l->want_seq = l->done_seq + 1;
 			pthread_mutex_unlock(&l->mu);
-			/* paced (the next run waits for its tick): the lane has time
-			 * to record this one now, rather than in the next
-			 * transaction, whose commit would wait for PostgreSQL */
-			if (next_run > clock_ms() && record_committed(l, &unrec) != 0)
+			/* recorded before the next run is read (the replica's
+			 * transactions are paced by txn.c, not the lane) */
+			if (record_committed(l, &unrec) != 0)
 				break;
 		} else if (backoff) {
 			lane_pause_ms(l, backoff_delay(++attempt, 200, 5000, backoff_random()));
 		}
 	}
+	if (intent)
+		txn_unintend(l->txn);
 	/* ending: record the last committed run if PostgreSQL lets us at
 	 * once (else the next owner marks it from the marker) */
 	record_committed(l, &unrec);
@@ -587,8 +463,8 @@ static void *run(void *arg)
 	return NULL;
 }
 
-lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int after_rewind,
-                 char *err, size_t errsz)
+lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const store_owned *own,
+                 int after_rewind, char *err, size_t errsz)
 {
 	lane *l = calloc(1, sizeof *l);
 	if (!l) {
@@ -597,6 +473,7 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int
 	}
 	l->cfg = cfg;
 	l->al = al;
+	l->txn = t;
 	l->own = *own;
 	l->after_rewind = after_rewind;
 	l->failpoint = getenv("TXHUB_FAILPOINT");
@@ -607,8 +484,6 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int
 	snprintf(l->marker_key, sizeof l->marker_key, "%s", names.marker_key);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
-	if (!(l->rk = new_producer(l, err, errsz)))
-		goto fail;
 	int e = pthread_create(&l->thread, NULL, run, l);
 	if (e != 0) {
 		snprintf(err, errsz, "cannot start a forwarding thread: %s", strerror(e));
@@ -616,8 +491,6 @@ lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int
 	}
 	return l;
 fail:
-	if (l->rk)
-		rd_kafka_destroy(l->rk);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	free(l);
@@ -685,10 +558,6 @@ void lane_free(lane *l)
 		return;
 	lane_stop(l, 0);
 	pthread_join(l->thread, NULL);
-	/* no transaction is open when the thread ends: a fenced or failed
-	 * producer's is the broker's to abort */
-	if (l->rk)
-		rd_kafka_destroy(l->rk);
 	lane_refused_free(l);
 	cJSON_free(l->marker_out);
 	cJSON_free(l->last_marker);

@@ -1,17 +1,19 @@
 /* lane.h: forwarding one control-topic partition exactly once
  * (forward.mode = exactly_once, docs/consumers.md: Forwarding exactly once).
  *
- * A lane is a thread with a transactional producer of its own, whose
- * transactional.id is made of the group, the control topic and the
- * partition, and a PostgreSQL connection of its own. Starting, it fences
- * the partition's previous owner (init_transactions aborts that owner's
- * open transaction and refuses its later ones), reads the partition's
+ * A lane is a thread with a PostgreSQL connection of its own; its runs go
+ * in the replica's transactions (txn.h: one transactional producer for
+ * every partition the replica owns). Starting, it fences the partition's
+ * previous owner (lane_takeover.c: the transaction an earlier hub's
+ * per-partition transactional.id left open, and a producer whose open
+ * transaction holds a marker of the partition), waits for the open
+ * transactions of its progress partition to end, reads the partition's
  * progress marker with read_committed and marks every pending row up to
  * the marker sent: their transaction committed. Then it forwards in
  * forward-sequence order (store_sequence_forwards, store_apply): each
- * Kafka transaction holds a run of forwards read from PostgreSQL and one
- * marker, the highest sequence of the run, in the progress topic; after
- * the commit the rows are marked sent. A forward that fails for its own
+ * run of forwards read from PostgreSQL goes with one marker, the highest
+ * sequence of the run, in the progress topic, in the same Kafka
+ * transaction; after the commit the rows are marked sent. A forward that fails for its own
  * sake (an unknown topic, a record too large, a topic Kafka refuses in a
  * transaction: lane_refused.c) leaves its run, is recorded
  * as a failed attempt and loses its sequence (it gets a new one when due
@@ -29,6 +31,7 @@
 #include "config.h"
 #include "forward_record.h"
 #include "store.h"
+#include "txn.h"
 
 typedef struct lane lane;
 
@@ -38,23 +41,25 @@ typedef struct lane lane;
  * payloads; 500 drain as fast. */
 #define LANE_RUN_MAX 500
 
-/* A lane begins a transaction at most every forward.transaction_interval_ms
- * (default 40; at once when its last run was full): forwards due meanwhile
- * wait for it, and go together. Each Kafka transaction costs a fixed amount
- * of CPU, most of it in librdkafka's main thread before 2.4.0, which turns
- * on the CPU for up to a millisecond twice a transaction (a partition joins
- * it, the coordinator answers: its timer of 1 ms is rounded down to a wait
- * of 0 ms; fixed upstream in 2.4.0, Debian 12 ships 2.0.2): at 2,000
- * forwards a second over 8 lanes, back-to-back runs of 4 or 5 forwards made
- * 330 transactions a second and half the hub's CPU. See README, Benchmark. */
+/* A replica begins a transaction at most every
+ * forward.transaction_interval_ms (default 40, txn.c), whatever the number
+ * of its lanes: forwards due meanwhile wait for it, and go together. Each
+ * Kafka transaction costs a fixed amount of CPU, most of it in librdkafka's
+ * main thread before 2.4.0, which turns on the CPU for up to a millisecond
+ * twice a transaction (a partition joins it, the coordinator answers: its
+ * timer of 1 ms is rounded down to a wait of 0 ms; fixed upstream in 2.4.0,
+ * Debian 12 ships 2.0.2): at 2,000 forwards a second over 8 lanes of their
+ * own transactions, back-to-back runs of 4 or 5 forwards made 330
+ * transactions a second and half the hub's CPU. See docs/benchmark.md. */
 
 /* What a partition's lane is called in Kafka. */
 typedef struct {
 	/* the progress topic: forward.progress_topic, or "<control_topic>.progress"
 	 * for one control topic and "txhub.progress" for a list or a pattern */
 	char progress[300];
-	/* the transactional.id: txhub-<group>-<control topic>-<partition>,
-	 * the record's own topic (0.4.0's for one control topic) */
+	/* the transactional.id hubs of one producer per partition used:
+	 * txhub-<group>-<control topic>-<partition>, the record's own topic;
+	 * fenced once when the partition is taken (an upgrade) */
 	char txn_id[600];
 	/* the key of its markers in the progress topic: "<group>/<partition>"
 	 * for one control topic (0.4.0's), "<group>/<topic>/<partition>" for a
@@ -69,8 +74,8 @@ void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out);
  * the partition was taken again because PostgreSQL lost its tail
  * (forward_note_rewound): the rows its recovery finds sent are counted as
  * such. cfg must outlive it. Returns NULL with err when out of resources. */
-lane *lane_start(const txhub_config *cfg, alert *al, const store_owned *own, int after_rewind,
-                 char *err, size_t errsz);
+lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const store_owned *own,
+                 int after_rewind, char *err, size_t errsz);
 
 tp_key lane_tp(const lane *l);
 int64_t lane_epoch(const lane *l);

@@ -18,6 +18,7 @@
 #include "marker.h"
 #include "order.h"
 #include "store.h"
+#include "txn.h"
 
 /* How long a Kafka call of the lane may block (init, commit, abort). */
 #define CALL_MS 60000
@@ -38,7 +39,8 @@ struct lane {
 	alert *al;
 	store_owned own;
 	char progress[300];     /* the progress topic */
-	char txn_id[600];
+	char txn_id[600];       /* the per-partition transactional.id of hubs before one per replica */
+	txn *txn;               /* the replica's transactions (txn.h) */
 	char marker_key[600];   /* group/partition */
 	int32_t marker_part;    /* the partition of the progress topic */
 	char origin[64];        /* the partition's fwd_origin, for the markers */
@@ -60,7 +62,6 @@ struct lane {
 	forward_stats stats;
 
 	/* the thread's */
-	rd_kafka_t *rk;
 	store *st;
 	int64_t done_seq; /* the last marker committed */
 	marker_dead dead;  /* what its markers say was not sent (marker.h) */
@@ -69,7 +70,6 @@ struct lane {
 	int64_t search_upto; /* ... until the rows up to here are done (lane_refused.c) */
 	lane_refusal *refused; /* topics Kafka refused in a transaction */
 	size_t nrefused, caprefused;
-	int renew;           /* the producer failed for good on a refused topic: make a new one */
 	int probe_due;       /* a run of one refused: does the progress topic take writes? */
 	uint64_t commits;    /* transactions committed */
 	uint64_t search_commits; /* ... when the search for a refused topic began */
@@ -92,9 +92,6 @@ int lane_record(lane *l, const store_forward *items, size_t n, const rd_kafka_re
 void lane_end_with(lane *l, int fenced, const char *why);
 int lane_fenced_error(rd_kafka_resp_err_t e);
 int lane_take_partition(lane *l);
-/* init_transactions failed with e (destroyed): why into err; 1 when the
- * lane ends (fatal or fenced, logged), 0 when it is to be tried again. */
-int lane_init_failed(lane *l, rd_kafka_error_t *e, char *err, size_t errsz);
 
 /* a topic Kafka refuses in a transaction (lane_refused.c) */
 /* The most forwards the next run may hold (1 while finding a bad one). */

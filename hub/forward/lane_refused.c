@@ -95,46 +95,35 @@ void lane_refused_run(lane *l, const store_forward_list *list, rd_kafka_resp_err
 	}
 }
 
+static int probe_stop(void *arg) { return lane_is_stopping(arg, 1); }
+
 int lane_probe_progress(lane *l)
 {
-	rd_kafka_error_t *e = rd_kafka_begin_transaction(l->rk);
-	if (!e) {
-		rd_kafka_resp_err_t pe = rd_kafka_producev(
-			l->rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
-			RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
-			RD_KAFKA_V_VALUE(l->last_marker, strlen(l->last_marker)),
-			RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-		e = pe && pe != RD_KAFKA_RESP_ERR__STATE ? rd_kafka_error_new(pe, "%s", rd_kafka_err2str(pe))
-		                                         : rd_kafka_commit_transaction(l->rk, CALL_MS);
-	}
-	if (!e) {
+	txn_part p;
+	memset(&p, 0, sizeof p);
+	p.own = l->own;
+	rd_kafka_t *rk = txn_join(l->txn, &p, 0, probe_stop, l);
+	if (!rk)
+		return -1;
+	rd_kafka_resp_err_t pe = rd_kafka_producev(
+		rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
+		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
+		RD_KAFKA_V_VALUE(l->last_marker, strlen(l->last_marker)),
+		RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+	txn_finish(l->txn, &p, pe && pe != RD_KAFKA_RESP_ERR__STATE, rd_kafka_err2str(pe));
+	if (p.out.committed) {
 		l->commits++;
 		return 1;
 	}
-	rd_kafka_resp_err_t code = rd_kafka_error_code(e);
-	int rc = code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ? 0 : -1;
-	log_msg(rc == 0 ? LOG_ERROR : LOG_WARN, "lane %d of %s: a transaction of the progress marker "
-	        "alone in %s: %s%s", TP_ARG(l->own.tp), l->progress, rd_kafka_error_string(e),
-	        rc == 0 ? " (the hub needs Write on it, docs/kafka.md: Kafka ACLs)" : "");
-	if (lane_fenced_error(code)) {
-		lane_end_with(l, 1, rd_kafka_error_string(e));
-		rd_kafka_error_destroy(e);
+	if (p.out.lost) {
+		lane_end_with(l, 1, p.out.why);
 		return -2;
 	}
-	int fatal = rd_kafka_error_is_fatal(e);
-	rd_kafka_error_destroy(e);
-	if (!fatal && (e = rd_kafka_abort_transaction(l->rk, CALL_MS))) {
-		fatal = rd_kafka_error_is_fatal(e);
-		if (lane_fenced_error(rd_kafka_error_code(e))) {
-			lane_end_with(l, 1, rd_kafka_error_string(e));
-			rd_kafka_error_destroy(e);
-			return -2;
-		}
-		rd_kafka_error_destroy(e);
-	}
-	if (fatal)
-		l->renew = 1;
-	rd_kafka_poll(l->rk, 0);
+	/* refused when alone in its transaction: the progress topic's fault */
+	int rc = p.out.code == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED && p.out.solo ? 0 : -1;
+	log_msg(rc == 0 ? LOG_ERROR : LOG_WARN, "lane %d of %s: a transaction of the progress marker "
+	        "alone in %s: %s%s", TP_ARG(l->own.tp), l->progress, p.out.why,
+	        rc == 0 ? " (the hub needs Write on it, docs/kafka.md: Kafka ACLs)" : "");
 	return rc;
 }
 

@@ -16,6 +16,11 @@
 #include "metrics.h"
 #include "order.h"
 #include "store.h"
+#include "txn.h"
+
+/* A transaction open in the marker partition when the partition is taken
+ * is given this long to end before its producer is fenced. */
+#define FENCE_GRACE_MS 2000
 
 /* Make sure the progress topic exists (compacted, as many partitions as
  * the control topic) and learn which of its partitions holds this lane's
@@ -90,6 +95,38 @@ done:
 	return rc;
 }
 
+/* The next record (or end-of-partition event) of the marker partition t
+ * reads, this lane's marker key's or another's; NULL with err when none came
+ * by until, or on an error other than the partition's end. */
+static rd_kafka_message_t *next_record(lane *l, rd_kafka_topic_t *t, int64_t until, char *err,
+                                       size_t errsz)
+{
+	for (;;) {
+		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
+		if (!m) {
+			if (clock_ms() > until) {
+				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
+				return NULL;
+			}
+			continue;
+		}
+		if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+			         rd_kafka_message_errstr(m));
+			rd_kafka_message_destroy(m);
+			return NULL;
+		}
+		return m;
+	}
+}
+
+/* Whether m is a record of this lane's marker key. */
+static int own_key(const lane *l, const rd_kafka_message_t *m)
+{
+	return !m->err && m->key && m->key_len == strlen(l->marker_key) &&
+	       memcmp(m->key, l->marker_key, m->key_len) == 0;
+}
+
 /* Read the marker partition from offset from to its end into *found (the
  * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
 static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
@@ -103,24 +140,10 @@ static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker
 	}
 	int rc = -1;
 	int64_t until = clock_ms() + 30000;
-	for (;;) {
-		rd_kafka_message_t *m = rd_kafka_consume(t, l->marker_part, 200);
-		if (!m) {
-			if (clock_ms() > until) {
-				snprintf(err, errsz, "reading %s [%d]: timed out", l->progress, l->marker_part);
-				break;
-			}
-			continue;
-		}
+	rd_kafka_message_t *m;
+	while ((m = next_record(l, t, until, err, errsz))) {
 		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
-		if (m->err && !eof) {
-			snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
-			         rd_kafka_message_errstr(m));
-			rd_kafka_message_destroy(m);
-			break;
-		}
-		if (!m->err && m->key && m->key_len == strlen(l->marker_key) &&
-		    memcmp(m->key, l->marker_key, m->key_len) == 0) {
+		if (own_key(l, m)) {
 			store_marker mk = {0};
 			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
 				*found = mk; /* the later one wins */
@@ -185,23 +208,173 @@ done:
 	return rc;
 }
 
-int lane_fenced_error(rd_kafka_resp_err_t e)
+int lane_fenced_error(rd_kafka_resp_err_t e) { return txn_fenced_error(e); }
+
+/* Fence transactional.id id: init_transactions with a producer of its own
+ * aborts what the id left open and bumps its epoch, so that the producer
+ * holding it commits nothing more. Returns 0, or -1 with err (*refused:
+ * the hub has no right to the id). */
+static int fence_id(lane *l, const char *id, int *refused, char *err, size_t errsz)
 {
-	return e == RD_KAFKA_RESP_ERR__FENCED || e == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
-	       e == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+	*refused = 0;
+	rd_kafka_t *rk = txn_producer_new(l->cfg, id, NULL, err, errsz);
+	if (!rk)
+		return -1;
+	rd_kafka_error_t *e = rd_kafka_init_transactions(rk, CALL_MS);
+	int rc = 0;
+	if (e) {
+		snprintf(err, errsz, "fencing transactional.id %.200s: %.250s", id,
+		         rd_kafka_error_string(e));
+		*refused = rd_kafka_error_code(e) ==
+		           RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+		rd_kafka_error_destroy(e);
+		rc = -1;
+	}
+	rd_kafka_destroy(rk);
+	return rc;
 }
 
-int lane_init_failed(lane *l, rd_kafka_error_t *e, char *err, size_t errsz)
+/* The marker partition's last stable offset (c reads read_committed: its
+ * ListOffsets asks for that) and high watermark (u: read_uncommitted).
+ * Returns 0, or -1 with err. */
+static int stable_offsets(lane *l, rd_kafka_t *c, rd_kafka_t *u, int64_t *lso, int64_t *hw,
+                          char *err, size_t errsz)
 {
-	snprintf(err, errsz, "init_transactions (transactional.id %.200s): %.250s", l->txn_id,
-	         rd_kafka_error_string(e));
-	int fatal = rd_kafka_error_is_fatal(e), fenced = lane_fenced_error(rd_kafka_error_code(e));
-	rd_kafka_error_destroy(e);
-	if (!fatal && !fenced)
-		return 0;
-	lane_end_with(l, fenced, err);
-	log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), err);
-	return 1;
+	int64_t lo;
+	rd_kafka_resp_err_t e =
+		rd_kafka_query_watermark_offsets(u, l->progress, l->marker_part, &lo, hw, 10000);
+	if (!e)
+		e = rd_kafka_query_watermark_offsets(c, l->progress, l->marker_part, &lo, lso, 10000);
+	if (e)
+		snprintf(err, errsz, "the offsets of %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(e));
+	return e ? -1 : 0;
+}
+
+/* The transactional.ids named by the markers of this lane's key in
+ * [from, to) of the marker partition, read uncommitted: those of open
+ * transactions. Returns how many (at most max) into ids, or -1 with err. */
+static int open_txn_ids(lane *l, rd_kafka_t *u, int64_t from, int64_t to, char ids[][400],
+                        int max, char *err, size_t errsz)
+{
+	rd_kafka_topic_t *t = rd_kafka_topic_new(u, l->progress, NULL);
+	if (!t || rd_kafka_consume_start(t, l->marker_part, from) != 0) {
+		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
+		         rd_kafka_err2str(rd_kafka_last_error()));
+		if (t)
+			rd_kafka_topic_destroy(t);
+		return -1;
+	}
+	int n = 0, rc = -1;
+	int64_t until = clock_ms() + 30000;
+	rd_kafka_message_t *m;
+	while ((m = next_record(l, t, until, err, errsz))) {
+		int end = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || (!m->err && m->offset + 1 >= to);
+		char id[400];
+		if (own_key(l, m) && m->payload &&
+		    marker_txn_of(m->payload, m->len, id, sizeof id) == 0) {
+			int known = 0;
+			for (int i = 0; i < n && !known; i++)
+				known = strcmp(ids[i], id) == 0;
+			if (!known && n < max)
+				snprintf(ids[n++], sizeof ids[0], "%s", id);
+		}
+		rd_kafka_message_destroy(m);
+		if (end) {
+			rc = n;
+			break;
+		}
+	}
+	rd_kafka_consume_stop(t, l->marker_part);
+	rd_kafka_topic_destroy(t);
+	return rc;
+}
+
+/* Wait up to ms for the marker partition's stable offset to reach hw.
+ * Returns 1 when it did, 0 when not yet, -1 with err. */
+static int wait_stable(lane *l, rd_kafka_t *c, rd_kafka_t *u, int64_t hw, int64_t ms, char *err,
+                       size_t errsz)
+{
+	int64_t until = clock_ms() + ms;
+	for (;;) {
+		int64_t lso, now_hw;
+		if (stable_offsets(l, c, u, &lso, &now_hw, err, errsz) != 0)
+			return -1;
+		if (lso >= hw)
+			return 1;
+		if (clock_ms() >= until || lane_is_stopping(l, 0))
+			return 0;
+		lane_pause_ms(l, 100);
+	}
+}
+
+/* Before the marker is read: no transaction that may hold a later marker of
+ * the partition is open. The per-partition transactional.id of hubs before
+ * one producer per replica is fenced (once: a rolling upgrade); then a
+ * transaction still open in the marker partition after a short grace is
+ * fenced through the transactional.id its markers name (a replica paused
+ * or cut off that lost the partition: its producer is fenced for all its
+ * partitions, and makes a new one if it lives), and waited for. Returns 0,
+ * or -1 with err (tried again). */
+static int fence_previous(lane *l, int *old_fenced, char *err, size_t errsz)
+{
+	int refused;
+	if (!*old_fenced) {
+		if (fence_id(l, l->txn_id, &refused, err, errsz) == 0) {
+			*old_fenced = 1;
+			log_info("lane %d of %s: fenced transactional.id %s, a hub of one producer per "
+			         "partition's (what it left open is aborted)", TP_ARG(l->own.tp), l->txn_id);
+		} else if (refused) {
+			log_warn("lane %d of %s: %s: a transaction a hub of one producer per partition "
+			         "left open is waited out instead (docs/kafka.md, Kafka ACLs)",
+			         TP_ARG(l->own.tp), err);
+			*old_fenced = 1;
+		} else {
+			return -1;
+		}
+	}
+	static const char *rc_defaults[] = {"enable.auto.commit", "false", "isolation.level",
+	                                    "read_committed", NULL};
+	static const char *ru_defaults[] = {"enable.auto.commit", "false", "isolation.level",
+	                                    "read_uncommitted", "enable.partition.eof", "true", NULL};
+	rd_kafka_t *c = kafka_client_new(l->cfg, RD_KAFKA_CONSUMER, rc_defaults,
+	                                 "cannot create the progress reader", err, errsz);
+	rd_kafka_t *u = c ? kafka_client_new(l->cfg, RD_KAFKA_CONSUMER, ru_defaults,
+	                                     "cannot create the progress reader", err, errsz)
+	                  : NULL;
+	int rc = -1;
+	int64_t lso, hw;
+	if (!u || stable_offsets(l, c, u, &lso, &hw, err, errsz) != 0)
+		goto done;
+	int w = lso >= hw ? 1 : wait_stable(l, c, u, hw, FENCE_GRACE_MS, err, errsz);
+	if (w == 0) {
+		char ids[8][400];
+		int n = open_txn_ids(l, u, lso, hw, ids, 8, err, errsz);
+		if (n < 0)
+			goto done;
+		for (int i = 0; i < n; i++) {
+			if (strcmp(ids[i], txn_id(l->txn)) == 0)
+				continue; /* this replica's own: it ends within an interval */
+			if (fence_id(l, ids[i], &refused, err, errsz) != 0)
+				goto done;
+			log_warn("lane %d of %s: fenced transactional.id %s, whose transaction with a "
+			         "marker of the partition was still open in %s [%d] %d ms after the "
+			         "partition was taken: it was aborted", TP_ARG(l->own.tp), ids[i],
+			         l->progress, l->marker_part, FENCE_GRACE_MS);
+		}
+		w = wait_stable(l, c, u, hw, 30000, err, errsz);
+	}
+	if (w == 0)
+		snprintf(err, errsz, "a transaction with records in %s [%d] is still open (before "
+		         "offset %lld): waiting for it to end", l->progress, l->marker_part,
+		         (long long)hw);
+	rc = w == 1 ? 0 : -1;
+done:
+	if (u)
+		rd_kafka_destroy(u);
+	if (c)
+		rd_kafka_destroy(c);
+	return rc;
 }
 
 /* The lane ends: fenced, or failed for good. */
@@ -233,22 +406,20 @@ static int take_failed(lane *l, const char *err, const char *topic)
 int lane_take_partition(lane *l)
 {
 	char err[512];
-	int inited = 0, ensured = 0;
+	int fenced = 0, old_fenced = 0, ensured = 0;
 	for (int attempt = 1;; attempt++) {
 		store_marker marker = {0};
 		int64_t marked = 0;
 		int mismatch = 0;
 		store_rc rc = STORE_RETRY;
-		rd_kafka_error_t *e = NULL;
 		const char *about = NULL; /* the topic a failure was about */
 		if (!ensured && ensure_progress(l, err, sizeof err) == 0)
 			ensured = 1;
 		if (!ensured) {
 			about = l->progress; /* (err says why) */
-		} else if (!inited && (e = rd_kafka_init_transactions(l->rk, CALL_MS))) {
-			if (lane_init_failed(l, e, err, sizeof err))
-				return -1;
-		} else if ((inited = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
+		} else if (!fenced && fence_previous(l, &old_fenced, err, sizeof err) != 0) {
+			about = l->progress;
+		} else if ((fenced = 1) && !l->st && !(l->st = store_connect(l->cfg, err, sizeof err))) {
 			/* (err says why) */
 		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
 			/* (err says why) */
@@ -298,7 +469,7 @@ int lane_take_partition(lane *l)
 				metrics_forwards_after_rewind((uint64_t)marked, 0);
 			log_info("lane %d of %s: taken at epoch %lld (transactional.id %s); progress marker at "
 			         "sequence %lld, %lld forward(s) of the previous owner found sent%s",
-			         TP_ARG(l->own.tp), (long long)l->own.epoch, l->txn_id,
+			         TP_ARG(l->own.tp), (long long)l->own.epoch, txn_id(l->txn),
 			         (long long)marker.seq, (long long)marked,
 			         l->after_rewind ? " (after PostgreSQL lost transactions: counted in "
 			                           "txhub_forwards_after_rewind_total{outcome=\"already_sent\"})"

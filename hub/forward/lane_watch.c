@@ -9,6 +9,9 @@
 #include "log.h"
 #include "metrics.h"
 
+/* How much longer than alert.lane_stuck_ms the alert waits for a reason. */
+#define REASON_WAIT_MS 30000
+
 static lane_wait *find(lane_watch *w, tp_key partition)
 {
 	for (size_t i = 0; i < w->n; i++)
@@ -65,7 +68,11 @@ void lane_watch_end(lane_watch *w, alert *al, int64_t stuck_ms, int64_t now)
 		}
 		x->seen = 0;
 		if (now - x->since >= stuck_ms) {
-			if (!x->alerted) {
+			/* the alert is raised once per episode: it waits for the
+			 * reason of the lane's first failed attempt (a take-over can
+			 * block on the broker longer than alert.lane_stuck_ms), at
+			 * most REASON_WAIT_MS more, then goes without one */
+			if (!x->alerted && (x->why[0] || now - x->since >= stuck_ms + REASON_WAIT_MS)) {
 				char msg[900];
 				snprintf(msg, sizeof msg, "exactly_once: " TP_FMT " not taken for %lld s: %s",
 				         TP_ARG(x->tp), (long long)((now - x->since) / 1000),

@@ -6,7 +6,8 @@
  * starts when an owned partition is first seen without a lane that took
  * it, and lasts across the lanes that fail and are started again for it;
  * after alert.lane_stuck_ms it raises the alert lane_stuck once (naming
- * the topic and the broker's reason), counts in txhub_forward_lanes_stuck
+ * the topic and the broker's reason: it waits up to 30 s more for a lane's
+ * first failed attempt to give one), counts in txhub_forward_lanes_stuck
  * and gives /readyz its reason. It ends, logged, when a lane takes the
  * partition or the partition is no longer owned.
  *

@@ -80,7 +80,7 @@ static cJSON *seq_value(int64_t s)
 }
 
 char *marker_encode(const store_forward *last, const char *origin, int64_t epoch,
-                    int32_t partition, const marker_dead *d)
+                    int32_t partition, const marker_dead *d, const char *txn_id)
 {
 	cJSON *j = cJSON_CreateObject(), *dead = cJSON_CreateArray();
 	char *value = NULL;
@@ -90,7 +90,8 @@ char *marker_encode(const store_forward *last, const char *origin, int64_t epoch
 	         cJSON_AddStringToObject(j, "biz_id", last->biz_id) &&
 	         cJSON_AddStringToObject(j, "message_key", last->message_key) &&
 	         cJSON_AddNumberToObject(j, "epoch", (double)epoch) &&
-	         cJSON_AddNumberToObject(j, "partition", partition);
+	         cJSON_AddNumberToObject(j, "partition", partition) &&
+	         (!txn_id || cJSON_AddStringToObject(j, "txn", txn_id));
 	for (size_t i = 0; ok && i < d->n; i++)
 		ok = cJSON_AddItemToArray(dead, seq_value(d->seq[i]));
 	if (ok && cJSON_AddItemToObject(j, "dead", dead)) {
@@ -174,6 +175,19 @@ int marker_parse(const char *payload, size_t len, store_marker *m)
 		memset(m, 0, sizeof *m);
 	else if (m->version == 1)
 		m->unsure_from = -1;
+	cJSON_Delete(j);
+	return rc;
+}
+
+int marker_txn_of(const char *payload, size_t len, char *out, size_t outsz)
+{
+	cJSON *j = cJSON_ParseWithLength(payload, len);
+	const cJSON *v = j ? cJSON_GetObjectItemCaseSensitive(j, "txn") : NULL;
+	int rc = -1;
+	if (cJSON_IsString(v) && *v->valuestring && strlen(v->valuestring) < outsz) {
+		snprintf(out, outsz, "%s", v->valuestring);
+		rc = 0;
+	}
 	cJSON_Delete(j);
 	return rc;
 }

@@ -51,9 +51,17 @@ void marker_dead_fail(marker_dead *d, const store_forward *f);
 void marker_dead_sent(marker_dead *d, const store_forward *items, size_t n);
 
 /* A version 2 marker's value for a run whose last row is last (its
- * sequence the marker's), malloc'd; NULL when out of memory. */
+ * sequence the marker's), malloc'd; NULL when out of memory. txn_id (NULL:
+ * left out) names the transactional.id of the producer that writes it, so
+ * that a new owner finding it in an open transaction can fence that
+ * producer (lane_takeover.c). */
 char *marker_encode(const store_forward *last, const char *origin, int64_t epoch,
-                    int32_t partition, const marker_dead *d);
+                    int32_t partition, const marker_dead *d, const char *txn_id);
+
+/* The transactional.id a marker's value names into out; 0, or -1 when it
+ * names none (written by a hub of one producer per partition, or not a
+ * marker). */
+int marker_txn_of(const char *payload, size_t len, char *out, size_t outsz);
 
 /* Read a marker's value (version 1 or 2) into m; returns 0, or -1 when it
  * is not one. */

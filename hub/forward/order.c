@@ -173,7 +173,6 @@ void order_refresh(order_map *m, const tp_key *parts, size_t nparts,
 		}
 }
 
-size_t order_blocked_keys(const order_map *m) { return m->nblocked; }
 
 int order_push(order_key *k, void *item)
 {

@@ -65,9 +65,6 @@ int order_note(order_map *m, tp_key tp, const char *topic, const char *key, int6
 void order_refresh(order_map *m, const tp_key *parts, size_t nparts,
                    const store_blocker_list *b, int64_t started_ms);
 
-/* Keys with a blocker now. */
-size_t order_blocked_keys(const order_map *m);
-
 /* at_least_once queue of a key. */
 int order_push(order_key *k, void *item);
 void *order_pop(order_key *k);

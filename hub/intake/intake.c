@@ -566,6 +566,8 @@ void intake_poll(intake *in, intake_batch *b)
 	intake_judge(in, b);
 }
 
+rd_kafka_t *intake_consumer(intake *in) { return in->rk; }
+
 void intake_close(intake *in)
 {
 	if (!in)

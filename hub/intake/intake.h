@@ -73,6 +73,10 @@ int intake_judge(intake *in, intake_batch *b);
  * bytes, or nothing more is ready; waits up to intake.poll_ms for the first. */
 void intake_poll(intake *in, intake_batch *b);
 
+/* The consumer (exactly_once: its group metadata fences the forwarder's
+ * transactions, txn.h); valid until intake_close. */
+rd_kafka_t *intake_consumer(intake *in);
+
 /* Leave the group (triggers the revoke hook) and destroy the consumer. */
 void intake_close(intake *in);
 

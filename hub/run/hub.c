@@ -228,6 +228,7 @@ static int start_parts(hub *h)
 		log_error("hub: %s", err);
 		return 1;
 	}
+	forward_set_consumer(h->fw, intake_consumer(h->in));
 	/* the rules before the first record (each record's tenant is recorded,
 	 * enforcement or not); failing, tenants.enforce holds intake until they
 	 * load (hub_flush_batch) */
@@ -329,8 +330,11 @@ static void finish(hub *h)
 /* Close and free what start_parts started (any of it may be missing). */
 static void close_parts(hub *h)
 {
-	if (h->in)
+	if (h->in) {
+		if (h->fw) /* (the transactions after it: not fenced by the group) */
+			forward_set_consumer(h->fw, NULL);
 		intake_close(h->in); /* may call hub_on_revoking: batch is empty by now */
+	}
 	intake_batch_free(&h->batch);
 	checkback_stop(h->cb); /* after intake_close: the revoke hook talks to it */
 	forward_destroy(h->fw);
@@ -356,6 +360,7 @@ int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)
 	h.cfg = cfg;
 	h.reload = reload_fn;
 	h.reload_ctx = reload_ctx;
+	h.failpoint = getenv("TXHUB_FAILPOINT"); /* crash tests only (hub_scan.c) */
 	char err[1024];
 	int status = 1;
 

@@ -67,6 +67,10 @@ typedef struct {
 	int64_t claimed_at; /* the last claim began (a release asked for waits 100 ms from it) */
 	int scan_step;         /* the scan's next step (hub_scan_step()) ... */
 	int scan_failed;       /* ... and whether one of its steps failed */
+	/* TXHUB_FAILPOINT (crash tests only, hub_scan.c): scan_late holds the
+	 * scan's releasing and claiming until late_until after a take */
+	const char *failpoint;
+	int64_t late_until;
 	janitor_retention sweep;
 	fault f_conn, f_apply, f_scan;
 	char problem[1024];    /* why this replica is not doing its job, or "" */

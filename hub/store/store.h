@@ -167,6 +167,11 @@ store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
                          store_partition_row **rows, size_t *nrows, tp_key **lost,
                          size_t *nlost, char *err, size_t errsz);
 
+/* Which of the owned partitions are no longer at their epoch (taken by
+ * another replica): *lost (caller frees), reading only. */
+store_rc store_still_owned(store *st, const store_owned *own, size_t nown, tp_key **lost,
+                           size_t *nlost, char *err, size_t errsz);
+
 /* Say that a fenced replica of consumer group `group` waits for these
  * partitions, held by others at the epochs given. */
 store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,

@@ -305,6 +305,20 @@ store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
 	                    lost, nlost, err, errsz);
 }
 
+store_rc store_still_owned(store *st, const store_owned *own, size_t nown, tp_key **lost,
+                           size_t *nlost, char *err, size_t errsz)
+{
+	static const char *sql =
+		"SELECT " PARTITION_COLUMNS " FROM txhub.partitions AS tp, "
+		"unnest($1::text[], $2::int[], $3::bigint[]) AS o(t, p, e) "
+		"WHERE tp.topic = o.t AND tp.partition = o.p AND tp.epoch = o.e";
+	store_partition_row *rows;
+	size_t nrows;
+	store_rc rc = update_owned(st, sql, own, nown, &rows, &nrows, lost, nlost, err, errsz);
+	free(rows);
+	return rc;
+}
+
 store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
                                   size_t errsz)
 {

@@ -191,6 +191,7 @@ static void run_begin(run *r, const char *name, int tx, long send_ms, const char
 	memset(r, 0, sizeof *r);
 	r->eos = eos;
 	h_setup(&r->e, name);
+	h_control_topic(&r->e);
 	r->srv = h_httpd_start(endpoint, NULL);
 	cr_assert_not_null(r->srv);
 	snprintf(r->fwd, sizeof r->fwd, "fw.%s", r->e.name);

@@ -23,6 +23,13 @@ exists and one of its headings (or the start of one); and the keys
 "Reloading the configuration (SIGHUP)" in docs/running.md says SIGHUP
 applies are the keys `txhub config` marks so (the table's live flag), and
 those it says keep their running value are not.
+
+The generated tables (issue 35): the blocks of docs/ between the markers
+of tools/regen_docs.py (the configuration keys, the metrics, the alert
+kinds, the exit statuses) are what `txhub reference KIND` prints from the
+binary's tables, and every KIND has one; else the first line that
+differs is named with the command that rewrites the pages; and every
+alert kind the sources raise is in the table of alert kinds.
 Prints what is missing and exits 1."""
 import glob
 import os
@@ -154,6 +161,22 @@ else:
     for key in sorted(named(kept_text) & live):
         failures.append(f"docs/running.md says {key} keeps its running value on SIGHUP, but the "
                         "table marks it live")
+
+
+# ---- the generated tables: docs/ against `txhub reference KIND` ----
+regen = subprocess.run([sys.executable, os.path.join(root, "tools/regen_docs.py"), "--check",
+                        binary, root], capture_output=True, text=True)
+if regen.returncode != 0:
+    failures.append("the generated tables of docs/ are not the binary's (rewrite them with "
+                    f"`tools/regen_docs.py {binary}`):\n" + regen.stderr.rstrip())
+# ...and every alert kind the sources raise is a row of that table (alert.c's alert_kinds)
+kinds = set(re.findall(r"^\| `([a-z_]+)` \|", subprocess.run(
+    [binary, "reference", "alerts"], capture_output=True, text=True).stdout, re.M))
+raised = set(re.findall(r'alert_raise(?:_traced|_offsets)?\([^,;]+, "([a-z_]+)"', sources))
+if len(raised) < 10:
+    failures.append(f"found only {sorted(raised)} as alert kinds raised in hub/: did they move?")
+for kind in sorted(raised - kinds):
+    failures.append(f"hub/ raises the alert {kind}, which alert_kinds (hub/base/alert.c) lacks")
 
 
 # ---- links, lengths, citations ----

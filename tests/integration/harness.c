@@ -817,13 +817,21 @@ int h_create_topic(const h_env *e, const char *topic, int partitions,
 	return (int)err;
 }
 
+int h_control_partitions(void)
+{
+	/* TXHUB_TEST_PARTITIONS: the crash suites with more partitions than
+	 * the broker's default 4 (docs/contributing.md) */
+	const char *np = getenv("TXHUB_TEST_PARTITIONS");
+	return h_real_kafka() && np && atoi(np) > 0 ? atoi(np) : 4;
+}
+
 void h_control_topic(h_env *e)
 {
 	if (!h_real_kafka())
 		return;
 	char es[512];
-	rd_kafka_resp_err_t err =
-		(rd_kafka_resp_err_t)h_create_topic(e, e->topic, 4, NULL, NULL, es, sizeof es);
+	rd_kafka_resp_err_t err = (rd_kafka_resp_err_t)h_create_topic(
+		e, e->topic, h_control_partitions(), NULL, NULL, es, sizeof es);
 	cr_assert(!err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "creating %s: %s: %s",
 	          e->topic, rd_kafka_err2name(err), es);
 }

@@ -162,7 +162,10 @@ void h_wait_not_ready(int port, const char *const *needles, int timeout_ms);
 int h_create_topic(const h_env *e, const char *topic, int partitions,
                    const char *key, const char *value, char *es, size_t esz);
 
-/* Make e's control topic (4 partitions) now, for a test that waits for a
+/* The partitions h_control_topic gives a control topic on Apache Kafka:
+ * TXHUB_TEST_PARTITIONS, else 4 (the embedded broker's 4 always). */
+int h_control_partitions(void);
+/* Make e's control topic (h_control_partitions()) now, for a test that waits for a
  * hub to take its partitions before producing anything: Apache Kafka
  * creates a topic on a produce, not on a consumer's subscription. (The
  * embedded broker creates it on the subscription: nothing to do there.) */

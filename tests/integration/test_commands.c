@@ -182,6 +182,18 @@ Test(commands, version_help_and_config_exit_0)
 	cr_assert(strstr(out, want), "txhub version: %s", out);
 	cr_assert_eq(txhub_raw(h, err, sizeof err), 0);
 	cr_assert_eq(txhub_raw(c, err, sizeof err), 0);
+	/* txhub reference KIND: the tables of docs/; no KIND or another is bad usage */
+	const char *kinds[] = {"config", "metrics", "alerts", "exits"};
+	for (size_t i = 0; i < 4; i++) {
+		const char *r[] = {"reference", kinds[i], NULL};
+		cr_assert_eq(txhub_raw(r, err, sizeof err), 0, "reference %s: %s", kinds[i], err);
+	}
+	const char *r0[] = {"reference", NULL}, *r1[] = {"reference", "keys", NULL},
+	           *r2[] = {"reference", "config", "metrics", NULL};
+	cr_assert_eq(txhub_raw(r0, err, sizeof err), 2);
+	cr_assert(strstr(err, "expected one of config, metrics, alerts or exits"), "stderr: %s", err);
+	cr_assert_eq(txhub_raw(r1, err, sizeof err), 2);
+	cr_assert_eq(txhub_raw(r2, err, sizeof err), 2);
 }
 
 /* SIGHUP, SIGUSR1 and SIGUSR2 used to kill the hub (their default action);

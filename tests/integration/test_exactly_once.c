@@ -9,6 +9,7 @@
  * large for its topic) leaves its run: the others go through, once. */
 #include <criterion/criterion.h>
 #include <librdkafka/rdkafka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +132,11 @@ Test(exactly_once, a_forward_the_broker_refuses_leaves_its_transaction, .timeout
 	h_setup(&e, "eos_refused");
 	char fwd[128];
 	snprintf(fwd, sizeof fwd, "%s.small", e.topic);
-	/* max.message.bytes small enough to refuse a record */
+	/* max.message.bytes small enough to refuse a record; one partition, so
+	 * that the batches the broker fails for it hold the other control
+	 * partitions' forwards too */
 	char es[512];
-	int err = h_create_topic(&e, fwd, 2, "max.message.bytes", "4000", es, sizeof es);
+	int err = h_create_topic(&e, fwd, 1, "max.message.bytes", "4000", es, sizeof es);
 	cr_assert_eq(err, 0, "creating %s: %s", fwd, es);
 	send_txs(&e, fwd, 60, 10);
 	/* one more, whose payload (random hex: lz4 cannot shrink it below the
@@ -159,6 +162,14 @@ Test(exactly_once, a_forward_the_broker_refuses_leaves_its_transaction, .timeout
 	h_query(&e, "SELECT last_error FROM txhub.messages WHERE message_key = 'big'", why,
 	        sizeof why);
 	cr_assert(strstr(why, "too large") || strstr(why, "TOO_LARGE"), "last_error: %s", why);
+	/* the broker fails the whole batch the big record is in, with other
+	 * partitions' forwards to the same forward partition (one producer for
+	 * the replica): none of those is charged a failed attempt */
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.messages WHERE message_key <> 'big' "
+	                         "AND last_error IS NOT NULL"), 0, "%s",
+	             h_query(&e, "SELECT string_agg(message_key || ': ' || last_error, '; ') FROM "
+	                         "txhub.messages WHERE message_key <> 'big' AND last_error IS NOT NULL",
+	                     why, sizeof why));
 	cr_assert_eq(h_hub_stop(hub), 0);
 	h_record *recs;
 	size_t got = h_read_topic_committed(&e, fwd, 3000, &recs);
@@ -220,5 +231,165 @@ Test(exactly_once, a_progress_marker_of_another_database_is_not_trusted, .timeou
 	for (int i = 0; i < 200; i++)
 		cr_assert_eq(seen[i], 1, "n-%d read %d times", i, seen[i]);
 	h_records_free(recs, got);
+	h_teardown(&e);
+}
+
+/* Whether process pid is stopped (SIGSTOP): its state in /proc. */
+static int stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+	return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* A replica paused past its session time-out while it holds an open
+ * transaction of forwards (flushed to the broker, its offsets not yet
+ * sent: failpoint txn_stop_before_offsets), its partitions taken by
+ * another replica that forwards the same messages, then let go on: the
+ * zombie commits nothing, its log says why, and a read_committed consumer
+ * reads every committed message once. */
+Test(exactly_once, a_paused_replica_that_lost_its_partitions_commits_nothing, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	h_setup(&e, "eos_zombie");
+	char fwd[128], zlog[256], blog[256];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	send_txs(&e, fwd, 400, 10);
+	setenv("TXHUB_FAILPOINT", "txn_stop_before_offsets", 1);
+	pid_t a = h_hub_start(&e, EOS);
+	unsetenv("TXHUB_FAILPOINT");
+	h_hub_log(zlog, sizeof zlog, &e);
+	int waited = 0;
+	while (!stopped(a) && waited < 60000) {
+		h_pause_ms(100);
+		waited += 100;
+	}
+	cr_assert(stopped(a), "the hub did not stop at the failpoint");
+	cr_assert_eq(h_log_lines(zlog, "stopping (SIGSTOP) with a transaction of"), 1);
+	/* what it holds is in the forward topic, uncommitted */
+	h_record *recs;
+	size_t held = h_read_topic_uncommitted(&e, fwd, 3000, &recs);
+	h_records_free(recs, held);
+	cr_assert_gt(held, 0, "the paused hub's open transaction holds no forwards");
+
+	pid_t b = h_hub_start(&e, EOS);
+	h_hub_log(blog, sizeof blog, &e);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", "360",
+	                 120000), "the new owner did not forward every committed message");
+	kill(a, SIGCONT);
+	/* the zombie's transaction is aborted, and it says why */
+	for (waited = 0; waited < 60000 && h_log_lines(zlog, "is aborted: fenced") == 0;
+	     waited += 200)
+		h_pause_ms(200);
+	cr_assert_eq(h_hub_stop(b), 0);
+	cr_assert_eq(h_hub_stop(a), 0);
+	check_once(&e, fwd, 400);
+	cr_assert_gt(h_log_lines(zlog, "is aborted: fenced"), 0,
+	             "the paused hub's log does not say its transaction was aborted, fenced");
+	h_teardown(&e);
+}
+
+/* Whether a transaction is open on a partition of topic (its last stable
+ * offset below its high watermark). */
+static int txn_open_on(h_env *e, const char *topic, int partitions)
+{
+	int open = 0;
+	rd_kafka_t *c[2];
+	for (int k = 0; k < 2; k++) {
+		char es[256];
+		rd_kafka_conf_t *conf = rd_kafka_conf_new();
+		rd_kafka_conf_set(conf, "bootstrap.servers", e->brokers, es, sizeof es);
+		rd_kafka_conf_set(conf, "group.id", "eos-watermarks", es, sizeof es);
+		rd_kafka_conf_set(conf, "isolation.level", k ? "read_committed" : "read_uncommitted", es,
+		                  sizeof es);
+		c[k] = rd_kafka_new(RD_KAFKA_CONSUMER, conf, es, sizeof es);
+		cr_assert_not_null(c[k], "%s", es);
+	}
+	for (int p = 0; p < partitions && !open; p++) {
+		int64_t lo, hw, lso;
+		cr_assert_eq(rd_kafka_query_watermark_offsets(c[0], topic, p, &lo, &hw, 10000), 0);
+		cr_assert_eq(rd_kafka_query_watermark_offsets(c[1], topic, p, &lo, &lso, 10000), 0);
+		open = lso < hw;
+	}
+	rd_kafka_destroy(c[0]);
+	rd_kafka_destroy(c[1]);
+	return open;
+}
+
+/* A rolling upgrade: the partitions' last owner ran a hub of one
+ * transactional producer per partition (TXHUB_TEST_OLD_TXHUB, e.g. a build
+ * of f200f43), and was paused in the middle of draining a backlog, with
+ * transactions of forwards open. This build takes the partitions, fences
+ * the old per-partition transactional ids (their open transactions are
+ * aborted) and forwards; the old hub, let go on, commits nothing: a
+ * read_committed consumer reads every committed message once. */
+Test(exactly_once, a_rolling_upgrade_from_per_partition_ids_forwards_nothing_twice,
+     .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	const char *old = getenv("TXHUB_TEST_OLD_TXHUB");
+	if (!old || !*old)
+		cr_skip_test("needs TXHUB_TEST_OLD_TXHUB, a txhub of one producer per partition");
+	h_env e;
+	h_setup(&e, "eos_upgrade");
+	char fwd[128], nlog[256], bin[1024];
+	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
+	snprintf(bin, sizeof bin, "%s", getenv("TXHUB_BIN"));
+	int n = 10000;
+	send_txs(&e, fwd, n, 50); /* (a paused hub with a large result unread would hold its locks) */
+	setenv("TXHUB_BIN", old, 1);
+	pid_t a = h_hub_start(&e, EOS);
+	setenv("TXHUB_BIN", bin, 1);
+	char olog[256];
+	h_hub_log(olog, sizeof olog, &e);
+	/* paused while it drains, with a transaction open (tried again until
+	 * one is: its lanes' transactions are open most of the time then) */
+	long sent = 0;
+	for (int waited = 0; sent < 500 && waited < 120000; waited += 20) {
+		h_pause_ms(20);
+		sent = h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'");
+	}
+	int held = 0;
+	for (int tries = 0; !held && tries < 100; tries++) {
+		kill(a, SIGSTOP);
+		h_pause_ms(300); /* (what it sent reaches the broker) */
+		if (!(held = txn_open_on(&e, fwd, 4))) {
+			kill(a, SIGCONT);
+			h_pause_ms(tries * 7 % 50);
+		}
+	}
+	cr_assert(held, "the old hub was never paused with a transaction open");
+	sent = h_count(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'");
+	cr_assert_lt(sent, n - n / 10, "the old hub forwarded everything before it was paused");
+	pid_t b = h_hub_start(&e, EOS);
+	h_hub_log(nlog, sizeof nlog, &e);
+	char want[16];
+	snprintf(want, sizeof want, "%d", n - n / 10);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'sent'", want,
+	                 180000), "the new hub did not forward every committed message");
+	cr_assert_geq(h_log_lines(nlog, "a hub of one producer per partition's (what it left open "
+	                                "is aborted)"), 4);
+	kill(a, SIGCONT);
+	/* what it held open was aborted: its commit fails, fenced */
+	int waited = 0;
+	while (h_log_lines(olog, "the lane stops") == 0 && waited < 60000) {
+		h_pause_ms(200);
+		waited += 200;
+	}
+	cr_assert_gt(h_log_lines(olog, "the lane stops"), 0, "the old hub's lanes went on");
+	h_pause_ms(2000); /* (anything it could still commit would land meanwhile) */
+	h_hub_kill(a);
+	cr_assert_eq(h_hub_stop(b), 0);
+	check_once(&e, fwd, n);
 	h_teardown(&e);
 }

@@ -266,16 +266,19 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	start_hub(&s, kafka);
 	check_stuck(&s, "Topic authorization failed", 4);
 	check_status_lag(&s, kafka);
-	/* the progress topic granted, the lanes fail at init_transactions:
-	 * the same episode (no more alerts), another reason */
+	/* the progress topic granted, the replica's producer fails at
+	 * init_transactions: the same episode (no more alerts), another
+	 * reason */
 	grant("Read,Write,Create,Describe", "--topic", s.progress, 0);
-	char txn[200];
-	snprintf(txn, sizeof txn, "txhub-%s-%s-", s.e.name, s.e.topic);
+	char txn[200], old[200];
+	snprintf(txn, sizeof txn, "txhub-%s-r-", s.e.name);
 	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
 	                            NULL};
 	h_wait_not_ready(s.port, txn_denied, 60000);
 	cr_assert_eq(h_webhook_count(s.w), 4);
 	grant("Write,Describe", "--transactional-id", txn, 1);
+	snprintf(old, sizeof old, "txhub-%s-%s-", s.e.name, s.e.topic);
+	grant("Write,Describe", "--transactional-id", old, 1);
 	check_clear(&s, 4);
 	stop_hub(&s);
 	h_teardown(&s.e);

@@ -296,8 +296,12 @@ static void grant_hub(sec *s, int eos)
 		return;
 	char progress[200], txn[300];
 	snprintf(progress, sizeof progress, "%s.progress", s->e.topic);
-	snprintf(txn, sizeof txn, "txhub-%s-%s-", s->e.name, s->e.topic);
 	allow(s, s->hub.name, "--topic", progress, 0, "Read,Write,Create,Describe");
+	/* the replica's producer, txhub-<group>-r-<host>-<pid>-<random> */
+	snprintf(txn, sizeof txn, "txhub-%s-r-", s->e.name);
+	allow(s, s->hub.name, "--transactional-id", txn, 1, "Write,Describe");
+	/* the dead-letter producers, and the ids of earlier hubs fenced at a take */
+	snprintf(txn, sizeof txn, "txhub-%s-%s-", s->e.name, s->e.topic);
 	allow(s, s->hub.name, "--transactional-id", txn, 1, "Write,Describe");
 }
 
@@ -947,6 +951,8 @@ Test(secure, team_principals, .timeout = 400)
 	allow(&s, s.hub.name, "--topic", a.prefix, 1, "Write,Describe");
 	allow(&s, s.hub.name, "--topic", b.prefix, 1, "Write,Describe");
 	allow(&s, s.hub.name, "--topic", "txhub.progress", 0, "Read,Write,Create,Describe");
+	snprintf(txn, sizeof txn, "txhub-%s-r-", s.e.name);
+	allow(&s, s.hub.name, "--transactional-id", txn, 1, "Write,Describe");
 	snprintf(txn, sizeof txn, "txhub-%s-txhub.control.", s.e.name);
 	allow(&s, s.hub.name, "--transactional-id", txn, 1, "Write,Describe");
 

@@ -31,10 +31,13 @@ Test(marker, round_trip_version_2)
 	marker_dead_fail(&d, &f1);
 	marker_dead_fail(&d, &f1); /* listed once */
 	store_forward last = row("last", 20, STORE_OFFSET_SEQ(20));
-	char *v = marker_encode(&last, "orig", 3, 2, &d);
+	char *v = marker_encode(&last, "orig", 3, 2, &d, "txhub-g-r-h-1");
 	cr_assert_not_null(v);
 	store_marker m;
 	parse_ok(v, &m);
+	char id[64];
+	cr_assert_eq(marker_txn_of(v, strlen(v), id, sizeof id), 0);
+	cr_assert_str_eq(id, "txhub-g-r-h-1"); /* the producer a new owner fences */
 	free(v);
 	cr_assert_eq(m.version, 2);
 	cr_assert_eq(m.seq, STORE_OFFSET_SEQ(20));
@@ -58,8 +61,10 @@ Test(marker, sequences_beyond_a_double_travel_as_text)
 	marker_dead d;
 	marker_dead_init(&d, NULL);
 	marker_dead_fail(&d, &last);
-	char *v = marker_encode(&last, "o", 1, 0, &d);
+	char *v = marker_encode(&last, "o", 1, 0, &d, NULL);
 	cr_assert_not_null(v);
+	char id[64];
+	cr_assert_eq(marker_txn_of(v, strlen(v), id, sizeof id), -1); /* (names none) */
 	cr_assert(strstr(v, "\"seq\":\""), "%s", v);
 	store_marker m;
 	parse_ok(v, &m);
@@ -139,7 +144,7 @@ Test(marker, dead_sequences_leave_when_their_row_is_sent_again)
 	store_forward cb = row("e", 9, STORE_OFFSET_SEQ(12) + 2);
 	marker_dead_sent(&d, &cb, 1);
 	cr_assert_eq(d.oob, STORE_OFFSET_SEQ(12) + 2);
-	char *v = marker_encode(&cb, "o", 1, 0, &d);
+	char *v = marker_encode(&cb, "o", 1, 0, &d, NULL);
 	store_marker m;
 	parse_ok(v, &m);
 	free(v);
@@ -164,7 +169,7 @@ Test(marker, more_dead_than_listed_makes_the_rest_unsure)
 	cr_assert_eq(d.unsure_from, STORE_OFFSET_SEQ(5000));
 	marker_dead_fail(&d, &early);
 	cr_assert_eq(d.unsure_from, STORE_OFFSET_SEQ(10), "the lowest one counts");
-	char *v = marker_encode(&late, "o", 1, 0, &d);
+	char *v = marker_encode(&late, "o", 1, 0, &d, NULL);
 	store_marker m;
 	parse_ok(v, &m);
 	free(v);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alert.h"
 #include "http.h"
 #include "metrics.h"
 
@@ -215,6 +216,55 @@ Test(metrics, every_series_has_help_and_type)
 	}
 	cr_assert_geq(families, 18);
 	free(t);
+}
+
+/* metrics_table (what `txhub reference metrics` prints into
+ * docs/monitoring.md) is the exposition's: with every conditional family
+ * shown, each family is a row, in the table's order, with its type and
+ * HELP text, and each row is a family. */
+Test(metrics, the_table_is_the_exposition)
+{
+	metrics_reset();
+	metrics_sample s = {{0}, 0, -1, -1, 0, 0, -1};
+	metrics_set_sample(&s);
+	metrics_set_tenant_rules_age(0);
+	char *t = exposition();
+	size_t row = 0;
+	for (char *p = t; (p = strstr(p, "# TYPE ")); p++) {
+		char name[128], type[32];
+		cr_assert_eq(sscanf(p, "# TYPE %127s %31s", name, type), 2);
+		cr_assert_not_null(metrics_table[row].name, "%s is not in metrics_table", name);
+		cr_assert_str_eq(name, metrics_table[row].name, "metrics_table's row %zu", row);
+		cr_assert_str_eq(type, metrics_table[row].type, "%s", name);
+		char help[600];
+		snprintf(help, sizeof help, "# HELP %s %s\n", name, metrics_table[row].help);
+		cr_assert(strstr(t, help), "%s: the HELP line is not the table's", name);
+		row++;
+	}
+	cr_assert_null(metrics_table[row].name, "%s is in metrics_table, not in the exposition",
+	               metrics_table[row].name);
+	free(t);
+	metrics_reset();
+}
+
+/* alert.h's kinds are txhub_alerts_total's, each counted under its own
+ * name; a kind not there counts as other. */
+Test(metrics, every_alert_kind_has_its_series)
+{
+	metrics_reset();
+	for (size_t i = 0; i < ALERT_NKINDS; i++)
+		for (size_t n = 0; n <= i; n++)
+			metrics_alert(alert_kinds[i].kind);
+	metrics_alert("no_such_kind");
+	char *t = exposition();
+	for (size_t i = 0; i < ALERT_NKINDS; i++) {
+		char series[128];
+		snprintf(series, sizeof series, "txhub_alerts_total{kind=\"%s\"}", alert_kinds[i].kind);
+		cr_assert_eq(value(t, series), (double)(i + 1), "%s", series);
+	}
+	cr_assert_eq(value(t, "txhub_alerts_total{kind=\"other\"}"), 1);
+	free(t);
+	metrics_reset();
 }
 
 Test(http, listen_addresses)
