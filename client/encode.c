@@ -7,7 +7,7 @@
 #include <strings.h>
 
 #include "internal.h"
-#include "../hub/intake/trace.h" /* the hub's own checks, compiled into this library */
+#include "../hub/proto/trace.h" /* the hub's own checks, compiled into this library */
 
 const char *txhub_type_name(txhub_type t)
 {

@@ -1,7 +1,7 @@
 /* validate.c: the checks every input passes where it enters the library,
  * the same the hub applies (docs/producers.md: Envelope fields), so bad input fails here, before
  * anything is sent, with a reason that names the field. The hub keeps its
- * own copy of these rules in hub/intake/envelope.c; the shared test vectors
+ * own copy of these rules in hub/proto/envelope.c; the shared test vectors
  * (tests/vectors) hold both to the same answers. */
 #include <stdarg.h>
 #include <stdint.h>

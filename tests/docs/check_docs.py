@@ -300,6 +300,19 @@ for rel in sources_named:
                 failures.append(f"{rel} cites {page}: {rest[:60]}..., which names no heading "
                                 f"of {page}")
 
+# ---- the folders' layering: docs/architecture.md lists hub/'s folders from the top down,
+# meson.build's hub_layers builds them from the bottom up, each seeing only those below it ----
+arch = read(os.path.join(root, "docs/architecture.md"))
+doc_layers = [f for f in re.findall(r"^\*\*`hub/([a-z]+)/`\*\*", arch, re.M)]
+meson_layers = re.findall(r"^  \['([a-z]+)', files\(", read(os.path.join(root, "meson.build")), re.M)
+if doc_layers != meson_layers[::-1]:
+    failures.append(f"docs/architecture.md lists hub/'s folders as {doc_layers} (top down), "
+                    f"meson.build's hub_layers builds {meson_layers[::-1]} (top down)")
+disk_layers = sorted(d for d in os.listdir(os.path.join(root, "hub"))
+                     if os.path.isdir(os.path.join(root, "hub", d)))
+need(sorted(doc_layers) == disk_layers, f"every folder of hub/ ({disk_layers})",
+     "docs/architecture.md's Architecture and meson.build's hub_layers")
+
 if failures:
     for f in failures:
         print("check_docs:", f, file=sys.stderr)

@@ -44,7 +44,7 @@ MAX_BYTES_DEFAULT = 1_048_576
 
 TYPES = ("prepare", "commit", "rollback")
 
-# W3C Trace Context level 1, as the hub checks it (hub/intake/trace.c)
+# W3C Trace Context level 1, as the hub checks it (hub/proto/trace.c)
 TRACE_STATE_MAX = 512
 TRACE_STATE_MEMBERS_MAX = 32
 # a later version may go on after its flags with printable ASCII (it goes
