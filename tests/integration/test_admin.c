@@ -623,10 +623,12 @@ Test(admin, resolve_racing_a_decision_is_refused_not_applied_twice, .timeout = 1
 	async_run a = {.e = &e, .rc = -1};
 	pthread_t t;
 	pthread_create(&t, NULL, run_async, &a);
-	h_pause_ms(800); /* the resolve now waits for the row lock */
-	cr_expect_eq(h_count(&e, "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN "
-	                         "pg_stat_activity s ON s.pid = l.pid WHERE NOT l.granted "
-	                         "AND s.datname = current_database()"), 1, "resolve waits");
+	/* the resolve now waits for the row lock */
+	const char *waiting = "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN "
+	                      "pg_stat_activity s ON s.pid = l.pid WHERE NOT l.granted "
+	                      "AND s.datname = current_database()";
+	h_wait(&e, waiting, "1", 20000);
+	cr_expect_eq(h_count(&e, waiting), 1, "resolve waits");
 	PQclear(PQexec(hub, "COMMIT"));
 	pthread_join(t, NULL);
 	PQfinish(hub);
