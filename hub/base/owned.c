@@ -34,7 +34,7 @@ void owned_free(owned_set *s)
 	memset(s, 0, sizeof *s);
 }
 
-const store_owned *owned_find(const owned_set *s, tp_key p)
+const owned_part *owned_find(const owned_set *s, tp_key p)
 {
 	size_t i = position(s, p);
 	return i < s->n && s->parts[i].tp == p ? &s->parts[i] : NULL;
@@ -44,11 +44,11 @@ int owned_has(const owned_set *s, tp_key p) { return owned_find(s, p) != NULL; }
 
 int owned_has_at(const owned_set *s, tp_key p, int64_t epoch)
 {
-	const store_owned *o = owned_find(s, p);
+	const owned_part *o = owned_find(s, p);
 	return o && o->epoch == epoch;
 }
 
-int owned_take(owned_set *s, const store_owned *o)
+int owned_take(owned_set *s, const owned_part *o)
 {
 	size_t i = position(s, o->tp);
 	if (i < s->n && s->parts[i].tp == o->tp) {
@@ -58,7 +58,7 @@ int owned_take(owned_set *s, const store_owned *o)
 		}
 		return 0;
 	}
-	store_owned *n = array_grow(s->parts, &s->cap, s->n + 1, sizeof *n);
+	owned_part *n = array_grow(s->parts, &s->cap, s->n + 1, sizeof *n);
 	if (!n)
 		return -1;
 	s->parts = n;
@@ -93,7 +93,7 @@ int owned_copy(owned_set *dst, const owned_set *src)
 	if (dst == src || (dst->gen == src->gen && dst->n == src->n))
 		return 0; /* the same version: the same contents */
 	if (src->n > dst->cap) {
-		store_owned *n = realloc(dst->parts, src->n * sizeof *n);
+		owned_part *n = realloc(dst->parts, src->n * sizeof *n);
 		if (!n)
 			return -1;
 		dst->parts = n;

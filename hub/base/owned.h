@@ -36,10 +36,10 @@
 typedef struct {
 	tp_key tp;
 	int64_t epoch;
-} store_owned;
+} owned_part;
 
 typedef struct {
-	store_owned *parts; /* sorted by key, one entry each: read-only to all but the writer */
+	owned_part *parts; /* sorted by key, one entry each: read-only to all but the writer */
 	size_t n;
 	size_t cap;
 	/* The version of the contents: every change draws a new one from a
@@ -54,7 +54,7 @@ void owned_free(owned_set *s);
 
 /* The entry of partition p (a tp_key), or NULL when it is not owned (binary search).
  * Valid until the set next changes. */
-const store_owned *owned_find(const owned_set *s, tp_key p);
+const owned_part *owned_find(const owned_set *s, tp_key p);
 
 /* Whether partition p is owned (at any epoch) ... */
 int owned_has(const owned_set *s, tp_key p);
@@ -65,7 +65,7 @@ int owned_has_at(const owned_set *s, tp_key p, int64_t epoch);
 /* Own o->tp at o->epoch: added, or its epoch replaced when it is
  * owned already (a retake). Returns 0, or -1 when out of memory (the set
  * is then unchanged). gen changes only when the contents do. */
-int owned_take(owned_set *s, const store_owned *o);
+int owned_take(owned_set *s, const owned_part *o);
 
 /* Stop owning p (revoked, lost or fenced). Returns 1 when it was owned, 0
  * when not (the set is then unchanged). */

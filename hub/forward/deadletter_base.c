@@ -103,7 +103,7 @@ void dl_items_free(dl_item *items, size_t n)
 
 /* The partitions parts[0..n) as two arrays (topics, partitions); returns
  * 0, or -1 when out of memory (err). */
-int dl_parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
+int dl_parts_arrays(const owned_part *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
                         size_t errsz)
 {
 	sbuf_arr_begin(tb);
@@ -124,7 +124,7 @@ int dl_parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char
 /* Read up to DL_BATCH parked rows of parts[0..nparts) into *out (without
  * those with a pending entry: exactly_once). Returns how many, or -1 with
  * err. */
-int dl_read_parked(deadletter *d, const store_owned *parts, size_t nparts, dl_item **out,
+int dl_read_parked(deadletter *d, const owned_part *parts, size_t nparts, dl_item **out,
                        char *err, size_t errsz)
 {
 	*out = NULL;

@@ -79,10 +79,10 @@ void dl_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 
 void dl_items_free(dl_item *items, size_t n);
 
-int dl_parts_arrays(const store_owned *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
+int dl_parts_arrays(const owned_part *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
                         size_t errsz);
 
-int dl_read_parked(deadletter *d, const store_owned *parts, size_t nparts, dl_item **out,
+int dl_read_parked(deadletter *d, const owned_part *parts, size_t nparts, dl_item **out,
                        char *err, size_t errsz);
 
 int dl_keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,

@@ -523,7 +523,7 @@ static int txn_look(deadletter *d, dl_txn *t)
 		look_failed(d, t, "settling its pending dead letters", err);
 		return -1;
 	}
-	store_owned one = {t->tp, t->epoch};
+	owned_part one = {t->tp, t->epoch};
 	dl_item *items = NULL;
 	int n = dl_read_parked(d, &one, 1, &items, err, sizeof err);
 	if (n < 0) {
@@ -549,7 +549,7 @@ static int txn_look(deadletter *d, dl_txn *t)
 }
 
 /* The entry of partition o, added when new (NULL: out of memory). */
-static dl_txn *txn_of(deadletter *d, const store_owned *o)
+static dl_txn *txn_of(deadletter *d, const owned_part *o)
 {
 	for (size_t i = 0; i < d->ntxns; i++)
 		if (d->txns[i].tp == o->tp) {
@@ -616,7 +616,7 @@ int dl_dead_letter_eos(deadletter *d, const owned_set *own)
 	}
 	for (int i = 0; i < PQntuples(r) && !is_stopping(d); i++) {
 		tp_key k = tp_of(PQgetvalue(r, i, 0), atoi(PQgetvalue(r, i, 1)));
-		const store_owned *o = owned_find(own, k);
+		const owned_part *o = owned_find(own, k);
 		dl_txn *t = o ? txn_of(d, o) : NULL;
 		if (o && !t) {
 			dl_batch_failed(d, NULL, 0, "out of memory");

@@ -458,7 +458,7 @@ int forward_take_release(forward *fw)
 	return r;
 }
 
-void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
+void forward_order_refresh(forward *fw, const owned_part *own, size_t nown,
                            const store_blocker_list *b, int64_t started_ms, int64_t synced_ms)
 {
 	if (!fw->order)

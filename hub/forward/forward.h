@@ -92,7 +92,7 @@ forward_stats forward_get_stats(forward *fw);
  * (order.h); synced_ms: forward_reports_synced() taken before that read
  * (what the forwarder noted before it is in PostgreSQL, and not kept).
  * Nothing for exactly_once: each lane reads its own. */
-void forward_order_refresh(forward *fw, const store_owned *own, size_t nown,
+void forward_order_refresh(forward *fw, const owned_part *own, size_t nown,
                            const store_blocker_list *b, int64_t started_ms, int64_t synced_ms);
 
 /* at_least_once: every delivery report handed over before this time
@@ -118,6 +118,6 @@ void forward_note_scheduled(forward *fw, const store_forward_list *l);
  * txhub_forwards_after_rewind_total{outcome="already_sent"}: rows the
  * loss set back, and rows applied again from the control topic before the
  * lane read its marker (after it, the store counts them: store_stats). */
-void forward_note_rewound(forward *fw, const store_owned *own, size_t n);
+void forward_note_rewound(forward *fw, const owned_part *own, size_t n);
 
 #endif

@@ -94,7 +94,7 @@ static void watch_lanes(forward *fw, const owned_set *own, int64_t now)
 	lane_watch_end(&fw->watch, fw->al, fw->cfg->alert_lane_stuck_ms, now);
 }
 
-void forward_note_rewound(forward *fw, const store_owned *own, size_t n)
+void forward_note_rewound(forward *fw, const owned_part *own, size_t n)
 {
 	pthread_mutex_lock(&fw->mu);
 	for (size_t i = 0; i < n; i++)
@@ -155,7 +155,7 @@ void forward_tend_lanes(forward *fw, const owned_set *own)
 	}
 	int short_of = 0; /* a lane could not be started: tried again next time */
 	for (size_t i = 0; !settled && i < own->n; i++) {
-		const store_owned *o = &own->parts[i];
+		const owned_part *o = &own->parts[i];
 		if (forward_lane_of(fw, o->tp) || cooling_down(fw, o->tp, now))
 			continue;
 		short_of = 1;

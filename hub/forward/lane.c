@@ -463,7 +463,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const store_owned *own,
+lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const owned_part *own,
                  int after_rewind, char *err, size_t errsz)
 {
 	lane *l = calloc(1, sizeof *l);

@@ -74,7 +74,7 @@ void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out);
  * the partition was taken again because PostgreSQL lost its tail
  * (forward_note_rewound): the rows its recovery finds sent are counted as
  * such. cfg must outlive it. Returns NULL with err when out of resources. */
-lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const store_owned *own,
+lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const owned_part *own,
                  int after_rewind, char *err, size_t errsz);
 
 tp_key lane_tp(const lane *l);

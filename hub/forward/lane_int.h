@@ -37,7 +37,7 @@ typedef struct {
 struct lane {
 	const txhub_config *cfg;
 	alert *al;
-	store_owned own;
+	owned_part own;
 	char progress[300];     /* the progress topic */
 	char txn_id[600];       /* the per-partition transactional.id of hubs before one per replica */
 	txn *txn;               /* the replica's transactions (txn.h) */

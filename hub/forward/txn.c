@@ -218,7 +218,7 @@ static void drop_producer(txn *t)
 static int check_owned(txn *t, txn_part **parts, size_t n, char *why, size_t whysz)
 {
 	char err[512];
-	store_owned *own = calloc(n ? n : 1, sizeof *own);
+	owned_part *own = calloc(n ? n : 1, sizeof *own);
 	if (!own) {
 		snprintf(why, whysz, "out of memory");
 		return -1;

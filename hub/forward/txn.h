@@ -56,7 +56,7 @@ typedef struct {
 /* A lane's part in a transaction (the lane's memory, from txn_join to the
  * end of txn_finish). */
 typedef struct {
-	store_owned own;
+	owned_part own;
 	const char *progress; /* the progress topic and partition of its marker */
 	int32_t marker_part;
 	int64_t marker_seq;   /* 0: no marker */

@@ -12,7 +12,7 @@
 #include "metrics.h"
 
 /* Own a partition taken in PostgreSQL. */
-static void take_owned(intake *in, const store_owned *o)
+static void take_owned(intake *in, const owned_part *o)
 {
 	metrics_control_records_lost(o->tp, 0); /* the series, at 0 */
 	if (owned_take(in->owned, o) != 0)
@@ -167,7 +167,7 @@ static const char *start_text(int64_t next, int64_t offset, char *buf, size_t bu
  * hub's database (none yet, or adopted) gets this hub's identity committed
  * at once with its starting offset (the log's first one when nothing says
  * where to start: what auto.offset.reset = earliest would read). */
-static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const store_owned *own,
+static void start_partition(intake *in, rd_kafka_topic_partition_t *e, const owned_part *own,
                             int64_t next, const intake_standing *st)
 {
 	tp_key p = own->tp;
@@ -212,7 +212,7 @@ static void on_assign(intake *in, rd_kafka_t *rk, rd_kafka_topic_partition_list_
 	tp_key *ps = calloc(n + 1, sizeof *ps), *taken = calloc(n + 1, sizeof *taken);
 	tp_key *refused = calloc(n + 1, sizeof *refused);
 	size_t *at = calloc(n + 1, sizeof *at); /* taken[k] is parts->elems[at[k]] */
-	store_owned *own = calloc(n + 1, sizeof *own);
+	owned_part *own = calloc(n + 1, sizeof *own);
 	int64_t *next = calloc(n + 1, sizeof *next);
 	intake_standing *st = calloc(n + 1, sizeof *st);
 	char why[256] = "";
@@ -360,7 +360,7 @@ void intake_restart(intake *in, rd_kafka_topic_partition_list_t *l)
 	rd_kafka_topic_partition_list_destroy(all);
 }
 
-void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n)
+void intake_retake(intake *in, const owned_part *own, const int64_t *next_offset, size_t n)
 {
 	if (n == 0)
 		return;

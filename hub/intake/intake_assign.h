@@ -36,7 +36,7 @@ const tp_key *intake_fenced(const intake *in, size_t *n);
  * next_offset[i] (-1: the group's committed offset; INTAKE_FROM_BEGINNING),
  * commit that offset with this hub's identity (back too), and add it to
  * the owned set at its epoch (one whose seek fails is fenced off). */
-void intake_retake(intake *in, const store_owned *own, const int64_t *next_offset, size_t n);
+void intake_retake(intake *in, const owned_part *own, const int64_t *next_offset, size_t n);
 
 /* Pause / resume reading every owned partition (PostgreSQL is away). The
  * consumer is still polled while paused, so the replica stays in its

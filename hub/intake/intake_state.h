@@ -52,9 +52,9 @@ typedef struct {
  * be asked again later (PostgreSQL away): it waits until then. May be
  * NULL (read on from g->resume). */
 typedef struct {
-	int (*take)(void *opaque, const tp_key *parts, size_t n, store_owned *own,
+	int (*take)(void *opaque, const tp_key *parts, size_t n, owned_part *own,
 	            int64_t *next_offset);
-	void (*assigned)(void *opaque, const store_owned *own, size_t n);
+	void (*assigned)(void *opaque, const owned_part *own, size_t n);
 	void (*revoking)(void *opaque, const tp_key *partitions, size_t n);
 	int (*gap)(void *opaque, const gap *g);
 	void *opaque;

@@ -26,7 +26,7 @@ typedef struct batch_node {
 
 typedef struct {
 	store *st;
-	const store_owned *own;
+	const owned_part *own;
 	size_t nown;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -156,7 +156,7 @@ double bench_ceiling_pg(const txhub_config *cfg, const opts *o)
 	store_record *recs = ceiling_records(o, topic, n, parts, &texts);
 	store *a = store_connect(&c, err, sizeof err), *b = a ? store_connect(&c, err, sizeof err) : NULL;
 	tp_key *ps = calloc((size_t)parts, sizeof *ps);
-	store_owned *own = calloc((size_t)parts, sizeof *own);
+	owned_part *own = calloc((size_t)parts, sizeof *own);
 	int64_t *next = calloc((size_t)parts, sizeof *next);
 	double rate = -1;
 	for (int p = 0; ps && p < parts; p++)

@@ -85,7 +85,7 @@ void hub_send_forwards(hub *h, const store_forward_list *l)
 			size_t j = i;
 			while (j < l->n && l->items[j].src_tp == l->items[i].src_tp)
 				j++;
-			const store_owned *o = owned_find(&h->owned, l->items[i].src_tp);
+			const owned_part *o = owned_find(&h->owned, l->items[i].src_tp);
 			long long epoch = o ? (long long)o->epoch : 0;
 			log_debug("hub: forwarding %zu of " TP_FMT " at epoch %lld", j - i,
 			          TP_ARG(l->items[i].src_tp), epoch);
@@ -160,7 +160,7 @@ void hub_set_problem(hub *h, const char *problem)
  * owner are released now (else before their first batch), the held ones
  * of forward.order = key at the next scan, and the checker asks about
  * them. */
-void hub_on_assigned(void *opaque, const store_owned *taken, size_t n)
+void hub_on_assigned(void *opaque, const owned_part *taken, size_t n)
 {
 	hub *h = opaque;
 	h->joined = 1;
@@ -200,7 +200,7 @@ void hub_plan_next_claim(hub *h, size_t n, size_t limit)
 /* forward.order = key, at_least_once: the forwarder's blockers of own[0..n)
  * as PostgreSQL has them now (each lane reads its own). Returns 0, or -1
  * with err. */
-int hub_order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+int hub_order_read(hub *h, const owned_part *own, size_t n, int taken, char *err,
                    size_t errsz)
 {
 	if (!config_order_by_key(h->cfg) || config_exactly_once(h->cfg))

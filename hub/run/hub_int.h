@@ -90,8 +90,8 @@ void hub_send_forwards(hub *h, const store_forward_list *l);
 void hub_unrelease(hub *h, const tp_key *parts, size_t n);
 void hub_fence_lost(hub *h, const tp_key *lost, size_t nlost);
 void hub_set_problem(hub *h, const char *problem);
-void hub_on_assigned(void *opaque, const store_owned *taken, size_t n);
-int hub_order_read(hub *h, const store_owned *own, size_t n, int taken, char *err,
+void hub_on_assigned(void *opaque, const owned_part *taken, size_t n);
+int hub_order_read(hub *h, const owned_part *own, size_t n, int taken, char *err,
                    size_t errsz);
 void hub_plan_next_claim(hub *h, size_t n, size_t limit);
 
@@ -115,7 +115,7 @@ void hub_publish_lag(hub *h);
 int hub_scan_step(hub *h, int64_t now);
 
 /* the rebalance hooks (hub_rebalance.c) */
-int hub_on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own,
+int hub_on_take(void *opaque, const tp_key *parts, size_t n, owned_part *own,
                 int64_t *next_offset);
 void hub_on_revoking(void *opaque, const tp_key *parts, size_t n);
 int hub_on_gap(void *opaque, const gap *g);

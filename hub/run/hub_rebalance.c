@@ -25,12 +25,12 @@
  * the database lost what this group applied (a failover or restore while
  * no replica ran). Those offsets are read again from the database's (as
  * taking does anyway); say so. */
-static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned *own,
+static void check_taken(hub *h, const tp_key *parts, size_t n, const owned_part *own,
                         const int64_t *next_offset)
 {
 	int64_t *committed = calloc(n, sizeof *committed), *from = calloc(n, sizeof *from);
 	store_rewound *rw = calloc(n, sizeof *rw);
-	store_owned *again = calloc(n, sizeof *again);
+	owned_part *again = calloc(n, sizeof *again);
 	size_t k = 0;
 	if (committed && from && rw && again && intake_committed(h->in, parts, n, committed) == 0) {
 		for (size_t i = 0; i < n; i++) {
@@ -55,7 +55,7 @@ static void check_taken(hub *h, const tp_key *parts, size_t n, const store_owned
 /* Take newly assigned partitions in PostgreSQL. This must succeed before
  * they are read, so while PostgreSQL is away it waits here, inside the
  * rebalance (librdkafka's own thread keeps the group's heartbeats going). */
-int hub_on_take(void *opaque, const tp_key *parts, size_t n, store_owned *own,
+int hub_on_take(void *opaque, const tp_key *parts, size_t n, owned_part *own,
                 int64_t *next_offset)
 {
 	hub *h = opaque;
@@ -131,7 +131,7 @@ void hub_on_revoking(void *opaque, const tp_key *parts, size_t n)
 	owned_set keep = {0}, gone = {0};
 	int copied = owned_copy(&keep, &h->owned);
 	for (size_t i = 0; copied == 0 && i < n; i++) {
-		const store_owned *o = owned_find(&h->owned, parts[i]);
+		const owned_part *o = owned_find(&h->owned, parts[i]);
 		if (o && owned_take(&gone, o) != 0)
 			copied = -1;
 		owned_drop(&keep, parts[i]);
@@ -154,7 +154,7 @@ int hub_on_gap(void *opaque, const gap *g)
 {
 	hub *h = opaque;
 	char err[512];
-	const store_owned *o = owned_find(&h->owned, g->tp);
+	const owned_part *o = owned_find(&h->owned, g->tp);
 	if (!o || hub_store_ready(h) != 0)
 		return -1;
 	gap_report_rc rc = gap_report(h->st, h->al, h->owner, o->epoch, g, err, sizeof err);

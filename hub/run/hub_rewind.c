@@ -68,7 +68,7 @@ static int rewind_partitions(hub *h, const store_rewound *rw, size_t n)
 {
 	char err[512];
 	tp_key *parts = calloc(n, sizeof *parts);
-	store_owned *own = calloc(n, sizeof *own);
+	owned_part *own = calloc(n, sizeof *own);
 	int64_t *next = calloc(n, sizeof *next), *from = calloc(n, sizeof *from);
 	int rc = -1;
 	if (!parts || !own || !next || !from) {
@@ -129,14 +129,14 @@ int hub_check_history(hub *h, char *err, size_t errsz)
 store_rc hub_sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, char *err,
                       size_t errsz)
 {
-	store_owned *own = calloc(nlost ? nlost : 1, sizeof *own);
+	owned_part *own = calloc(nlost ? nlost : 1, sizeof *own);
 	size_t n = 0;
 	if (!own) {
 		snprintf(err, errsz, "out of memory");
 		return STORE_RETRY;
 	}
 	for (size_t i = 0; i < nlost; i++) {
-		const store_owned *o = owned_find(&h->owned, lost[i]);
+		const owned_part *o = owned_find(&h->owned, lost[i]);
 		if (o)
 			own[n++] = *o;
 	}
@@ -148,7 +148,7 @@ store_rc hub_sort_out(hub *h, const tp_key *lost, size_t nlost, store_rc rc, cha
 	/* those not read again (still at the old epoch here) were taken */
 	size_t nf = 0;
 	for (size_t i = 0; i < n; i++) {
-		const store_owned *o = owned_find(&h->owned, own[i].tp);
+		const owned_part *o = owned_find(&h->owned, own[i].tp);
 		if (o && o->epoch == own[i].epoch)
 			own[nf++].tp = own[i].tp;
 	}

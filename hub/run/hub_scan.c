@@ -153,7 +153,7 @@ int hub_claim_retries(hub *h)
 static int retake(hub *h, const tp_key *parts, size_t n)
 {
 	char err[512];
-	store_owned *own = calloc(n, sizeof *own);
+	owned_part *own = calloc(n, sizeof *own);
 	int64_t *next = calloc(n, sizeof *next);
 	int rc = -1;
 	if (!own || !next)

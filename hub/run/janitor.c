@@ -81,7 +81,7 @@ static int look_at_fenced(store *st, const txhub_config *cfg, const tp_key *fenc
 {
 	store_partition_row *rows = calloc(n, sizeof *rows);
 	store_partition_row *foreign = calloc(n, sizeof *foreign);
-	store_owned *held = calloc(n, sizeof *held);
+	owned_part *held = calloc(n, sizeof *held);
 	f->gone = calloc(n, sizeof *f->gone);
 	int rc = -1;
 	size_t nheld = 0;
@@ -138,7 +138,7 @@ void janitor_log_fenced(store *st, const txhub_config *cfg, const tp_key *lost, 
 	free(rows);
 }
 
-int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *own, size_t nown,
+int janitor_partitions(store *st, const txhub_config *cfg, const owned_part *own, size_t nown,
                        const tp_key *fenced, size_t nfenced, janitor_findings *f, char *err,
                        size_t errsz)
 {
@@ -158,7 +158,7 @@ int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *ow
 }
 
 int janitor_missing_prepares(store *st, const txhub_config *cfg, alert *al,
-                             const store_owned *own, size_t nown, char *err, size_t errsz)
+                             const owned_part *own, size_t nown, char *err, size_t errsz)
 {
 	char why[160];
 	store_missing_list l = {0};
@@ -179,7 +179,7 @@ int janitor_missing_prepares(store *st, const txhub_config *cfg, alert *al,
 	return 0;
 }
 
-int janitor_retention_batch(store *st, const txhub_config *cfg, const store_owned *own,
+int janitor_retention_batch(store *st, const txhub_config *cfg, const owned_part *own,
                             size_t nown, janitor_retention *sweep, int *more, char *err,
                             size_t errsz)
 {

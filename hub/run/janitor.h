@@ -37,7 +37,7 @@ int janitor_foreign_holder(const txhub_config *cfg, const store_partition_row *r
 
 /* Heartbeat the owned partitions and look at the fenced ones. f is filled
  * as far as it got (clear it either way). Returns 0, or -1 with err. */
-int janitor_partitions(store *st, const txhub_config *cfg, const store_owned *own, size_t nown,
+int janitor_partitions(store *st, const txhub_config *cfg, const owned_part *own, size_t nown,
                        const tp_key *fenced, size_t nfenced, janitor_findings *f, char *err,
                        size_t errsz);
 
@@ -51,7 +51,7 @@ void janitor_log_fenced(store *st, const txhub_config *cfg, const tp_key *lost, 
  * owned partitions that have waited alert.awaiting_prepare_ms, each once.
  * Returns 0, or -1 with err. */
 int janitor_missing_prepares(store *st, const txhub_config *cfg, alert *al,
-                             const store_owned *own, size_t nown, char *err, size_t errsz);
+                             const owned_part *own, size_t nown, char *err, size_t errsz);
 
 /* Retention totals of the current sweep, for its log line. */
 typedef struct {
@@ -63,7 +63,7 @@ typedef struct {
  * retention.finished_hours is 0. *more: a table filled its batch, call
  * again soon. Adds to *sweep, and logs and resets it when a sweep that
  * deleted something ends. Returns 0, or -1 with err. */
-int janitor_retention_batch(store *st, const txhub_config *cfg, const store_owned *own,
+int janitor_retention_batch(store *st, const txhub_config *cfg, const owned_part *own,
                             size_t nown, janitor_retention *sweep, int *more, char *err,
                             size_t errsz);
 

@@ -398,7 +398,7 @@ int store_cmp_forward(const void *a, const void *b)
 	return x->src_offset < y->src_offset ? -1 : x->src_offset > y->src_offset;
 }
 
-int64_t store_epoch_of(const store_owned *own, size_t nown, tp_key tp)
+int64_t store_epoch_of(const owned_part *own, size_t nown, tp_key tp)
 {
 	for (size_t i = 0; i < nown; i++)
 		if (own[i].tp == tp)
@@ -422,16 +422,16 @@ static size_t seq_list(const char *s, int64_t *out, size_t max)
 	return n;
 }
 
-static store_rc lock_owned(store *st, const store_owned *own, size_t nown, owned_lock mode,
-                           store_owned **kept, size_t *nkept, char *err, size_t errsz)
+static store_rc lock_owned(store *st, const owned_part *own, size_t nown, owned_lock mode,
+                           owned_part **kept, size_t *nkept, char *err, size_t errsz)
 {
 	return store_lock_owned_seq(st, own, nown, mode, kept, nkept, NULL, err, errsz);
 }
 
 /* lock_owned(), and rows[i] (when not NULL, nown long) the row of
  * (*kept)[i]'s partition as locked. */
-store_rc store_lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
-                               store_owned **kept, size_t *nkept, owned_row *rows, char *err,
+store_rc store_lock_owned_seq(store *st, const owned_part *own, size_t nown, owned_lock mode,
+                               owned_part **kept, size_t *nkept, owned_row *rows, char *err,
                                size_t errsz)
 {
 #define SQL_OWNED_ROWS                                                             \
@@ -486,8 +486,8 @@ store_rc store_lock_owned_seq(store *st, const store_owned *own, size_t nown, ow
 }
 
 /* BEGIN, then lock_owned() (*kept: caller frees, also on failure). */
-store_rc store_begin_locked(store *st, owned_lock mode, const store_owned *own, size_t nown,
-                             store_owned **kept, size_t *nkept, char *err, size_t errsz)
+store_rc store_begin_locked(store *st, owned_lock mode, const owned_part *own, size_t nown,
+                             owned_part **kept, size_t *nkept, char *err, size_t errsz)
 {
 	*kept = NULL;
 	store_rc rc = store_exec_simple(st, "BEGIN", err, errsz);
@@ -499,7 +499,7 @@ store_rc store_begin_locked(store *st, owned_lock mode, const store_owned *own, 
 }
 
 /* BEGIN, then lock_owned() shared (*kept: caller frees, also on failure). */
-store_rc store_begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
+store_rc store_begin_owned(store *st, const owned_part *own, size_t nown, owned_part **kept,
                             size_t *nkept, char *err, size_t errsz)
 {
 	return store_begin_locked(st, OWNED_SHARED, own, nown, kept, nkept, err, errsz);
@@ -513,7 +513,7 @@ tp_key store_row_tp(const PGresult *r, int row)
 
 /* The topics, partitions and (when eb is not NULL) epochs of own, as
  * arrays. */
-void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n)
+void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const owned_part *own, size_t n)
 {
 	sbuf_arr_begin(tb);
 	sbuf_arr_begin(pb);

@@ -123,7 +123,7 @@ typedef struct {
  * none stored yet); prev[i] (when prev is not NULL) its row as it was
  * before. Waits for a write in progress by the previous owner to finish. */
 store_rc store_take_partitions(store *st, const char *owner, const char *group,
-                               const tp_key *parts, size_t n, store_owned *own,
+                               const tp_key *parts, size_t n, owned_part *own,
                                int64_t *next_offset, store_partition_row *prev, char *err,
                                size_t errsz);
 
@@ -146,7 +146,7 @@ typedef struct {
 /* Compare the rows of these owned partitions with what this store last
  * read or wrote for them; *out (caller frees) lists those the database
  * lost a tail of. Partitions taken by another replica are not listed. */
-store_rc store_check_history(store *st, const store_owned *own, size_t nown,
+store_rc store_check_history(store *st, const owned_part *own, size_t nown,
                              store_rewound **out, size_t *nout, char *err, size_t errsz);
 
 /* This replica wrote next_offset for the partition itself, outside a batch
@@ -163,23 +163,23 @@ int store_reconnected(store *st);
 /* Refresh the heartbeat of the owned partitions still at their epoch, and
  * return their rows in *rows (caller frees). The others were taken by
  * another replica: *lost (caller frees) lists them. */
-store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
+store_rc store_heartbeat(store *st, const owned_part *own, size_t nown,
                          store_partition_row **rows, size_t *nrows, tp_key **lost,
                          size_t *nlost, char *err, size_t errsz);
 
 /* Which of the owned partitions are no longer at their epoch (taken by
  * another replica): *lost (caller frees), reading only. */
-store_rc store_still_owned(store *st, const store_owned *own, size_t nown, tp_key **lost,
+store_rc store_still_owned(store *st, const owned_part *own, size_t nown, tp_key **lost,
                            size_t *nlost, char *err, size_t errsz);
 
 /* Say that a fenced replica of consumer group `group` waits for these
  * partitions, held by others at the epochs given. */
-store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
+store_rc store_contest_partitions(store *st, const owned_part *held, size_t n,
                                   const char *group, char *err, size_t errsz);
 
 /* Mark these owned partitions released (still at their epoch): a replica
  * fenced off them may take them back at once. */
-store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
+store_rc store_release_partitions(store *st, const owned_part *own, size_t nown, char *err,
                                   size_t errsz);
 
 /* Apply a batch in one transaction: state changes by the rules of
@@ -191,18 +191,18 @@ store_rc store_release_partitions(store *st, const store_owned *own, size_t nown
  * lists the partitions of the batch that are no longer ours. On any other
  * result nothing was written and the batch can be applied again. */
 store_rc store_apply(store *st, store_record *recs, size_t n,
-                     const store_owned *own, size_t nown, store_forward_list *out,
+                     const owned_part *own, size_t nown, store_forward_list *out,
                      store_stats *stats, tp_key **lost, size_t *nlost, char *err, size_t errsz);
 
 /* Claim up to `limit` pending forwards of the owned partitions whose next
  * attempt is due, leasing them so that no other scan returns them. */
-store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_forwards(store *st, const owned_part *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz);
 
 /* at_least_once after store_sequence_forwards: the rows with a sequence
  * whose lease ran out (lost), and those without one only once overdue by
  * overdue_ms (rows the sequencing could not take; -1: none), leased. */
-store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_lost_forwards(store *st, const owned_part *own, size_t nown, int limit,
                                    int64_t overdue_ms, store_forward_list *out, char *err,
                                    size_t errsz);
 
@@ -211,7 +211,7 @@ store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t now
  * from now (0: due already), -1 when none waits. One index probe per
  * partition number (messages_send_retry), no lock: a hint for when to
  * claim next, never a claim. */
-store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
+store_rc store_next_send_due(store *st, const owned_part *own, size_t nown, int64_t *in_ms,
                              char *err, size_t errsz);
 
 /* Make the first-attempt leases of these owned partitions due now (a new
@@ -220,7 +220,7 @@ store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int
  * delivery mark also lose their forward sequence, so that this owner's marks,
  * which know only what it forwarded, never pass them; they are recorded one
  * by one when delivered. */
-store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
+store_rc store_release_forwards(store *st, const owned_part *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz);
 
 /* One delivery result. */
@@ -255,7 +255,7 @@ typedef struct {
  * max_attempts become failed, and their keys are returned in failed_out
  * (caller frees with store_forward_list_clear). A requeued one loses its
  * sequence too. */
-store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
+store_rc store_record_deliveries(store *st, const owned_part *own, size_t nown,
                                  const store_delivery *d, size_t n, int max_attempts,
                                  const store_mark *marks, size_t nmarks,
                                  store_forward_list *failed_out, char *err, size_t errsz);
@@ -272,7 +272,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
  * possible duplicate). lanes = 0 (at_least_once): every owned partition
  * takes part, and the rows come back leased for the caller to send (the
  * delivery mark records them: no `sent` write per row). */
-store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_sequence_forwards(store *st, const owned_part *own, size_t nown, int limit,
                                  int lanes, store_forward_list *out, size_t *again, char *err,
                                  size_t errsz);
 
@@ -319,7 +319,7 @@ typedef struct {
  * is pending goes again); origin_out (64 bytes): the partition's
  * fwd_origin, for the markers to come. own: the partition at its epoch
  * (checked: STORE_FENCED when it moved on). */
-store_rc store_recover_forwards(store *st, const store_owned *own, const store_marker *m,
+store_rc store_recover_forwards(store *st, const owned_part *own, const store_marker *m,
                                 int64_t *marked, int *mismatch, char *origin_out, char *err,
                                 size_t errsz);
 
@@ -356,7 +356,7 @@ void store_missing_list_clear(store_missing_list *l);
 /* Mark up to `limit` awaiting_prepare rows of the owned partitions that are
  * older than older_than_ms and were never alerted, and return them: each
  * row is returned once, ever. */
-store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t nown,
+store_rc store_flag_missing_prepares(store *st, const owned_part *own, size_t nown,
                                      int64_t older_than_ms, int limit,
                                      store_missing_list *out, char *err, size_t errsz);
 
@@ -387,7 +387,7 @@ void store_check_list_clear(store_check_list *l);
  * lease_ms so that no other scan returns them. When fewer than limit were
  * due, *next_due_ms is set to the time until the next one falls due
  * (-1: none is waiting), else to 0. */
-store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_checks(store *st, const owned_part *own, size_t nown, int limit,
                             int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
                             char *err, size_t errsz);
 
@@ -415,7 +415,7 @@ typedef struct {
  * partition is still ours at the epoch in `own`. Rows that
  * became check_failed are appended to failed_out (biz_id, message_key,
  * attempts; caller clears); *written counts the rows changed. */
-store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
+store_rc store_record_checks(store *st, const owned_part *own, size_t nown,
                              const store_check_result *r, size_t n,
                              store_check_list *failed_out, size_t *written,
                              char *err, size_t errsz);
@@ -471,7 +471,7 @@ void store_blocker_list_clear(store_blocker_list *l);
  * messages_stuck). With taken (partitions just taken, at_least_once): the
  * rows above the partition's delivery mark too (messages_fwd_seq), which
  * a previous owner had in flight and nobody has in hand now. */
-store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
+store_rc store_order_blockers(store *st, const owned_part *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz);
 
 /* Make due now every held row of the partitions still ours whose key has no
@@ -479,7 +479,7 @@ store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, in
  * once its head is sent or skipped; with all, every held row (a hub with
  * forward.order = partition taking partitions a hub with key held rows
  * of). *released: how many. */
-store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+store_rc store_order_release(store *st, const owned_part *own, size_t nown, int all,
                              size_t *released, char *err, size_t errsz);
 
 /* forward.order = key: store_sequence_forwards numbers a partition's rows in

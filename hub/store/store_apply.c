@@ -50,11 +50,11 @@ static const char *SQL_FIRST_PREPARE =
  * parameters, and commit. On STORE_OK *res holds sql's rows (caller
  * clears) and *nkept how many partitions were still ours. fmt: 0 text
  * results, 1 binary. */
-store_rc store_run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
+store_rc store_run_owned(store *st, const owned_part *own, size_t nown, const char *sql,
                           const char *const *extra, int nextra, int fmt, PGresult **res,
                           size_t *nkept, char *err, size_t errsz)
 {
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	sbuf tb = {0}, pb = {0};
 	const char *p[8];
 	*res = NULL;
@@ -84,14 +84,14 @@ done:
 }
 /* The batch's partitions with their epochs (from own) and next offsets. */
 typedef struct {
-	store_owned *own; /* epoch 0: not in own */
+	owned_part *own; /* epoch 0: not in own */
 	int64_t *next;
 	int64_t *seq;     /* the partition's next forward sequence (read under the lock) */
 	owned_row *rows;  /* the rows as locked (fence_batch) */
 	size_t n;
 } batch_parts;
 
-static int batch_parts_of(const store_record *recs, size_t n, const store_owned *own,
+static int batch_parts_of(const store_record *recs, size_t n, const owned_part *own,
                           size_t nown, batch_parts *bp)
 {
 	memset(bp, 0, sizeof *bp);
@@ -131,7 +131,7 @@ static void batch_parts_free(batch_parts *bp)
 static store_rc fence_batch(store *st, batch_parts *bp, tp_key **lost, size_t *nlost,
                             char *err, size_t errsz)
 {
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	size_t nkept = 0, nl = 0;
 	owned_row *rows = calloc(bp->n ? bp->n : 1, sizeof *rows);
 	tp_key *l = calloc(bp->n ? bp->n : 1, sizeof *l);
@@ -353,7 +353,7 @@ static int64_t *assign_seqs(const fold *f, batch_parts *bp, unsigned char *sent,
 	return seq;
 }
 
-store_rc store_apply(store *st, store_record *recs, size_t n, const store_owned *own,
+store_rc store_apply(store *st, store_record *recs, size_t n, const owned_part *own,
                      size_t nown, store_forward_list *out, store_stats *stats, tp_key **lost,
                      size_t *nlost, char *err, size_t errsz)
 {

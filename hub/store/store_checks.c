@@ -35,7 +35,7 @@ void store_missing_list_clear(store_missing_list *l)
 	memset(l, 0, sizeof *l);
 }
 
-store_rc store_flag_missing_prepares(store *st, const store_owned *own, size_t nown,
+store_rc store_flag_missing_prepares(store *st, const owned_part *own, size_t nown,
                                      int64_t older_than_ms, int limit,
                                      store_missing_list *out, char *err, size_t errsz)
 {
@@ -139,14 +139,14 @@ static const char *SQL_NEXT_CHECK =
 	"AND src_partition = p.part AND src_topic = p.topic "
 	"AND next_check_at IS NOT NULL ORDER BY next_check_at LIMIT 1) x";
 
-store_rc store_claim_checks(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_checks(store *st, const owned_part *own, size_t nown, int limit,
                             int64_t lease_ms, store_check_list *out, int64_t *next_due_ms,
                             char *err, size_t errsz)
 {
 	*next_due_ms = -1;
 	if (nown == 0 || limit <= 0)
 		return STORE_OK;
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
@@ -251,7 +251,7 @@ static const char *SQL_RECORD_CHECKS_HISTORY =
 	"WHERE status = 'check_failed') "
 	"SELECT biz_id, message_key, status, check_attempts, last_error, traceparent FROM upd";
 
-store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
+store_rc store_record_checks(store *st, const owned_part *own, size_t nown,
                              const store_check_result *res, size_t n,
                              store_check_list *failed_out, size_t *written,
                              char *err, size_t errsz)
@@ -263,7 +263,7 @@ store_rc store_record_checks(store *st, const store_owned *own, size_t nown,
 	sbuf a[7] = {{0}};
 	PGresult *r = NULL;
 	size_t nkept = 0, nwrite = 0;
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	store_rc rc = store_begin_owned(st, own, nown, &kept, &nkept, err, errsz);
 	if (rc != STORE_OK)
 		goto done;

@@ -25,7 +25,7 @@
 
 /* store_claim_forwards, and with overdue_ms: the rows without a sequence
  * only once due that long (-1: none of them) */
-static store_rc claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+static store_rc claim_forwards(store *st, const owned_part *own, size_t nown, int limit,
                                int64_t overdue_ms, store_forward_list *out, char *err,
                                size_t errsz)
 {
@@ -68,20 +68,20 @@ static store_rc claim_forwards(store *st, const store_owned *own, size_t nown, i
 	return rc;
 }
 
-store_rc store_claim_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_forwards(store *st, const owned_part *own, size_t nown, int limit,
                               store_forward_list *out, char *err, size_t errsz)
 {
 	return claim_forwards(st, own, nown, limit, 0, out, err, errsz);
 }
 
-store_rc store_claim_lost_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_claim_lost_forwards(store *st, const owned_part *own, size_t nown, int limit,
                                    int64_t overdue_ms, store_forward_list *out, char *err,
                                    size_t errsz)
 {
 	return claim_forwards(st, own, nown, limit, overdue_ms, out, err, errsz);
 }
 
-store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int64_t *in_ms,
+store_rc store_next_send_due(store *st, const owned_part *own, size_t nown, int64_t *in_ms,
                              char *err, size_t errsz)
 {
 	static const char *sql =
@@ -113,7 +113,7 @@ store_rc store_next_send_due(store *st, const store_owned *own, size_t nown, int
 	return rc;
 }
 
-store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, int clear_seqs,
+store_rc store_release_forwards(store *st, const owned_part *own, size_t nown, int clear_seqs,
                                 char *err, size_t errsz)
 {
 	/* only the leases of the previous owners: a row this replica leased
@@ -142,7 +142,7 @@ store_rc store_release_forwards(store *st, const store_owned *own, size_t nown, 
 		"AND m.updated_at < p.taken_at AND (m.next_send_at > now() OR $3::bool)";
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	store_rc rc = store_begin_owned(st, own, nown, &kept, &nkept, err, errsz);
@@ -168,7 +168,7 @@ done:
  * (delivered without a sequence: biz ids, keys), bad (failed: biz ids,
  * keys, errors, retry delays) and rq (requeued or held: biz ids, keys,
  * held). Returns how many were dropped for a partition no longer ours. */
-static size_t sort_reports(const store_delivery *d, size_t n, const store_owned *kept,
+static size_t sort_reports(const store_delivery *d, size_t n, const owned_part *kept,
                            size_t nkept, sbuf ok[2], sbuf bad[4], sbuf rq[3], size_t *nok,
                            size_t *nbad, size_t *nrq)
 {
@@ -244,7 +244,7 @@ static store_rc write_marks(store *st, const store_mark *marks, size_t nmarks, s
 	return rc;
 }
 
-store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
+store_rc store_record_deliveries(store *st, const owned_part *own, size_t nown,
                                  const store_delivery *d, size_t n, int max_attempts,
                                  const store_mark *marks, size_t nmarks,
                                  store_forward_list *failed_out, char *err, size_t errsz)
@@ -299,7 +299,7 @@ store_rc store_record_deliveries(store *st, const store_owned *own, size_t nown,
 	size_t nok = 0, nbad = 0, nrq = 0, nkept = 0, dropped = 0;
 	store_rc rc = STORE_OK;
 	PGresult *r = NULL;
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	if ((rc = store_begin_locked(st, OWNED_CHECK_ONLY, own, nown, &kept, &nkept, err, errsz)) !=
 	    STORE_OK)
 		goto done;

@@ -96,21 +96,21 @@ int store_cmp_forward(const void *a, const void *b);
 
 tp_key store_row_tp(const PGresult *r, int row);
 
-void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const store_owned *own, size_t n);
+void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const owned_part *own, size_t n);
 
-int64_t store_epoch_of(const store_owned *own, size_t nown, tp_key tp);
+int64_t store_epoch_of(const owned_part *own, size_t nown, tp_key tp);
 
-store_rc store_lock_owned_seq(store *st, const store_owned *own, size_t nown, owned_lock mode,
-                               store_owned **kept, size_t *nkept, owned_row *rows, char *err,
+store_rc store_lock_owned_seq(store *st, const owned_part *own, size_t nown, owned_lock mode,
+                               owned_part **kept, size_t *nkept, owned_row *rows, char *err,
                                size_t errsz);
 
-store_rc store_begin_locked(store *st, owned_lock mode, const store_owned *own, size_t nown,
-                             store_owned **kept, size_t *nkept, char *err, size_t errsz);
+store_rc store_begin_locked(store *st, owned_lock mode, const owned_part *own, size_t nown,
+                             owned_part **kept, size_t *nkept, char *err, size_t errsz);
 
-store_rc store_begin_owned(store *st, const store_owned *own, size_t nown, store_owned **kept,
+store_rc store_begin_owned(store *st, const owned_part *own, size_t nown, owned_part **kept,
                             size_t *nkept, char *err, size_t errsz);
 
-store_rc store_run_owned(store *st, const store_owned *own, size_t nown, const char *sql,
+store_rc store_run_owned(store *st, const owned_part *own, size_t nown, const char *sql,
                           const char *const *extra, int nextra, int fmt, PGresult **res,
                           size_t *nkept, char *err, size_t errsz);
 

@@ -23,7 +23,7 @@
 
 /* ---- exactly_once forwarding ---- */
 
-store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown, int limit,
+store_rc store_sequence_forwards(store *st, const owned_part *own, size_t nown, int limit,
                                  int lanes, store_forward_list *out, size_t *again, char *err,
                                  size_t errsz)
 {
@@ -86,7 +86,7 @@ store_rc store_sequence_forwards(store *st, const store_owned *own, size_t nown,
 	*again = 0;
 	if (nown == 0)
 		return STORE_OK;
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	size_t nkept = 0;
 	sbuf tb = {0}, pb = {0};
 	PGresult *r = NULL;
@@ -205,7 +205,7 @@ static store_rc recover_v2(store *st, const char *topic, const char *part, int64
 	return rc;
 }
 
-store_rc store_recover_forwards(store *st, const store_owned *own, const store_marker *m,
+store_rc store_recover_forwards(store *st, const owned_part *own, const store_marker *m,
                                 int64_t *marked, int *mismatch, char *origin_out, char *err,
                                 size_t errsz)
 {
@@ -222,7 +222,7 @@ store_rc store_recover_forwards(store *st, const store_owned *own, const store_m
 		"SELECT count(*) FROM txhub.message_rows WHERE src_partition = $1 AND src_topic = $3 "
 		"AND send_status = 'pending' AND fwd_seq <= $2 "
 		"AND fwd_seq > coalesce(" SQL_MARK_OF("$3", "$1::int") ", 0)";
-	store_owned *kept = NULL;
+	owned_part *kept = NULL;
 	size_t nkept = 0;
 	PGresult *r = NULL;
 	*marked = 0;

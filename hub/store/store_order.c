@@ -71,7 +71,7 @@ void store_blocker_list_clear(store_blocker_list *l)
  * lanes read and send in sequence order: not there). $4 */
 #define SQL_RETRIES_ABOVE_MARK SQL_ABOVE_MARK("$4::bool AND r.send_attempts > 0")
 
-store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, int taken,
+store_rc store_order_blockers(store *st, const owned_part *own, size_t nown, int taken,
                               store_blocker_list *out, char *err, size_t errsz)
 {
 	static const char *sql =
@@ -113,7 +113,7 @@ store_rc store_order_blockers(store *st, const store_owned *own, size_t nown, in
 	return rc;
 }
 
-store_rc store_order_release(store *st, const store_owned *own, size_t nown, int all,
+store_rc store_order_release(store *st, const owned_part *own, size_t nown, int all,
                              size_t *released, char *err, size_t errsz)
 {
 	/* the held rows (due at 'infinity', on messages_send_retry) whose key has

@@ -76,7 +76,7 @@ static void match_partition_rows(const PGresult *r, const tp_key *parts, size_t 
 }
 
 store_rc store_take_partitions(store *st, const char *owner, const char *group,
-                               const tp_key *parts, size_t n, store_owned *own,
+                               const tp_key *parts, size_t n, owned_part *own,
                                int64_t *next_offset, store_partition_row *prev, char *err,
                                size_t errsz)
 {
@@ -173,7 +173,7 @@ done:
 	return rc;
 }
 
-store_rc store_check_history(store *st, const store_owned *own, size_t nown,
+store_rc store_check_history(store *st, const owned_part *own, size_t nown,
                              store_rewound **out, size_t *nout, char *err, size_t errsz)
 {
 	static const char *sql =
@@ -248,7 +248,7 @@ store_rc store_partition_rows(store *st, const tp_key *parts, size_t n,
 /* Run sql ($1 topics, $2 partitions, $3 epochs of own; returns
  * PARTITION_COLUMNS of the rows it touched): *rows (caller frees) receives
  * them, *lost (caller frees) the owned partitions it did not touch. */
-static store_rc update_owned(store *st, const char *sql, const store_owned *own, size_t nown,
+static store_rc update_owned(store *st, const char *sql, const owned_part *own, size_t nown,
                              store_partition_row **rows, size_t *nrows, tp_key **lost,
                              size_t *nlost, char *err, size_t errsz)
 {
@@ -297,7 +297,7 @@ done:
 	"WHERE tp.topic = o.t AND tp.partition = o.p AND tp.epoch = o.e "             \
 	"RETURNING " PARTITION_COLUMNS
 
-store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
+store_rc store_heartbeat(store *st, const owned_part *own, size_t nown,
                          store_partition_row **rows, size_t *nrows, tp_key **lost,
                          size_t *nlost, char *err, size_t errsz)
 {
@@ -305,7 +305,7 @@ store_rc store_heartbeat(store *st, const store_owned *own, size_t nown,
 	                    lost, nlost, err, errsz);
 }
 
-store_rc store_still_owned(store *st, const store_owned *own, size_t nown, tp_key **lost,
+store_rc store_still_owned(store *st, const owned_part *own, size_t nown, tp_key **lost,
                            size_t *nlost, char *err, size_t errsz)
 {
 	static const char *sql =
@@ -319,7 +319,7 @@ store_rc store_still_owned(store *st, const store_owned *own, size_t nown, tp_ke
 	return rc;
 }
 
-store_rc store_release_partitions(store *st, const store_owned *own, size_t nown, char *err,
+store_rc store_release_partitions(store *st, const owned_part *own, size_t nown, char *err,
                                   size_t errsz)
 {
 	store_partition_row *rows;
@@ -332,7 +332,7 @@ store_rc store_release_partitions(store *st, const store_owned *own, size_t nown
 	return rc;
 }
 
-store_rc store_contest_partitions(store *st, const store_owned *held, size_t n,
+store_rc store_contest_partitions(store *st, const owned_part *held, size_t n,
                                   const char *group, char *err, size_t errsz)
 {
 	static const char *sql =

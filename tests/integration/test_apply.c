@@ -16,7 +16,7 @@
 typedef struct {
 	txhub_config cfg;
 	store *st;
-	store_owned own[1];
+	owned_part own[1];
 	h_env e;
 } fixture;
 

@@ -301,7 +301,7 @@ Test(enforce, intake_waits_for_the_first_rules, .timeout = 180)
 typedef struct {
 	txhub_config cfg;
 	store *st;
-	store_owned own[1];
+	owned_part own[1];
 	h_env e;
 	int64_t off;
 } fixture;

@@ -48,7 +48,7 @@ Test(fatal, a_dead_producer_is_replaced_and_nothing_is_lost, .timeout = 120)
 	store *st = store_connect(&cfg, err, sizeof err);
 	cr_assert_not_null(st, "%s", err);
 	tp_key p0 = tp_of(e.topic, 0);
-	store_owned own;
+	owned_part own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(st, "me", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);

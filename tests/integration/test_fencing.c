@@ -75,7 +75,7 @@ static void rec_free(store_record *r) { envelope_free(&r->env); }
 	"\"checkback\":{\"url\":\"http://127.0.0.1:1/\",\"first_after_ms\":0}}"
 #define COMMIT(mk) "{\"type\":\"commit\",\"biz_id\":\"f\",\"message_key\":\"" mk "\"}"
 
-static store_rc apply1(store *st, store_record *r, const store_owned *own, size_t nown,
+static store_rc apply1(store *st, store_record *r, const owned_part *own, size_t nown,
                        tp_key **lost, size_t *nlost)
 {
 	char err[512];
@@ -96,7 +96,7 @@ Test(fencing, a_new_owner_fences_off_the_old_one, .timeout = 60)
 	two_open(&t, &e);
 	char err[512];
 	tp_key parts[2] = {part(0), part(1)};
-	store_owned a_own[2], b_own[1];
+	owned_part a_own[2], b_own[1];
 	int64_t next[2];
 
 	/* A takes partitions 0 and 1: first epoch, no offset stored yet */
@@ -190,7 +190,7 @@ Test(fencing, check_backs_of_a_lost_partition_are_neither_claimed_nor_written, .
 	two_open(&t, &e);
 	char err[512];
 	tp_key p0 = part(0);
-	store_owned a_own[1], b_own[1];
+	owned_part a_own[1], b_own[1];
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, a_own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
@@ -247,7 +247,7 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	two_open(&t, &e);
 	char err[512];
 	tp_key p0 = part(0);
-	store_owned own[1];
+	owned_part own[1];
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
@@ -264,7 +264,7 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	cr_assert_neq(PQresultStatus(r), PGRES_COMMAND_OK, "the frozen transaction survived");
 	PQclear(r);
 	cr_assert_eq(store_ensure(t.a, err, sizeof err), STORE_OK, "%s", err);
-	store_owned stale = {part(0), 1};
+	owned_part stale = {part(0), 1};
 	store_record rec0 = rec(0, 5, PREPARE("late"));
 	tp_key *lost = NULL;
 	size_t nlost = 0;
@@ -816,7 +816,7 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 	two_open(&t, &e);
 	char err[512];
 	tp_key p0 = part(0);
-	store_owned own;
+	owned_part own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t.a, "a", "g", &p0, 1, &own, &next, NULL, err, sizeof err),
 	             STORE_OK, "%s", err);
@@ -850,11 +850,11 @@ Test(fencing, delivery_reports_do_not_wait_for_a_batch_in_progress, .timeout = 6
 
 /* Replica A takes partition 0 and applies a commit of message_key key;
  * then B takes the partition (into *b_own). */
-static void a_applies_then_b_takes(two *t, const char *key, store_owned *b_own)
+static void a_applies_then_b_takes(two *t, const char *key, owned_part *b_own)
 {
 	char err[512], json[256];
 	tp_key p0 = part(0);
-	store_owned a_own;
+	owned_part a_own;
 	int64_t next;
 	cr_assert_eq(store_take_partitions(t->a, "replica-a", "g", &p0, 1, &a_own, &next, NULL, err,
 	                                   sizeof err), STORE_OK, "%s", err);
@@ -881,7 +881,7 @@ Test(fencing, a_new_owner_releases_only_the_previous_owners_leases, .timeout = 6
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	store_owned b_own;
+	owned_part b_own;
 	/* B takes the partition, then applies a commit of its own */
 	a_applies_then_b_takes(&t, "old", &b_own);
 	h_pause_ms(20);
@@ -915,7 +915,7 @@ Test(fencing, a_new_owner_releases_a_retry_the_previous_owner_had_in_flight, .ti
 	two t;
 	two_open(&t, &e);
 	char err[512];
-	store_owned b_own;
+	owned_part b_own;
 	a_applies_then_b_takes(&t, "retry", &b_own);
 	/* A's first attempt had failed and a due scan of A's sequenced it
 	 * again: in flight, leased, one attempt counted (as A left it) */

@@ -290,7 +290,7 @@ Test(topics, partition_zero_of_two_topics_are_two_partitions, .timeout = 60)
 	cr_assert(x && y, "%s", err);
 	tp_key a0 = tp_of(e.topic, 0), b0 = tp_of(b.topic, 0);
 	tp_key both[2] = {a0, b0};
-	store_owned xo[2], yo[1];
+	owned_part xo[2], yo[1];
 	int64_t next[2];
 	/* x takes partition 0 of both topics; y then takes b's alone */
 	cr_assert_eq(store_take_partitions(x, "x", "g", both, 2, xo, next, NULL, err, sizeof err),

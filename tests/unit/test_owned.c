@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
 	const char *name;
 	step steps[12];          /* up to the first END */
-	store_owned want[8];     /* the contents after the last step, sorted */
+	owned_part want[8];     /* the contents after the last step, sorted */
 	size_t nwant;
 } scenario;
 
@@ -90,7 +90,7 @@ Test(owned, scenarios)
 			uint64_t before = s.gen;
 			int ret = 0;
 			if (st->op == TAKE)
-				ret = owned_take(&s, &(store_owned){st->p, st->epoch});
+				ret = owned_take(&s, &(owned_part){st->p, st->epoch});
 			else if (st->op == DROP)
 				ret = owned_drop(&s, st->p);
 			else
@@ -117,7 +117,7 @@ Test(owned, scenarios)
 Test(owned, lookups)
 {
 	owned_set s = {0};
-	static const store_owned own[] = {{7, 3}, {0, 1}, {2, 5}};
+	static const owned_part own[] = {{7, 3}, {0, 1}, {2, 5}};
 	for (size_t i = 0; i < 3; i++)
 		cr_assert_eq(owned_take(&s, &own[i]), 0);
 	static const struct {
@@ -125,7 +125,7 @@ Test(owned, lookups)
 		int64_t epoch; /* 0: not owned */
 	} cases[] = {{-1, 0}, {0, 1}, {1, 0}, {2, 5}, {3, 0}, {6, 0}, {7, 3}, {8, 0}, {INT32_MAX, 0}};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		const store_owned *o = owned_find(&s, cases[i].p);
+		const owned_part *o = owned_find(&s, cases[i].p);
 		int owned = cases[i].epoch != 0;
 		cr_expect_eq(o != NULL, owned, "partition %d", cases[i].p);
 		cr_expect_eq(owned_has(&s, cases[i].p), owned, "partition %d", cases[i].p);
@@ -150,8 +150,8 @@ Test(owned, two_topics)
 	owned_set s = {0};
 	int32_t a = topic_id("owned.test.a"), b = topic_id("owned.test.b");
 	for (int32_t p = 3; p >= 0; p--) {
-		cr_assert_eq(owned_take(&s, &(store_owned){tp_make(b, p), 10 + p}), 0);
-		cr_assert_eq(owned_take(&s, &(store_owned){tp_make(a, p), 20 + p}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){tp_make(b, p), 10 + p}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){tp_make(a, p), 20 + p}), 0);
 	}
 	cr_assert_eq(s.n, 8);
 	check_invariants(&s, "two topics");
@@ -169,7 +169,7 @@ Test(owned, many_partitions)
 {
 	owned_set s = {0};
 	for (int32_t p = 999; p >= 0; p--)
-		cr_assert_eq(owned_take(&s, &(store_owned){p, p + 1}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){p, p + 1}), 0);
 	cr_assert_eq(s.n, 1000);
 	check_invariants(&s, "1000 taken");
 	for (int32_t p = 0; p < 1000; p += 2)
@@ -191,8 +191,8 @@ Test(owned, copies)
 	cr_expect_eq(dst.n, 0);
 	cr_expect_eq(dst.gen, src.gen);
 
-	cr_assert_eq(owned_take(&src, &(store_owned){3, 1}), 0);
-	cr_assert_eq(owned_take(&src, &(store_owned){1, 4}), 0);
+	cr_assert_eq(owned_take(&src, &(owned_part){3, 1}), 0);
+	cr_assert_eq(owned_take(&src, &(owned_part){1, 4}), 0);
 	cr_assert_eq(owned_copy(&dst, &src), 0);
 	cr_expect_eq(dst.gen, src.gen, "a copy keeps the version");
 	cr_assert_eq(dst.n, 2);
@@ -201,7 +201,7 @@ Test(owned, copies)
 	check_invariants(&dst, "copy");
 
 	/* the same version again: nothing to do */
-	const store_owned *kept = dst.parts;
+	const owned_part *kept = dst.parts;
 	cr_assert_eq(owned_copy(&dst, &src), 0);
 	cr_expect_eq(dst.parts, kept);
 
@@ -215,7 +215,7 @@ Test(owned, copies)
 	cr_expect_eq(owned_find(&dst, 1)->epoch, 4);
 
 	/* a copy changed on its own gets a version of its own */
-	cr_assert_eq(owned_take(&dst, &(store_owned){9, 1}), 0);
+	cr_assert_eq(owned_take(&dst, &(owned_part){9, 1}), 0);
 	cr_expect_neq(dst.gen, src.gen);
 	cr_expect_eq(src.n, 1);
 
@@ -234,13 +234,13 @@ Test(owned, copies)
 Test(owned, versions_differ_between_sets)
 {
 	owned_set a = {0}, b = {0};
-	cr_assert_eq(owned_take(&a, &(store_owned){1, 1}), 0);
-	cr_assert_eq(owned_take(&b, &(store_owned){1, 1}), 0);
+	cr_assert_eq(owned_take(&a, &(owned_part){1, 1}), 0);
+	cr_assert_eq(owned_take(&b, &(owned_part){1, 1}), 0);
 	cr_expect_neq(a.gen, 0);
 	cr_expect_neq(b.gen, 0);
 	cr_expect_neq(a.gen, b.gen);
 	/* and dst of another version is copied, even at the same size */
-	cr_assert_eq(owned_take(&b, &(store_owned){1, 2}), 0);
+	cr_assert_eq(owned_take(&b, &(owned_part){1, 2}), 0);
 	cr_assert_eq(owned_copy(&a, &b), 0);
 	cr_expect_eq(owned_find(&a, 1)->epoch, 2);
 	owned_free(&a);
