@@ -204,6 +204,14 @@ static void check_outcome(h_env *e, const char *fwd, int exactly_once, size_t *d
 #define ALREADY_SENT "txhub_forwards_after_rewind_total{outcome=\"already_sent\"}"
 #define SENT_AGAIN "txhub_forwards_after_rewind_total{outcome=\"sent_again\"}"
 
+/* Wait until the hub holds every partition of e's control topic. */
+static void wait_all_taken(h_env *e)
+{
+	char n[16];
+	snprintf(n, sizeof n, "%d", h_control_partitions());
+	cr_assert(h_wait(e, "SELECT count(*) FROM txhub.partitions", n, 60000));
+}
+
 /* The scenario: 100 messages, a copy of the database, 100 more and 100
  * prepares, then the database replaced by the copy (under the running hub,
  * or while it is stopped), then the decisions of the 100 prepares. The
@@ -214,8 +222,6 @@ static void lose_the_tail(const char *name, const char *mode, int stopped, int d
 	h_env e;
 	h_setup(&e, name);
 	h_control_topic(&e);
-	char nparts[16];
-	snprintf(nparts, sizeof nparts, "%d", h_control_partitions());
 	int eos = strcmp(mode, "exactly_once") == 0;
 	char fwd[128], snap[256], log[256], modeset[64];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
@@ -230,7 +236,7 @@ static void lose_the_tail(const char *name, const char *mode, int stopped, int d
 	const char *settings[] = {"intake.batch_max=50", modeset, listen, NULL};
 	pid_t hub = h_hub_start(&e, settings);
 	h_hub_log(log, sizeof log, &e);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", nparts, 60000));
+	wait_all_taken(&e);
 
 	both(&e, fwd, 0, 100);
 	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE status = 'committed' AND "
@@ -338,8 +344,6 @@ Test(failover, exactly_once_a_failed_forward_is_not_taken_for_sent, .timeout = 4
 	h_env e;
 	h_setup(&e, "fdead");
 	h_control_topic(&e);
-	char nparts[16];
-	snprintf(nparts, sizeof nparts, "%d", h_control_partitions());
 	char fwd[128], small[128], snap[256], es[256], buf[12000], big[9001];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
 	snprintf(small, sizeof small, "small.%s", e.name);
@@ -349,7 +353,7 @@ Test(failover, exactly_once_a_failed_forward_is_not_taken_for_sent, .timeout = 4
 	const char *settings[] = {"forward.mode=exactly_once", "forward.max_attempts=1000",
 	                          "forward.backoff_ms=200", "forward.backoff_max_ms=1000", NULL};
 	pid_t hub = h_hub_start(&e, settings);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", nparts, 60000));
+	wait_all_taken(&e);
 	snapshot(&e, snap);
 
 	/* random hex: lz4 cannot shrink it below the topic's 4,000 bytes */
@@ -405,14 +409,12 @@ Test(failover, loss_beyond_the_brokers_retention_is_reported, .timeout = 240)
 	h_env e;
 	h_setup(&e, "fret");
 	h_control_topic(&e);
-	char nparts[16];
-	snprintf(nparts, sizeof nparts, "%d", h_control_partitions());
 	char fwd[128], snap[256], log[256], buf[512];
 	snprintf(fwd, sizeof fwd, "fw.%s", e.name);
 	snprintf(snap, sizeof snap, "/tmp/txhub-%s.dump", e.name);
 	pid_t hub = h_hub_start(&e, NULL);
 	h_hub_log(log, sizeof log, &e);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", nparts, 60000));
+	wait_all_taken(&e);
 	/* one-shot commits to partition 0: offsets 0..19, then 20..39 */
 	for (int i = 0; i < 40; i++) {
 		if (i == 20) {
@@ -468,8 +470,6 @@ Test(failover, exactly_once_check_back_decisions_made_again_are_counted, .timeou
 	h_env e;
 	h_setup(&e, "fcb");
 	h_control_topic(&e);
-	char nparts[16];
-	snprintf(nparts, sizeof nparts, "%d", h_control_partitions());
 	h_httpd *srv = h_httpd_start(say_committed, NULL);
 	cr_assert_not_null(srv);
 	int port = h_free_port();
@@ -480,7 +480,7 @@ Test(failover, exactly_once_check_back_decisions_made_again_are_counted, .timeou
 	const char *settings[] = {"forward.mode=exactly_once", listen, "checkback.backoff_ms=200",
 	                          NULL};
 	pid_t hub = h_hub_start(&e, settings);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", nparts, 60000));
+	wait_all_taken(&e);
 	snapshot(&e, snap);
 
 	/* 20 prepares that only a check-back decides, before and after the loss */
