@@ -53,7 +53,7 @@ int owned_take(owned_set *s, const owned_part *o)
 	size_t i = position(s, o->tp);
 	if (i < s->n && s->parts[i].tp == o->tp) {
 		if (s->parts[i].epoch != o->epoch) {
-			s->parts[i].epoch = o->epoch;
+			s->parts[i] = *o;
 			changed(s);
 		}
 		return 0;

@@ -36,6 +36,12 @@
 typedef struct {
 	tp_key tp;
 	int64_t epoch;
+	/* The partition's next offset in txhub.partitions when it was taken at
+	 * this epoch (0 when it had none): where a database that lost its last
+	 * transactions stood then, before this owner read anything again
+	 * (store_recover_forwards). 0 where unknown, which takes more of the
+	 * lost history for unsure, never less. */
+	int64_t from;
 } owned_part;
 
 typedef struct {
@@ -62,8 +68,8 @@ int owned_has(const owned_set *s, tp_key p);
 /* ... and whether at exactly this epoch (0: not owned is never at an epoch). */
 int owned_has_at(const owned_set *s, tp_key p, int64_t epoch);
 
-/* Own o->tp at o->epoch: added, or its epoch replaced when it is
- * owned already (a retake). Returns 0, or -1 when out of memory (the set
+/* Own o->tp at o->epoch: added, or its epoch (and from) replaced when it
+ * is owned already (a retake). Returns 0, or -1 when out of memory (the set
  * is then unchanged). gen changes only when the contents do. */
 int owned_take(owned_set *s, const owned_part *o);
 

@@ -523,7 +523,7 @@ static int txn_look(deadletter *d, dl_txn *t)
 		look_failed(d, t, "settling its pending dead letters", err);
 		return -1;
 	}
-	owned_part one = {t->tp, t->epoch};
+	owned_part one = {.tp = t->tp, .epoch = t->epoch};
 	dl_item *items = NULL;
 	int n = dl_read_parked(d, &one, 1, &items, err, sizeof err);
 	if (n < 0) {

@@ -398,6 +398,37 @@ static int take_failed(lane *l, const char *err, const char *topic)
 	return changed;
 }
 
+/* How long TXHUB_FAILPOINT=recover_late holds a lane's marker at most. */
+#define RECOVER_LATE_MS 15000
+
+/* The crash tests' failpoint (as lane.c's): with TXHUB_FAILPOINT=
+ * recover_late in its environment the lane of a partition taken again
+ * (epoch > 1) reads its marker only once the intake applied past the
+ * offset the partition was taken at (at most RECOVER_LATE_MS), so that a
+ * test sees what a lane that comes late after a database loss makes of
+ * it: the lost offsets read again before the marker (store_recover_forwards).
+ * Never set in production. Returns 0, or -1 (err) when stopping. */
+static int recover_late(lane *l, char *err, size_t errsz)
+{
+	if (!l->failpoint || strcmp(l->failpoint, "recover_late") != 0 || l->own.epoch <= 1)
+		return 0;
+	log_warn("lane %d of %s: failpoint recover_late: the marker waits for the intake to apply "
+	         "past offset %lld", TP_ARG(l->own.tp), (long long)l->own.from);
+	for (int64_t until = clock_ms() + RECOVER_LATE_MS; clock_ms() < until;) {
+		store_partition_row row;
+		if (store_partition_rows(l->st, &l->own.tp, 1, &row, err, errsz) == STORE_OK &&
+		    row.next_offset > l->own.from)
+			break;
+		if (lane_is_stopping(l, 0)) {
+			snprintf(err, errsz, "stopping");
+			return -1;
+		}
+		lane_pause_ms(l, 50);
+	}
+	log_warn("lane %d of %s: failpoint recover_late: reading the marker", TP_ARG(l->own.tp));
+	return 0;
+}
+
 /* Take the partition: fence the previous owner, read its marker, and mark
  * what it sent. Retries (with backoff) while Kafka or PostgreSQL are away
  * or refuse (each distinct error logged as a warning once, repeats at
@@ -423,7 +454,8 @@ int lane_take_partition(lane *l)
 			/* (err says why) */
 		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
 			/* (err says why) */
-		} else if (read_marker(l, &marker, err, sizeof err) != 0) {
+		} else if (recover_late(l, err, sizeof err) != 0 ||
+		           read_marker(l, &marker, err, sizeof err) != 0) {
 			about = l->progress;
 		} else {
 			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,

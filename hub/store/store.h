@@ -110,6 +110,7 @@ typedef struct {
 	int released;              /* the owner let go cleanly */
 	char contested_by[256];    /* group of a fenced replica waiting for it, or "" */
 	int64_t contested_age_ms;  /* since it last said so; -1: never */
+	int64_t next_offset;       /* the next offset to apply; -1: none yet */
 } store_partition_row;
 
 /* A holder that refreshes its heartbeat at least this often ... */

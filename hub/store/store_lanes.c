@@ -147,15 +147,20 @@ done:
  * not past it), it lost transactions, and the history the marker speaks
  * of may have decided rows outside the control topic, which this one does
  * not know: only rows with offset sequences are taken for sent then, and
- * of the rows read again none from the database's own offset on if that
- * history sent or failed such a row there (the marker's oob: noted as
- * fwd_unsure_from), and that oob in fwd_lost_oob: rows prepared below it
- * and decided outside the control topic again may go out twice
- * (store_sequence_forwards counts them). $1 partition, $2 seq, $3 dead,
- * $4 unsure_from, $5
- * topic, $6 oob, $7 the lane's epoch, $8 STORE_SEQ_SHIFT. */
-static store_rc recover_v2(store *st, const char *topic, const char *part, int64_t own_epoch,
-                           const store_marker *m, int64_t *marked, char *err, size_t errsz)
+ * of the rows read again none from the offset the database stood at when
+ * this owner took the partition (own->from) on, if that history sent or
+ * failed such a row there (the marker's oob): noted as fwd_unsure_from,
+ * and that oob in fwd_lost_oob: rows prepared below it and decided outside
+ * the control topic again may go out twice (store_sequence_forwards
+ * counts them). The take's offset, not the row's next_offset now: the
+ * intake may have read the lost offsets again before the lane got here,
+ * and the database's offset then says nothing of where it lost them.
+ * sql_mark: $1 partition, $2 seq, $3 dead, $4 unsure_from, $5 topic, $6
+ * STORE_SEQ_SHIFT, $7 oob, $8 from; sql_note: $1-$5 the same, $6 oob, $7
+ * the lane's epoch, $8 STORE_SEQ_SHIFT, $9 from. */
+static store_rc recover_v2(store *st, const char *topic, const char *part,
+                           const owned_part *own, const store_marker *m, int64_t *marked,
+                           char *err, size_t errsz)
 {
 #define BEHIND "(SELECT tp.next_fwd_seq <= $2::bigint FROM txhub.partitions tp " \
                "WHERE tp.topic = $5 AND tp.partition = $1::int)"
@@ -164,19 +169,21 @@ static store_rc recover_v2(store *st, const char *topic, const char *part, int64
 		"WHERE src_partition = $1::int AND src_topic = $5 AND send_status = 'pending' "
 		"AND fwd_seq <= $2::bigint AND fwd_seq > coalesce(" SQL_MARK_OF("$5", "$1::int") ", 0) "
 		"AND NOT (fwd_seq = ANY($3::bigint[])) AND ($4::bigint IS NULL OR fwd_seq < $4::bigint) "
-		"AND (NOT " BEHIND " OR fwd_seq = (src_offset + 1) << $6::int)";
+		"AND (NOT " BEHIND " OR (fwd_seq = (src_offset + 1) << $6::int "
+		"AND ($7::bigint IS NULL OR $7::bigint < $8::bigint << $6::int "
+		"OR fwd_seq < $8::bigint << $6::int)))";
 	static const char *sql_note =
 		"UPDATE txhub.partitions tp SET fwd_sent_upto = $2::bigint, fwd_dead = $3::bigint[], "
 		"fwd_unsure_from = CASE WHEN tp.next_fwd_seq <= $2::bigint AND $6::bigint IS NOT NULL "
-		"AND $6::bigint >= coalesce(tp.next_offset, 0) << $8::int "
-		"THEN least($4::bigint, coalesce(tp.next_offset, 0) << $8::int) ELSE $4::bigint END, "
+		"AND $6::bigint >= $9::bigint << $8::int "
+		"THEN least($4::bigint, $9::bigint << $8::int) ELSE $4::bigint END, "
 		"fwd_lost_oob = CASE WHEN tp.next_fwd_seq <= $2::bigint AND $6::bigint IS NOT NULL "
-		"AND $6::bigint >= coalesce(tp.next_offset, 0) << $8::int "
+		"AND $6::bigint >= $9::bigint << $8::int "
 		"THEN greatest(tp.fwd_lost_oob, $6::bigint) ELSE tp.fwd_lost_oob END, "
 		"next_fwd_seq = greatest(tp.next_fwd_seq, $2::bigint + 1), fwd_recovered_epoch = $7 "
 		"WHERE tp.topic = $5 AND tp.partition = $1::int";
 #undef BEHIND
-	char seq[32], unsure[32], oob[32], epoch[32], shift[8];
+	char seq[32], unsure[32], oob[32], epoch[32], shift[8], from[32];
 	sbuf db = {0};
 	sbuf_arr_begin(&db);
 	for (size_t i = 0; i < m->ndead; i++)
@@ -185,22 +192,23 @@ static store_rc recover_v2(store *st, const char *topic, const char *part, int64
 	snprintf(seq, sizeof seq, "%lld", (long long)m->seq);
 	snprintf(unsure, sizeof unsure, "%lld", (long long)m->unsure_from);
 	snprintf(oob, sizeof oob, "%lld", (long long)m->oob);
-	snprintf(epoch, sizeof epoch, "%lld", (long long)own_epoch);
+	snprintf(epoch, sizeof epoch, "%lld", (long long)own->epoch);
 	snprintf(shift, sizeof shift, "%d", STORE_SEQ_SHIFT);
-	const char *p[8] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
-	                    topic, m->oob > 0 ? oob : NULL, epoch, shift};
+	snprintf(from, sizeof from, "%lld", (long long)own->from);
+	const char *p[9] = {part, seq, sbuf_str(&db), m->unsure_from >= 0 ? unsure : NULL,
+	                    topic, m->oob > 0 ? oob : NULL, epoch, shift, from};
 	store_rc rc = db.oom ? STORE_RETRY : STORE_OK;
 	if (rc != STORE_OK)
 		snprintf(err, errsz, "out of memory");
-	const char *pm[6] = {p[0], p[1], p[2], p[3], p[4], shift}; /* sql_mark's */
-	PGresult *r = rc == STORE_OK ? store_exec_params(st, sql_mark, 6, pm, 0) : NULL;
+	const char *pm[8] = {p[0], p[1], p[2], p[3], p[4], shift, p[5], from}; /* sql_mark's */
+	PGresult *r = rc == STORE_OK ? store_exec_params(st, sql_mark, 8, pm, 0) : NULL;
 	if (r && PQresultStatus(r) != PGRES_COMMAND_OK)
 		rc = store_classify(st->conn, r, err, errsz);
 	else if (r)
 		*marked = atoll(PQcmdTuples(r));
 	PQclear(r);
 	if (rc == STORE_OK)
-		rc = store_exec_command(st, sql_note, 8, p, err, errsz);
+		rc = store_exec_command(st, sql_note, 9, p, err, errsz);
 	sbuf_free(&db);
 	return rc;
 }
@@ -256,7 +264,7 @@ store_rc store_recover_forwards(store *st, const owned_part *own, const store_ma
 	if (m->seq > 0 && strcmp(origin_out, m->origin) != 0) {
 		*mismatch = 1;
 	} else if (m->seq > 0 && m->version >= 2) {
-		if ((rc = recover_v2(st, topic, part, own->epoch, m, marked, err, errsz)) != STORE_OK)
+		if ((rc = recover_v2(st, topic, part, own, m, marked, err, errsz)) != STORE_OK)
 			goto fail;
 	} else if (m->seq > 0) {
 		const char *p[5] = {part, seq, m->biz_id, m->message_key, topic};

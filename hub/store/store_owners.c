@@ -32,7 +32,8 @@
 	"tp.topic, tp.partition, tp.epoch, tp.owner, coalesce(tp.group_id, ''), "        \
 	"coalesce(ceil(extract(epoch FROM now() - tp.heartbeat_at) * 1000)::bigint, -1), " \
 	"tp.released_at IS NOT NULL, coalesce(tp.contested_by, ''), "                   \
-	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1)"
+	"coalesce(ceil(extract(epoch FROM now() - tp.contested_at) * 1000)::bigint, -1), " \
+	"coalesce(tp.next_offset, -1)"
 
 static void read_partition_row(const PGresult *r, int row, store_partition_row *out)
 {
@@ -45,6 +46,7 @@ static void read_partition_row(const PGresult *r, int row, store_partition_row *
 	out->released = PQgetvalue(r, row, 6)[0] == 't';
 	snprintf(out->contested_by, sizeof out->contested_by, "%s", PQgetvalue(r, row, 7));
 	out->contested_age_ms = atoll(PQgetvalue(r, row, 8));
+	out->next_offset = atoll(PQgetvalue(r, row, 9));
 }
 
 /* The topics and the partitions of keys, as two arrays. */
@@ -69,6 +71,7 @@ static void match_partition_rows(const PGresult *r, const tp_key *parts, size_t 
 		rows[i].tp = parts[i];
 		rows[i].heartbeat_age_ms = -1;
 		rows[i].contested_age_ms = -1;
+		rows[i].next_offset = -1;
 		for (int row = 0; row < PQntuples(r); row++)
 			if (store_row_tp(r, row) == parts[i])
 				read_partition_row(r, row, &rows[i]);
@@ -147,6 +150,7 @@ store_rc store_take_partitions(store *st, const char *owner, const char *group,
 			own[i].epoch = atoll(PQgetvalue(r, row, 2));
 			next_offset[i] = atoll(PQgetvalue(r, row, 3));
 		}
+		own[i].from = next_offset[i] > 0 ? next_offset[i] : 0;
 		if (own[i].epoch <= 0) {
 			snprintf(err, errsz, "taking partition %d of %s returned no epoch",
 			         tp_part(parts[i]), tp_topic(parts[i]));

@@ -264,7 +264,7 @@ Test(fencing, a_transaction_left_open_does_not_block_the_new_owner, .timeout = 6
 	cr_assert_neq(PQresultStatus(r), PGRES_COMMAND_OK, "the frozen transaction survived");
 	PQclear(r);
 	cr_assert_eq(store_ensure(t.a, err, sizeof err), STORE_OK, "%s", err);
-	owned_part stale = {part(0), 1};
+	owned_part stale = {.tp = part(0), .epoch = 1};
 	store_record rec0 = rec(0, 5, PREPARE("late"));
 	tp_key *lost = NULL;
 	size_t nlost = 0;

@@ -34,7 +34,10 @@ typedef struct {
 typedef struct {
 	const char *name;
 	step steps[12];          /* up to the first END */
-	owned_part want[8];     /* the contents after the last step, sorted */
+	struct {
+		tp_key tp;
+		int64_t epoch;
+	} want[8];               /* the contents after the last step, sorted */
 	size_t nwant;
 } scenario;
 
@@ -90,7 +93,7 @@ Test(owned, scenarios)
 			uint64_t before = s.gen;
 			int ret = 0;
 			if (st->op == TAKE)
-				ret = owned_take(&s, &(owned_part){st->p, st->epoch});
+				ret = owned_take(&s, &(owned_part){.tp = st->p, .epoch = st->epoch});
 			else if (st->op == DROP)
 				ret = owned_drop(&s, st->p);
 			else
@@ -117,7 +120,7 @@ Test(owned, scenarios)
 Test(owned, lookups)
 {
 	owned_set s = {0};
-	static const owned_part own[] = {{7, 3}, {0, 1}, {2, 5}};
+	static const owned_part own[] = {{7, 3, 0}, {0, 1, 0}, {2, 5, 0}};
 	for (size_t i = 0; i < 3; i++)
 		cr_assert_eq(owned_take(&s, &own[i]), 0);
 	static const struct {
@@ -150,8 +153,8 @@ Test(owned, two_topics)
 	owned_set s = {0};
 	int32_t a = topic_id("owned.test.a"), b = topic_id("owned.test.b");
 	for (int32_t p = 3; p >= 0; p--) {
-		cr_assert_eq(owned_take(&s, &(owned_part){tp_make(b, p), 10 + p}), 0);
-		cr_assert_eq(owned_take(&s, &(owned_part){tp_make(a, p), 20 + p}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){.tp = tp_make(b, p), .epoch = 10 + p}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){.tp = tp_make(a, p), .epoch = 20 + p}), 0);
 	}
 	cr_assert_eq(s.n, 8);
 	check_invariants(&s, "two topics");
@@ -169,7 +172,7 @@ Test(owned, many_partitions)
 {
 	owned_set s = {0};
 	for (int32_t p = 999; p >= 0; p--)
-		cr_assert_eq(owned_take(&s, &(owned_part){p, p + 1}), 0);
+		cr_assert_eq(owned_take(&s, &(owned_part){.tp = p, .epoch = p + 1}), 0);
 	cr_assert_eq(s.n, 1000);
 	check_invariants(&s, "1000 taken");
 	for (int32_t p = 0; p < 1000; p += 2)
@@ -183,6 +186,24 @@ Test(owned, many_partitions)
 	owned_free(&s);
 }
 
+/* A retake at a new epoch brings the offset the partition was taken at
+ * with it (store_recover_forwards reads it); the same epoch again changes
+ * nothing. */
+Test(owned, retake_replaces_the_take_offset)
+{
+	owned_set s = {0};
+	cr_assert_eq(owned_take(&s, &(owned_part){.tp = 4, .epoch = 1, .from = 20}), 0);
+	uint64_t gen = s.gen;
+	cr_assert_eq(owned_take(&s, &(owned_part){.tp = 4, .epoch = 1, .from = 30}), 0);
+	cr_expect_eq(s.gen, gen, "the same epoch again moved the version");
+	cr_expect_eq(owned_find(&s, 4)->from, 20, "the same epoch again replaced the offset");
+	cr_assert_eq(owned_take(&s, &(owned_part){.tp = 4, .epoch = 2, .from = 0}), 0);
+	cr_expect_neq(s.gen, gen);
+	cr_expect_eq(owned_find(&s, 4)->epoch, 2);
+	cr_expect_eq(owned_find(&s, 4)->from, 0, "a retake kept the old take's offset");
+	owned_free(&s);
+}
+
 Test(owned, copies)
 {
 	owned_set src = {0}, dst = {0};
@@ -191,8 +212,8 @@ Test(owned, copies)
 	cr_expect_eq(dst.n, 0);
 	cr_expect_eq(dst.gen, src.gen);
 
-	cr_assert_eq(owned_take(&src, &(owned_part){3, 1}), 0);
-	cr_assert_eq(owned_take(&src, &(owned_part){1, 4}), 0);
+	cr_assert_eq(owned_take(&src, &(owned_part){.tp = 3, .epoch = 1}), 0);
+	cr_assert_eq(owned_take(&src, &(owned_part){.tp = 1, .epoch = 4}), 0);
 	cr_assert_eq(owned_copy(&dst, &src), 0);
 	cr_expect_eq(dst.gen, src.gen, "a copy keeps the version");
 	cr_assert_eq(dst.n, 2);
@@ -215,7 +236,7 @@ Test(owned, copies)
 	cr_expect_eq(owned_find(&dst, 1)->epoch, 4);
 
 	/* a copy changed on its own gets a version of its own */
-	cr_assert_eq(owned_take(&dst, &(owned_part){9, 1}), 0);
+	cr_assert_eq(owned_take(&dst, &(owned_part){.tp = 9, .epoch = 1}), 0);
 	cr_expect_neq(dst.gen, src.gen);
 	cr_expect_eq(src.n, 1);
 
@@ -234,13 +255,13 @@ Test(owned, copies)
 Test(owned, versions_differ_between_sets)
 {
 	owned_set a = {0}, b = {0};
-	cr_assert_eq(owned_take(&a, &(owned_part){1, 1}), 0);
-	cr_assert_eq(owned_take(&b, &(owned_part){1, 1}), 0);
+	cr_assert_eq(owned_take(&a, &(owned_part){.tp = 1, .epoch = 1}), 0);
+	cr_assert_eq(owned_take(&b, &(owned_part){.tp = 1, .epoch = 1}), 0);
 	cr_expect_neq(a.gen, 0);
 	cr_expect_neq(b.gen, 0);
 	cr_expect_neq(a.gen, b.gen);
 	/* and dst of another version is copied, even at the same size */
-	cr_assert_eq(owned_take(&b, &(owned_part){1, 2}), 0);
+	cr_assert_eq(owned_take(&b, &(owned_part){.tp = 1, .epoch = 2}), 0);
 	cr_assert_eq(owned_copy(&a, &b), 0);
 	cr_expect_eq(owned_find(&a, 1)->epoch, 2);
 	owned_free(&a);
