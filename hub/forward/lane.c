@@ -126,7 +126,14 @@ static rd_kafka_resp_err_t produce_one(rd_kafka_t *rk, const store_forward *f, t
 
 /* The run's marker (marker.h), keyed by group and partition: its highest
  * sequence and that row's ids, the partition's fwd_origin, and the dead
- * sequences as they are once the run is committed. */
+ * sequences as they are once the run is committed.
+ *
+ * It goes first, and the forwards only once the broker has it: a replica
+ * killed with forwards of an open transaction on the broker and no marker
+ * beside them would leave that transaction to no one (the next owner finds
+ * the transactional.id to fence in the markers), and every read_committed
+ * consumer of those forward partitions stalled until Kafka's
+ * transaction.timeout.ms ended it. */
 static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_forward_list *list)
 {
 	marker_dead d = l->dead;
@@ -135,14 +142,28 @@ static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_f
 	                            tp_part(l->own.tp), &d, txn_id(l->txn));
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
+	txn_report r = {RD_KAFKA_RESP_ERR_NO_ERROR, 0};
 	rd_kafka_resp_err_t e = rd_kafka_producev(
 		rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
 		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
 		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		RD_KAFKA_V_END);
+		RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
 	cJSON_free(l->marker_out);
 	l->marker_out = value; /* (the last committed one, once committed) */
-	return e;
+	if (e)
+		return e;
+	/* its report comes within message.timeout.ms, purged if the
+	 * transaction fails meanwhile; stopping, the hub waits for no one */
+	while (!txn_reported(&r)) {
+		if (lane_is_stopping(l, 1)) {
+			rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+			while (!txn_reported(&r))
+				rd_kafka_poll(rk, 10);
+			return RD_KAFKA_RESP_ERR__STATE;
+		}
+		rd_kafka_poll(rk, 10);
+	}
+	return r.err;
 }
 
 /* The metrics and counters of a committed run. */
@@ -231,13 +252,13 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		result = -1;
 		goto done;
 	}
-	rd_kafka_resp_err_t pe = RD_KAFKA_RESP_ERR_NO_ERROR;
+	rd_kafka_resp_err_t pe = produce_marker(l, rk, list);
 	size_t nrefused = 0;
 	for (size_t i = 0; i < n && !pe; i++)
 		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!pe && !nrefused)
-		pe = produce_marker(l, rk, list);
+		crash_at(l, rk, "lane_forwards_out");
 	if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 	else if (nrefused) /* refused before they were sent: out of the run */

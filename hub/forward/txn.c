@@ -82,13 +82,18 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	txn_report *s = m->_private;
 	if (s) {
 		s->err = m->err;
-		s->reported = 1;
+		__atomic_store_n(&s->reported, 1, __ATOMIC_RELEASE); /* (txn_reported) */
 	}
 	if (txn_batch_error(m->err)) {
 		pthread_mutex_lock(&t->mu);
 		t->batch_fault = m->err;
 		pthread_mutex_unlock(&t->mu);
 	}
+}
+
+int txn_reported(const txn_report *r)
+{
+	return __atomic_load_n(&r->reported, __ATOMIC_ACQUIRE);
 }
 
 /* The consumer group's answers to a stale member (KIP-447's fence). */

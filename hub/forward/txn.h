@@ -35,11 +35,15 @@
 typedef struct txn txn;
 
 /* A record's delivery report, as its opaque when produced with the txn's
- * producer. */
+ * producer. reported is set (after err) by whichever thread polls the
+ * producer: read it with txn_reported while the transaction is open. */
 typedef struct {
 	rd_kafka_resp_err_t err;
 	int reported;
 } txn_report;
+
+/* Whether r's report came (err is then its outcome). */
+int txn_reported(const txn_report *r);
 
 /* How a transaction ended, for one of its parts. */
 typedef struct {
