@@ -98,8 +98,10 @@ case "$cmd" in
     install_missing "${packages[@]}"
     build
     set +e
+    # the suites side by side: they mostly wait on PostgreSQL and the
+    # broker (tests/meson.build)
     tests/with-services.sh "$b/txhub" meson test -C "$b" --print-errorlogs --no-rebuild \
-      ${TXHUB_TEST_ARGS:-}
+      --num-processes "${TXHUB_TEST_PROCESSES:-$(( $(nproc) * 3 ))}" ${TXHUB_TEST_ARGS:-}
     rc=$?
     set -e
     summarise

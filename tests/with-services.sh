@@ -43,7 +43,7 @@ trap 'exit 130' INT TERM
 
 pgopts="-F -c full_page_writes=off -c synchronous_commit=off"
 [ -n "${TXHUB_TEST_PG_DURABLE:-}" ] && pgopts=""
-pgopts="-c listen_addresses= -k $tmp $pgopts -c max_connections=200 ${TXHUB_TEST_PG_OPTIONS:-}"
+pgopts="-c listen_addresses= -k $tmp $pgopts -c max_connections=500 ${TXHUB_TEST_PG_OPTIONS:-}"
 "${as_pg[@]}" "$pgbin/initdb" -D "$tmp/pg" -U txhub -A trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 ||
   { cat "$tmp/initdb.log" >&2; exit 1; }
 "${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
