@@ -134,7 +134,8 @@ static rd_kafka_resp_err_t produce_one(rd_kafka_t *rk, const store_forward *f, t
  * the transactional.id to fence in the markers), and every read_committed
  * consumer of those forward partitions stalled until Kafka's
  * transaction.timeout.ms ended it. */
-static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_forward_list *list)
+static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_forward_list *list,
+                                          txn_report *r)
 {
 	marker_dead d = l->dead;
 	marker_dead_sent(&d, list->items, list->n);
@@ -142,28 +143,25 @@ static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_f
 	                            tp_part(l->own.tp), &d, txn_id(l->txn));
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
-	txn_report r = {RD_KAFKA_RESP_ERR_NO_ERROR, 0};
 	rd_kafka_resp_err_t e = rd_kafka_producev(
 		rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
 		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
 		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
+		RD_KAFKA_V_OPAQUE(r), RD_KAFKA_V_END);
 	cJSON_free(l->marker_out);
 	l->marker_out = value; /* (the last committed one, once committed) */
 	if (e)
 		return e;
-	/* its report comes within message.timeout.ms, purged if the
-	 * transaction fails meanwhile; stopping, the hub waits for no one */
-	while (!txn_reported(&r)) {
-		if (lane_is_stopping(l, 1)) {
-			rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-			while (!txn_reported(&r))
-				rd_kafka_poll(rk, 10);
-			return RD_KAFKA_RESP_ERR__STATE;
-		}
-		rd_kafka_poll(rk, 10);
+	/* its report comes within message.timeout.ms, failed at once if the
+	 * transaction fails meanwhile; stopping, the lane waits no more and
+	 * the transaction is aborted (which serves the report: *r lives until
+	 * txn_finish returns). Never __STATE here: that one commits. */
+	while (!txn_reported(r)) {
+		if (lane_is_stopping(l, 1))
+			return RD_KAFKA_RESP_ERR__INTR;
+		rd_kafka_poll(rk, 100);
 	}
-	return r.err;
+	return r->err;
 }
 
 /* The metrics and counters of a committed run. */
@@ -233,7 +231,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 {
 	char err[512] = "";
 	size_t n = list->n;
-	txn_report *st = calloc(n, sizeof *st);
+	txn_report *st = calloc(n + 1, sizeof *st); /* (st[n]: the marker's) */
 	rd_kafka_resp_err_t *failed = calloc(n, sizeof *failed);
 	int result = 0, refused = 0;
 	int64_t started = clock_ms();
@@ -252,14 +250,19 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		result = -1;
 		goto done;
 	}
-	rd_kafka_resp_err_t pe = produce_marker(l, rk, list);
+	/* the marker first (produce_marker): without it on the broker, no
+	 * forward is produced and the transaction is aborted */
+	rd_kafka_resp_err_t me = produce_marker(l, rk, list, &st[n]);
+	rd_kafka_resp_err_t pe = RD_KAFKA_RESP_ERR_NO_ERROR;
 	size_t nrefused = 0;
-	for (size_t i = 0; i < n && !pe; i++)
+	for (size_t i = 0; i < n && !me && !pe; i++)
 		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
-	if (!pe && !nrefused)
+	if (!me && !pe && !nrefused)
 		crash_at(l, rk, "lane_forwards_out");
-	if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
+	if (me)
+		snprintf(err, sizeof err, "the progress marker: %s", rd_kafka_err2str(me));
+	else if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 	else if (nrefused) /* refused before they were sent: out of the run */
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
@@ -286,6 +289,16 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		lane_end_with(l, 1, p.out.why);
 		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), p.out.why);
 		result = -1;
+		goto done;
+	}
+	if (me) { /* no forward went out: the run goes again */
+		if (me == RD_KAFKA_RESP_ERR__STATE || me == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+		    me == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+			*backoff = 0; /* the transaction failed for something else: at once */
+		} else if (me != RD_KAFKA_RESP_ERR__INTR) {
+			log_warn("lane %d of %s: %s (%s); the run goes again", TP_ARG(l->own.tp), err,
+			         p.out.why);
+		}
 		goto done;
 	}
 	if (!*err)
