@@ -260,9 +260,11 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	if (!me && !pe && !nrefused)
 		crash_at(l, rk, "lane_forwards_out");
-	if (me)
-		snprintf(err, sizeof err, "the progress marker: %s", rd_kafka_err2str(me));
-	else if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
+	if (me == RD_KAFKA_RESP_ERR__INTR)
+		snprintf(err, sizeof err, "stopping before the progress marker was on the broker");
+	/* (any other failure of the marker is the transaction's: its commit
+	 * fails and says how, as for __STATE below) */
+	else if (!me && pe && pe != RD_KAFKA_RESP_ERR__STATE)
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 	else if (nrefused) /* refused before they were sent: out of the run */
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
@@ -270,6 +272,14 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	if (!*err)
 		crash_at(l, rk, "lane_before_commit");
 	txn_finish(l->txn, &p, *err != 0, err);
+	if (p.out.committed && me) {
+		/* (a failed transaction never commits; were it ever to, its
+		 * marker would name rows never sent: they go in the next one,
+		 * whose marker covers them) */
+		log_warn("lane %d of %s: a transaction committed although its progress marker "
+		         "failed (%s): the run goes again", TP_ARG(l->own.tp), rd_kafka_err2str(me));
+		goto done; /* (after a backoff: a marker refused at once may be again) */
+	}
 	if (p.out.committed) {
 		crash_at(l, NULL, "lane_after_commit");
 		l->done_seq = list->items[n - 1].fwd_seq;
@@ -289,16 +299,6 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		lane_end_with(l, 1, p.out.why);
 		log_error("lane %d of %s: %s; the lane stops", TP_ARG(l->own.tp), p.out.why);
 		result = -1;
-		goto done;
-	}
-	if (me) { /* no forward went out: the run goes again */
-		if (me == RD_KAFKA_RESP_ERR__STATE || me == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
-		    me == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
-			*backoff = 0; /* the transaction failed for something else: at once */
-		} else if (me != RD_KAFKA_RESP_ERR__INTR) {
-			log_warn("lane %d of %s: %s (%s); the run goes again", TP_ARG(l->own.tp), err,
-			         p.out.why);
-		}
 		goto done;
 	}
 	if (!*err)
