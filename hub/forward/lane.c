@@ -106,6 +106,16 @@ static rd_kafka_resp_err_t check_topic(lane *l, const char *topic)
 	return e;
 }
 
+/* After a produce call returned e: 1 when it is to be made again (the
+ * queue was full: the producer polled meanwhile). */
+static int again_when_full(rd_kafka_t *rk, rd_kafka_resp_err_t e)
+{
+	if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+		return 0;
+	rd_kafka_poll(rk, 50);
+	return 1;
+}
+
 /* Produce f (with its status as opaque) into the open transaction. */
 static rd_kafka_resp_err_t produce_one(rd_kafka_t *rk, const store_forward *f, txn_report *st)
 {
@@ -118,9 +128,8 @@ static rd_kafka_resp_err_t produce_one(rd_kafka_t *rk, const store_forward *f, t
 		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
 			return e;
 		rd_kafka_headers_destroy(h);
-		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+		if (!again_when_full(rk, e))
 			return e;
-		rd_kafka_poll(rk, 50);
 	}
 }
 
@@ -143,19 +152,25 @@ static rd_kafka_resp_err_t produce_marker(lane *l, rd_kafka_t *rk, const store_f
 	                            tp_part(l->own.tp), &d, txn_id(l->txn));
 	if (!value)
 		return RD_KAFKA_RESP_ERR__FAIL; /* out of memory: the run is aborted and retried */
-	rd_kafka_resp_err_t e = rd_kafka_producev(
-		rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
-		RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
-		RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		RD_KAFKA_V_OPAQUE(r), RD_KAFKA_V_END);
+	rd_kafka_resp_err_t e;
+	do
+		e = rd_kafka_producev(
+			rk, RD_KAFKA_V_TOPIC(l->progress), RD_KAFKA_V_PARTITION(l->marker_part),
+			RD_KAFKA_V_KEY(l->marker_key, strlen(l->marker_key)),
+			RD_KAFKA_V_VALUE(value, strlen(value)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			RD_KAFKA_V_OPAQUE(r), RD_KAFKA_V_END);
+	while (again_when_full(rk, e));
 	cJSON_free(l->marker_out);
 	l->marker_out = value; /* (the last committed one, once committed) */
-	if (e)
-		return e;
-	/* its report comes within message.timeout.ms, failed at once if the
-	 * transaction fails meanwhile; stopping, the lane waits no more and
-	 * the transaction is aborted (which serves the report: *r lives until
-	 * txn_finish returns). Never __STATE here: that one commits. */
+	return e;
+}
+
+/* Wait for the marker's report r: its outcome, or __INTR when the lane
+ * stops first (the transaction is then aborted, which serves the report:
+ * r lives until txn_finish returns). It comes within message.timeout.ms,
+ * at once failed when the transaction fails meanwhile. */
+static rd_kafka_resp_err_t await_marker(lane *l, rd_kafka_t *rk, const txn_report *r)
+{
 	while (!txn_reported(r)) {
 		if (lane_is_stopping(l, 1))
 			return RD_KAFKA_RESP_ERR__INTR;
@@ -250,10 +265,12 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		result = -1;
 		goto done;
 	}
-	/* the marker first (produce_marker): without it on the broker, no
-	 * forward is produced and the transaction is aborted */
-	rd_kafka_resp_err_t me = produce_marker(l, rk, list, &st[n]);
-	rd_kafka_resp_err_t pe = RD_KAFKA_RESP_ERR_NO_ERROR;
+	/* the marker first (produce_marker), the forwards once the broker has
+	 * it; a marker not taken is a produce error as a forward's, one the
+	 * broker failed is the transaction's (its commit fails and says how,
+	 * as for __STATE below) */
+	rd_kafka_resp_err_t pe = produce_marker(l, rk, list, &st[n]);
+	rd_kafka_resp_err_t me = pe ? RD_KAFKA_RESP_ERR_NO_ERROR : await_marker(l, rk, &st[n]);
 	size_t nrefused = 0;
 	for (size_t i = 0; i < n && !me && !pe; i++)
 		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
@@ -262,9 +279,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		crash_at(l, rk, "lane_forwards_out");
 	if (me == RD_KAFKA_RESP_ERR__INTR)
 		snprintf(err, sizeof err, "stopping before the progress marker was on the broker");
-	/* (any other failure of the marker is the transaction's: its commit
-	 * fails and says how, as for __STATE below) */
-	else if (!me && pe && pe != RD_KAFKA_RESP_ERR__STATE)
+	else if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
 		snprintf(err, sizeof err, "produce: %s", rd_kafka_err2str(pe));
 	else if (nrefused) /* refused before they were sent: out of the run */
 		snprintf(err, sizeof err, "%zu forward(s) refused at once", nrefused);
@@ -273,9 +288,9 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		crash_at(l, rk, "lane_before_commit");
 	txn_finish(l->txn, &p, *err != 0, err);
 	if (p.out.committed && me) {
-		/* (a failed transaction never commits; were it ever to, its
-		 * marker would name rows never sent: they go in the next one,
-		 * whose marker covers them) */
+		/* (a transaction whose record failed never commits; were it ever
+		 * to, its marker would name rows never sent: they go in the next
+		 * one, whose marker covers them) */
 		log_warn("lane %d of %s: a transaction committed although its progress marker "
 		         "failed (%s): the run goes again", TP_ARG(l->own.tp), rd_kafka_err2str(me));
 		goto done; /* (after a backoff: a marker refused at once may be again) */

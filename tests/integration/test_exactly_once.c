@@ -16,9 +16,10 @@
 
 #include "harness.h"
 
-static const char *const EOS[] = {"forward.mode=exactly_once", "log.level=debug",
-                                  "intake.batch_max=50", "checkback.first_after_ms=600000",
-                                  NULL};
+#define EOS_SETTINGS                                                                   \
+	"forward.mode=exactly_once", "log.level=debug", "intake.batch_max=50",             \
+		"checkback.first_after_ms=600000"
+static const char *const EOS[] = {EOS_SETTINGS, NULL};
 
 /* n transactions m-0.. to fwd; every tenth rolled back */
 static void send_txs(h_env *e, const char *fwd, int n, int payload_bytes)
@@ -146,10 +147,8 @@ Test(exactly_once, a_hub_killed_with_forwards_out_stalls_no_reader, .timeout = 2
 	h_setup(&e, "eos_fwd_out");
 	char fwd[128], log[256];
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
-	static const char *const LONG_TXN[] = {"forward.mode=exactly_once", "log.level=debug",
-	                                       "intake.batch_max=50",
-	                                       "checkback.first_after_ms=600000",
-	                                       "kafka.transaction.timeout.ms=900000", NULL};
+	static const char *const LONG_TXN[] = {EOS_SETTINGS, "kafka.transaction.timeout.ms=900000",
+	                                       NULL};
 	long pending = crash_with(&e, fwd, 400, "lane_forwards_out", LONG_TXN);
 	cr_assert_eq(pending, 400 - 40, "nothing may count as sent before a commit");
 	h_hub_log(log, sizeof log, &e);
