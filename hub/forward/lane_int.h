@@ -79,6 +79,7 @@ struct lane {
 	size_t ntopics, captopics;
 	order_map *order; /* forward.order = key: the partition's blockers (order.h) */
 	int64_t order_read_ms; /* when they were last read from PostgreSQL */
+	int64_t order_seen_seq; /* the highest sequence read before a read of them */
 };
 
 /* what the parts stand on (lane_record.c) */

@@ -50,12 +50,26 @@ static int order_any_blocked(lane *l, const store_forward_list *list)
 	return 0;
 }
 
+/* The highest sequence in list. */
+static int64_t max_seq(const store_forward_list *list)
+{
+	int64_t m = 0;
+	for (size_t i = 0; i < list->n; i++)
+		if (list->items[i].fwd_seq > m)
+			m = list->items[i].fwd_seq;
+	return m;
+}
+
 /* Take out of list (recording them held) the forwards an earlier unsent
- * message of their key comes before; the blockers are read again first
- * when one seems to, and every second anyway (rows delayed or decided
- * elsewhere). Returns 0; 1 when PostgreSQL did not answer (list is read
- * again after a pause); -1 when the held ones could not be recorded (the
- * lane is stopping: the next owner reads them again). */
+ * message of their key comes before. The blockers are read again, after
+ * list was, when it holds a row no read of them came after: a message
+ * delayed in the batch that committed the list's rows is a blocker
+ * committed with them, and the run loop's word of it (reread_blockers)
+ * may come only after the lane has read them. Also when one seems
+ * blocked, and every second anyway (rows delayed or decided elsewhere).
+ * Returns 0; 1 when PostgreSQL did not answer (list is read again after a
+ * pause); -1 when the held ones could not be recorded (the lane is
+ * stopping: the next owner reads them again). */
 int lane_order_gate(lane *l, store_forward_list *list)
 {
 	char err[512];
@@ -63,12 +77,16 @@ int lane_order_gate(lane *l, store_forward_list *list)
 	int reread = l->reread_blockers;
 	l->reread_blockers = 0;
 	pthread_mutex_unlock(&l->mu);
-	if (reread || clock_ms() - l->order_read_ms >= 1000 || order_any_blocked(l, list)) {
+	int64_t seen = max_seq(list);
+	if (reread || seen > l->order_seen_seq || clock_ms() - l->order_read_ms >= 1000 ||
+	    order_any_blocked(l, list)) {
 		if (order_read(l, err, sizeof err) != 0) {
 			log_warn("lane %d of %s: reading the blockers of forward keys: %s; trying again",
 			         TP_ARG(l->own.tp), err);
 			return 1;
 		}
+		if (seen > l->order_seen_seq)
+			l->order_seen_seq = seen;
 	}
 	unsigned char *held = calloc(list->n ? list->n : 1, 1);
 	if (!held)

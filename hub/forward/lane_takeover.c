@@ -468,6 +468,7 @@ int lane_take_partition(lane *l)
 			/* from the first pending row on: after the marking, none is
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
+			l->order_seen_seq = 0; /* (the blockers are read before the first run) */
 			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
 			if (config_order_by_key(l->cfg) && !l->order && !(l->order = order_new())) {
 				snprintf(err, sizeof err, "out of memory");

@@ -122,6 +122,14 @@ void h_teardown(h_env *e)
 	}
 }
 
+/* The hubs and commands started, with their logs: h_hub_stop() shows the
+ * log of one that does not stop. */
+static struct {
+	pid_t pid;
+	char log[256];
+} spawned[64];
+static size_t spawned_n;
+
 static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *settings,
                    const char *logpath)
 {
@@ -171,6 +179,9 @@ static pid_t spawn(h_env *e, const char *const *argv_tail, const char *const *se
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
+	spawned[spawned_n % 64].pid = pid;
+	snprintf(spawned[spawned_n % 64].log, sizeof spawned[0].log, "%s", logpath);
+	spawned_n++;
 	return pid;
 }
 
@@ -215,13 +226,40 @@ long h_log_first(const char *path, const char *needle, char *first, size_t first
 	return n;
 }
 
+/* How long a hub may take to stop on SIGTERM before h_hub_stop() says it
+ * did not: far above the few seconds it takes, even under CI's load. */
+#define H_STOP_MS 120000
+
 int h_hub_stop(pid_t pid)
 {
 	kill(pid, SIGTERM);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	for (int waited = 0; waited < H_STOP_MS; waited += 50) {
+		int st;
+		pid_t got = waitpid(pid, &st, WNOHANG);
+		if (got == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (got < 0 && errno != EINTR)
+			return -1;
+		h_pause_ms(50);
+	}
+	/* a hub that does not stop: where its threads are (when gdb is
+	 * there), its log's end, and the test fails on -1 rather than at its
+	 * time-out, which says nothing */
+	const char *log = NULL;
+	for (size_t i = 0; i < spawned_n && i < 64; i++)
+		if (spawned[i].pid == pid)
+			log = spawned[i].log;
+	fprintf(stderr, "h_hub_stop: pid %d did not stop within %d s of SIGTERM (log %s)\n", (int)pid,
+	        H_STOP_MS / 1000, log ? log : "unknown");
+	char cmd[512];
+	snprintf(cmd, sizeof cmd,
+	         "command -v gdb >/dev/null && gdb -p %d -batch -ex 'thread apply all bt' 2>&1 "
+	         "| grep -E '^(Thread|#)' >&2; [ -n '%s' ] && tail -n 40 '%s' >&2",
+	         (int)pid, log ? log : "", log ? log : "/dev/null");
+	if (system(cmd) < 0)
+		fprintf(stderr, "h_hub_stop: cannot run: %s\n", cmd);
+	h_hub_kill(pid);
+	return -1;
 }
 
 void h_hub_kill(pid_t pid)

@@ -46,7 +46,9 @@ long h_log_lines(const char *path, const char *needle);
 /* The same, and the first of them into first ("" when none). */
 long h_log_first(const char *path, const char *needle, char *first, size_t firstsz);
 
-/* SIGTERM and wait: returns the exit status (or 128+signal). */
+/* SIGTERM and wait: returns the exit status (or 128+signal); -1 when it
+ * had not stopped within 120 s (its threads' stacks and its log's end then
+ * go to stderr, and it is killed). */
 int h_hub_stop(pid_t pid);
 void h_hub_kill(pid_t pid); /* SIGKILL and reap */
 /* Wait up to timeout_ms for a hub that is to stop by itself (a failpoint):

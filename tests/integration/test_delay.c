@@ -464,7 +464,8 @@ static void holds_its_key(const char *name, int eos)
 		if (!recs[i].key_null && strcmp(recs[i].key, "K") == 0)
 			snprintf(order + strlen(order), sizeof order - strlen(order), "%s%.*s",
 			         *order ? "," : "", (int)recs[i].value_len, (const char *)recs[i].value);
-	cr_expect_str_eq(order, "k-1,k-2,k-3", "key K in order behind its delayed first message");
+	cr_expect_str_eq(order, "k-1,k-2,k-3", "key K in order behind its delayed first message: %s",
+	                 order);
 	cr_expect_eq(n, 4, "each once");
 	h_records_free(recs, n);
 	h_teardown(&e);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -159,6 +160,20 @@ static void stop_kafka(void)
 	kafka_dir[0] = '\0';
 }
 
+/* A line on stderr at each step, with the seconds since the test began:
+ * under CI's load this test's many JVM starts (kafka.sh, kafka-acls.sh)
+ * take long, and a time-out must say which step it stopped in. */
+static void step(const char *what)
+{
+	static struct timespec t0;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!t0.tv_sec)
+		t0 = now;
+	fprintf(stderr, "lane_stuck: %5.1f s: %s\n",
+	        (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9, what);
+}
+
 /* The first line of DIR/sasl/<user>.password. */
 static void password_of(const char *user, char *out, size_t outsz)
 {
@@ -237,7 +252,9 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	cr_assert_not_null(mkdtemp(kafka_dir));
 	char brokers[256], admin_pw[128], hub_pw[128];
 	const char *start[] = {"start", kafka_dir, "--sasl", "--user", "txhub", NULL};
+	step("starting Apache Kafka with SASL");
 	cr_assert_eq(h_kafka_sh(start, brokers, sizeof brokers), 0, "deploy/kafka.sh start --sasl");
+	step("started");
 	password_of("admin", admin_pw, sizeof admin_pw);
 	password_of("txhub", hub_pw, sizeof hub_pw);
 
@@ -258,6 +275,7 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	grant("Read,Describe", "--topic", s.e.topic, 0);
 	grant("Read", "--group", s.e.name, 0);
 	grant("Write,Describe", "--topic", fwd, 0);
+	step("granted all but the progress topic and the transactional ids");
 	char pw[200];
 	snprintf(pw, sizeof pw, "kafka.sasl.password=%s", hub_pw);
 	const char *kafka[] = {"kafka.security.protocol=SASL_PLAINTEXT",
@@ -265,7 +283,9 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	                       NULL};
 	start_hub(&s, kafka);
 	check_stuck(&s, "Topic authorization failed", 4);
+	step("stuck on the progress topic");
 	check_status_lag(&s, kafka);
+	step("txhub status answered");
 	/* the progress topic granted, the replica's producer fails at
 	 * init_transactions: the same episode (no more alerts), another
 	 * reason */
@@ -275,11 +295,15 @@ Test(lane_stuck, progress_topic_denied_by_kafka_acls, .timeout = 400, .fini = st
 	const char *txn_denied[] = {"exactly_once: ", txn, "Transactional Id authorization failed",
 	                            NULL};
 	h_wait_not_ready(s.port, txn_denied, 60000);
+	step("stuck on the transactional id");
 	cr_assert_eq(h_webhook_count(s.w), 4);
 	grant("Write,Describe", "--transactional-id", txn, 1);
 	snprintf(old, sizeof old, "txhub-%s-%s-", s.e.name, s.e.topic);
 	grant("Write,Describe", "--transactional-id", old, 1);
+	step("granted the transactional ids");
 	check_clear(&s, 4);
+	step("clear");
 	stop_hub(&s);
+	step("stopped");
 	h_teardown(&s.e);
 }
