@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
-#include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,26 +18,8 @@
 #include "lane.h"
 #include "log.h"
 #include "metrics.h"
-#include "sbuf.h"
-#include "sql.h"
 #include "deadletter_int.h"
 #include "store.h"
-
-/* at_least_once: record the dead letters the broker acknowledged, each with
- * a history row, only while the row is still parked and not recorded (an
- * operator's redrive meanwhile wins; the record went out while it was
- * parked). Pending entries of theirs (left by exactly_once before the mode
- * changed) go: the record is out now. */
-static const char *SQL_DONE =
-	"WITH p AS (DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[]) "
-	"AS x(b, k) WHERE p.biz_id = x.b AND p.message_key = x.k), " /* (an exactly_once run's) */
-	"u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = $3::timestamptz "
-	"FROM unnest($1::text[], $2::text[]) AS x(b, k) "
-	"WHERE m.biz_id = x.b AND m.message_key = x.k AND m.send_status = 'failed' "
-	"AND m.dead_lettered_at IS NULL RETURNING m.biz_id, m.message_key, m.tenant) "
-	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
-	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || $4, "
-	"tenant FROM u";
 
 /* at_least_once, one look: dead-letter what is parked in own with the
  * idempotent producer. Returns the number of rows read (0: nothing
@@ -64,9 +45,7 @@ static int dead_letter_batch(deadletter *d, const owned_set *own)
 	size_t nok = dl_produce_all(d, d->rk, items, (size_t)n, at, &first_bad);
 	size_t nbad = (size_t)n - nok;
 	int rc = n;
-	const char *more[2] = {at, d->cfg->forward_dead_letter_topic};
-	if (nok > 0 && dl_keys_command(d, SQL_DONE, items, (size_t)n, NULL, more, 2, err,
-	                            sizeof err) != 0) {
+	if (nok > 0 && dl_keys_command(d, DL_DONE, items, (size_t)n, NULL, at, err, sizeof err) != 0) {
 		/* acknowledged, not recorded: sent again at the next look */
 		dl_batch_failed(d, NULL, nok, err);
 		rc = -1;

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
-#include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +21,6 @@
 #include "lane.h"
 #include "log.h"
 #include "metrics.h"
-#include "sbuf.h"
-#include "sql.h"
 #include "deadletter_int.h"
 #include "store.h"
 
@@ -48,50 +45,6 @@ void dl_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn("dead-letter: kafka: %s", line);
 }
 
-/* The parked rows of the owned partitions not dead-lettered yet, oldest
- * park first (binary results). */
-static const char *SQL_PARKED =
-	"SELECT m.biz_id, m.message_key, m.payload, m.forward_topic, m.forward_key, "
-	"m.forward_headers::text, coalesce(m.last_error, ''), m.send_attempts::text, "
-	"m.traceparent, m.tracestate, coalesce(m.trace_id, ''), m.updated_at::text "
-	"FROM txhub.message_rows m "
-	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
-	"AND (m.src_topic, m.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
-	/* exactly_once ($4): not those whose record may be committed already */
-	"AND NOT ($4::bool AND EXISTS (SELECT 1 FROM txhub.dead_letter_pending p "
-	"WHERE p.biz_id = m.biz_id AND p.message_key = m.message_key)) "
-	"ORDER BY m.updated_at LIMIT $3";
-
-
-/* A dead letter that failed, in the history of its row (with its tenant;
- * a row of another tenant's does not count), once per park (a
- * row parked again after a redrive gets a new one), while the row still
- * waits: `txhub status` reads the dead_letter_failed state from these rows
- * (ops_deadletter.h), a dead letter produced later ends it for the row.
- * $1, $2: the rows; $3: each one's reason. */
-static const char *SQL_FAILED =
-	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
-	"SELECT m.biz_id, m.message_key, 'dead_letter_failed', x.d, m.tenant "
-	"FROM unnest($1::text[], $2::text[], $3::text[]) AS x(b, k, d) "
-	"JOIN txhub.message_rows m ON m.biz_id = x.b AND m.message_key = x.k "
-	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
-	"AND NOT EXISTS (SELECT 1 FROM txhub.history h WHERE h.biz_id = m.biz_id "
-	"AND h.message_key = m.message_key AND h.at >= m.updated_at "
-	"AND h.event = 'dead_letter_failed' AND (h.tenant IS NULL OR h.tenant = m.tenant))";
-
-static char *col_text(const PGresult *r, int row, int col)
-{
-	if (PQgetisnull(r, row, col))
-		return NULL;
-	size_t len = (size_t)PQgetlength(r, row, col);
-	char *s = malloc(len + 1);
-	if (s) {
-		memcpy(s, PQgetvalue(r, row, col), len);
-		s[len] = '\0';
-	}
-	return s;
-}
-
 void dl_items_free(dl_item *items, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -101,82 +54,33 @@ void dl_items_free(dl_item *items, size_t n)
 	free(items);
 }
 
-/* The partitions parts[0..n) as two arrays (topics, partitions); returns
- * 0, or -1 when out of memory (err). */
-int dl_parts_arrays(const owned_part *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
-                        size_t errsz)
-{
-	sbuf_arr_begin(tb);
-	sbuf_arr_begin(pb);
-	for (size_t i = 0; i < n; i++) {
-		sbuf_arr_text(tb, tp_topic(parts[i].tp));
-		sbuf_arr_int(pb, tp_part(parts[i].tp));
-	}
-	sbuf_arr_end(tb);
-	sbuf_arr_end(pb);
-	if (tb->oom || pb->oom) {
-		snprintf(err, errsz, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
 /* Read up to DL_BATCH parked rows of parts[0..nparts) into *out (without
  * those with a pending entry: exactly_once). Returns how many, or -1 with
  * err. */
 int dl_read_parked(deadletter *d, const owned_part *parts, size_t nparts, dl_item **out,
-                       char *err, size_t errsz)
+                   char *err, size_t errsz)
 {
 	*out = NULL;
-	sbuf tb = {0}, pb = {0};
-	char lim[16];
-	snprintf(lim, sizeof lim, "%d", DL_BATCH);
-	const char *p[4] = {NULL, NULL, lim, d->eos ? "true" : "false"};
-	int n = -1;
-	PGresult *r = NULL;
-	if (dl_parts_arrays(parts, nparts, &tb, &pb, err, errsz) != 0)
-		goto done;
-	p[0] = sbuf_str(&tb);
-	p[1] = sbuf_str(&pb);
-	r = sql_query(store_conn(d->st), SQL_PARKED, 4, p, 1, err, errsz);
-	if (!r)
-		goto done;
-	int rows = PQntuples(r);
-	dl_item *items = calloc(rows ? (size_t)rows : 1, sizeof *items);
+	store_parked *p;
+	size_t n;
+	if (store_dl_parked(d->st, parts, nparts, DL_BATCH, d->eos, &p, &n, err, errsz) != STORE_OK)
+		return -1;
+	dl_item *items = calloc(n ? n : 1, sizeof *items);
 	if (!items) {
+		store_parked_free(p, n);
 		snprintf(err, errsz, "out of memory");
-		goto done;
+		return -1;
 	}
-	for (int i = 0; i < rows; i++) {
-		dl_item *it = &items[i];
-		it->err = (rd_kafka_resp_err_t)-1;
-		it->f.biz_id = col_text(r, i, 0);
-		it->f.message_key = col_text(r, i, 1);
-		it->f.payload = (unsigned char *)col_text(r, i, 2);
-		it->f.payload_len = PQgetisnull(r, i, 2) ? 0 : (size_t)PQgetlength(r, i, 2);
-		it->f.topic = col_text(r, i, 3);
-		it->f.key = col_text(r, i, 4);
-		it->f.headers = col_text(r, i, 5);
-		it->error = col_text(r, i, 6);
-		snprintf(it->attempts, sizeof it->attempts, "%s", PQgetvalue(r, i, 7));
-		it->f.traceparent = col_text(r, i, 8);
-		it->f.tracestate = col_text(r, i, 9);
-		snprintf(it->f.trace_id, sizeof it->f.trace_id, "%s", PQgetvalue(r, i, 10));
-		snprintf(it->parked_at, sizeof it->parked_at, "%s", PQgetvalue(r, i, 11));
-		if (!it->f.biz_id || !it->f.message_key || !it->f.topic || !it->error ||
-		    (!it->f.payload && !PQgetisnull(r, i, 2))) {
-			dl_items_free(items, (size_t)rows);
-			snprintf(err, errsz, "out of memory");
-			goto done;
-		}
+	for (size_t i = 0; i < n; i++) { /* (the strings move) */
+		items[i].f = p[i].f;
+		items[i].error = p[i].error;
+		items[i].err = (rd_kafka_resp_err_t)-1;
+		snprintf(items[i].attempts, sizeof items[i].attempts, "%s", p[i].attempts);
+		snprintf(items[i].parked_at, sizeof items[i].parked_at, "%s", p[i].parked_at);
 	}
+	free(p);
 	*out = items;
-	n = rows;
-done:
-	PQclear(r);
-	sbuf_free(&tb);
-	sbuf_free(&pb);
-	return n;
+	return (int)n;
 }
 
 /* Produce item it to the dead-letter topic; at is txhub-dlq-at. */
@@ -204,40 +108,25 @@ static rd_kafka_resp_err_t produce(deadletter *d, rd_kafka_t *rk, dl_item *it, c
 	}
 }
 
-/* Run sql on the keys of items[0..n) whose err is NO_ERROR ($1, $2),
- * with ats each one's time ($3), then the nmore values more. Returns 0, or
- * -1 with err. */
-int dl_keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
-                        const char *const *ats, const char *const *more, int nmore, char *err,
-                        size_t errsz)
+int dl_keys_command(deadletter *d, dl_keys_do what, const dl_item *items, size_t n,
+                    const char *const *vals, const char *at, char *err, size_t errsz)
 {
-	sbuf bb = {0}, kb = {0}, ab = {0};
-	sbuf_arr_begin(&bb);
-	sbuf_arr_begin(&kb);
-	sbuf_arr_begin(&ab);
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-			continue;
-		sbuf_arr_text(&bb, items[i].f.biz_id);
-		sbuf_arr_text(&kb, items[i].f.message_key);
-		if (ats)
-			sbuf_arr_text(&ab, ats[i]);
-	}
-	sbuf_arr_end(&bb);
-	sbuf_arr_end(&kb);
-	sbuf_arr_end(&ab);
-	int rc = -1, np = ats ? 3 : 2;
-	const char *p[8] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ab)};
-	for (int j = 0; j < nmore && np < 8; j++)
-		p[np++] = more[j];
-	if (bb.oom || kb.oom || ab.oom)
+	store_dl_key *k = calloc(n ? n : 1, sizeof *k);
+	if (!k) {
 		snprintf(err, errsz, "out of memory");
-	else
-		rc = sql_command(store_conn(d->st), sql, np, p, err, errsz);
-	sbuf_free(&bb);
-	sbuf_free(&kb);
-	sbuf_free(&ab);
-	return rc;
+		return -1;
+	}
+	size_t nk = 0;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			k[nk++] = (store_dl_key){items[i].f.biz_id, items[i].f.message_key,
+			                         vals ? vals[i] : NULL};
+	store_rc rc = what == DL_DONE ? store_dl_done(d->st, k, nk, at,
+	                                              d->cfg->forward_dead_letter_topic, err, errsz)
+	              : what == DL_DONE_EOS ? store_dl_pending_done(d->st, k, nk, err, errsz)
+	                                    : store_dl_pending_clear(d->st, k, nk, err, errsz);
+	free(k);
+	return rc == STORE_OK ? 0 : -1;
 }
 
 /* Why item it was not dead-lettered, into why. */
@@ -251,37 +140,28 @@ static void item_failure(const deadletter *d, const dl_item *it, char *why, size
 		                         it->err);
 }
 
-/* Write the dead_letter_failed history rows of the items that failed
- * (SQL_FAILED). A failure to write them is logged only: the next attempt
- * writes them. */
+/* Write the dead_letter_failed history rows of the items that failed. A
+ * failure to write them is logged only: the next attempt writes them. */
 static void note_failed(deadletter *d, const dl_item *items, size_t n)
 {
-	sbuf bb = {0}, kb = {0}, db = {0};
-	sbuf_arr_begin(&bb);
-	sbuf_arr_begin(&kb);
-	sbuf_arr_begin(&db);
-	for (size_t i = 0; i < n; i++) {
-		char why[FORWARD_ERROR_MAX], detail[FORWARD_ERROR_MAX + 300];
+	store_dl_key *k = calloc(n ? n : 1, sizeof *k);
+	char (*details)[FORWARD_ERROR_MAX + 300] = calloc(n ? n : 1, sizeof *details);
+	char err[512] = "out of memory";
+	size_t nk = 0;
+	for (size_t i = 0; k && details && i < n; i++) {
+		char why[FORWARD_ERROR_MAX];
 		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
 			continue;
 		item_failure(d, &items[i], why, sizeof why);
-		snprintf(detail, sizeof detail, "producing to the dead-letter topic %s failed: %s",
+		snprintf(details[nk], sizeof details[nk], "producing to the dead-letter topic %s failed: %s",
 		         d->cfg->forward_dead_letter_topic, why);
-		sbuf_arr_text(&bb, items[i].f.biz_id);
-		sbuf_arr_text(&kb, items[i].f.message_key);
-		sbuf_arr_text(&db, detail);
+		k[nk] = (store_dl_key){items[i].f.biz_id, items[i].f.message_key, details[nk]};
+		nk++;
 	}
-	sbuf_arr_end(&bb);
-	sbuf_arr_end(&kb);
-	sbuf_arr_end(&db);
-	char err[512] = "out of memory";
-	const char *p[3] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&db)};
-	if (bb.oom || kb.oom || db.oom ||
-	    sql_command(store_conn(d->st), SQL_FAILED, 3, p, err, sizeof err) != 0)
+	if (!k || !details || store_dl_note_failed(d->st, k, nk, err, sizeof err) != STORE_OK)
 		log_warn("dead-letter: noting the failure in the history: %s", err);
-	sbuf_free(&bb);
-	sbuf_free(&kb);
-	sbuf_free(&db);
+	free(k);
+	free(details);
 }
 
 /* A batch failed (why): counted, logged, and alerted when a run of failures

@@ -10,7 +10,6 @@
 
 #include "deadletter.h"
 #include "owned.h"
-#include "sbuf.h"
 #include "store.h"
 
 /* The owned partitions are looked at this often for parked rows ... */
@@ -79,15 +78,20 @@ void dl_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 
 void dl_items_free(dl_item *items, size_t n);
 
-int dl_parts_arrays(const owned_part *parts, size_t n, sbuf *tb, sbuf *pb, char *err,
-                        size_t errsz);
-
 int dl_read_parked(deadletter *d, const owned_part *parts, size_t nparts, dl_item **out,
                        char *err, size_t errsz);
 
-int dl_keys_command(deadletter *d, const char *sql, const dl_item *items, size_t n,
-                        const char *const *ats, const char *const *more, int nmore, char *err,
-                        size_t errsz);
+/* What dl_keys_command does with the rows of the items acknowledged. */
+typedef enum {
+	DL_DONE,     /* at_least_once: recorded dead-lettered at `at` (store_dl_done) */
+	DL_DONE_EOS, /* exactly_once: committed at vals[i] (store_dl_pending_done) */
+	DL_CLEAR,    /* exactly_once: their pending entries go (store_dl_pending_clear) */
+} dl_keys_do;
+
+/* what on the rows of items[0..n) whose err is NO_ERROR. Returns 0, or -1
+ * with err. */
+int dl_keys_command(deadletter *d, dl_keys_do what, const dl_item *items, size_t n,
+                    const char *const *vals, const char *at, char *err, size_t errsz);
 
 void dl_batch_failed(deadletter *d, const dl_item *bad, size_t nbad, const char *why);
 

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
-#include <libpq-fe.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,70 +23,8 @@
 #include "lane.h"
 #include "log.h"
 #include "metrics.h"
-#include "sbuf.h"
-#include "sql.h"
 #include "deadletter_int.h"
 #include "store.h"
-
-/* exactly_once, step 3 (before the commit): where each record of the
- * transaction is, for rows still parked at the park read ($3) and only while
- * this replica owns their partition at its epoch ($7-$9), that row held FOR
- * SHARE: a new owner's take (which moves the epoch) waits for this insert,
- * and an insert after the take finds the new epoch, so no entry of an old
- * owner appears after the new one's recovery looked (review of issue 23).
- * Returns the entries written: fewer than the records, and the transaction
- * is aborted. */
-static const char *SQL_PENDING =
-	"WITH i AS (INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, "
-	"src_topic, src_partition, topic, partition, \"offset\") "
-	"SELECT m.biz_id, m.message_key, m.updated_at, m.src_topic, m.src_partition, $4, x.p, x.o "
-	"FROM unnest($1::text[], $2::text[], $3::timestamptz[], $5::int[], $6::bigint[]) "
-	"AS x(b, k, u, p, o) JOIN txhub.message_rows m ON m.biz_id = x.b AND m.message_key = x.k "
-	"WHERE m.updated_at = x.u AND m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
-	"AND EXISTS (SELECT 1 FROM txhub.partitions tp WHERE tp.topic = $7 AND tp.partition = $8::int "
-	"AND tp.epoch = $9::bigint FOR SHARE) "
-	"ON CONFLICT (biz_id, message_key) DO NOTHING RETURNING 1) "
-	"SELECT count(*) FROM i";
-
-/* exactly_once, step 4 (after the commit) and recovery: the pending entries
- * of rows $1, $2 whose records are committed ($3: when each was produced)
- * go, and their rows are recorded dead-lettered with a history row, while
- * still at the park the record was for (a redrive and a new park meanwhile
- * wins: that park gets a dead letter of its own). */
-static const char *SQL_DONE_EOS =
-	"WITH p AS (DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[], "
-	"$3::timestamptz[]) AS x(b, k, at) WHERE p.biz_id = x.b AND p.message_key = x.k "
-	"RETURNING p.biz_id, p.message_key, p.parked_at, p.topic, x.at), "
-	"u AS (UPDATE txhub.message_rows AS m SET dead_lettered_at = p.at FROM p "
-	"WHERE m.biz_id = p.biz_id AND m.message_key = p.message_key AND m.send_status = 'failed' "
-	"AND m.dead_lettered_at IS NULL AND m.updated_at = p.parked_at "
-	"RETURNING m.biz_id, m.message_key, m.tenant, p.topic) "
-	"INSERT INTO txhub.history (biz_id, message_key, event, detail, tenant) "
-	"SELECT biz_id, message_key, 'dead_lettered', 'produced to the dead-letter topic ' || topic, "
-	"tenant FROM u";
-
-/* exactly_once: the pending entries of rows whose transaction was aborted
- * (their rows are produced again). */
-static const char *SQL_CLEAR =
-	"DELETE FROM txhub.dead_letter_pending p USING unnest($1::text[], $2::text[]) AS x(b, k) "
-	"WHERE p.biz_id = x.b AND p.message_key = x.k";
-
-/* exactly_once: the pending entries of one control partition ($1, $2). */
-static const char *SQL_PENDING_OF =
-	"SELECT p.biz_id, p.message_key, p.topic, p.partition, p.\"offset\", "
-	"coalesce(m.trace_id, '') FROM txhub.dead_letter_pending p "
-	"LEFT JOIN txhub.message_rows m ON m.biz_id = p.biz_id AND m.message_key = p.message_key "
-	"WHERE p.src_topic = $1 AND p.src_partition = $2::int "
-	"ORDER BY p.topic, p.partition, p.\"offset\"";
-
-/* exactly_once: the owned partitions ($1, $2) with parked rows to
- * dead-letter or pending entries to resolve. */
-static const char *SQL_WORK =
-	"SELECT m.src_topic, m.src_partition FROM txhub.message_rows m "
-	"WHERE m.send_status = 'failed' AND m.dead_lettered_at IS NULL "
-	"AND (m.src_topic, m.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
-	"UNION SELECT p.src_topic, p.src_partition FROM txhub.dead_letter_pending p "
-	"WHERE (p.src_topic, p.src_partition) IN (SELECT * FROM unnest($1::text[], $2::int[]))";
 
 /* ---- exactly_once ---- */
 
@@ -196,46 +133,30 @@ static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
 static int record_pending(deadletter *d, const dl_txn *t, const dl_item *items, size_t n,
                           size_t nok, char *err, size_t errsz)
 {
-	sbuf bb = {0}, kb = {0}, ub = {0}, pb = {0}, ob = {0};
-	sbuf *all[5] = {&bb, &kb, &ub, &pb, &ob};
-	for (int j = 0; j < 5; j++)
-		sbuf_arr_begin(all[j]);
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-			continue;
-		sbuf_arr_text(&bb, items[i].f.biz_id);
-		sbuf_arr_text(&kb, items[i].f.message_key);
-		sbuf_arr_text(&ub, items[i].parked_at);
-		sbuf_arr_int(&pb, items[i].partition);
-		sbuf_arr_int(&ob, items[i].offset);
-	}
-	int oom = 0;
-	for (int j = 0; j < 5; j++) {
-		sbuf_arr_end(all[j]);
-		oom |= all[j]->oom;
-	}
-	char part[16], epoch[24];
-	snprintf(part, sizeof part, "%d", tp_part(t->tp));
-	snprintf(epoch, sizeof epoch, "%lld", (long long)t->epoch);
-	const char *p[9] = {sbuf_str(&bb), sbuf_str(&kb), sbuf_str(&ub),
-	                    d->cfg->forward_dead_letter_topic, sbuf_str(&pb), sbuf_str(&ob),
-	                    tp_topic(t->tp), part, epoch};
-	int rc = -1;
-	PGresult *r = NULL;
-	if (oom)
+	store_dl_placed *recs = calloc(n ? n : 1, sizeof *recs);
+	if (!recs) {
 		snprintf(err, errsz, "out of memory");
-	else if ((r = sql_query(store_conn(d->st), SQL_PENDING, 9, p, 0, err, errsz))) {
-		long got = atol(PQgetvalue(r, 0, 0));
-		if (got == (long)nok)
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+			recs[k++] = (store_dl_placed){items[i].f.biz_id, items[i].f.message_key,
+			                              items[i].parked_at, items[i].partition,
+			                              items[i].offset};
+	owned_part own = {.tp = t->tp, .epoch = t->epoch};
+	size_t got = 0;
+	int rc = -1;
+	if (store_dl_pending_add(d->st, recs, k, d->cfg->forward_dead_letter_topic, &own, &got, err,
+	                         errsz) == STORE_OK) {
+		if (got == nok)
 			rc = 0;
 		else
-			snprintf(err, errsz, "recording the batch as pending: %ld of %zu row(s) still "
+			snprintf(err, errsz, "recording the batch as pending: %zu of %zu row(s) still "
 			         "parked and the partition still owned at epoch %lld; aborted, tried again",
 			         got, nok, (long long)t->epoch);
 	}
-	PQclear(r);
-	for (int j = 0; j < 5; j++)
-		sbuf_free(all[j]);
+	free(recs);
 	return rc;
 }
 
@@ -275,7 +196,7 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	crash_at(d, t->rk, "dead_letter_pending");
 	if (txn_end(t, 1, err, sizeof err) != 0) {
 		char cerr[512];
-		if (t->rk && dl_keys_command(d, SQL_CLEAR, items, n, NULL, NULL, 0, cerr, sizeof cerr) != 0)
+		if (t->rk && dl_keys_command(d, DL_CLEAR, items, n, NULL, NULL, cerr, sizeof cerr) != 0)
 			t->recovered = 0;
 		dl_batch_failed(d, NULL, n, err);
 		return -1;
@@ -285,7 +206,7 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 	if (ats)
 		for (size_t i = 0; i < n; i++)
 			ats[i] = at;
-	if (!ats || dl_keys_command(d, SQL_DONE_EOS, items, n, ats, NULL, 0, err, sizeof err) != 0) {
+	if (!ats || dl_keys_command(d, DL_DONE_EOS, items, n, ats, NULL, err, sizeof err) != 0) {
 		/* committed, not recorded: the recovery finds them committed */
 		t->recovered = 0;
 		dl_batch_failed(d, NULL, n, ats ? err : "out of memory");
@@ -420,15 +341,12 @@ static int resolve_partition(rd_kafka_t *c, dl_pending *pe, size_t n, char *err,
  * err. */
 static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 {
-	char part[16];
-	snprintf(part, sizeof part, "%d", tp_part(t->tp));
-	const char *p[2] = {tp_topic(t->tp), part};
-	PGresult *r = sql_query(store_conn(d->st), SQL_PENDING_OF, 2, p, 0, err, errsz);
-	if (!r)
+	store_dl_entry *entries;
+	size_t n;
+	if (store_dl_pending_of(d->st, t->tp, &entries, &n, err, errsz) != STORE_OK)
 		return -1;
-	size_t n = (size_t)PQntuples(r);
 	if (n == 0) {
-		PQclear(r);
+		store_dl_entries_free(entries, n);
 		t->recovered = 1;
 		return 0;
 	}
@@ -442,12 +360,12 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++) {
-		pe[i].it.f.biz_id = PQgetvalue(r, (int)i, 0); /* (r outlives pe) */
-		pe[i].it.f.message_key = PQgetvalue(r, (int)i, 1);
-		pe[i].topic = PQgetvalue(r, (int)i, 2);
-		pe[i].partition = atoi(PQgetvalue(r, (int)i, 3));
-		pe[i].offset = atoll(PQgetvalue(r, (int)i, 4));
-		snprintf(pe[i].it.f.trace_id, sizeof pe[i].it.f.trace_id, "%s", PQgetvalue(r, (int)i, 5));
+		pe[i].it.f.biz_id = entries[i].biz_id; /* (entries outlive pe) */
+		pe[i].it.f.message_key = entries[i].message_key;
+		pe[i].topic = entries[i].topic;
+		pe[i].partition = entries[i].partition;
+		pe[i].offset = entries[i].offset;
+		snprintf(pe[i].it.f.trace_id, sizeof pe[i].it.f.trace_id, "%s", entries[i].trace_id);
 	}
 	static const char *defaults[] = {"enable.auto.commit", "false", "isolation.level",
 	                                 "read_committed", "enable.partition.eof", "true",
@@ -471,7 +389,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		ndone += pe[i].state == 1;
 	}
 	char serr[512];
-	if (ndone > 0 && dl_keys_command(d, SQL_DONE_EOS, its, n, ats, NULL, 0, serr, sizeof serr) != 0) {
+	if (ndone > 0 && dl_keys_command(d, DL_DONE_EOS, its, n, ats, NULL, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -479,7 +397,7 @@ static int recover(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		its[i].err = pe[i].state == 2 ? RD_KAFKA_RESP_ERR_NO_ERROR : (rd_kafka_resp_err_t)-1;
 		nagain += pe[i].state == 2;
 	}
-	if (nagain > 0 && dl_keys_command(d, SQL_CLEAR, its, n, NULL, NULL, 0, serr, sizeof serr) != 0) {
+	if (nagain > 0 && dl_keys_command(d, DL_CLEAR, its, n, NULL, NULL, serr, sizeof serr) != 0) {
 		snprintf(err, errsz, "%s", serr);
 		rc = -1;
 	}
@@ -494,7 +412,7 @@ done:
 	free(its);
 	free(ats);
 	free(pe);
-	PQclear(r);
+	store_dl_entries_free(entries, n);
 	return rc;
 }
 
@@ -602,21 +520,14 @@ int dl_dead_letter_eos(deadletter *d, const owned_set *own)
 		return 0;
 	if (dl_db_ready(d) != 0)
 		return -1;
-	sbuf tb = {0}, pb = {0};
-	PGresult *r = NULL;
-	if (dl_parts_arrays(own->parts, own->n, &tb, &pb, err, sizeof err) == 0) {
-		const char *p[2] = {sbuf_str(&tb), sbuf_str(&pb)};
-		r = sql_query(store_conn(d->st), SQL_WORK, 2, p, 0, err, sizeof err);
-	}
-	sbuf_free(&tb);
-	sbuf_free(&pb);
-	if (!r) {
+	tp_key *work;
+	size_t nwork;
+	if (store_dl_work(d->st, own->parts, own->n, &work, &nwork, err, sizeof err) != STORE_OK) {
 		dl_batch_failed(d, NULL, 0, err);
 		return -1;
 	}
-	for (int i = 0; i < PQntuples(r) && !is_stopping(d); i++) {
-		tp_key k = tp_of(PQgetvalue(r, i, 0), atoi(PQgetvalue(r, i, 1)));
-		const owned_part *o = owned_find(own, k);
+	for (size_t i = 0; i < nwork && !is_stopping(d); i++) {
+		const owned_part *o = owned_find(own, work[i]);
 		dl_txn *t = o ? txn_of(d, o) : NULL;
 		if (o && !t) {
 			dl_batch_failed(d, NULL, 0, "out of memory");
@@ -629,6 +540,6 @@ int dl_dead_letter_eos(deadletter *d, const owned_set *own)
 		else if (rc >= 0)
 			rc = n == DL_BATCH || rc == DL_BATCH ? DL_BATCH : rc + n;
 	}
-	PQclear(r);
+	free(work);
 	return rc;
 }

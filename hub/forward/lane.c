@@ -260,6 +260,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	if (!st || !failed)
 		goto done;
 	rd_kafka_t *rk = txn_join(l->txn, &p, *intent, join_stop, l);
+	int64_t at[3] = {clock_ms(), 0, 0}; /* joined, marker on the broker, produced (debug) */
 	*intent = 0;
 	if (!rk) {
 		result = -1;
@@ -271,10 +272,12 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	 * as for __STATE below) */
 	rd_kafka_resp_err_t pe = produce_marker(l, rk, list, &st[n]);
 	rd_kafka_resp_err_t me = pe ? RD_KAFKA_RESP_ERR_NO_ERROR : await_marker(l, rk, &st[n]);
+	at[1] = clock_ms();
 	size_t nrefused = 0;
 	for (size_t i = 0; i < n && !me && !pe; i++)
 		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
+	at[2] = clock_ms();
 	if (!me && !pe && !nrefused)
 		crash_at(l, rk, "lane_forwards_out");
 	if (me == RD_KAFKA_RESP_ERR__INTR)
@@ -297,6 +300,11 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	}
 	if (p.out.committed) {
 		crash_at(l, NULL, "lane_after_commit");
+		log_debug("lane %d of %s: a run of %zu: joined a transaction in %lld ms, its marker on "
+		          "the broker %lld ms later, produced in %lld, committed %lld ms later",
+		          TP_ARG(l->own.tp), n, (long long)(at[0] - started),
+		          (long long)(at[1] - at[0]), (long long)(at[2] - at[1]),
+		          (long long)(clock_ms() - at[2]));
 		l->done_seq = list->items[n - 1].fwd_seq;
 		l->commits++;
 		cJSON_free(l->last_marker);

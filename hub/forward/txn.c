@@ -55,6 +55,7 @@ struct txn {
 	int abort_wanted;
 	char abort_why[300];
 	int64_t last_close;
+	int64_t closed_at; /* when the open transaction stopped taking parts */
 	size_t solo_left;
 	uint64_t commits;
 	rd_kafka_resp_err_t batch_fault; /* a txn_batch_error report in the open transaction */
@@ -335,6 +336,8 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 	memset(&o, 0, sizeof o);
 	rd_kafka_error_t *e = NULL;
 	int renew = 0;
+	int64_t at[4] = {0}; /* flushed, owned, offsets sent, committed (debug) */
+	int64_t began = clock_ms();
 	if (abort_why) {
 		o.code = RD_KAFKA_RESP_ERR__FAIL;
 		snprintf(o.why, sizeof o.why, "aborted at a lane's request: %.400s", abort_why);
@@ -347,7 +350,9 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 			snprintf(o.why, sizeof o.why, "flush: %s", rd_kafka_err2str(fe));
 			goto abort;
 		}
+		at[0] = clock_ms();
 		int owned = check_owned(t, parts, n, o.why, sizeof o.why);
+		at[1] = clock_ms();
 		if (owned != 0) {
 			o.code = owned == -1 ? RD_KAFKA_RESP_ERR__FENCED : RD_KAFKA_RESP_ERR__TRANSPORT;
 			goto abort;
@@ -370,6 +375,7 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 		}
 		if (offs)
 			rd_kafka_topic_partition_list_destroy(offs);
+		at[2] = clock_ms();
 		if (e)
 			goto error;
 	}
@@ -390,8 +396,18 @@ static void end_txn(txn *t, txn_part **parts, size_t n,
 		o.committed = 1;
 		pthread_mutex_lock(&t->mu);
 		t->commits++;
+		int64_t opened = t->opened, closed = t->closed_at;
 		pthread_mutex_unlock(&t->mu);
 		rd_kafka_poll(t->rk, 0);
+		if (n > 0) { /* where a transaction's time goes (docs/benchmark.md) */
+			at[3] = clock_ms();
+			log_debug("forward: transactional.id %s: committed %zu part(s): open %lld ms, "
+			          "ready %lld ms later, flushed in %lld ms, owned in %lld, offsets in "
+			          "%lld, committed in %lld", t->id, n, (long long)(closed - opened),
+			          (long long)(began - closed), (long long)(at[0] - began),
+			          (long long)(at[1] - at[0]), (long long)(at[2] - at[1]),
+			          (long long)(at[3] - at[2]));
+		}
 		goto outcomes;
 	}
 	snprintf(o.why, sizeof o.why, "%s", rd_kafka_error_string(e));
@@ -447,8 +463,10 @@ static void wait_close(txn *t)
 		/* (lanes reading a run are waited for, at most an interval) */
 		int all_in = t->coming == 0 || now >= t->opened + t->interval_ms;
 		if (t->open && (t->stopping || t->abort_wanted || (t->solo_left && t->nparts > 0) ||
-		                (now >= due && ((t->nparts > 0 && all_in) || t->wanted == 0))))
+		                (now >= due && ((t->nparts > 0 && all_in) || t->wanted == 0)))) {
 			t->open = 0;
+			t->closed_at = now;
+		}
 		if (!t->open && t->nready == t->nparts)
 			return;
 		int64_t wait = t->open && due > now ? due - now : 100;

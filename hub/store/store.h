@@ -431,7 +431,11 @@ store_rc store_record_checks(store *st, const owned_part *own, size_t nown,
 store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char *err,
                       size_t errsz);
 
-/* Raw access for migrate.c, ops.c and the tests. */
+/* Raw access for migrate.c, the operators' commands (hub/ops/), the tests,
+ * and the readers that keep their own statements beside their parsing: the
+ * database's identity (dbid.h), the tenant rules (tenants.h) and the
+ * retention purge the janitor shares with `txhub purge` (ops.h). Every
+ * other statement the hub runs on txhub.* is a store_* function. */
 struct pg_conn;
 struct pg_result;
 struct pg_conn *store_conn(store *st);
@@ -494,5 +498,87 @@ void store_set_order_by_key(store *st, int by_key, int exactly_once);
  * before their due time), moved into *out (the caller clears it; empty
  * otherwise), so that they block their keys at once (forward.h). */
 void store_take_scheduled(store *st, store_forward_list *out);
+
+/* ---- dead letters (store_deadletter.c; docs/operators.md: Dead-letter
+ * topic), for the dead-letter thread ---- */
+
+/* A parked row to dead-letter, as stored. Owns its strings. */
+typedef struct {
+	store_forward f;  /* biz_id, message_key, payload, topic, key, headers, trace */
+	char *error;      /* its last_error */
+	char attempts[16];
+	char parked_at[64]; /* its updated_at (the park), as text */
+} store_parked;
+
+void store_parked_free(store_parked *p, size_t n);
+
+/* Up to limit parked rows of own[0..nown) not dead-lettered yet, oldest
+ * park first (eos: without those with a pending entry, whose record may be
+ * committed already), into *out (store_parked_free). */
+store_rc store_dl_parked(store *st, const owned_part *own, size_t nown, int limit, int eos,
+                         store_parked **out, size_t *n, char *err, size_t errsz);
+
+/* A row by its key, and a value whose meaning the call names. */
+typedef struct {
+	const char *biz_id, *message_key, *value;
+} store_dl_key;
+
+/* The dead letters of keys[0..n) failed (value: why): a dead_letter_failed
+ * history row each, once per park, while the row still waits. */
+store_rc store_dl_note_failed(store *st, const store_dl_key *keys, size_t n, char *err,
+                              size_t errsz);
+
+/* at_least_once: the dead letters of keys[0..n) are on topic since at:
+ * their rows recorded dead-lettered with a history row, while still parked
+ * and not recorded (a redrive meanwhile wins); pending entries of theirs
+ * go. */
+store_rc store_dl_done(store *st, const store_dl_key *keys, size_t n, const char *at,
+                       const char *topic, char *err, size_t errsz);
+
+/* A record of an exactly_once dead-letter transaction, where the broker put it. */
+typedef struct {
+	const char *biz_id, *message_key, *parked_at;
+	int32_t partition;
+	int64_t offset;
+} store_dl_placed;
+
+/* exactly_once, before the commit: the pending entries of recs[0..n) on
+ * topic, for rows still at that park and only while own is this replica's
+ * at its epoch (the partition's row held FOR SHARE); *written: how many
+ * (fewer than n: the transaction is to be aborted). */
+store_rc store_dl_pending_add(store *st, const store_dl_placed *recs, size_t n,
+                              const char *topic, const owned_part *own, size_t *written,
+                              char *err, size_t errsz);
+
+/* exactly_once: the records of keys[0..n) are committed (value: when each
+ * was produced): their pending entries go, their rows are recorded
+ * dead-lettered with a history row while still at that park. */
+store_rc store_dl_pending_done(store *st, const store_dl_key *keys, size_t n, char *err,
+                               size_t errsz);
+
+/* exactly_once: the pending entries of keys[0..n) go (their transaction
+ * was aborted: produced again). */
+store_rc store_dl_pending_clear(store *st, const store_dl_key *keys, size_t n, char *err,
+                                size_t errsz);
+
+/* A pending entry. Owns its strings. */
+typedef struct {
+	char *biz_id, *message_key, *topic;
+	int32_t partition;
+	int64_t offset;
+	char trace_id[33]; /* its row's, "" without one */
+} store_dl_entry;
+
+void store_dl_entries_free(store_dl_entry *e, size_t n);
+
+/* exactly_once: the pending entries of control partition tp, by topic,
+ * partition and offset. */
+store_rc store_dl_pending_of(store *st, tp_key tp, store_dl_entry **out, size_t *n, char *err,
+                             size_t errsz);
+
+/* exactly_once: the partitions of own[0..nown) with parked rows to
+ * dead-letter or pending entries to resolve (free *out). */
+store_rc store_dl_work(store *st, const owned_part *own, size_t nown, tp_key **out, size_t *n,
+                       char *err, size_t errsz);
 
 #endif
