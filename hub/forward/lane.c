@@ -266,20 +266,32 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		result = -1;
 		goto done;
 	}
-	/* the marker first (produce_marker), the forwards once the broker has
-	 * it; a marker not taken is a produce error as a forward's, one the
-	 * broker failed is the transaction's (its commit fails and says how,
-	 * as for __STATE below) */
-	rd_kafka_resp_err_t pe = produce_marker(l, rk, list, &st[n]);
-	rd_kafka_resp_err_t me = pe ? RD_KAFKA_RESP_ERR_NO_ERROR : await_marker(l, rk, &st[n]);
+	/* the marker first (produce_marker); in the lane's first run since it
+	 * took the partition, the forwards only once the broker has it, later
+	 * at once: a marker of this replica's is committed in the partition
+	 * then, whose transactional.id the next owner fences
+	 * (lane_takeover.c). A marker not taken is a produce error as a
+	 * forward's, one the broker failed is the transaction's (its commit
+	 * fails and says how, as for __STATE below) */
+	/* (failpoint lane_forwards_out_no_marker, in a later run: the
+	 * forwards reach the broker and the marker never does) */
+	int no_marker = l->marker_ours && l->failpoint &&
+	                strcmp(l->failpoint, "lane_forwards_out_no_marker") == 0;
+	rd_kafka_resp_err_t pe = no_marker ? RD_KAFKA_RESP_ERR_NO_ERROR
+	                                   : produce_marker(l, rk, list, &st[n]);
+	int awaited = !pe && !no_marker && !l->marker_ours;
+	rd_kafka_resp_err_t me = awaited ? await_marker(l, rk, &st[n]) : RD_KAFKA_RESP_ERR_NO_ERROR;
 	at[1] = clock_ms();
 	size_t nrefused = 0;
 	for (size_t i = 0; i < n && !me && !pe; i++)
 		if ((pe = produce_one(rk, &list->items[i], &st[i])) && own_fault(pe))
 			failed[i] = pe, pe = RD_KAFKA_RESP_ERR_NO_ERROR, nrefused++;
 	at[2] = clock_ms();
-	if (!me && !pe && !nrefused)
+	if (!me && !pe && !nrefused) {
 		crash_at(l, rk, "lane_forwards_out");
+		if (no_marker)
+			crash_at(l, rk, "lane_forwards_out_no_marker");
+	}
 	if (me == RD_KAFKA_RESP_ERR__INTR)
 		snprintf(err, sizeof err, "stopping before the progress marker was on the broker");
 	else if (pe && pe != RD_KAFKA_RESP_ERR__STATE)
@@ -290,6 +302,8 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 	if (!*err)
 		crash_at(l, rk, "lane_before_commit");
 	txn_finish(l->txn, &p, *err != 0, err);
+	if (!pe && !awaited && !no_marker && txn_reported(&st[n]))
+		me = st[n].err; /* (the commit flushed it) */
 	if (p.out.committed && me) {
 		/* (a transaction whose record failed never commits; were it ever
 		 * to, its marker would name rows never sent: they go in the next
@@ -307,6 +321,7 @@ static int send_run(lane *l, store_forward_list *list, store_forward_list *unrec
 		          (long long)(clock_ms() - at[2]));
 		l->done_seq = list->items[n - 1].fwd_seq;
 		l->commits++;
+		l->marker_ours = 1;
 		cJSON_free(l->last_marker);
 		l->last_marker = l->marker_out;
 		l->marker_out = NULL;

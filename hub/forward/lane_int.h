@@ -64,6 +64,7 @@ struct lane {
 	/* the thread's */
 	store *st;
 	int64_t done_seq; /* the last marker committed */
+	int marker_ours;  /* a marker of this replica's is committed since the take (send_run) */
 	marker_dead dead;  /* what its markers say was not sent (marker.h) */
 	size_t singles_left; /* runs of one forward to go (finding a bad one) */
 	size_t search_cap;   /* > 0: runs of at most this many (finding a refused topic) ... */

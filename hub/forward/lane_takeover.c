@@ -130,9 +130,10 @@ static int own_key(const lane *l, const rd_kafka_message_t *m)
 /* Read the marker partition from offset from to its end into *found (the
  * last marker of this lane's key; seq 0: none). Returns 0, or -1 with err. */
 static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker *found,
-                        char *err, size_t errsz)
+                        char *txn, size_t txnsz, char *err, size_t errsz)
 {
 	memset(found, 0, sizeof *found);
+	*txn = '\0';
 	if (rd_kafka_consume_start(t, l->marker_part, from) != 0) {
 		snprintf(err, errsz, "reading %s [%d]: %s", l->progress, l->marker_part,
 		         rd_kafka_err2str(rd_kafka_last_error()));
@@ -145,9 +146,11 @@ static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker
 		int eof = m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF;
 		if (own_key(l, m)) {
 			store_marker mk = {0};
-			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0)
+			if (m->payload && marker_parse(m->payload, m->len, &mk) == 0) {
 				*found = mk; /* the later one wins */
-			else
+				if (marker_txn_of(m->payload, m->len, txn, txnsz) != 0)
+					*txn = '\0'; /* (0.4.0's: none) */
+			} else
 				log_warn("lane %d of %s: the record in %s [%d] at offset %lld is not a progress "
 				         "marker txhub can read; ignored", TP_ARG(l->own.tp), l->progress,
 				         l->marker_part, (long long)m->offset);
@@ -163,15 +166,18 @@ static int scan_markers(lane *l, rd_kafka_topic_t *t, int64_t from, store_marker
 }
 
 /* The last committed marker of the partition, from its progress partition
- * read with read_committed (seq 0: none). Returns 0, or -1 with err. The
+ * read with read_committed (seq 0: none), and the transactional.id that
+ * wrote it into txn ("": none named). Returns 0, or -1 with err. The
  * reader has no consumer group (librdkafka's partition consumer): the
  * hub's principal needs no ACL for one. */
-static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
+static int read_marker(lane *l, store_marker *out, char *txn, size_t txnsz, char *err,
+                       size_t errsz)
 {
 	static const char *defaults[] = {"enable.auto.commit", "false",
 	                                 "isolation.level", "read_committed",
 	                                 "enable.partition.eof", "true", NULL};
 	memset(out, 0, sizeof *out);
+	*txn = '\0';
 	rd_kafka_t *c = kafka_client_new(l->cfg, RD_KAFKA_CONSUMER, defaults,
 	                                 "cannot create the progress reader", err, errsz);
 	if (!c)
@@ -194,7 +200,7 @@ static int read_marker(lane *l, store_marker *out, char *err, size_t errsz)
 	for (int64_t back = 64; rc != 0; back *= 8) {
 		int64_t from = hi - back > lo ? hi - back : lo;
 		store_marker found;
-		if (scan_markers(l, t, from, &found, err, errsz) != 0)
+		if (scan_markers(l, t, from, &found, txn, txnsz, err, errsz) != 0)
 			goto done;
 		if (found.seq > 0 || from == lo) {
 			*out = found;
@@ -288,6 +294,69 @@ static int open_txn_ids(lane *l, rd_kafka_t *u, int64_t from, int64_t to, char i
 	rd_kafka_consume_stop(t, l->marker_part);
 	rd_kafka_topic_destroy(t);
 	return rc;
+}
+
+/* The transactional.ids this process fenced lately, so that the lanes
+ * taking a replica's partitions together fence it once, not once each. */
+#define FENCED_RECENT 16
+#define FENCED_FOR_MS 10000
+static struct {
+	char id[400];
+	int64_t at;
+} fenced_recent[FENCED_RECENT];
+static pthread_mutex_t fenced_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether id was fenced in the last FENCED_FOR_MS; note (1) that it is now. */
+static int fenced_lately(const char *id, int note)
+{
+	int64_t now = clock_ms();
+	size_t slot = 0; /* id's, or the oldest */
+	int found = 0;
+	pthread_mutex_lock(&fenced_mu);
+	for (size_t i = 0; i < FENCED_RECENT; i++) {
+		if (strcmp(fenced_recent[i].id, id) == 0) {
+			found = now - fenced_recent[i].at < FENCED_FOR_MS;
+			slot = i;
+			break;
+		}
+		if (fenced_recent[i].at < fenced_recent[slot].at)
+			slot = i;
+	}
+	if (note) {
+		snprintf(fenced_recent[slot].id, sizeof fenced_recent[slot].id, "%s", id);
+		fenced_recent[slot].at = now;
+	}
+	pthread_mutex_unlock(&fenced_mu);
+	return found;
+}
+
+/* After the marker is read: the transactional.id that wrote it (txn), if
+ * another replica's, is fenced. Its transaction still open may hold
+ * forwards of this partition without a marker of it: a lane waits for
+ * its marker on the broker only in its first run after taking a partition
+ * (send_run), and once a marker of its own is committed there, the next
+ * owner finds its transactional.id in it. Unfenced, such a transaction
+ * would hold every read_committed consumer of those forward partitions
+ * until Kafka's transaction.timeout.ms. A replica alive that lost the
+ * partition loses its open transaction (its lanes send their runs again).
+ * Returns 0, or -1 with err (tried again). */
+static int fence_last(lane *l, const char *txn, char *err, size_t errsz)
+{
+	if (!*txn || strcmp(txn, txn_id(l->txn)) == 0 || strcmp(txn, l->txn_id) == 0 ||
+	    fenced_lately(txn, 0))
+		return 0;
+	int refused;
+	if (fence_id(l, txn, &refused, err, errsz) != 0) {
+		if (!refused)
+			return -1;
+		log_warn("lane %d of %s: %s: a transaction of it left open is waited out instead "
+		         "(docs/kafka.md, Kafka ACLs)", TP_ARG(l->own.tp), err);
+		return 0;
+	}
+	fenced_lately(txn, 1);
+	log_info("lane %d of %s: fenced transactional.id %s, which wrote the partition's last "
+	         "progress marker (what it left open is aborted)", TP_ARG(l->own.tp), txn);
+	return 0;
 }
 
 /* Wait up to ms for the marker partition's stable offset to reach hw.
@@ -440,6 +509,7 @@ int lane_take_partition(lane *l)
 	int fenced = 0, old_fenced = 0, ensured = 0;
 	for (int attempt = 1;; attempt++) {
 		store_marker marker = {0};
+		char last_txn[400];
 		int64_t marked = 0;
 		int mismatch = 0;
 		store_rc rc = STORE_RETRY;
@@ -455,7 +525,8 @@ int lane_take_partition(lane *l)
 		} else if (store_ensure(l->st, err, sizeof err) != STORE_OK) {
 			/* (err says why) */
 		} else if (recover_late(l, err, sizeof err) != 0 ||
-		           read_marker(l, &marker, err, sizeof err) != 0) {
+		           read_marker(l, &marker, last_txn, sizeof last_txn, err, sizeof err) != 0 ||
+		           fence_last(l, last_txn, err, sizeof err) != 0) {
 			about = l->progress;
 		} else {
 			rc = store_recover_forwards(l->st, &l->own, &marker, &marked, &mismatch, l->origin,
@@ -469,6 +540,7 @@ int lane_take_partition(lane *l)
 			 * left at or below a marker this database wrote */
 			l->done_seq = 0;
 			l->order_seen_seq = 0; /* (the blockers are read before the first run) */
+			l->marker_ours = 0;   /* (send_run waits for the first one on the broker) */
 			marker_dead_init(&l->dead, mismatch ? NULL : &marker);
 			if (config_order_by_key(l->cfg) && !l->order && !(l->order = order_new())) {
 				snprintf(err, sizeof err, "out of memory");
