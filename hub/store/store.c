@@ -313,7 +313,7 @@ static store_forward *list_add(store_forward_list *l)
 	return f;
 }
 
-static char *bin_text(const PGresult *r, int row, int col)
+char *store_col_text(const PGresult *r, int row, int col)
 {
 	if (PQgetisnull(r, row, col))
 		return NULL;
@@ -354,18 +354,18 @@ int store_collect_forwards(const PGresult *r, int first, int flag, store_forward
 		store_forward *f = list_add(out);
 		if (!f)
 			return -1;
-		f->biz_id = bin_text(r, i, first);
-		f->message_key = bin_text(r, i, first + 1);
+		f->biz_id = store_col_text(r, i, first);
+		f->message_key = store_col_text(r, i, first + 1);
 		if (!PQgetisnull(r, i, first + 2)) {
 			f->payload_len = (size_t)PQgetlength(r, i, first + 2);
 			f->payload = malloc(f->payload_len + 1);
 			if (f->payload)
 				memcpy(f->payload, PQgetvalue(r, i, first + 2), f->payload_len);
 		}
-		f->topic = bin_text(r, i, first + 3);
-		f->key = bin_text(r, i, first + 4);
-		f->headers = bin_text(r, i, first + 5);
-		char *topic = bin_text(r, i, first + 11);
+		f->topic = store_col_text(r, i, first + 3);
+		f->key = store_col_text(r, i, first + 4);
+		f->headers = store_col_text(r, i, first + 5);
+		char *topic = store_col_text(r, i, first + 11);
 		f->src_tp = topic ? tp_of(topic, bin_int4(r, i, first + 6)) : -1;
 		free(topic);
 		f->src_offset = bin_int8(r, i, first + 7);
@@ -380,8 +380,8 @@ int store_collect_forwards(const PGresult *r, int first, int flag, store_forward
 			label = metrics_tenant_of(tn);
 		}
 		f->tenant = label;
-		f->traceparent = bin_text(r, i, first + 13);
-		f->tracestate = bin_text(r, i, first + 14);
+		f->traceparent = store_col_text(r, i, first + 13);
+		f->tracestate = store_col_text(r, i, first + 14);
 		snprintf(f->trace_id, sizeof f->trace_id, "%s", PQgetvalue(r, i, first + 15));
 		if (!f->biz_id || !f->message_key || !f->topic || f->src_tp == -1 ||
 		    (!f->payload && !PQgetisnull(r, i, first + 2)))

@@ -137,19 +137,6 @@ static store_rc query(store *st, const char *sql, int n, const char *const *p, i
 	return STORE_OK;
 }
 
-static char *col_text(const PGresult *r, int row, int col)
-{
-	if (PQgetisnull(r, row, col))
-		return NULL;
-	size_t len = (size_t)PQgetlength(r, row, col);
-	char *s = malloc(len + 1);
-	if (s) {
-		memcpy(s, PQgetvalue(r, row, col), len);
-		s[len] = '\0';
-	}
-	return s;
-}
-
 void store_parked_free(store_parked *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -186,17 +173,17 @@ store_rc store_dl_parked(store *st, const owned_part *own, size_t nown, int limi
 	}
 	for (int i = 0; i < rows; i++) {
 		store_parked *it = &items[i];
-		it->f.biz_id = col_text(r, i, 0);
-		it->f.message_key = col_text(r, i, 1);
-		it->f.payload = (unsigned char *)col_text(r, i, 2);
+		it->f.biz_id = store_col_text(r, i, 0);
+		it->f.message_key = store_col_text(r, i, 1);
+		it->f.payload = (unsigned char *)store_col_text(r, i, 2);
 		it->f.payload_len = PQgetisnull(r, i, 2) ? 0 : (size_t)PQgetlength(r, i, 2);
-		it->f.topic = col_text(r, i, 3);
-		it->f.key = col_text(r, i, 4);
-		it->f.headers = col_text(r, i, 5);
-		it->error = col_text(r, i, 6);
+		it->f.topic = store_col_text(r, i, 3);
+		it->f.key = store_col_text(r, i, 4);
+		it->f.headers = store_col_text(r, i, 5);
+		it->error = store_col_text(r, i, 6);
 		snprintf(it->attempts, sizeof it->attempts, "%s", PQgetvalue(r, i, 7));
-		it->f.traceparent = col_text(r, i, 8);
-		it->f.tracestate = col_text(r, i, 9);
+		it->f.traceparent = store_col_text(r, i, 8);
+		it->f.tracestate = store_col_text(r, i, 9);
 		snprintf(it->f.trace_id, sizeof it->f.trace_id, "%s", PQgetvalue(r, i, 10));
 		snprintf(it->parked_at, sizeof it->parked_at, "%s", PQgetvalue(r, i, 11));
 		if (!it->f.biz_id || !it->f.message_key || !it->f.topic || !it->error ||

@@ -96,6 +96,10 @@ int store_cmp_forward(const void *a, const void *b);
 
 tp_key store_row_tp(const PGresult *r, int row);
 
+/* Column col of row as a NUL-terminated copy (binary or text results; NULL
+ * for SQL NULL, and when out of memory). */
+char *store_col_text(const PGresult *r, int row, int col);
+
 void store_owned_arrays(sbuf *tb, sbuf *pb, sbuf *eb, const owned_part *own, size_t n);
 
 int64_t store_epoch_of(const owned_part *own, size_t nown, tp_key tp);
