@@ -499,7 +499,7 @@ void store_set_order_by_key(store *st, int by_key, int exactly_once);
  * otherwise), so that they block their keys at once (forward.h). */
 void store_take_scheduled(store *st, store_forward_list *out);
 
-/* ---- dead letters (store_deadletter.c; docs/operators.md: Dead-letter
+/* ---- dead letters (store_deadletter.c; docs/troubleshooting.md: Dead-letter
  * topic), for the dead-letter thread ---- */
 
 /* A parked row to dead-letter, as stored. Owns its strings. */

@@ -1,7 +1,7 @@
 /* store_deadletter.c: what the dead-letter thread (hub/forward/deadletter*.c)
  * reads and writes: parked rows, their dead letters recorded with a history
  * row, and under exactly_once the pending entries of txhub.dead_letter_pending
- * (docs/operators.md: Dead-letter topic). */
+ * (docs/troubleshooting.md: Dead-letter topic). */
 #include "store.h"
 
 #include <libpq-fe.h>
