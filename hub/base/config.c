@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -857,4 +858,38 @@ void config_free(txhub_config *cfg)
 	free(cfg->kafka);
 	cfg->kafka = NULL;
 	cfg->kafka_cnt = cfg->kafka_cap = 0;
+}
+
+/* ---- shared after a reload ---- */
+
+struct config_refs {
+	atomic_int n;
+};
+
+int config_share(txhub_config *cfg)
+{
+	struct config_refs *r = malloc(sizeof *r);
+	if (!r)
+		return -1;
+	atomic_init(&r->n, 1);
+	cfg->refs = r;
+	return 0;
+}
+
+const txhub_config *config_hold(const txhub_config *cfg)
+{
+	if (cfg && cfg->refs)
+		atomic_fetch_add(&cfg->refs->n, 1);
+	return cfg;
+}
+
+void config_drop(const txhub_config *cfg)
+{
+	if (!cfg || !cfg->refs || atomic_fetch_sub(&cfg->refs->n, 1) != 1)
+		return;
+	txhub_config *own = (txhub_config *)cfg; /* the last reference: nothing else reads it */
+	free(own->refs);
+	config_free(own);
+	free(own);
+	log_debug("config: a configuration a reload replaced is freed (nothing holds it any more)");
 }

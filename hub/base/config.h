@@ -70,6 +70,10 @@ typedef struct txhub_config {
 
 	config_kv *kafka;    /* kafka.* pass-through, in the order set */
 	size_t kafka_cnt, kafka_cap;
+
+	/* the references to one a reload loaded (config_share()); NULL for one
+	 * its loader owns and frees (main()'s, the tests') */
+	struct config_refs *refs;
 } txhub_config;
 
 /* A row's type, which decides how its text is parsed (at once, naming the
@@ -161,5 +165,18 @@ void config_write_help(FILE *out);
 
 /* Free everything cfg owns; cfg may be zeroed or partly filled. */
 void config_free(txhub_config *cfg);
+
+/* A configuration loaded by a reload, which several threads may read at
+ * once (the run loop, the check-back thread, the lanes, the HTTP
+ * threads): each part that keeps a pointer to it holds a reference, and
+ * the last one dropped frees it. config_share() gives cfg (allocated with
+ * malloc, loaded) its first reference; returns 0, or -1 when out of memory
+ * (cfg is then as it was). config_hold() adds one and returns cfg;
+ * config_drop() takes one away. Both do nothing to a configuration that was
+ * never shared (the one main() loaded, which outlives every part) or NULL;
+ * both may be called from any thread. */
+int config_share(txhub_config *cfg);
+const txhub_config *config_hold(const txhub_config *cfg);
+void config_drop(const txhub_config *cfg);
 
 #endif

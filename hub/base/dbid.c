@@ -2,31 +2,9 @@
 #include "dbid.h"
 
 #include <cjson/cJSON.h>
-#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int dbid_read(struct pg_conn *conn, dbid *out, char *err, size_t errsz)
-{
-	memset(out, 0, sizeof *out);
-	PGresult *r = PQexec(conn, "SELECT system_identifier::text, current_database() "
-	                           "FROM pg_control_system()");
-	char text[128];
-	int rc = -1;
-	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-		const char *m = PQresultErrorMessage(r);
-		snprintf(err, errsz, "%.*s", (int)strcspn(m, "\n"), *m ? m : "no row");
-	} else if (snprintf(text, sizeof text, "%s/%s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)) >=
-	               (int)sizeof text ||
-	           dbid_parse(text, out) != 0) {
-		snprintf(err, errsz, "unexpected system identifier or database name: %s", text);
-	} else {
-		rc = 0;
-	}
-	PQclear(r);
-	return rc;
-}
 
 int dbid_known(const dbid *d) { return d && d->system_id[0] != '\0'; }
 

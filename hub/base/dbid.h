@@ -9,22 +9,16 @@
  * it, since its prepares and decisions would be split between two
  * databases.
  *
- * Pure but for dbid_read(). */
+ * Pure: the store reads it (store_dbid()). */
 #ifndef TXHUB_DBID_H
 #define TXHUB_DBID_H
 
 #include <stddef.h>
 
-struct pg_conn;
-
 typedef struct {
 	char system_id[24]; /* decimal; "": unknown */
 	char name[64];      /* PostgreSQL's names are at most 63 bytes */
 } dbid;
-
-/* Read the identity of the database conn is connected to. Returns 0, or
- * -1 with err (out is then unknown). */
-int dbid_read(struct pg_conn *conn, dbid *out, char *err, size_t errsz);
 
 int dbid_known(const dbid *d);
 int dbid_equal(const dbid *a, const dbid *b);

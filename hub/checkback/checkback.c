@@ -605,7 +605,8 @@ static void *run(void *arg)
 		cb->next_cfg = NULL;
 		pthread_mutex_unlock(&cb->mu);
 		if (reload) {
-			cb->cfg = reload;
+			config_drop(cb->cfg); /* (this thread's alone) */
+			cb->cfg = reload;     /* the reference next_cfg held */
 			/* libcurl's own limit as a backstop: the checker never starts
 			 * more requests for a host than this anyway */
 			curl_multi_setopt(cb->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
@@ -674,6 +675,8 @@ static void destroy(checkback *cb)
 	owned_free(&cb->want);
 	owned_free(&cb->owned);
 	free(cb->pend);
+	config_drop(cb->cfg); /* a reload's (the start-up one is not shared) */
+	config_drop(cb->next_cfg);
 	pthread_mutex_destroy(&cb->mu);
 	pthread_cond_destroy(&cb->cv);
 	free(cb);
@@ -761,8 +764,10 @@ void checkback_stop(checkback *cb)
 void checkback_reconfigure(checkback *cb, const txhub_config *cfg)
 {
 	pthread_mutex_lock(&cb->mu);
-	cb->next_cfg = cfg;
+	const txhub_config *untaken = cb->next_cfg;
+	cb->next_cfg = config_hold(cfg);
 	pthread_mutex_unlock(&cb->mu);
+	config_drop(untaken);
 	curl_multi_wakeup(cb->multi);
 }
 

@@ -258,9 +258,11 @@ int64_t forward_delivery_timeout_ms(const forward *fw) { return fw->delivery_tim
 void forward_reconfigure(forward *fw, const txhub_config *cfg)
 {
 	pthread_mutex_lock(&fw->mu);
-	fw->cfg = cfg;
+	const txhub_config *was = fw->cfg; /* (the writer reads it under mu, the loop here) */
+	fw->cfg = config_hold(cfg);
 	fw->f_write.alert_ms = cfg->alert_database_failing_ms; /* (read by the writer under mu) */
 	pthread_mutex_unlock(&fw->mu);
+	config_drop(was);
 	if (fw->txn)
 		txn_reconfigure(fw->txn, cfg);
 }
@@ -687,6 +689,7 @@ void forward_destroy(forward *fw)
 	free(fw->ready);
 	forward_list_free(&fw->done); /* (reports the producer served as it went) */
 	store_close(fw->st);
+	config_drop(fw->cfg); /* a reload's (the start-up one, start_cfg, is not shared) */
 	pthread_mutex_destroy(&fw->mu);
 	pthread_cond_destroy(&fw->cv);
 	free(fw);

@@ -543,7 +543,7 @@ lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const owned_part *o
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	l->cfg = cfg;
+	l->cfg = config_hold(cfg); /* a reload's stays while the lane runs */
 	l->al = al;
 	l->txn = t;
 	l->own = *own;
@@ -565,6 +565,7 @@ lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const owned_part *o
 fail:
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
+	config_drop(l->cfg);
 	free(l);
 	return NULL;
 }
@@ -637,6 +638,7 @@ void lane_free(lane *l)
 		free(l->topics[i]);
 	free(l->topics);
 	order_free(l->order, NULL);
+	config_drop(l->cfg);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	free(l);

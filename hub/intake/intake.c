@@ -202,7 +202,12 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	intake_note_error(in, rk, err, reason);
 }
 
-void intake_reconfigure(intake *in, const txhub_config *cfg) { in->cfg = cfg; }
+void intake_reconfigure(intake *in, const txhub_config *cfg)
+{
+	const txhub_config *was = in->cfg; /* (the loop's thread is the only reader) */
+	in->cfg = config_hold(cfg);
+	config_drop(was);
+}
 
 /* How a full fetch queue gets looked at again, and which group protocol
  * runs, as the consumer has them (a kafka.* setting overrides the hub's). */
@@ -586,6 +591,7 @@ void intake_close(intake *in)
 	free(in->refused);
 	enforce_clear(&in->tenants);
 	topics_free(&in->topics);
+	config_drop(in->cfg); /* a reload's (the start-up one is not shared) */
 	free(in);
 }
 

@@ -1,8 +1,8 @@
 /* tenants.h: txhub.tenants as a running hub sees it (docs/tenants.md: Sharing
- * one hub between teams). Reads the rows, checks every one (tenant_rules.h) and
- * keeps a snapshot of the enabled tenants' rules, read again every
- * TENANTS_REFRESH_MS so that a change made with `txhub tenant` applies within
- * 5 s, without a restart.
+ * one hub between teams). Keeps a snapshot of the enabled tenants' rules,
+ * read again (through a tenants_source: the store) every TENANTS_REFRESH_MS
+ * so that a change made with `txhub tenant` applies within 5 s, without a
+ * restart.
  *
  * Never fails open: a row edited by hand into nonsense, two rows that
  * overlap, or a database that does not answer leave the last good snapshot
@@ -23,25 +23,20 @@
 
 #include "tenant_rules.h"
 
-struct pg_conn;
-
 /* How often tenants_refresh() looks at the table. */
 #define TENANTS_REFRESH_MS 2000
 
-/* The rows of txhub.tenants as stored (every one, enabled or not), owned:
- * defs[i] points into the row's own strings. */
+/* Where tenants_refresh() reads the table: the store
+ * (store_tenants_refresh()). */
 typedef struct {
-	tenant_def *defs;
-	size_t n;
-	void *own; /* the strings defs point to */
-} tenant_rows;
-
-/* Read every row, ordered by name, in the caller's transaction if one is
- * open. A column that is not what the schema says (a list with a null in
- * it) fails with the tenant and column named. Returns 0, or -1 with the
- * reason in err (rows empty). Free with tenant_rows_free() either way. */
-int tenant_rows_read(struct pg_conn *conn, tenant_rows *rows, char *err, size_t errsz);
-void tenant_rows_free(tenant_rows *rows);
+	/* the table's fingerprint, which changes with any change of it: 0, or
+	 * -1 with err */
+	int (*fingerprint)(void *ctx, char *out, size_t outsz, char *err, size_t errsz);
+	/* every row, read and checked into *out (tenant_rules_build()): 0; -1
+	 * when reading failed; -2 when the rows do not pass (err says why) */
+	int (*rules)(void *ctx, tenant_rules **out, char *err, size_t errsz);
+	void *ctx;
+} tenants_source;
 
 typedef struct tenants tenants;
 
@@ -50,12 +45,11 @@ tenants *tenants_new(void);
 void tenants_free(tenants *t);
 
 /* When TENANTS_REFRESH_MS have passed since the last look (or at the
- * first call): read the table's fingerprint and, when it changed, the rows,
- * and build a new snapshot. Returns 1 when a new snapshot is in force, 0
- * when nothing changed or it was not due, -1 when reading or checking
- * failed (the last good snapshot stays; logged once per distinct reason).
+ * first call): read the table's fingerprint from src and, when it changed,
+ * the rules. Returns 1 when a new snapshot is in force, 0 when nothing
+ * changed or it was not due, -1 when reading or checking failed (the last good snapshot stays; logged once per distinct reason).
  * Logs the number of enabled tenants whenever a new snapshot is taken. */
-int tenants_refresh(tenants *t, struct pg_conn *conn, int64_t now_ms);
+int tenants_refresh(tenants *t, const tenants_source *src, int64_t now_ms);
 
 /* The snapshot in force, or NULL before the first good load. */
 const tenant_rules *tenants_rules(const tenants *t);

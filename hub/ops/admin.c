@@ -371,14 +371,14 @@ static int check_schema(store *st, char *err, size_t errsz)
 	return 0;
 }
 
-static ops_rc run_purge(PGconn *conn, const admin_args *a, ops_purge_counts *total, char *err,
+static ops_rc run_purge(PGconn *conn, const admin_args *a, store_purge_counts *total, char *err,
                         size_t errsz)
 {
-	ops_purge_opts o = {.finished_older_ms = a->older_than_ms,
+	store_purge_opts o = {.finished_older_ms = a->older_than_ms,
 	                    .rejected_older_ms = a->older_than_ms,
-	                    .batch = OPS_PURGE_BATCH_MAX,
+	                    .batch = STORE_PURGE_BATCH_MAX,
 	                    .dry_run = a->dry_run};
-	ops_purge_counts c;
+	store_purge_counts c;
 	ops_rc rc;
 	memset(total, 0, sizeof *total);
 	/* batch after batch, each its own short transaction, until one comes
@@ -412,7 +412,7 @@ static ops_rc dispatch(const txhub_config *cfg, PGconn *conn, const admin_args *
 		return a->all_failed ? admin_do_redrive_all(conn, a, actor, err, errsz)
 		                     : admin_do_change(conn, a, actor, err, errsz);
 	case ADMIN_PURGE: {
-		ops_purge_counts total;
+		store_purge_counts total;
 		ops_rc rc = run_purge(conn, a, &total, err, errsz);
 		if (rc == OPS_OK)
 			admin_print_purge(a, &total);

@@ -569,7 +569,7 @@ ops_rc admin_do_redrive_all(PGconn *conn, const admin_args *a, const char *actor
 
 /* ---- purge ---- */
 
-void admin_print_purge(const admin_args *a, const ops_purge_counts *c)
+void admin_print_purge(const admin_args *a, const store_purge_counts *c)
 {
 	if (a->json) {
 		cJSON *doc = ops_purge_json(c, a->dry_run);

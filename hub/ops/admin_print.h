@@ -67,7 +67,7 @@ ops_rc admin_do_change(PGconn *conn, const admin_args *a, const char *actor, cha
                        size_t errsz);
 ops_rc admin_do_redrive_all(PGconn *conn, const admin_args *a, const char *actor, char *err,
                             size_t errsz);
-void admin_print_purge(const admin_args *a, const ops_purge_counts *c);
+void admin_print_purge(const admin_args *a, const store_purge_counts *c);
 
 /* doc as one line of JSON on standard output (--json). Returns 0, or -1
  * when out of memory (nothing printed). */

@@ -34,12 +34,12 @@
 #include "ops_deadletter.h"
 #include "ops_order.h"
 #include "ops_rc.h"
+#include "store.h"
 
 struct pg_conn;
 
-/* Longest list (ops_list_filter.limit) and largest purge batch. */
+/* Longest list (ops_list_filter.limit). */
 #define OPS_LIST_MAX 10000
-#define OPS_PURGE_BATCH_MAX 5000
 /* Longest --reason and actor, in bytes. */
 #define OPS_REASON_MAX 1000
 #define OPS_ACTOR_MAX 128
@@ -305,47 +305,13 @@ cJSON *ops_change_json(const char *biz_id, const char *message_key, const char *
 
 /* ---- purge and retention ---- */
 
-typedef struct {
-	/* finished messages (committed and sent, or rolled_back) whose
-	 * updated_at is older than this, with their history (0: every one
-	 * finished up to now); < 0: none */
-	int64_t finished_older_ms;
-	/* rejected and conflict rows whose created_at is older than this;
-	 * < 0: none */
-	int64_t rejected_older_ms;
-	/* only rows of these control-topic partitions: (topics[i],
-	 * partitions[i]) as (src_topic, src_partition); NULL: every partition
-	 * of every topic. A replica's retention passes the partitions it owns. */
-	const char *const *topics;
-	const int32_t *partitions;
-	size_t npartitions;
-	int batch;   /* 1..OPS_PURGE_BATCH_MAX rows per table per call */
-	int dry_run; /* count what a purge would delete now, delete nothing */
-} ops_purge_opts;
-
-typedef struct {
-	int64_t committed;   /* committed and sent messages */
-	int64_t rolled_back; /* rolled_back messages */
-	int64_t history;     /* history rows of those messages */
-	int64_t rejected;
-	int64_t conflicts;
-	int more;            /* a table filled its batch: call again */
-} ops_purge_counts;
-
-/* One batch of retention: delete at most opts->batch rows each from
- * txhub.messages (with their history), txhub.rejected and txhub.conflicts,
- * each table in a short statement of its own that skips rows other
- * transactions hold locked (FOR UPDATE SKIP LOCKED), so it never waits on
- * the hub. Never touches a prepared, awaiting_prepare, check_failed,
- * pending or failed row. *out receives this call's counts (not added to
- * what it held). A dry run counts every row a purge would delete now, in
- * one pass, and sets more = 0. Loop while out->more; whatever was deleted
- * before a failure stays deleted (each batch commits on its own). */
-ops_rc ops_purge_batch(struct pg_conn *conn, const ops_purge_opts *opts, ops_purge_counts *out,
+/* One batch of retention (store_purge_batch, which says what it does) on
+ * the operator's connection. */
+ops_rc ops_purge_batch(struct pg_conn *conn, const store_purge_opts *opts, store_purge_counts *out,
                        char *err, size_t errsz);
 
 /* Purge results as JSON: {"dry_run", "messages": {"committed",
  * "rolled_back"}, "history", "rejected", "conflicts"}. */
-cJSON *ops_purge_json(const ops_purge_counts *c, int dry_run);
+cJSON *ops_purge_json(const store_purge_counts *c, int dry_run);
 
 #endif

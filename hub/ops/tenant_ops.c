@@ -93,7 +93,7 @@ static ops_rc begin_locked(PGconn *conn, char *err, size_t errsz)
 /* mine against every stored tenant but the one named skip: OPS_REFUSED,
  * naming the other tenant, when they overlap or when the other's row does
  * not pass the rules (nothing can be judged against it). */
-static ops_rc check_others(const tenant_rows *rows, const tenant_rule *mine, const char *skip,
+static ops_rc check_others(const store_tenant_rows *rows, const tenant_rule *mine, const char *skip,
                            tenant_field *bad, char *err, size_t errsz)
 {
 	for (size_t i = 0; i < rows->n; i++) {
@@ -121,7 +121,7 @@ static ops_rc check_others(const tenant_rows *rows, const tenant_rule *mine, con
 	return OPS_OK;
 }
 
-static const tenant_def *find_row(const tenant_rows *rows, const char *name)
+static const tenant_def *find_row(const store_tenant_rows *rows, const char *name)
 {
 	for (size_t i = 0; i < rows->n; i++)
 		if (strcmp(rows->defs[i].name, name) == 0)
@@ -212,14 +212,14 @@ ops_rc tenant_add(PGconn *conn, const tenant_def *d, const char *actor, tenant_f
 	tenant_def def = *d;
 	def.enabled = 1;
 	tenant_rule mine = {0};
-	tenant_rows rows = {0};
+	store_tenant_rows rows = {0};
 	ops_rc rc = check_actor(actor, err, errsz);
 	if (rc == OPS_OK && tenant_rule_compile(&def, &mine, bad, err, errsz) != 0)
 		rc = OPS_BAD_ARG;
 	else
 		*bad = TENANT_F_NAME;
 	if (rc == OPS_OK && (rc = begin_locked(conn, err, errsz)) == OPS_OK &&
-	    tenant_rows_read(conn, &rows, err, errsz) != 0)
+	    store_tenant_rows_read(conn, &rows, err, errsz) != 0)
 		rc = OPS_DB_ERROR;
 	if (rc == OPS_OK && find_row(&rows, def.name)) {
 		snprintf(err, errsz, "tenant %s exists already (txhub tenant set %s changes it)",
@@ -238,7 +238,7 @@ ops_rc tenant_add(PGconn *conn, const tenant_def *d, const char *actor, tenant_f
 		*out = NULL;
 	}
 	ops_rollback(conn);
-	tenant_rows_free(&rows);
+	store_tenant_rows_free(&rows);
 	tenant_rule_clear(&mine);
 	return rc;
 }
@@ -316,14 +316,14 @@ ops_rc tenant_set(PGconn *conn, const tenant_change *c, const char *actor, tenan
 {
 	*out = NULL;
 	*bad = TENANT_F_NAME;
-	tenant_rows rows = {0};
+	store_tenant_rows rows = {0};
 	tenant_rule mine = {0};
 	cJSON *doc = NULL;
 	ops_rc rc = check_actor(actor, err, errsz);
 	if (rc == OPS_OK && tenant_name_check(c->def.name, err, errsz) != 0)
 		rc = OPS_BAD_ARG;
 	if (rc == OPS_OK && (rc = begin_locked(conn, err, errsz)) == OPS_OK &&
-	    tenant_rows_read(conn, &rows, err, errsz) != 0)
+	    store_tenant_rows_read(conn, &rows, err, errsz) != 0)
 		rc = OPS_DB_ERROR;
 	const tenant_def *stored = rc == OPS_OK ? find_row(&rows, c->def.name) : NULL;
 	if (rc == OPS_OK && !stored) {
@@ -346,7 +346,7 @@ ops_rc tenant_set(PGconn *conn, const tenant_change *c, const char *actor, tenan
 		rc = set_result(doc, out, err, errsz);
 	ops_rollback(conn);
 	cJSON_Delete(doc);
-	tenant_rows_free(&rows);
+	store_tenant_rows_free(&rows);
 	tenant_rule_clear(&mine);
 	return rc;
 }

@@ -217,7 +217,7 @@ static int start_parts(hub *h)
 	snprintf(h->owner, sizeof h->owner, "%s/%ld", host, (long)getpid());
 	dbid self;
 	char about[200];
-	if (dbid_read(store_conn(h->st), &self, err, sizeof err) == 0)
+	if (store_dbid(h->st, &self, err, sizeof err) == 0)
 		log_info("hub: working against %s", dbid_describe(&self, about, sizeof about));
 	else
 		log_warn("hub: cannot read the database's identity (%s): offsets are committed "
@@ -346,11 +346,7 @@ static void close_parts(hub *h)
 	owned_free(&h->owned); /* after intake_close, its writer */
 	owned_free(&h->released);
 	owned_free(&h->fw_unreleased);
-	for (size_t i = 0; i < h->nloaded; i++) {
-		config_free(h->loaded[i]);
-		free(h->loaded[i]);
-	}
-	free(h->loaded);
+	config_drop(h->cfg); /* a reload's, after every part that held it */
 }
 
 int hub_run(const txhub_config *cfg, hub_reload_fn reload_fn, void *reload_ctx)

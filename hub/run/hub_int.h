@@ -25,9 +25,7 @@
 #include "tenants.h"
 
 typedef struct {
-	const txhub_config *cfg; /* in force: the start-up one, or a reload's */
-	txhub_config **loaded;   /* every reload's, freed at exit (threads may hold one) */
-	size_t nloaded, caploaded;
+	const txhub_config *cfg; /* in force: the start-up one, or a reload's (held) */
 	hub_reload_fn reload;
 	void *reload_ctx;
 	store *st;

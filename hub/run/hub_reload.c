@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "alert.h"
-#include "array.h"
 #include "checkback.h"
 #include "forward.h"
 #include "intake.h"
@@ -23,12 +22,8 @@ void hub_reload(hub *h)
 {
 	char err[1024], fixed[512];
 	txhub_config *next = calloc(1, sizeof *next);
-	txhub_config **l = array_grow(h->loaded, &h->caploaded, h->nloaded + 1, sizeof *l);
-	if (l)
-		h->loaded = l;
-	if (!next || !l) {
+	if (!next) {
 		log_error("hub: SIGHUP: out of memory; the running configuration stays");
-		free(next);
 		return;
 	}
 	if (!h->reload) {
@@ -37,11 +32,13 @@ void hub_reload(hub *h)
 	}
 	if (h->reload(h->reload_ctx, next, err, sizeof err) != 0)
 		goto fail;
-	if (config_keep_fixed(h->cfg, next, fixed, sizeof fixed) != 0) {
+	if (config_keep_fixed(h->cfg, next, fixed, sizeof fixed) != 0 || config_share(next) != 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
-	h->loaded[h->nloaded++] = next;
+	/* the loop's reference to next is the one config_share() gave; each part
+	 * told below holds its own, and the last dropped frees it */
+	const txhub_config *was = h->cfg;
 	h->cfg = next;
 	config_apply_logging(next);
 	if (*fixed)
@@ -56,6 +53,7 @@ void hub_reload(hub *h)
 	fault *faults[] = {&h->f_conn, &h->f_apply, &h->f_scan};
 	for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
 		faults[i]->alert_ms = next->alert_database_failing_ms;
+	config_drop(was);
 	log_info("hub: SIGHUP: configuration reloaded");
 	return;
 fail:

@@ -231,7 +231,7 @@ static int retention(hub *h, int64_t now)
  * snapshot to intake. */
 void hub_refresh_tenants(hub *h, int64_t now)
 {
-	if (tenants_refresh(h->tenants, store_conn(h->st), now) == 1) /* logs its count */
+	if (store_tenants_refresh(h->st, h->tenants, now) == 1) /* logs its count */
 		intake_set_rules(h->in, tenants_rules(h->tenants));
 }
 

@@ -201,13 +201,13 @@ int janitor_retention_batch(store *st, const txhub_config *cfg, const owned_part
 	/* retention.rejected_hours = 0 keeps rejected and conflict rows */
 	int64_t rejected_ms =
 		cfg->retention_rejected_hours > 0 ? cfg->retention_rejected_hours * 3600000 : -1;
-	ops_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, topics, parts,
-	                    nown, OPS_PURGE_BATCH_MAX, 0};
-	ops_purge_counts c;
-	ops_rc rc = ops_purge_batch(store_conn(st), &o, &c, err, errsz);
+	store_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, topics, parts,
+	                    nown, STORE_PURGE_BATCH_MAX, 0};
+	store_purge_counts c;
+	int rc = store_purge(st, &o, &c, err, errsz);
 	free(parts);
 	free(topics);
-	if (rc != OPS_OK)
+	if (rc != 0)
 		return -1;
 	sweep->messages += c.committed + c.rolled_back;
 	sweep->history += c.history;

@@ -136,6 +136,7 @@ void monitor_stop(monitor *m)
 		return;
 	http_stop(m->http);
 	store_close(m->st);
+	config_drop(m->cfg); /* a reload's (the start-up one is not shared) */
 	pthread_mutex_destroy(&m->mu);
 	free(m);
 }
@@ -143,8 +144,10 @@ void monitor_stop(monitor *m)
 void monitor_reconfigure(monitor *m, const txhub_config *cfg)
 {
 	pthread_mutex_lock(&m->mu);
-	m->cfg = cfg;
+	const txhub_config *was = m->cfg; /* (read under mu only) */
+	m->cfg = config_hold(cfg);
 	pthread_mutex_unlock(&m->mu);
+	config_drop(was);
 }
 
 void monitor_turn(monitor *m, int joined, const char *problem)

@@ -216,6 +216,27 @@ int store_reconnected(store *st)
 
 struct pg_conn *store_conn(store *st) { return st->conn; }
 
+int store_dbid(store *st, dbid *out, char *err, size_t errsz)
+{
+	memset(out, 0, sizeof *out);
+	PGresult *r = PQexec(st->conn, "SELECT system_identifier::text, current_database() "
+	                           "FROM pg_control_system()");
+	char text[128];
+	int rc = -1;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		const char *m = PQresultErrorMessage(r);
+		snprintf(err, errsz, "%.*s", (int)strcspn(m, "\n"), *m ? m : "no row");
+	} else if (snprintf(text, sizeof text, "%s/%s", PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1)) >=
+	               (int)sizeof text ||
+	           dbid_parse(text, out) != 0) {
+		snprintf(err, errsz, "unexpected system identifier or database name: %s", text);
+	} else {
+		rc = 0;
+	}
+	PQclear(r);
+	return rc;
+}
+
 store_rc store_schema_version(store *st, int *version, char *err, size_t errsz)
 {
 	*version = 0;

@@ -11,10 +11,12 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "dbid.h"
 #include "envelope.h"
 #include "metrics.h"
 #include "owned.h"
 #include "record.h"
+#include "tenants.h"
 #include "topics.h"
 
 typedef struct store store;
@@ -431,11 +433,89 @@ store_rc store_record_checks(store *st, const owned_part *own, size_t nown,
 store_rc store_sample(store *st, int64_t awaiting_ms, metrics_sample *out, char *err,
                       size_t errsz);
 
-/* Raw access for migrate.c, the operators' commands (hub/ops/), the tests,
- * and the readers that keep their own statements beside their parsing: the
- * database's identity (dbid.h), the tenant rules (tenants.h) and the
- * retention purge the janitor shares with `txhub purge` (ops.h). Every
- * other statement the hub runs on txhub.* is a store_* function. */
+/* ---- retention (store_purge.c; docs/database.md: Purge and retention), for the
+ * janitor and `txhub purge` ---- */
+
+struct pg_conn;
+
+/* The largest purge batch. */
+#define STORE_PURGE_BATCH_MAX 5000
+
+typedef struct {
+	/* finished messages (committed and sent, or rolled_back) whose
+	 * updated_at is older than this, with their history (0: every one
+	 * finished up to now); < 0: none */
+	int64_t finished_older_ms;
+	/* rejected and conflict rows whose created_at is older than this;
+	 * < 0: none */
+	int64_t rejected_older_ms;
+	/* only rows of these control-topic partitions: (topics[i],
+	 * partitions[i]) as (src_topic, src_partition); NULL: every partition
+	 * of every topic. A replica's retention passes the partitions it owns. */
+	const char *const *topics;
+	const int32_t *partitions;
+	size_t npartitions;
+	int batch;   /* 1..STORE_PURGE_BATCH_MAX rows per table per call */
+	int dry_run; /* count what a purge would delete now, delete nothing */
+} store_purge_opts;
+
+typedef struct {
+	int64_t committed;   /* committed and sent messages */
+	int64_t rolled_back; /* rolled_back messages */
+	int64_t history;     /* history rows of those messages */
+	int64_t rejected;
+	int64_t conflicts;
+	int more;            /* a table filled its batch: call again */
+} store_purge_counts;
+
+/* One batch of retention: delete at most opts->batch rows each from
+ * txhub.messages (with their history), txhub.rejected and txhub.conflicts,
+ * each table in a short statement of its own that skips rows other
+ * transactions hold locked (FOR UPDATE SKIP LOCKED), so it never waits on
+ * the hub. Never touches a prepared, awaiting_prepare, check_failed,
+ * pending or failed row. *out receives this call's counts (not added to
+ * what it held). A dry run counts every row a purge would delete now, in
+ * one pass, and sets more = 0. Returns 0, -1 when PostgreSQL failed, -2 when
+ * the options break the rules (err says which either way). Loop while out->more; whatever was deleted
+ * before a failure stays deleted (each batch commits on its own). */
+int store_purge_batch(struct pg_conn *conn, const store_purge_opts *opts, store_purge_counts *out,
+                      char *err, size_t errsz);
+
+/* store_purge_batch() on the store's connection. */
+int store_purge(store *st, const store_purge_opts *opts, store_purge_counts *out, char *err,
+                size_t errsz);
+
+/* ---- tenants (store_tenants.c; docs/tenants.md: Sharing one hub between teams) ---- */
+
+/* The rows of txhub.tenants as stored (every one, enabled or not), owned:
+ * defs[i] points into the row's own strings. */
+typedef struct {
+	tenant_def *defs;
+	size_t n;
+	void *own; /* the strings defs point to */
+} store_tenant_rows;
+
+/* Read every row, ordered by name, in the caller's transaction if one is
+ * open (the operators' commands, on their connection). A column that is not
+ * what the schema says (a list with a null in it) fails with the tenant and
+ * column named. Returns 0, or -1 with the reason in err (rows empty). Free
+ * with store_tenant_rows_free() either way. */
+int store_tenant_rows_read(struct pg_conn *conn, store_tenant_rows *rows, char *err,
+                           size_t errsz);
+void store_tenant_rows_free(store_tenant_rows *rows);
+
+/* tenants_refresh() of the run loop's snapshot t from the table. */
+int store_tenants_refresh(store *st, tenants *t, int64_t now_ms);
+/* ... on a connection of its own (the tests). */
+int store_tenants_refresh_on(struct pg_conn *conn, tenants *t, int64_t now_ms);
+
+/* The identity of the database the store is connected to (dbid.h). Returns
+ * 0, or -1 with err (out is then unknown). */
+int store_dbid(store *st, dbid *out, char *err, size_t errsz);
+
+/* Raw access for migrate.c, the operators' commands (hub/ops/) and the
+ * tests. Every statement the hub itself runs on txhub.* is a store_*
+ * function. */
 struct pg_conn;
 struct pg_result;
 struct pg_conn *store_conn(store *st);

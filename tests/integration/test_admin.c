@@ -793,9 +793,9 @@ Test(admin, purge_batch_keeps_to_its_partitions_and_batch_size_and_never_waits, 
 	char err[512];
 	int32_t parts[] = {1};
 	const char *topics[] = {"ctl"};
-	ops_purge_opts o = {.finished_older_ms = 86400000, .rejected_older_ms = 86400000,
+	store_purge_opts o = {.finished_older_ms = 86400000, .rejected_older_ms = 86400000,
 	                    .topics = topics, .partitions = parts, .npartitions = 1, .batch = 4};
-	ops_purge_counts c;
+	store_purge_counts c;
 
 	o.dry_run = 1;
 	cr_assert_eq(ops_purge_batch(e.db, &o, &c, err, sizeof err), OPS_OK, "%s", err);
@@ -863,7 +863,7 @@ Test(admin, purge_batch_keeps_to_its_partitions_and_batch_size_and_never_waits, 
 	cr_expect_eq(c.rejected, 2);
 	cr_expect_eq(h_count(&e, "SELECT count(*) FROM txhub.messages"), 2);
 
-	o.batch = OPS_PURGE_BATCH_MAX + 1;
+	o.batch = STORE_PURGE_BATCH_MAX + 1;
 	cr_expect_eq(ops_purge_batch(e.db, &o, &c, err, sizeof err), OPS_BAD_ARG);
 	cr_expect(strstr(err, "batch"), "%s", err);
 	o.batch = 0;

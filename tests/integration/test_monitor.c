@@ -254,23 +254,34 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* A hub reading its configuration from the file path (written with text
+ * first), its log's path into log and its forward topic's name into fwd,
+ * once it owns the 4 partitions. */
+static pid_t file_hub(h_env *e, const char *name, const char *text, char *path, size_t pathsz,
+                      char *log, size_t logsz, char *fwd, size_t fwdsz)
+{
+	h_setup(e, name);
+	h_control_topic(e);
+	snprintf(path, pathsz, "/tmp/txhub-%s.conf", e->name);
+	snprintf(fwd, fwdsz, "%s.out", e->topic);
+	write_file(path, text);
+	setenv("TXHUB_CONFIG", path, 1);
+	pid_t hub = h_hub_start(e, NULL);
+	unsetenv("TXHUB_CONFIG");
+	h_hub_log(log, logsz, e);
+	cr_assert(h_wait(e, "SELECT count(*) FROM txhub.partitions", "4", 60000));
+	return hub;
+}
+
 /* SIGHUP re-reads the file: a good one is applied (here the log format
  * and level), a key that cannot change while running is named and kept,
  * and a bad file leaves the running configuration as it was. */
 Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 {
 	h_env e;
-	h_setup(&e, "hup");
-	h_control_topic(&e);
 	char path[256], log[256], fwd[128], text[512];
-	snprintf(path, sizeof path, "/tmp/txhub-%s.conf", e.name);
-	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
-	write_file(path, "log.level = info\n");
-	setenv("TXHUB_CONFIG", path, 1);
-	pid_t hub = h_hub_start(&e, NULL);
-	unsetenv("TXHUB_CONFIG");
-	h_hub_log(log, sizeof log, &e);
-	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.partitions", "4", 60000));
+	pid_t hub = file_hub(&e, "hup", "log.level = info\n", path, sizeof path, log, sizeof log, fwd,
+	                     sizeof fwd);
 
 	snprintf(text, sizeof text, "log.level = debug\nlog.format = json\nintake.batch_max = 7\n");
 	write_file(path, text);
@@ -317,6 +328,49 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	cr_assert_geq(h_log_lines(log, "\"level\":\"debug\""), 1);
 	cr_assert_eq(waitpid(hub, NULL, WNOHANG), 0);
 	cr_assert_eq(h_hub_stop(hub), 0);
+	unlink(path);
+	h_teardown(&e);
+}
+
+/* Wait until the log at path holds at least n lines with needle; returns
+ * how many it holds. */
+static long wait_lines(const char *path, const char *needle, long n, int timeout_ms)
+{
+	long got = 0;
+	for (int waited = 0; (got = h_log_lines(path, needle)) < n && waited < timeout_ms;
+	     waited += 50)
+		h_pause_ms(50);
+	return got;
+}
+
+/* A configuration a reload replaced is freed once no part holds it any
+ * more (the loop, the forwarder, the intake, the check-back thread, the
+ * HTTP server's threads, each with a reference of its own), not kept
+ * until the hub exits; the one in force is freed at the exit, and the
+ * hub keeps working through them all. */
+Test(monitor, a_replaced_configuration_is_freed, .timeout = 120)
+{
+	h_env e;
+	char path[256], log[256], fwd[128], text[256];
+	pid_t hub = file_hub(&e, "hupfree", "log.level = debug\n", path, sizeof path, log, sizeof log,
+	                     fwd, sizeof fwd);
+	const char *freed = "a configuration a reload replaced is freed";
+	for (long i = 1; i <= 3; i++) {
+		snprintf(text, sizeof text, "log.level = debug\ncheckback.timeout_ms = %ld\n",
+		         4000 + i);
+		write_file(path, text);
+		kill(hub, SIGHUP);
+		cr_assert_eq(wait_lines(log, "configuration reloaded", i, 20000), i);
+	}
+	/* the start-up one is main()'s; those of reloads 1 and 2 are replaced */
+	cr_assert_eq(wait_lines(log, freed, 2, 20000), 2, "a replaced configuration is kept");
+	send_json(&e, "k", "{\"type\":\"commit\",\"biz_id\":\"m\",\"message_key\":\"%s\",\"payload\":1,"
+	                   "\"forward\":{\"topic\":\"%s\"}}", "k", fwd);
+	h_flush();
+	cr_assert(h_wait(&e, "SELECT send_status FROM txhub.messages", "sent", 30000));
+	cr_assert_eq(h_log_lines(log, freed), 2, "the configuration in force was freed");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_eq(h_log_lines(log, freed), 3, "the configuration in force was not freed at exit");
 	unlink(path);
 	h_teardown(&e);
 }

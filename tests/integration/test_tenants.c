@@ -531,11 +531,11 @@ Test(tenants, loader_keeps_the_last_good_rules)
 	tenants *t = tenants_new();
 	cr_assert_not_null(t);
 	int64_t now = 1000000;
-	cr_assert_eq(tenants_refresh(t, e.db, now), 1);
+	cr_assert_eq(store_tenants_refresh_on(e.db, t, now), 1);
 	cr_assert_eq(tenant_rules_count(tenants_rules(t)), 2);
-	cr_assert_eq(tenants_refresh(t, e.db, now + 1), 0, "not due yet");
+	cr_assert_eq(store_tenants_refresh_on(e.db, t, now + 1), 0, "not due yet");
 	now += TENANTS_REFRESH_MS;
-	cr_assert_eq(tenants_refresh(t, e.db, now), 0, "nothing changed");
+	cr_assert_eq(store_tenants_refresh_on(e.db, t, now), 0, "nothing changed");
 
 	/* rows edited by hand into nonsense the table's checks let through */
 	const char *bad[] = {
@@ -550,7 +550,7 @@ Test(tenants, loader_keeps_the_last_good_rules)
 		tn_sql(&e, "BEGIN");
 		tn_sql(&e, "%s", bad[i]);
 		now += TENANTS_REFRESH_MS;
-		cr_assert_eq(tenants_refresh(t, e.db, now), -1, "case %zu accepted", i);
+		cr_assert_eq(store_tenants_refresh_on(e.db, t, now), -1, "case %zu accepted", i);
 		cr_assert(strstr(tenants_failing(t), say[i]), "case %zu: %s", i, tenants_failing(t));
 		/* never fails open: the last good rules stay */
 		const tenant_rules *r = tenants_rules(t);
@@ -558,12 +558,12 @@ Test(tenants, loader_keeps_the_last_good_rules)
 		cr_assert_not_null(tenant_rules_by_biz(r, "b"));
 		cr_assert_str_eq(tenant_rules_by_topic(r, "ctl.b")->name, "team-b");
 		now += TENANTS_REFRESH_MS;
-		cr_assert_eq(tenants_refresh(t, e.db, now), -1, "case %zu: still wrong", i);
+		cr_assert_eq(store_tenants_refresh_on(e.db, t, now), -1, "case %zu: still wrong", i);
 		tn_sql(&e, "ROLLBACK");
 	}
 	tn_sql(&e, "UPDATE txhub.tenants SET biz_ids = '{a*b}', enabled = false WHERE name = 'team-b'");
 	now += TENANTS_REFRESH_MS;
-	cr_assert_eq(tenants_refresh(t, e.db, now), 1, "%s", tenants_failing(t) ? tenants_failing(t) : "");
+	cr_assert_eq(store_tenants_refresh_on(e.db, t, now), 1, "%s", tenants_failing(t) ? tenants_failing(t) : "");
 	cr_assert_null(tenants_failing(t));
 	cr_assert_eq(tenant_rules_count(tenants_rules(t)), 1, "a disabled row is left out");
 	tenants_free(t);
