@@ -675,7 +675,7 @@ static void destroy(checkback *cb)
 	owned_free(&cb->want);
 	owned_free(&cb->owned);
 	free(cb->pend);
-	config_drop(cb->cfg); /* a reload's (the start-up one is not shared) */
+	config_drop(cb->cfg);
 	config_drop(cb->next_cfg);
 	pthread_mutex_destroy(&cb->mu);
 	pthread_cond_destroy(&cb->cv);
@@ -689,7 +689,7 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	cb->cfg = cfg;
+	cb->cfg = config_hold(cfg);
 	cb->al = al;
 	cb->nslots = (size_t)cfg->checkback_concurrency;
 	/* no alert of its own: the main loop's writes fail alike and alert */

@@ -37,7 +37,7 @@ checkback *checkback_start(const txhub_config *cfg, alert *al, char *err, size_t
  * the main thread. */
 void checkback_assign(checkback *cb, const owned_set *owned);
 
-/* A reload: the thread takes up cfg (which must outlive the checker) at
+/* A reload: the thread takes up cfg (held: config_hold()) at
  * its next turn; requests in flight finish as they started. Keys that
  * cannot change while running are the same in cfg. */
 void checkback_reconfigure(checkback *cb, const txhub_config *cfg);

@@ -211,7 +211,8 @@ forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz
 		snprintf(err, errsz, "out of memory");
 		return NULL;
 	}
-	fw->cfg = fw->start_cfg = cfg;
+	fw->cfg = config_hold(cfg); /* (each a reference of its own) */
+	fw->start_cfg = config_hold(cfg);
 	fw->al = al;
 	pthread_mutex_init(&fw->mu, NULL);
 	pthread_cond_init(&fw->cv, NULL);
@@ -689,7 +690,8 @@ void forward_destroy(forward *fw)
 	free(fw->ready);
 	forward_list_free(&fw->done); /* (reports the producer served as it went) */
 	store_close(fw->st);
-	config_drop(fw->cfg); /* a reload's (the start-up one, start_cfg, is not shared) */
+	config_drop(fw->cfg);
+	config_drop(fw->start_cfg);
 	pthread_mutex_destroy(&fw->mu);
 	pthread_cond_destroy(&fw->cv);
 	free(fw);

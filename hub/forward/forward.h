@@ -32,7 +32,8 @@ typedef struct forward forward;
 forward *forward_new(const txhub_config *cfg, alert *al, char *err, size_t errsz);
 void forward_destroy(forward *fw);
 
-/* A reload: forward.* tuning from cfg (which must outlive fw) from now on. */
+/* A reload: forward.* tuning from cfg from now on (fw holds a reference to
+ * it: config_hold()). */
 void forward_reconfigure(forward *fw, const txhub_config *cfg);
 
 /* The producer's delivery time-out (message.timeout.ms), for the lease. */

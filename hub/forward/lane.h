@@ -73,7 +73,7 @@ void lane_names(const txhub_config *cfg, tp_key tp, lane_name_set *out);
  * partition, waiting out Kafka and PostgreSQL being away). after_rewind:
  * the partition was taken again because PostgreSQL lost its tail
  * (forward_note_rewound): the rows its recovery finds sent are counted as
- * such. cfg must outlive it. Returns NULL with err when out of resources. */
+ * such. The lane holds a reference to cfg (config_hold()). Returns NULL with err when out of resources. */
 lane *lane_start(const txhub_config *cfg, alert *al, txn *t, const owned_part *own,
                  int after_rewind, char *err, size_t errsz);
 

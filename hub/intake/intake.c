@@ -242,7 +242,7 @@ intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned
 		snprintf(err, errsz, "out of memory");
 		goto fail;
 	}
-	in->cfg = cfg;
+	in->cfg = config_hold(cfg);
 	enforce_init(&in->tenants, config_tenants_enforce(cfg));
 	if (topics_parse(cfg->control_topic, &in->topics, err, errsz) != 0)
 		goto fail;
@@ -353,6 +353,7 @@ fail:
 	if (in) {
 		free(in->metadata);
 		topics_free(&in->topics);
+		config_drop(in->cfg);
 	}
 	free(in);
 	return NULL;
@@ -591,7 +592,7 @@ void intake_close(intake *in)
 	free(in->refused);
 	enforce_clear(&in->tenants);
 	topics_free(&in->topics);
-	config_drop(in->cfg); /* a reload's (the start-up one is not shared) */
+	config_drop(in->cfg);
 	free(in);
 }
 

@@ -43,8 +43,8 @@ void intake_batch_free(intake_batch *b);
 intake *intake_new(const txhub_config *cfg, intake_hooks hooks, owned_set *owned,
                    const dbid *self, char *err, size_t errsz);
 
-/* A reload: read pg.adopt_from (and the live keys) from cfg from now on;
- * cfg must outlive the intake. */
+/* A reload: read pg.adopt_from (and the live keys) from cfg from now on
+ * (held: config_hold()). */
 void intake_reconfigure(intake *in, const txhub_config *cfg);
 
 /* The tenants' rules to judge records by from now on (NULL: none loaded

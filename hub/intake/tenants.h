@@ -47,8 +47,9 @@ void tenants_free(tenants *t);
 /* When TENANTS_REFRESH_MS have passed since the last look (or at the
  * first call): read the table's fingerprint from src and, when it changed,
  * the rules. Returns 1 when a new snapshot is in force, 0 when nothing
- * changed or it was not due, -1 when reading or checking failed (the last good snapshot stays; logged once per distinct reason).
- * Logs the number of enabled tenants whenever a new snapshot is taken. */
+ * changed or it was not due, -1 when reading or checking failed (the last
+ * good snapshot stays; logged once per distinct reason). Logs the number
+ * of enabled tenants whenever a new snapshot is taken. */
 int tenants_refresh(tenants *t, const tenants_source *src, int64_t now_ms);
 
 /* The snapshot in force, or NULL before the first good load. */

@@ -371,8 +371,8 @@ static int check_schema(store *st, char *err, size_t errsz)
 	return 0;
 }
 
-static ops_rc run_purge(PGconn *conn, const admin_args *a, store_purge_counts *total, char *err,
-                        size_t errsz)
+static ops_rc run_purge(PGconn *conn, const admin_args *a, store_purge_counts *total,
+                        char *err, size_t errsz)
 {
 	store_purge_opts o = {.finished_older_ms = a->older_than_ms,
 	                    .rejected_older_ms = a->older_than_ms,

@@ -202,7 +202,7 @@ int janitor_retention_batch(store *st, const txhub_config *cfg, const owned_part
 	int64_t rejected_ms =
 		cfg->retention_rejected_hours > 0 ? cfg->retention_rejected_hours * 3600000 : -1;
 	store_purge_opts o = {cfg->retention_finished_hours * 3600000, rejected_ms, topics, parts,
-	                    nown, STORE_PURGE_BATCH_MAX, 0};
+	                      nown, STORE_PURGE_BATCH_MAX, 0};
 	store_purge_counts c;
 	int rc = store_purge(st, &o, &c, err, errsz);
 	free(parts);

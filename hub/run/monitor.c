@@ -107,7 +107,7 @@ monitor *monitor_start(const txhub_config *cfg, char *err, size_t errsz)
 		return NULL;
 	}
 	pthread_mutex_init(&m->mu, NULL);
-	m->cfg = cfg;
+	m->cfg = config_hold(cfg);
 	atomic_store(&m->last_turn_ms, clock_ms());
 	if (!*cfg->http_listen)
 		return m;
@@ -136,7 +136,7 @@ void monitor_stop(monitor *m)
 		return;
 	http_stop(m->http);
 	store_close(m->st);
-	config_drop(m->cfg); /* a reload's (the start-up one is not shared) */
+	config_drop(m->cfg);
 	pthread_mutex_destroy(&m->mu);
 	free(m);
 }

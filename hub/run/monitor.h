@@ -15,8 +15,8 @@
 typedef struct monitor monitor;
 
 /* Serve on cfg->http_listen; with it empty nothing is served, and the
- * readiness is still kept for the txhub_ready gauge. cfg must outlive the
- * monitor (monitor_reconfigure swaps it). Returns NULL with err when the
+ * readiness is still kept for the txhub_ready gauge. The monitor holds
+ * cfg (config_hold(); monitor_reconfigure swaps it). Returns NULL with err when the
  * address cannot be listened on. */
 monitor *monitor_start(const txhub_config *cfg, char *err, size_t errsz);
 

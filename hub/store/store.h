@@ -476,8 +476,9 @@ typedef struct {
  * pending or failed row. *out receives this call's counts (not added to
  * what it held). A dry run counts every row a purge would delete now, in
  * one pass, and sets more = 0. Returns 0, -1 when PostgreSQL failed, -2 when
- * the options break the rules (err says which either way). Loop while out->more; whatever was deleted
- * before a failure stays deleted (each batch commits on its own). */
+ * the options break the rules (err says which either way). Loop while
+ * out->more; whatever was deleted before a failure stays deleted (each batch
+ * commits on its own). */
 int store_purge_batch(struct pg_conn *conn, const store_purge_opts *opts, store_purge_counts *out,
                       char *err, size_t errsz);
 

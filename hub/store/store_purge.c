@@ -24,7 +24,6 @@ static int bad(char *err, size_t errsz, const char *fmt, ...)
 	return -2;
 }
 
-
 /* A finished row: nothing will ever change it again (docs/producers.md: State
  * rules; docs/admin.md: Admin commands): rolled back, or committed and sent
  * (stored 'sent', or 'pending' at or below its partition's delivery mark:
@@ -108,7 +107,7 @@ static int check_purge(const store_purge_opts *o, char *err, size_t errsz)
 {
 	if (o->batch < 1 || o->batch > STORE_PURGE_BATCH_MAX)
 		return bad(err, errsz, "batch %d is out of range (1..%d)", o->batch,
-		               STORE_PURGE_BATCH_MAX);
+		           STORE_PURGE_BATCH_MAX);
 	if (o->npartitions > 0 && (!o->partitions || !o->topics))
 		return bad(err, errsz, "partitions: %zu announced, none given", o->npartitions);
 	if (!o->partitions != !o->topics)
@@ -118,14 +117,14 @@ static int check_purge(const store_purge_opts *o, char *err, size_t errsz)
 			return bad(err, errsz, "partition %d is negative", o->partitions[i]);
 		if (!o->topics[i] || !txhubi_topic_valid(o->topics[i], strlen(o->topics[i])))
 			return bad(err, errsz, "\"%s\" is not a valid topic name",
-			               o->topics[i] ? o->topics[i] : "(null)");
+			           o->topics[i] ? o->topics[i] : "(null)");
 	}
 	return 0;
 }
 
 /* Run one purge statement; its one row's columns into v[0..n). */
 static int purge_run(PGconn *conn, const char *sql, const char *const *p, int np, int64_t *v,
-                        int n, char *err, size_t errsz)
+                     int n, char *err, size_t errsz)
 {
 	PGresult *r = sql_query(conn, sql, np, p, 0, err, errsz);
 	if (!r)
@@ -137,7 +136,7 @@ static int purge_run(PGconn *conn, const char *sql, const char *const *p, int np
 }
 
 static int purge_delete(PGconn *conn, const store_purge_opts *o, const char *parts,
-                           const char *topics, store_purge_counts *out, char *err, size_t errsz)
+                        const char *topics, store_purge_counts *out, char *err, size_t errsz)
 {
 	char fms[32], rms[32], batch[16];
 	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
@@ -158,10 +157,8 @@ static int purge_delete(PGconn *conn, const store_purge_opts *o, const char *par
 	}
 	if (o->rejected_older_ms >= 0) {
 		const char *p[4] = {rms, batch, parts, topics};
-		if ((rc = purge_run(conn, SQL_PURGE_REJECTED, p, 4, &out->rejected, 1, err, errsz)) !=
-		        0 ||
-		    (rc = purge_run(conn, SQL_PURGE_CONFLICTS, p, 4, &out->conflicts, 1, err, errsz)) !=
-		        0)
+		if ((rc = purge_run(conn, SQL_PURGE_REJECTED, p, 4, &out->rejected, 1, err, errsz)) ||
+		    (rc = purge_run(conn, SQL_PURGE_CONFLICTS, p, 4, &out->conflicts, 1, err, errsz)))
 			return rc;
 		out->more |= out->rejected >= o->batch || out->conflicts >= o->batch;
 	}
@@ -169,7 +166,7 @@ static int purge_delete(PGconn *conn, const store_purge_opts *o, const char *par
 }
 
 static int purge_count(PGconn *conn, const store_purge_opts *o, const char *parts,
-                          const char *topics, store_purge_counts *out, char *err, size_t errsz)
+                       const char *topics, store_purge_counts *out, char *err, size_t errsz)
 {
 	char fms[32], rms[32];
 	snprintf(fms, sizeof fms, "%lld", (long long)o->finished_older_ms);
@@ -189,7 +186,7 @@ static int purge_count(PGconn *conn, const store_purge_opts *o, const char *part
 }
 
 int store_purge_batch(PGconn *conn, const store_purge_opts *o, store_purge_counts *out, char *err,
-                       size_t errsz)
+                      size_t errsz)
 {
 	memset(out, 0, sizeof *out);
 	int rc = check_purge(o, err, errsz);
