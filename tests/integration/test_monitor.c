@@ -254,6 +254,28 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
+/* Wait until the log at path holds at least n lines with needle; returns
+ * how many it holds. */
+static long wait_lines(const char *path, const char *needle, long n, int timeout_ms)
+{
+	long got = 0;
+	for (int waited = 0; (got = h_log_lines(path, needle)) < n && waited < timeout_ms;
+	     waited += 50)
+		h_pause_ms(50);
+	return got;
+}
+
+/* Wait until the hub at log has answered n SIGHUPs (each loads the
+ * configuration or says that the running one stays). */
+static void wait_reloads(const char *path, long n)
+{
+	for (int waited = 0; h_log_lines(path, "configuration reloaded") +
+	                         h_log_lines(path, "the running configuration stays") < n &&
+	                     waited < 20000;
+	     waited += 50)
+		h_pause_ms(50);
+}
+
 /* A hub reading its configuration from the file path (written with text
  * first), its log's path into log and its forward topic's name into fwd,
  * once it owns the 4 partitions. */
@@ -286,26 +308,26 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	snprintf(text, sizeof text, "log.level = debug\nlog.format = json\nintake.batch_max = 7\n");
 	write_file(path, text);
 	kill(hub, SIGHUP);
-	h_pause_ms(1500);
+	wait_reloads(log, 1);
 	cr_assert_eq(h_log_lines(log, "configuration reloaded"), 1);
 	cr_assert_eq(h_log_lines(log, "\"level\":\"warn\",\"msg\":\"hub: SIGHUP: intake.batch_max changed"), 1,
 	             "the fixed key was not named, or the format not applied");
 
 	write_file(path, "log.level = loud\n");
 	kill(hub, SIGHUP);
-	h_pause_ms(1500);
+	wait_reloads(log, 2);
 	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 1);
 	cr_assert_geq(h_log_lines(log, "log.level: \\\"loud\\\""), 1, "the error does not name the key");
 	write_file(path, "this is not a config file\n");
 	kill(hub, SIGHUP);
-	h_pause_ms(1500);
+	wait_reloads(log, 3);
 	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 2);
 	/* a directory in place of the file read as an empty file: every key
 	 * went back to its default (text logs at info) */
 	unlink(path);
 	cr_assert_eq(mkdir(path, 0700), 0);
 	kill(hub, SIGHUP);
-	h_pause_ms(1500);
+	wait_reloads(log, 4);
 	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 3,
 	             "a directory was loaded as a configuration file");
 	cr_assert_geq(h_log_lines(log, "is a directory"), 1);
@@ -316,7 +338,7 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	fwrite("log.level = warn\0x\n", 1, 20, f);
 	fclose(f);
 	kill(hub, SIGHUP);
-	h_pause_ms(1500);
+	wait_reloads(log, 5);
 	cr_assert_eq(h_log_lines(log, "the running configuration stays"), 4,
 	             "a value with a NUL byte was loaded");
 
@@ -330,17 +352,6 @@ Test(monitor, sighup_reloads_a_good_file_and_keeps_on_a_bad_one, .timeout = 120)
 	cr_assert_eq(h_hub_stop(hub), 0);
 	unlink(path);
 	h_teardown(&e);
-}
-
-/* Wait until the log at path holds at least n lines with needle; returns
- * how many it holds. */
-static long wait_lines(const char *path, const char *needle, long n, int timeout_ms)
-{
-	long got = 0;
-	for (int waited = 0; (got = h_log_lines(path, needle)) < n && waited < timeout_ms;
-	     waited += 50)
-		h_pause_ms(50);
-	return got;
 }
 
 /* A configuration a reload replaced is freed once no part holds it any
