@@ -226,7 +226,11 @@ Test(order, a_parked_key_holds_its_later_messages_until_redrive_or_skip, .timeou
 	cr_assert_eq(run(&e, redrive, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 0, "%s",
 	             err_buf);
 	cr_assert(h_wait(&e, status_of("m3"), "committed/sent/0", WAIT_MS));
-	cr_assert_str_eq(h_query(&e, status_of("m1"), sqlbuf, sizeof sqlbuf), "committed/sent/0");
+	/* (the redrive may reach the broker before it has read "allow": one
+	 * refused attempt, then sent; seen once in CI) */
+	const char *m1 = h_query(&e, status_of("m1"), sqlbuf, sizeof sqlbuf);
+	cr_assert(strcmp(m1, "committed/sent/0") == 0 || strcmp(m1, "committed/sent/1") == 0, "%s",
+	          m1);
 	cr_assert_str_eq(h_query(&e, status_of("m2"), sqlbuf, sizeof sqlbuf), "committed/sent/0");
 
 	/* parked again (on another topic): skipped with a reason, and the next
