@@ -137,6 +137,10 @@ Test(exactly_once, the_open_transaction_of_a_dead_hub_is_never_read, .timeout = 
 	h_teardown(&e);
 }
 
+/* exactly_once with Kafka's transaction timeout longer than a test: an
+ * open transaction left behind stays open unless the next owner ends it. */
+static const char *const LONG_TXN[] = {EOS_SETTINGS, "kafka.transaction.timeout.ms=900000", NULL};
+
 /* A hub killed with the forwards of an open transaction on the broker and
  * nothing else done since (failpoint lane_forwards_out): the next owner
  * must end that transaction, or every read_committed consumer of those
@@ -153,8 +157,6 @@ Test(exactly_once, a_hub_killed_with_forwards_out_stalls_no_reader, .timeout = 2
 	h_setup(&e, "eos_fwd_out");
 	char fwd[128], log[256];
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
-	static const char *const LONG_TXN[] = {EOS_SETTINGS, "kafka.transaction.timeout.ms=900000",
-	                                       NULL};
 	long pending = crash_with(&e, fwd, 400, "lane_forwards_out", LONG_TXN);
 	cr_assert_eq(pending, 400 - 40, "nothing may count as sent before a commit");
 	h_hub_log(log, sizeof log, &e);
@@ -178,8 +180,6 @@ Test(exactly_once, a_hub_killed_with_forwards_out_and_no_marker_stalls_no_reader
 	h_setup(&e, "eos_no_marker");
 	char fwd[128], log[256];
 	snprintf(fwd, sizeof fwd, "%s.out", e.topic);
-	static const char *const LONG_TXN[] = {EOS_SETTINGS, "kafka.transaction.timeout.ms=900000",
-	                                       NULL};
 	send_range(&e, fwd, 0, 100, 10);
 	setenv("TXHUB_FAILPOINT", "lane_forwards_out_no_marker", 1);
 	pid_t a = h_hub_start(&e, LONG_TXN);
