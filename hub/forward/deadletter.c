@@ -94,7 +94,8 @@ static void *run(void *arg)
 	return NULL;
 }
 
-deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size_t errsz)
+deadletter *deadletter_start(const txhub_config *cfg, alert *al, const char *replica_id,
+                             char *err, size_t errsz)
 {
 	*err = '\0';
 	if (!*cfg->forward_dead_letter_topic)
@@ -109,11 +110,16 @@ deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	d->eos = config_exactly_once(cfg);
+	if (d->eos && (!replica_id || snprintf(d->txid, sizeof d->txid, "%s-dlq", replica_id) >=
+	                                          (int)sizeof d->txid)) {
+		snprintf(err, errsz, "dead-letter: no transactional.id for its producer");
+		goto fail;
+	}
 	d->failpoint = getenv("TXHUB_FAILPOINT");
 	rd_kafka_conf_t *conf = forward_producer_conf(cfg, &d->delivery_timeout_ms, err, errsz);
 	if (!conf)
 		goto fail;
-	if (d->eos) { /* a transactional producer per partition instead, when needed */
+	if (d->eos) { /* the replica's transactional producer instead, when needed */
 		rd_kafka_conf_destroy(conf);
 		conf = NULL;
 	} else {
@@ -166,8 +172,7 @@ void deadletter_stop(deadletter *d)
 		rd_kafka_flush(d->rk, 1000);
 		rd_kafka_destroy(d->rk);
 	}
-	for (size_t i = 0; i < d->ntxns; i++)
-		dl_txn_close(&d->txns[i]);
+	dl_producer_close(d);
 	free(d->txns);
 	store_close(d->st);
 	owned_free(&d->own);

@@ -28,10 +28,18 @@
  * txhub-biz-id and txhub-message-key, as for forwards).
  *
  * exactly_once: each read_committed consumer reads each park's dead letter
- * once, across kill -9 at any point. Per control partition with work, a
- * transactional producer (transactional.id: the lane's + "-dlq", so that
- * the partition's next owner fences it and aborts its open transaction),
- * made when needed and closed when idle or when the partition is lost:
+ * once, across kill -9 at any point. One transactional producer per
+ * replica (transactional.id: the replica's, txn.h, + "-dlq"), made when
+ * needed and closed when idle, takes the owned partitions with work one
+ * after the other, a transaction each:
+ *   0. once per partition and epoch, before its first dead letter: the
+ *      producer's transactional.id is written in the partition's row
+ *      (txhub.partitions.dl_txn_id, migration 0017) while the partition is
+ *      still owned at its epoch, and the id it replaces, another replica's,
+ *      is fenced (init_transactions with it: what the partition's last
+ *      owner left open is aborted, and that producer commits nothing more);
+ *      with none written yet, the per-partition id of the hubs before
+ *      (txhub-<group>-<control topic>-<partition>-dlq) is fenced instead;
  *   1. begin; produce the batch; flush (the delivery reports give each
  *      record's partition and offset);
  *   2. record them in txhub.dead_letter_pending (migration 0015), only
@@ -39,8 +47,8 @@
  *      owned at its epoch, else abort;
  *   3. commit; then one statement sets dead_lettered_at and deletes the
  *      entries.
- * Before producing for a partition whose producer is new (or after a
- * failure that may have left entries), its entries are resolved: a
+ * After step 0 of a partition taken (and after a failure that may have
+ * left entries), its entries are resolved before it produces: a
  * read_committed reader at each entry's offset finds the record (with the
  * row's txhub-biz-id and txhub-message-key): committed, recorded; or
  * anything else (skipped as aborted, the end, another message's record,
@@ -64,9 +72,12 @@
 
 typedef struct deadletter deadletter;
 
-/* Start the thread when cfg->forward_dead_letter_topic is set. Returns NULL
- * when it is not (err "") or with a reason in err. */
-deadletter *deadletter_start(const txhub_config *cfg, alert *al, char *err, size_t errsz);
+/* Start the thread when cfg->forward_dead_letter_topic is set; replica_id:
+ * under exactly_once the replica's transactional.id (forward_txn_id), which
+ * the dead letters' producer is named after. Returns NULL when it is not
+ * set (err "") or with a reason in err. */
+deadletter *deadletter_start(const txhub_config *cfg, alert *al, const char *replica_id,
+                             char *err, size_t errsz);
 
 /* The run loop's: the partitions owned now (copied when they changed).
  * NULL d: nothing. */

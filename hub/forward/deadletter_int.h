@@ -1,6 +1,6 @@
 /* deadletter_int.h: what the dead-letter thread's parts share:
  * deadletter.c (the thread, parked rows read, at_least_once) and
- * deadletter_once.c (exactly_once: a transactional producer per partition,
+ * deadletter_once.c (exactly_once: the replica's transactional producer,
  * pending entries and their recovery). Internal to hub/forward/. */
 #ifndef TXHUB_DEADLETTER_INT_H
 #define TXHUB_DEADLETTER_INT_H
@@ -18,8 +18,8 @@
 #define DL_BATCH 100
 /* After a failure the next attempt waits from 1 s, doubling, up to this. */
 #define DL_BACKOFF_MAX_MS 60000
-/* exactly_once: a partition's transactional producer with nothing to do
- * this long is closed (librdkafka 2.0.2's idle ones burn CPU) ... */
+/* exactly_once: the transactional producer with nothing to do this long
+ * is closed (librdkafka 2.0.2's idle ones burn CPU) ... */
 #define DL_IDLE_MS 10000
 /* ... its calls (init, commit, abort) wait this long each ... */
 #define DL_CALL_MS 10000
@@ -27,14 +27,15 @@
  * producer's open transaction before it holds read_committed readers back). */
 #define DL_RECOVER_MS 15000
 
-/* exactly_once: one control partition's dead letters, on a transactional
- * producer of its own (transactional.id: the lane's, + "-dlq"). */
+/* exactly_once: one owned control partition with dead-letter work, at its
+ * epoch, on the replica's transactional producer (deadletter.h). */
 typedef struct {
 	tp_key tp;
 	int64_t epoch;
-	rd_kafka_t *rk;  /* NULL: closed (idle, or failed) */
-	int recovered;   /* its pending entries resolved since rk's init_transactions */
-	int64_t used_ms; /* when it last had work */
+	int claimed;     /* step 0: the producer's id written in the partition's row at epoch */
+	char prev[480];  /* ... the id it replaced ("": none, a hub's before this version) */
+	int fenced;      /* ... and that id fenced (or waited out) */
+	int recovered;   /* its pending entries resolved since the producer's init_transactions */
 } dl_txn;
 
 struct deadletter {
@@ -55,7 +56,10 @@ struct deadletter {
 	int fails;          /* batches in a row that failed */
 	char last_why[600]; /* the failure last logged */
 	int eos;            /* forward.mode = exactly_once */
-	dl_txn *txns;       /* exactly_once: the partitions with a producer or work */
+	char txid[480];     /* exactly_once: the producer's transactional.id */
+	rd_kafka_t *txrk;   /* exactly_once: the producer; NULL: closed (idle, or failed) */
+	int64_t tx_used_ms; /* when it last had work */
+	dl_txn *txns;       /* exactly_once: the partitions that had work */
 	size_t ntxns, captxns;
 	const char *failpoint; /* TXHUB_FAILPOINT, for the crash tests */
 };
@@ -105,7 +109,9 @@ size_t dl_produce_all(deadletter *d, rd_kafka_t *rk, dl_item *items, size_t n,
 void dl_items_failed(deadletter *d, dl_item *items, size_t n, const dl_item *first_bad,
                          size_t nbad);
 
-void dl_txn_close(dl_txn *t);
+/* exactly_once: the producer closed (NULL d->txrk: nothing); every
+ * partition's pending entries are to be resolved again. */
+void dl_producer_close(deadletter *d);
 
 int dl_dead_letter_eos(deadletter *d, const owned_set *own);
 

@@ -1,9 +1,11 @@
 /* deadletter_once.c: the dead-letter topic under forward.mode =
- * exactly_once (deadletter.h): per control partition a transactional
- * producer (the lane's transactional.id + "-dlq"); a batch is produced,
- * its offsets kept as pending entries in txhub.dead_letter_pending, the
- * transaction committed, the rows recorded; after a crash the pending
- * entries are resolved by reading the records back (read_committed). */
+ * exactly_once (deadletter.h): the replica's transactional producer (its
+ * transactional.id + "-dlq"), claimed in each partition's row before the
+ * partition's first dead letter, the last owner's fenced; a batch is
+ * produced, its offsets kept as pending entries in
+ * txhub.dead_letter_pending, the transaction committed, the rows recorded;
+ * after a crash the pending entries are resolved by reading the records
+ * back (read_committed). */
 #include "deadletter.h"
 
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include "metrics.h"
 #include "deadletter_int.h"
 #include "store.h"
+#include "txn.h"
 
 /* ---- exactly_once ---- */
 
@@ -39,14 +42,22 @@ static void crash_at(deadletter *d, rd_kafka_t *rk, const char *name)
 	}
 }
 
-void dl_txn_close(dl_txn *t)
+/* A new init_transactions aborted what the producer left open: each
+ * partition's pending entries are looked at again. */
+static void forget_recovered(deadletter *d)
 {
-	if (t->rk) {
-		rd_kafka_flush(t->rk, 1000);
-		rd_kafka_destroy(t->rk);
+	for (size_t i = 0; i < d->ntxns; i++)
+		d->txns[i].recovered = 0;
+}
+
+void dl_producer_close(deadletter *d)
+{
+	if (d->txrk) {
+		rd_kafka_flush(d->txrk, 1000);
+		rd_kafka_destroy(d->txrk);
 	}
-	t->rk = NULL;
-	t->recovered = 0;
+	d->txrk = NULL;
+	forget_recovered(d);
 }
 
 /* Whether a transactional call's error ends the producer (fatal, fenced:
@@ -58,16 +69,14 @@ static int txn_dead(const rd_kafka_error_t *e)
 	       c == RD_KAFKA_RESP_ERR_PRODUCER_FENCED || c == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
 }
 
-/* The transactional producer of t, made and initialised: init_transactions
- * fences an earlier one of the same transactional.id (another replica, or
- * this one before a crash) and settles its open transaction. Returns 0, or
- * -1 with err. */
-static int txn_open(deadletter *d, dl_txn *t, char *err, size_t errsz)
+/* The replica's transactional producer, made and initialised:
+ * init_transactions settles what an earlier one of this transactional.id
+ * (this process's, closed after a failure) left open. Returns 0, or -1
+ * with err. */
+static int txn_open(deadletter *d, char *err, size_t errsz)
 {
-	lane_name_set names;
-	lane_names(d->cfg, t->tp, &names);
-	char id[sizeof names.txn_id + 8], sub[512];
-	snprintf(id, sizeof id, "%s-dlq", names.txn_id);
+	const char *id = d->txid;
+	char sub[512];
 	int64_t tmo;
 	rd_kafka_conf_t *conf = forward_producer_conf(d->cfg, &tmo, err, errsz);
 	if (!conf)
@@ -79,33 +88,33 @@ static int txn_open(deadletter *d, dl_txn *t, char *err, size_t errsz)
 	}
 	rd_kafka_conf_set_dr_msg_cb(conf, dl_dr_cb);
 	rd_kafka_conf_set_error_cb(conf, dl_error_cb);
-	if (!(t->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
+	if (!(d->txrk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, sub, sizeof sub))) {
 		snprintf(err, errsz, "cannot create a transactional producer: %.400s", sub);
 		rd_kafka_conf_destroy(conf);
 		return -1;
 	}
-	rd_kafka_error_t *e = rd_kafka_init_transactions(t->rk, DL_CALL_MS);
+	rd_kafka_error_t *e = rd_kafka_init_transactions(d->txrk, DL_CALL_MS);
 	if (e) {
 		snprintf(err, errsz, "init_transactions (transactional.id %.200s): %.250s", id,
 		         rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
-		dl_txn_close(t);
+		dl_producer_close(d);
 		return -1;
 	}
-	t->recovered = 0;
-	log_debug("dead-letter: partition %d of %s: transactional.id %s", TP_ARG(t->tp), id);
+	forget_recovered(d);
+	log_debug("dead-letter: the transactional producer is up (transactional.id %s)", id);
 	return 0;
 }
 
-/* End t's open transaction: committed (commit 1) or aborted. Returns 0, or
+/* End the open transaction: committed (commit 1) or aborted. Returns 0, or
  * -1 with err: the producer is then closed, and what the transaction became
  * is settled by the next one's init_transactions and recovery. */
-static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
+static int txn_end(deadletter *d, int commit, char *err, size_t errsz)
 {
 	rd_kafka_error_t *e;
 	for (int tries = 0;; tries++) {
-		e = commit ? rd_kafka_commit_transaction(t->rk, DL_CALL_MS)
-		           : rd_kafka_abort_transaction(t->rk, DL_CALL_MS);
+		e = commit ? rd_kafka_commit_transaction(d->txrk, DL_CALL_MS)
+		           : rd_kafka_abort_transaction(d->txrk, DL_CALL_MS);
 		/* a commit that timed out may have reached the coordinator: tried
 		 * again, never aborted */
 		if (!e || !rd_kafka_error_is_retriable(e) || txn_dead(e) || tries == 2 ||
@@ -121,10 +130,10 @@ static int txn_end(dl_txn *t, int commit, char *err, size_t errsz)
 	rd_kafka_error_destroy(e);
 	if (abortable) {
 		char aerr[512];
-		if (txn_end(t, 0, aerr, sizeof aerr) == 0)
-			return -1; /* aborted: t stays open */
+		if (txn_end(d, 0, aerr, sizeof aerr) == 0)
+			return -1; /* aborted: the producer stays open */
 	}
-	dl_txn_close(t);
+	dl_producer_close(d);
 	return -1;
 }
 
@@ -167,41 +176,41 @@ static int txn_run(deadletter *d, dl_txn *t, dl_item *items, size_t n, int *item
 {
 	char err[600], at[80];
 	*item_fault = 0;
-	rd_kafka_error_t *e = rd_kafka_begin_transaction(t->rk);
+	rd_kafka_error_t *e = rd_kafka_begin_transaction(d->txrk);
 	if (e) {
 		snprintf(err, sizeof err, "begin_transaction: %.400s", rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
-		dl_txn_close(t);
+		dl_producer_close(d);
 		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
 	log_timestamp(at, sizeof at);
 	dl_item *first_bad;
-	size_t nok = dl_produce_all(d, t->rk, items, n, at, &first_bad);
-	crash_at(d, t->rk, "dead_letter_produced");
+	size_t nok = dl_produce_all(d, d->txrk, items, n, at, &first_bad);
+	crash_at(d, d->txrk, "dead_letter_produced");
 	if (nok < n) {
 		char aerr[512];
-		txn_end(t, 0, aerr, sizeof aerr);
+		txn_end(d, 0, aerr, sizeof aerr);
 		dl_items_failed(d, items, n, first_bad, n - nok);
 		*item_fault = 1;
 		return -1;
 	}
 	if (record_pending(d, t, items, n, nok, err, sizeof err) != 0) {
 		char aerr[512];
-		txn_end(t, 0, aerr, sizeof aerr);
+		txn_end(d, 0, aerr, sizeof aerr);
 		t->recovered = 0; /* (the entries may be there all the same) */
 		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
-	crash_at(d, t->rk, "dead_letter_pending");
-	if (txn_end(t, 1, err, sizeof err) != 0) {
+	crash_at(d, d->txrk, "dead_letter_pending");
+	if (txn_end(d, 1, err, sizeof err) != 0) {
 		char cerr[512];
-		if (t->rk && dl_keys_command(d, DL_CLEAR, items, n, NULL, NULL, cerr, sizeof cerr) != 0)
+		if (d->txrk && dl_keys_command(d, DL_CLEAR, items, n, NULL, NULL, cerr, sizeof cerr) != 0)
 			t->recovered = 0;
 		dl_batch_failed(d, NULL, n, err);
 		return -1;
 	}
-	crash_at(d, t->rk, "dead_letter_committed");
+	crash_at(d, d->txrk, "dead_letter_committed");
 	const char **ats = calloc(n ? n : 1, sizeof *ats);
 	if (ats)
 		for (size_t i = 0; i < n; i++)
@@ -425,16 +434,62 @@ static void look_failed(deadletter *d, const dl_txn *t, const char *what, const 
 	dl_batch_failed(d, NULL, 0, why);
 }
 
-/* One look at t's partition: its producer made, its pending entries
- * resolved, then a batch of its parked rows dead-lettered in a transaction
- * (those that fail for their own sake left out, the rest again). Returns
- * the rows read, or -1 after a failure. */
+/* Step 0 (deadletter.h): the producer's transactional.id written in t's
+ * partition's row at its epoch (once), then the id it replaced fenced: the
+ * last owner's, or with none the per-partition one of the hubs before. A
+ * fence the hub has no right to is waited out instead (its transaction
+ * ends with Kafka's transaction.timeout.ms). Returns 0, or -1 with err
+ * (the fence is tried again at the next look). */
+static int claim(deadletter *d, dl_txn *t, char *err, size_t errsz)
+{
+	if (!t->claimed) {
+		owned_part own = {.tp = t->tp, .epoch = t->epoch};
+		if (store_dl_claim(d->st, &own, d->txid, t->prev, sizeof t->prev, err, errsz) !=
+		    STORE_OK)
+			return -1;
+		t->claimed = 1;
+	}
+	if (t->fenced)
+		return 0;
+	const char *id = t->prev, *whose = "which dead-lettered for it last";
+	lane_name_set names;
+	char old[sizeof names.txn_id + 8];
+	if (!*t->prev) {
+		lane_names(d->cfg, t->tp, &names);
+		snprintf(old, sizeof old, "%s-dlq", names.txn_id);
+		id = old;
+		whose = "a hub of one producer per partition's";
+	}
+	int refused;
+	if (strcmp(id, d->txid) == 0) {
+		/* this process's: nothing of it is open */
+	} else if (txn_fence(d->cfg, id, &refused, err, errsz) == 0) {
+		log_info("dead-letter: partition %d of %s: fenced transactional.id %s, %s (what it "
+		         "left open is aborted)", TP_ARG(t->tp), id, whose);
+	} else if (refused) {
+		log_warn("dead-letter: partition %d of %s: %s: a transaction it left open is waited "
+		         "out instead (docs/kafka.md, Kafka ACLs)", TP_ARG(t->tp), err);
+	} else {
+		return -1;
+	}
+	t->fenced = 1;
+	return 0;
+}
+
+/* One look at t's partition: claimed (step 0), the producer made, its
+ * pending entries resolved, then a batch of its parked rows dead-lettered
+ * in a transaction (those that fail for their own sake left out, the rest
+ * again). Returns the rows read, or -1 after a failure. */
 static int txn_look(deadletter *d, dl_txn *t)
 {
 	char err[512];
-	t->used_ms = clock_ms();
-	if (!t->rk && txn_open(d, t, err, sizeof err) != 0) {
-		look_failed(d, t, "its transactional producer", err);
+	d->tx_used_ms = clock_ms();
+	if ((!t->claimed || !t->fenced) && claim(d, t, err, sizeof err) != 0) {
+		look_failed(d, t, "claiming it for the replica's transactional producer", err);
+		return -1;
+	}
+	if (!d->txrk && txn_open(d, err, sizeof err) != 0) {
+		look_failed(d, t, "the transactional producer", err);
 		return -1;
 	}
 	if (!t->recovered && recover(d, t, err, sizeof err) != 0) {
@@ -449,7 +504,7 @@ static int txn_look(deadletter *d, dl_txn *t)
 		return -1;
 	}
 	int item_fault = 0, rc = n > 0 ? txn_run(d, t, items, (size_t)n, &item_fault) : 0;
-	if (rc < 0 && item_fault && t->rk) {
+	if (rc < 0 && item_fault && d->txrk) {
 		/* the others again, without those that failed */
 		size_t k = 0;
 		for (int i = 0; i < n; i++) {
@@ -472,7 +527,9 @@ static dl_txn *txn_of(deadletter *d, const owned_part *o)
 	for (size_t i = 0; i < d->ntxns; i++)
 		if (d->txns[i].tp == o->tp) {
 			if (d->txns[i].epoch != o->epoch) { /* taken again */
-				dl_txn_close(&d->txns[i]);
+				tp_key tp = d->txns[i].tp;
+				memset(&d->txns[i], 0, sizeof d->txns[i]);
+				d->txns[i].tp = tp;
 				d->txns[i].epoch = o->epoch;
 			}
 			return &d->txns[i];
@@ -497,25 +554,23 @@ static int is_stopping(deadletter *d)
 }
 
 /* exactly_once, one look: each owned partition with parked rows or pending
- * entries on its own transactional producer; the producers of partitions
- * no longer owned, or idle, closed. Returns DL_BATCH when a batch was
- * full, the rows read, or -1 after a failure. */
+ * entries in turn, on the replica's transactional producer; the partitions
+ * no longer owned forgotten, the producer closed when idle. Returns
+ * DL_BATCH when a batch was full, the rows read, or -1 after a failure. */
 int dl_dead_letter_eos(deadletter *d, const owned_set *own)
 {
 	char err[512];
 	int rc = 0;
-	for (size_t i = 0; i < d->ntxns;) { /* lost or idle */
+	for (size_t i = 0; i < d->ntxns;) { /* lost */
 		dl_txn *t = &d->txns[i];
-		if (!owned_has_at(own, t->tp, t->epoch) ||
-		    (t->rk && clock_ms() - t->used_ms >= DL_IDLE_MS)) {
-			dl_txn_close(t);
-			if (!owned_has_at(own, t->tp, t->epoch)) {
-				d->txns[i] = d->txns[--d->ntxns];
-				continue;
-			}
+		if (!owned_has_at(own, t->tp, t->epoch)) {
+			d->txns[i] = d->txns[--d->ntxns];
+			continue;
 		}
 		i++;
 	}
+	if (d->txrk && clock_ms() - d->tx_used_ms >= DL_IDLE_MS)
+		dl_producer_close(d);
 	if (own->n == 0)
 		return 0;
 	if (dl_db_ready(d) != 0)

@@ -190,6 +190,8 @@ int64_t forward_dying(const forward *fw, char *why, size_t whysz)
 	return fw->dying_since;
 }
 
+const char *forward_txn_id(const forward *fw) { return fw->txn ? txn_id(fw->txn) : NULL; }
+
 void forward_set_consumer(forward *fw, rd_kafka_t *consumer)
 {
 	if (fw->txn)

@@ -77,6 +77,10 @@ size_t forward_stuck(forward *fw, char *why, size_t whysz);
  * timeout_ms (the producing thread). */
 void forward_drain(forward *fw, const owned_set *own, int timeout_ms);
 
+/* exactly_once: the replica's transactional.id (txn.h), which its dead
+ * letters' is named after; NULL under at_least_once. */
+const char *forward_txn_id(const forward *fw);
+
 /* exactly_once: the hub's consumer, whose group metadata goes with every
  * Kafka transaction (txn.h); NULL before it is destroyed. */
 void forward_set_consumer(forward *fw, rd_kafka_t *consumer);

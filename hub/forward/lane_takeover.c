@@ -216,28 +216,9 @@ done:
 
 int lane_fenced_error(rd_kafka_resp_err_t e) { return txn_fenced_error(e); }
 
-/* Fence transactional.id id: init_transactions with a producer of its own
- * aborts what the id left open and bumps its epoch, so that the producer
- * holding it commits nothing more. Returns 0, or -1 with err (*refused:
- * the hub has no right to the id). */
 static int fence_id(lane *l, const char *id, int *refused, char *err, size_t errsz)
 {
-	*refused = 0;
-	rd_kafka_t *rk = txn_producer_new(l->cfg, id, NULL, err, errsz);
-	if (!rk)
-		return -1;
-	rd_kafka_error_t *e = rd_kafka_init_transactions(rk, CALL_MS);
-	int rc = 0;
-	if (e) {
-		snprintf(err, errsz, "fencing transactional.id %.200s: %.250s", id,
-		         rd_kafka_error_string(e));
-		*refused = rd_kafka_error_code(e) ==
-		           RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-		rd_kafka_error_destroy(e);
-		rc = -1;
-	}
-	rd_kafka_destroy(rk);
-	return rc;
+	return txn_fence(l->cfg, id, refused, err, errsz);
 }
 
 /* The marker partition's last stable offset (c reads read_committed: its

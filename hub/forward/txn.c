@@ -539,6 +539,26 @@ static void *run(void *arg)
 	return NULL;
 }
 
+int txn_fence(const txhub_config *cfg, const char *id, int *refused, char *err, size_t errsz)
+{
+	*refused = 0;
+	rd_kafka_t *rk = txn_producer_new(cfg, id, NULL, err, errsz);
+	if (!rk)
+		return -1;
+	rd_kafka_error_t *e = rd_kafka_init_transactions(rk, CALL_MS);
+	int rc = 0;
+	if (e) {
+		snprintf(err, errsz, "fencing transactional.id %.200s: %.250s", id,
+		         rd_kafka_error_string(e));
+		*refused = rd_kafka_error_code(e) ==
+		           RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+		rd_kafka_error_destroy(e);
+		rc = -1;
+	}
+	rd_kafka_destroy(rk);
+	return rc;
+}
+
 txn *txn_new(const txhub_config *cfg, char *err, size_t errsz)
 {
 	char host[64] = "";

@@ -121,6 +121,13 @@ int txn_batch_error(rd_kafka_resp_err_t e);
 rd_kafka_t *txn_producer_new(const txhub_config *cfg, const char *id, void *opaque, char *err,
                              size_t errsz);
 
+/* Fence transactional.id id (another replica's, or a hub's before it):
+ * init_transactions with a producer of its own aborts what the id left
+ * open and bumps its epoch, so that the producer holding it commits
+ * nothing more. Returns 0, or -1 with err (*refused: the hub has no right
+ * to the id, docs/kafka.md, Kafka ACLs). */
+int txn_fence(const txhub_config *cfg, const char *id, int *refused, char *err, size_t errsz);
+
 /* Whether no transaction could begin at the last try (the producer cannot
  * be made or initialised: typically no right to the transactional.id),
  * with why. Any thread. */

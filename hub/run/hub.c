@@ -204,7 +204,8 @@ static int start_parts(hub *h)
 		log_error("hub: %s", err);
 		return 1;
 	}
-	if (!(h->dl = deadletter_start(cfg, h->al, err, sizeof err)) && *err) {
+	if (!(h->dl = deadletter_start(cfg, h->al, forward_txn_id(h->fw), err, sizeof err)) &&
+	    *err) {
 		log_error("hub: %s", err);
 		return 1;
 	}

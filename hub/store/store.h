@@ -657,6 +657,15 @@ void store_dl_entries_free(store_dl_entry *e, size_t n);
 store_rc store_dl_pending_of(store *st, tp_key tp, store_dl_entry **out, size_t *n, char *err,
                              size_t errsz);
 
+/* exactly_once, before the first dead letter of partition own at its
+ * epoch: txn_id (the replica's dead-letter transactional.id) written in the
+ * partition's row while own is this replica's at its epoch (migration
+ * 0017), and the id it replaces into prev ("" when none was written: no hub
+ * of this version dead-lettered for the partition). STORE_FENCED: the
+ * partition is not own's any more. */
+store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *prev,
+                        size_t prevsz, char *err, size_t errsz);
+
 /* exactly_once: the partitions of own[0..nown) with parked rows to
  * dead-letter or pending entries to resolve (free *out). */
 store_rc store_dl_work(store *st, const owned_part *own, size_t nown, tp_key **out, size_t *n,

@@ -345,6 +345,38 @@ store_rc store_dl_pending_of(store *st, tp_key tp, store_dl_entry **out, size_t 
 	return STORE_OK;
 }
 
+/* The partition's dead-letter transactional.id ($4) written at its epoch,
+ * and the one it replaces (the row locked first, so that what is returned
+ * is what the last writer left). */
+static const char *SQL_CLAIM =
+	"UPDATE txhub.partitions p SET dl_txn_id = $4 FROM (SELECT topic, partition, dl_txn_id "
+	"FROM txhub.partitions WHERE topic = $1 AND partition = $2::int FOR UPDATE) o "
+	"WHERE p.topic = o.topic AND p.partition = o.partition AND p.epoch = $3::bigint "
+	"RETURNING coalesce(o.dl_txn_id, '')";
+
+store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *prev,
+                        size_t prevsz, char *err, size_t errsz)
+{
+	*prev = '\0';
+	char part[16], epoch[24];
+	snprintf(part, sizeof part, "%d", tp_part(own->tp));
+	snprintf(epoch, sizeof epoch, "%lld", (long long)own->epoch);
+	const char *p[4] = {tp_topic(own->tp), part, epoch, txn_id};
+	PGresult *r;
+	store_rc rc = query(st, SQL_CLAIM, 4, p, 0, &r, err, errsz);
+	if (rc != STORE_OK)
+		return rc;
+	if (PQntuples(r) != 1) {
+		snprintf(err, errsz, "partition %d of %s is no longer this replica's at epoch %lld",
+		         tp_part(own->tp), tp_topic(own->tp), (long long)own->epoch);
+		rc = STORE_FENCED;
+	} else {
+		snprintf(prev, prevsz, "%s", PQgetvalue(r, 0, 0));
+	}
+	PQclear(r);
+	return rc;
+}
+
 store_rc store_dl_work(store *st, const owned_part *own, size_t nown, tp_key **out, size_t *n,
                        char *err, size_t errsz)
 {

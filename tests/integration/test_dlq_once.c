@@ -12,8 +12,16 @@
  * whose record names another message (bad input) is cleared with a warning
  * and its row produced again; one of an earlier park (a redrive and a new
  * park since) does not count for the new park; a failing dead-letter topic
- * holds nothing else up, and each row goes there once when it works. */
+ * holds nothing else up, and each row goes there once when it works.
+ *
+ * One transactional producer per replica dead-letters for all its
+ * partitions, and writes its transactional.id in each partition's row;
+ * the next owner fences the id it finds there (or, with none, the
+ * per-partition id of the hubs before, a rolling upgrade) before it
+ * resolves what is pending: a transaction the last owner left open, with
+ * a dead letter in it, is aborted at once and commits nothing after. */
 #include <criterion/criterion.h>
+#include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,4 +298,176 @@ Test(dlq_once, a_failing_dead_letter_topic_does_not_hold_the_hub, .timeout = 300
 	h_hub_log(log, sizeof log, &e);
 	cr_assert_geq(h_log_lines(log, "works again"), 1);
 	h_teardown(&e);
+}
+
+/* One transactional producer per replica: parked rows on every control
+ * partition are dead-lettered by one transactional.id, named after the
+ * replica's, and each partition's row names it. */
+Test(dlq_once, one_producer_dead_letters_for_every_partition, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	h_env e;
+	dlq_names nm;
+	char es[256], buf[512];
+	h_setup(&e, "dlqo_one");
+	snprintf(nm.dlq, sizeof nm.dlq, "dlq.%s", e.name);
+	snprintf(nm.missing, sizeof nm.missing, "missing.%s", e.name);
+	snprintf(nm.dlqset, sizeof nm.dlqset, "forward.dead_letter_topic=%s", nm.dlq);
+	cr_assert_eq(h_create_topic(&e, nm.dlq, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
+	h_control_topic(&e);
+	int parts = h_control_partitions();
+	cr_assert_geq(parts, 2);
+	for (int i = 0; i < N; i++) {
+		char mk[16];
+		snprintf(mk, sizeof mk, "d-%d", i);
+		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"%s\","
+		         "\"payload\":\"p%d\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, i,
+		         nm.missing, mk);
+		h_send_str(&e, i % parts, mk, buf);
+	}
+	h_flush();
+	pid_t hub = start(&e, &nm);
+	char want[16], sql[512];
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	                     "AND dead_lettered_at IS NOT NULL", want, 120000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	check_once(&e, &nm);
+	int with = N < parts ? N : parts;
+	snprintf(sql, sizeof sql, "SELECT count(*) FROM txhub.partitions WHERE topic = '%s' AND "
+	         "dl_txn_id LIKE 'txhub-%s-r-%%-dlq'", e.topic, e.name);
+	cr_assert_eq(h_count(&e, sql), with, "not every partition with dead letters names the "
+	             "replica's dead-letter transactional.id");
+	cr_assert_eq(h_count(&e, "SELECT count(DISTINCT dl_txn_id) FROM txhub.partitions"), 1,
+	             "the partitions name more than one dead-letter transactional.id");
+	char log[256];
+	h_hub_log(log, sizeof log, &e);
+	cr_assert_eq(h_log_lines(log, "dead-letter: the transactional producer is up"), 1,
+	             "more than one transactional producer was made for the dead letters");
+	h_teardown(&e);
+}
+
+/* The delivery report's offset, for open_txn_as. */
+static void offset_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	(void)rk;
+	int64_t *off = opaque;
+	*off = m->err ? -2 : m->offset;
+}
+
+/* A transactional producer of id, as another replica (or a hub of one
+ * producer per partition) would hold it: mk's dead letter produced in a
+ * transaction left open, at *offset of the dead-letter topic. */
+static rd_kafka_t *open_txn_as(h_env *e, const dlq_names *nm, const char *id, const char *mk,
+                               int64_t *offset)
+{
+	char es[256];
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	const char *set[] = {"bootstrap.servers", e->brokers, "transactional.id", id,
+	                     /* never ended by the broker within the test */
+	                     "transaction.timeout.ms", "900000", NULL};
+	for (int i = 0; set[i]; i += 2)
+		cr_assert_eq(rd_kafka_conf_set(c, set[i], set[i + 1], es, sizeof es), RD_KAFKA_CONF_OK,
+		             "%s", es);
+	*offset = -1;
+	rd_kafka_conf_set_opaque(c, offset);
+	rd_kafka_conf_set_dr_msg_cb(c, offset_cb);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	rd_kafka_error_t *err = rd_kafka_init_transactions(rk, 30000);
+	cr_assert_null(err, "%s", err ? rd_kafka_error_string(err) : "");
+	cr_assert_null(rd_kafka_begin_transaction(rk));
+	rd_kafka_headers_t *h = rd_kafka_headers_new(2);
+	rd_kafka_header_add(h, "txhub-biz-id", -1, "b", -1);
+	rd_kafka_header_add(h, "txhub-message-key", -1, mk, -1);
+	cr_assert_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(nm->dlq), RD_KAFKA_V_PARTITION(0),
+	                               RD_KAFKA_V_VALUE((void *)"zombie", 6),
+	                               RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END),
+	             RD_KAFKA_RESP_ERR_NO_ERROR);
+	cr_assert_eq(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+	cr_assert_geq(*offset, 0, "the open transaction's dead letter was not acknowledged");
+	return rk;
+}
+
+/* Every row dead-lettered by a hub, which stops. Then the partition's
+ * last owner is made to look as if it had died (or been paused) with
+ * d-1's dead letter produced in an open transaction of transactional.id
+ * id and recorded as pending: the partition's row names id (prev_named),
+ * or none (a hub of one producer per partition). A hub started again must
+ * fence id: the entry is found aborted at once and d-1 produced again,
+ * and the old transaction commits nothing after. Unfenced, the open
+ * transaction holds every read_committed reader of the dead-letter topic
+ * (the hub's own reading back the entry) for the 15 minutes of its
+ * time-out. */
+static void fenced_on_takeover(const char *name, const char *id_fmt, int prev_named)
+{
+	h_env e;
+	dlq_names nm;
+	setup(&e, name, &nm);
+	char id[256], want[16], sql[1024], log[256];
+	snprintf(id, sizeof id, id_fmt, e.name, e.topic);
+	pid_t hub = start(&e, &nm);
+	snprintf(want, sizeof want, "%d", N);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE send_status = 'failed' "
+	                     "AND dead_lettered_at IS NOT NULL", want, 120000));
+	cr_assert_eq(h_hub_stop(hub), 0);
+	int64_t off;
+	rd_kafka_t *zombie = open_txn_as(&e, &nm, id, "d-1", &off);
+	snprintf(sql, sizeof sql, "UPDATE txhub.partitions SET dl_txn_id = %s%s%s "
+	         "WHERE topic = '%s' AND partition = 0", prev_named ? "'" : "",
+	         prev_named ? id : "NULL", prev_named ? "'" : "", e.topic);
+	h_exec(e.db, sql);
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO txhub.dead_letter_pending (biz_id, message_key, parked_at, src_topic, "
+	         "src_partition, topic, partition, \"offset\") SELECT biz_id, message_key, "
+	         "updated_at, src_topic, src_partition, '%s', 0, %lld FROM txhub.message_rows "
+	         "WHERE message_key = 'd-1'", nm.dlq, (long long)off);
+	h_exec(e.db, sql);
+	h_exec(e.db, "UPDATE txhub.message_rows SET dead_lettered_at = NULL "
+	             "WHERE message_key = 'd-1'");
+	hub = start(&e, &nm);
+	cr_assert(h_wait(&e, "SELECT count(*) FROM txhub.messages WHERE message_key = 'd-1' "
+	                     "AND dead_lettered_at IS NOT NULL", "1", 90000),
+	          "d-1 was not dead-lettered again: the open transaction was not fenced");
+	cr_assert_eq(h_hub_stop(hub), 0);
+	cr_assert_eq(h_count(&e, "SELECT count(*) FROM txhub.dead_letter_pending"), 0);
+	/* the old transaction was aborted: it commits nothing now */
+	rd_kafka_error_t *err = rd_kafka_commit_transaction(zombie, 30000);
+	cr_assert_not_null(err, "the fenced transaction committed");
+	rd_kafka_error_destroy(err);
+	rd_kafka_destroy(zombie);
+	h_record *r;
+	size_t n = h_read_topic_committed(&e, nm.dlq, 3000, &r);
+	cr_assert_eq(n, N + 1, "d-1 produced again once, the zombie's never: %zu", n);
+	cr_assert(strstr(r[N].headers, "txhub-message-key=d-1\n"), "%s", r[N].headers);
+	for (size_t k = 0; k < n; k++)
+		cr_assert(r[k].value_len != 6 || memcmp(r[k].value, "zombie", 6) != 0,
+		          "a read_committed reader read the fenced transaction's record");
+	h_records_free(r, n);
+	h_hub_log(log, sizeof log, &e);
+	snprintf(sql, sizeof sql, "partition 0 of %s: fenced transactional.id %s, %s", e.topic, id,
+	         prev_named ? "which dead-lettered for it last"
+	                    : "a hub of one producer per partition's");
+	cr_assert_eq(h_log_lines(log, sql), 1, "%s: not in the log", sql);
+	cr_assert_eq(h_log_lines(log, "pending dead letter(s) of an earlier run: 0 found committed "
+	                              "(recorded), 1 not"), 1);
+	h_teardown(&e);
+}
+
+/* The zombie: another replica's dead-letter producer, named in the row. */
+Test(dlq_once, the_last_owners_open_transaction_is_fenced_on_takeover, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	fenced_on_takeover("dlqo_zomb", "txhub-%s-r-zombie-1-0badcafe-dlq%.0s", 1);
+}
+
+/* A rolling upgrade: the partition's last owner dead-lettered with the
+ * per-partition transactional.id of the hubs before one per replica. */
+Test(dlq_once, a_rolling_upgrade_fences_the_per_partition_id, .timeout = 300)
+{
+	if (!h_real_kafka())
+		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
+	fenced_on_takeover("dlqo_upgr", "txhub-%s-%s-0-dlq", 0);
 }

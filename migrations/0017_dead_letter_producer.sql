@@ -1,0 +1,20 @@
+-- 0017: under forward.mode = exactly_once, which transactional producer
+-- last dead-lettered for a control partition (issue 32; docs/kafka.md,
+-- Kafka ACLs, and docs/troubleshooting.md, Dead-letter topic).
+--
+-- A replica dead-letters with one transactional producer of its own
+-- (transactional.id txhub-<group>-r-<host>-<pid>-<random>-dlq), no longer one
+-- per partition. Before it produces a partition's first dead letter at its
+-- epoch it writes its transactional.id here, in the partition's row and only
+-- while it holds that epoch; the partition's next owner reads the id back
+-- and fences it (init_transactions with that id) before it resolves the
+-- partition's pending dead letters, so that a transaction the last owner
+-- left open (it died, or was paused and lost the partition) is aborted at
+-- once and commits nothing after the new owner has started. NULL: no hub of
+-- this version has dead-lettered for the partition yet; the next owner then
+-- fences the per-partition transactional.id of the hubs before
+-- (txhub-<group>-<control topic>-<partition>-dlq).
+--
+-- Cost on a live database: a column without a default, a catalog change;
+-- nothing is rewritten.
+ALTER TABLE txhub.partitions ADD COLUMN dl_txn_id text;
