@@ -5,16 +5,17 @@
 -- A replica dead-letters with one transactional producer of its own
 -- (transactional.id txhub-<group>-r-<host>-<pid>-<random>-dlq), no longer one
 -- per partition. Before it produces a partition's first dead letter at its
--- epoch it writes its transactional.id here, in the partition's row and only
--- while it holds that epoch; the partition's next owner reads the id back
--- and fences it (init_transactions with that id) before it resolves the
--- partition's pending dead letters, so that a transaction the last owner
--- left open (it died, or was paused and lost the partition) is aborted at
--- once and commits nothing after the new owner has started. NULL: no hub of
--- this version has dead-lettered for the partition yet; the next owner then
--- fences the per-partition transactional.id of the hubs before
--- (txhub-<group>-<control topic>-<partition>-dlq).
+-- epoch it reads the id written here, fences it (init_transactions with that
+-- id: a transaction the last owner left open, because it died or was paused
+-- and lost the partition, is aborted at once and commits nothing after),
+-- and only then writes its own, with the epoch (dl_txn_epoch), while it
+-- still holds that epoch. When no id is written, or another owner came
+-- between (dl_txn_epoch is not the epoch before), the per-partition
+-- transactional.id of the hubs before this version
+-- (txhub-<group>-<control topic>-<partition>-dlq) is fenced too: one of them
+-- may have held the partition meanwhile (a rolling upgrade).
 --
--- Cost on a live database: a column without a default, a catalog change;
+-- Cost on a live database: columns without a default, a catalog change;
 -- nothing is rewritten.
-ALTER TABLE txhub.partitions ADD COLUMN dl_txn_id text;
+ALTER TABLE txhub.partitions ADD COLUMN IF NOT EXISTS dl_txn_id text;
+ALTER TABLE txhub.partitions ADD COLUMN IF NOT EXISTS dl_txn_epoch bigint;

@@ -33,13 +33,15 @@
  * needed and closed when idle, takes the owned partitions with work one
  * after the other, a transaction each:
  *   0. once per partition and epoch, before its first dead letter: the
- *      producer's transactional.id is written in the partition's row
- *      (txhub.partitions.dl_txn_id, migration 0017) while the partition is
- *      still owned at its epoch, and the id it replaces, another replica's,
- *      is fenced (init_transactions with it: what the partition's last
+ *      transactional.id written in the partition's row
+ *      (txhub.partitions.dl_txn_id, migration 0017) is fenced unless it is
+ *      this process's (init_transactions with it: what the partition's last
  *      owner left open is aborted, and that producer commits nothing more);
- *      with none written yet, the per-partition id of the hubs before
- *      (txhub-<group>-<control topic>-<partition>-dlq) is fenced instead;
+ *      so is the per-partition id of the hubs before
+ *      (txhub-<group>-<control topic>-<partition>-dlq) when none is written
+ *      or another owner came between (dl_txn_epoch is not the epoch
+ *      before: a rolling upgrade); only then is the producer's own id
+ *      written there, while the partition is still owned at its epoch;
  *   1. begin; produce the batch; flush (the delivery reports give each
  *      record's partition and offset);
  *   2. record them in txhub.dead_letter_pending (migration 0015), only

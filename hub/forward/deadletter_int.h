@@ -32,9 +32,7 @@
 typedef struct {
 	tp_key tp;
 	int64_t epoch;
-	int claimed;     /* step 0: the producer's id written in the partition's row at epoch */
-	char prev[480];  /* ... the id it replaced ("": none, a hub's before this version) */
-	int fenced;      /* ... and that id fenced (or waited out) */
+	int claimed;     /* step 0 done: the ids before fenced, the producer's written */
 	int recovered;   /* its pending entries resolved since the producer's init_transactions */
 } dl_txn;
 

@@ -434,45 +434,59 @@ static void look_failed(deadletter *d, const dl_txn *t, const char *what, const 
 	dl_batch_failed(d, NULL, 0, why);
 }
 
-/* Step 0 (deadletter.h): the producer's transactional.id written in t's
- * partition's row at its epoch (once), then the id it replaced fenced: the
- * last owner's, or with none the per-partition one of the hubs before. A
- * fence the hub has no right to is waited out instead (its transaction
- * ends with Kafka's transaction.timeout.ms). Returns 0, or -1 with err
- * (the fence is tried again at the next look). */
-static int claim(deadletter *d, dl_txn *t, char *err, size_t errsz)
+/* Fence id for t's partition (whose: what the log says of it). A fence the
+ * hub has no right to is waited out instead (the transaction ends with
+ * Kafka's transaction.timeout.ms). Returns 0, or -1 with err. */
+static int fence_for(deadletter *d, const dl_txn *t, const char *id, const char *whose,
+                     char *err, size_t errsz)
 {
-	if (!t->claimed) {
-		owned_part own = {.tp = t->tp, .epoch = t->epoch};
-		if (store_dl_claim(d->st, &own, d->txid, t->prev, sizeof t->prev, err, errsz) !=
-		    STORE_OK)
-			return -1;
-		t->claimed = 1;
-	}
-	if (t->fenced)
-		return 0;
-	const char *id = t->prev, *whose = "which dead-lettered for it last";
-	lane_name_set names;
-	char old[sizeof names.txn_id + 8];
-	if (!*t->prev) {
-		lane_names(d->cfg, t->tp, &names);
-		snprintf(old, sizeof old, "%s-dlq", names.txn_id);
-		id = old;
-		whose = "a hub of one producer per partition's";
-	}
 	int refused;
-	if (strcmp(id, d->txid) == 0) {
-		/* this process's: nothing of it is open */
-	} else if (txn_fence(d->cfg, id, &refused, err, errsz) == 0) {
+	if (txn_fence(d->cfg, id, &refused, err, errsz) == 0) {
 		log_info("dead-letter: partition %d of %s: fenced transactional.id %s, %s (what it "
 		         "left open is aborted)", TP_ARG(t->tp), id, whose);
-	} else if (refused) {
-		log_warn("dead-letter: partition %d of %s: %s: a transaction it left open is waited "
-		         "out instead (docs/kafka.md, Kafka ACLs)", TP_ARG(t->tp), err);
-	} else {
-		return -1;
+		return 0;
 	}
-	t->fenced = 1;
+	if (!refused)
+		return -1;
+	log_warn("dead-letter: partition %d of %s: %s: a transaction it left open is waited out "
+	         "instead (docs/kafka.md, Kafka ACLs)", TP_ARG(t->tp), err);
+	return 0;
+}
+
+/* Step 0 (deadletter.h): the dead-letter transactional.id written in t's
+ * partition's row read and fenced (unless it is this process's); the
+ * per-partition one of the hubs before fenced too when none is written or
+ * another owner came between (the id's epoch is not the one before); then
+ * the producer's own id written at t's epoch. Nothing is written before
+ * the fences, so a failure (tried again at the next look) or a loss of the
+ * partition leaves the unfenced ids to the next owner. Returns 0, 1 when
+ * the partition is not this replica's any more, or -1 with err. */
+static int claim(deadletter *d, dl_txn *t, char *err, size_t errsz)
+{
+	owned_part own = {.tp = t->tp, .epoch = t->epoch};
+	char prev[480];
+	int64_t prev_epoch;
+	store_rc rc = store_dl_claim_read(d->st, &own, prev, sizeof prev, &prev_epoch, err, errsz);
+	if (rc == STORE_OK && *prev && strcmp(prev, d->txid) != 0 &&
+	    fence_for(d, t, prev, "which dead-lettered for it last", err, errsz) != 0)
+		return -1;
+	if (rc == STORE_OK && (!*prev || prev_epoch != t->epoch - 1)) {
+		lane_name_set names;
+		char old[sizeof names.txn_id + 8];
+		lane_names(d->cfg, t->tp, &names);
+		snprintf(old, sizeof old, "%s-dlq", names.txn_id);
+		if (fence_for(d, t, old, "a hub of one producer per partition's", err, errsz) != 0)
+			return -1;
+	}
+	if (rc == STORE_OK)
+		rc = store_dl_claim(d->st, &own, d->txid, err, errsz);
+	if (rc == STORE_FENCED) {
+		log_debug("dead-letter: %s: not claimed", err);
+		return 1;
+	}
+	if (rc != STORE_OK)
+		return -1;
+	t->claimed = 1;
 	return 0;
 }
 
@@ -484,10 +498,13 @@ static int txn_look(deadletter *d, dl_txn *t)
 {
 	char err[512];
 	d->tx_used_ms = clock_ms();
-	if ((!t->claimed || !t->fenced) && claim(d, t, err, sizeof err) != 0) {
+	int c = t->claimed ? 0 : claim(d, t, err, sizeof err);
+	if (c < 0) {
 		look_failed(d, t, "claiming it for the replica's transactional producer", err);
 		return -1;
 	}
+	if (c > 0)
+		return 0; /* lost: forgotten at the next look */
 	if (!d->txrk && txn_open(d, err, sizeof err) != 0) {
 		look_failed(d, t, "the transactional producer", err);
 		return -1;

@@ -658,13 +658,17 @@ store_rc store_dl_pending_of(store *st, tp_key tp, store_dl_entry **out, size_t 
                              size_t errsz);
 
 /* exactly_once, before the first dead letter of partition own at its
- * epoch: txn_id (the replica's dead-letter transactional.id) written in the
- * partition's row while own is this replica's at its epoch (migration
- * 0017), and the id it replaces into prev ("" when none was written: no hub
- * of this version dead-lettered for the partition). STORE_FENCED: the
- * partition is not own's any more. */
-store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *prev,
-                        size_t prevsz, char *err, size_t errsz);
+ * epoch (migration 0017): the dead-letter transactional.id written in the
+ * partition's row into prev ("" when none) and the epoch it was written at
+ * (*prev_epoch, 0 when none), read while own is this replica's at its
+ * epoch ... */
+store_rc store_dl_claim_read(store *st, const owned_part *own, char *prev, size_t prevsz,
+                             int64_t *prev_epoch, char *err, size_t errsz);
+
+/* ... and, once that one is fenced, txn_id (this replica's) written there at
+ * own's epoch. STORE_FENCED (both): the partition is not own's any more. */
+store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *err,
+                        size_t errsz);
 
 /* exactly_once: the partitions of own[0..nown) with parked rows to
  * dead-letter or pending entries to resolve (free *out). */

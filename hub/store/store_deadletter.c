@@ -345,36 +345,72 @@ store_rc store_dl_pending_of(store *st, tp_key tp, store_dl_entry **out, size_t 
 	return STORE_OK;
 }
 
-/* The partition's dead-letter transactional.id ($4) written at its epoch,
- * and the one it replaces (the row locked first, so that what is returned
- * is what the last writer left). */
-static const char *SQL_CLAIM =
-	"UPDATE txhub.partitions p SET dl_txn_id = $4 FROM (SELECT topic, partition, dl_txn_id "
-	"FROM txhub.partitions WHERE topic = $1 AND partition = $2::int FOR UPDATE) o "
-	"WHERE p.topic = o.topic AND p.partition = o.partition AND p.epoch = $3::bigint "
-	"RETURNING coalesce(o.dl_txn_id, '')";
+/* The partition's dead-letter transactional.id and the epoch it was
+ * written at, at the owner's epoch. */
+static const char *SQL_CLAIM_READ =
+	"SELECT coalesce(dl_txn_id, ''), coalesce(dl_txn_epoch, 0) FROM txhub.partitions "
+	"WHERE topic = $1 AND partition = $2::int AND epoch = $3::bigint";
 
-store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *prev,
-                        size_t prevsz, char *err, size_t errsz)
+/* The owner's dead-letter transactional.id ($4), at its epoch. */
+static const char *SQL_CLAIM =
+	"UPDATE txhub.partitions SET dl_txn_id = $4, dl_txn_epoch = epoch "
+	"WHERE topic = $1 AND partition = $2::int AND epoch = $3::bigint";
+
+/* One of the claim's statements: rows on STORE_OK (NULL for the UPDATE),
+ * STORE_FENCED when own's epoch matched no row. */
+static store_rc claim_query(store *st, const char *sql, const owned_part *own,
+                            const char *txn_id, PGresult **out, char *err, size_t errsz)
 {
-	*prev = '\0';
 	char part[16], epoch[24];
 	snprintf(part, sizeof part, "%d", tp_part(own->tp));
 	snprintf(epoch, sizeof epoch, "%lld", (long long)own->epoch);
 	const char *p[4] = {tp_topic(own->tp), part, epoch, txn_id};
-	PGresult *r;
-	store_rc rc = query(st, SQL_CLAIM, 4, p, 0, &r, err, errsz);
-	if (rc != STORE_OK)
-		return rc;
-	if (PQntuples(r) != 1) {
+	*out = NULL;
+	PGresult *r = store_exec_params(st, sql, txn_id ? 4 : 3, p, 0);
+	if (!r) {
+		snprintf(err, errsz, "out of memory");
+		return STORE_RETRY;
+	}
+	ExecStatusType want = txn_id ? PGRES_COMMAND_OK : PGRES_TUPLES_OK;
+	if (PQresultStatus(r) != want) {
+		store_rc rc = store_classify(st->conn, r, err, errsz);
+		PQclear(r);
+		return rc == STORE_OK ? STORE_RETRY : rc;
+	}
+	long rows = txn_id ? atol(PQcmdTuples(r)) : PQntuples(r);
+	if (rows != 1) {
 		snprintf(err, errsz, "partition %d of %s is no longer this replica's at epoch %lld",
 		         tp_part(own->tp), tp_topic(own->tp), (long long)own->epoch);
-		rc = STORE_FENCED;
-	} else {
-		snprintf(prev, prevsz, "%s", PQgetvalue(r, 0, 0));
+		PQclear(r);
+		return STORE_FENCED;
 	}
+	if (txn_id)
+		PQclear(r);
+	else
+		*out = r;
+	return STORE_OK;
+}
+
+store_rc store_dl_claim_read(store *st, const owned_part *own, char *prev, size_t prevsz,
+                             int64_t *prev_epoch, char *err, size_t errsz)
+{
+	*prev = '\0';
+	*prev_epoch = 0;
+	PGresult *r;
+	store_rc rc = claim_query(st, SQL_CLAIM_READ, own, NULL, &r, err, errsz);
+	if (rc != STORE_OK)
+		return rc;
+	snprintf(prev, prevsz, "%s", PQgetvalue(r, 0, 0));
+	*prev_epoch = atoll(PQgetvalue(r, 0, 1));
 	PQclear(r);
-	return rc;
+	return STORE_OK;
+}
+
+store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, char *err,
+                        size_t errsz)
+{
+	PGresult *r;
+	return claim_query(st, SQL_CLAIM, own, txn_id, &r, err, errsz);
 }
 
 store_rc store_dl_work(store *st, const owned_part *own, size_t nown, tp_key **out, size_t *n,

@@ -365,7 +365,7 @@ Test(tenants_hostile, migrate_fixes_a_database_at_15)
 	tn_sql(e, "DROP POLICY tenant_read ON txhub.dead_letter_pending");
 	tn_sql(e, "ALTER TABLE txhub.dead_letter_pending DISABLE ROW LEVEL SECURITY");
 	/* (and without what came after 16) */
-	tn_sql(e, "ALTER TABLE txhub.partitions DROP COLUMN dl_txn_id");
+	tn_sql(e, "ALTER TABLE txhub.partitions DROP COLUMN dl_txn_id, DROP COLUMN dl_txn_epoch");
 	tn_sql(e, "DELETE FROM txhub.schema_migrations WHERE version >= 16");
 	/* it is the database of the issue: the shadowing array_agg works */
 	shadow_path(&f);
