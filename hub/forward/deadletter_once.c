@@ -42,14 +42,6 @@ static void crash_at(deadletter *d, rd_kafka_t *rk, const char *name)
 	}
 }
 
-/* A new init_transactions aborted what the producer left open: each
- * partition's pending entries are looked at again. */
-static void forget_recovered(deadletter *d)
-{
-	for (size_t i = 0; i < d->ntxns; i++)
-		d->txns[i].recovered = 0;
-}
-
 void dl_producer_close(deadletter *d)
 {
 	if (d->txrk) {
@@ -57,7 +49,11 @@ void dl_producer_close(deadletter *d)
 		rd_kafka_destroy(d->txrk);
 	}
 	d->txrk = NULL;
-	forget_recovered(d);
+	/* the next producer's init_transactions aborts what this one left
+	 * open: each partition's pending entries are looked at again (a
+	 * partition is recovered only while a producer is up) */
+	for (size_t i = 0; i < d->ntxns; i++)
+		d->txns[i].recovered = 0;
 }
 
 /* Whether a transactional call's error ends the producer (fatal, fenced:
@@ -101,7 +97,6 @@ static int txn_open(deadletter *d, char *err, size_t errsz)
 		dl_producer_close(d);
 		return -1;
 	}
-	forget_recovered(d);
 	log_debug("dead-letter: the transactional producer is up (transactional.id %s)", id);
 	return 0;
 }
@@ -467,10 +462,12 @@ static int claim(deadletter *d, dl_txn *t, char *err, size_t errsz)
 	char prev[480];
 	int64_t prev_epoch;
 	store_rc rc = store_dl_claim_read(d->st, &own, prev, sizeof prev, &prev_epoch, err, errsz);
-	if (rc == STORE_OK && *prev && strcmp(prev, d->txid) != 0 &&
+	if (rc != STORE_OK)
+		goto refused;
+	if (*prev && strcmp(prev, d->txid) != 0 &&
 	    fence_for(d, t, prev, "which dead-lettered for it last", err, errsz) != 0)
 		return -1;
-	if (rc == STORE_OK && (!*prev || prev_epoch != t->epoch - 1)) {
+	if (!*prev || prev_epoch != t->epoch - 1) {
 		lane_name_set names;
 		char old[sizeof names.txn_id + 8];
 		lane_names(d->cfg, t->tp, &names);
@@ -478,16 +475,15 @@ static int claim(deadletter *d, dl_txn *t, char *err, size_t errsz)
 		if (fence_for(d, t, old, "a hub of one producer per partition's", err, errsz) != 0)
 			return -1;
 	}
-	if (rc == STORE_OK)
-		rc = store_dl_claim(d->st, &own, d->txid, err, errsz);
-	if (rc == STORE_FENCED) {
-		log_debug("dead-letter: %s: not claimed", err);
-		return 1;
+	if ((rc = store_dl_claim(d->st, &own, d->txid, err, errsz)) == STORE_OK) {
+		t->claimed = 1;
+		return 0;
 	}
-	if (rc != STORE_OK)
+refused:
+	if (rc != STORE_FENCED)
 		return -1;
-	t->claimed = 1;
-	return 0;
+	log_debug("dead-letter: %s: not claimed", err);
+	return 1;
 }
 
 /* One look at t's partition: claimed (step 0), the producer made, its

@@ -216,11 +216,6 @@ done:
 
 int lane_fenced_error(rd_kafka_resp_err_t e) { return txn_fenced_error(e); }
 
-static int fence_id(lane *l, const char *id, int *refused, char *err, size_t errsz)
-{
-	return txn_fence(l->cfg, id, refused, err, errsz);
-}
-
 /* The marker partition's last stable offset (c reads read_committed: its
  * ListOffsets asks for that) and high watermark (u: read_uncommitted).
  * Returns 0, or -1 with err. */
@@ -327,7 +322,7 @@ static int fence_last(lane *l, const char *txn, char *err, size_t errsz)
 	    fenced_lately(txn, 0))
 		return 0;
 	int refused;
-	if (fence_id(l, txn, &refused, err, errsz) != 0) {
+	if (txn_fence(l->cfg, txn, &refused, err, errsz) != 0) {
 		if (!refused)
 			return -1;
 		log_warn("lane %d of %s: %s: a transaction of it left open is waited out instead "
@@ -370,7 +365,7 @@ static int fence_previous(lane *l, int *old_fenced, char *err, size_t errsz)
 {
 	int refused;
 	if (!*old_fenced) {
-		if (fence_id(l, l->txn_id, &refused, err, errsz) == 0) {
+		if (txn_fence(l->cfg, l->txn_id, &refused, err, errsz) == 0) {
 			*old_fenced = 1;
 			log_info("lane %d of %s: fenced transactional.id %s, a hub of one producer per "
 			         "partition's (what it left open is aborted)", TP_ARG(l->own.tp), l->txn_id);
@@ -405,7 +400,7 @@ static int fence_previous(lane *l, int *old_fenced, char *err, size_t errsz)
 		for (int i = 0; i < n; i++) {
 			if (strcmp(ids[i], txn_id(l->txn)) == 0)
 				continue; /* this replica's own: it ends within an interval */
-			if (fence_id(l, ids[i], &refused, err, errsz) != 0)
+			if (txn_fence(l->cfg, ids[i], &refused, err, errsz) != 0)
 				goto done;
 			log_warn("lane %d of %s: fenced transactional.id %s, whose transaction with a "
 			         "marker of the partition was still open in %s [%d] %d ms after the "

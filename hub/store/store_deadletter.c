@@ -354,10 +354,10 @@ static const char *SQL_CLAIM_READ =
 /* The owner's dead-letter transactional.id ($4), at its epoch. */
 static const char *SQL_CLAIM =
 	"UPDATE txhub.partitions SET dl_txn_id = $4, dl_txn_epoch = epoch "
-	"WHERE topic = $1 AND partition = $2::int AND epoch = $3::bigint";
+	"WHERE topic = $1 AND partition = $2::int AND epoch = $3::bigint RETURNING 1";
 
-/* One of the claim's statements: rows on STORE_OK (NULL for the UPDATE),
- * STORE_FENCED when own's epoch matched no row. */
+/* One of the claim's statements (txn_id: $4, NULL for the read), its one
+ * row into *out; STORE_FENCED when own's epoch matched no row. */
 static store_rc claim_query(store *st, const char *sql, const owned_part *own,
                             const char *txn_id, PGresult **out, char *err, size_t errsz)
 {
@@ -365,30 +365,15 @@ static store_rc claim_query(store *st, const char *sql, const owned_part *own,
 	snprintf(part, sizeof part, "%d", tp_part(own->tp));
 	snprintf(epoch, sizeof epoch, "%lld", (long long)own->epoch);
 	const char *p[4] = {tp_topic(own->tp), part, epoch, txn_id};
-	*out = NULL;
-	PGresult *r = store_exec_params(st, sql, txn_id ? 4 : 3, p, 0);
-	if (!r) {
-		snprintf(err, errsz, "out of memory");
-		return STORE_RETRY;
-	}
-	ExecStatusType want = txn_id ? PGRES_COMMAND_OK : PGRES_TUPLES_OK;
-	if (PQresultStatus(r) != want) {
-		store_rc rc = store_classify(st->conn, r, err, errsz);
-		PQclear(r);
-		return rc == STORE_OK ? STORE_RETRY : rc;
-	}
-	long rows = txn_id ? atol(PQcmdTuples(r)) : PQntuples(r);
-	if (rows != 1) {
+	store_rc rc = query(st, sql, txn_id ? 4 : 3, p, 0, out, err, errsz);
+	if (rc == STORE_OK && PQntuples(*out) != 1) {
 		snprintf(err, errsz, "partition %d of %s is no longer this replica's at epoch %lld",
 		         tp_part(own->tp), tp_topic(own->tp), (long long)own->epoch);
-		PQclear(r);
-		return STORE_FENCED;
+		PQclear(*out);
+		*out = NULL;
+		rc = STORE_FENCED;
 	}
-	if (txn_id)
-		PQclear(r);
-	else
-		*out = r;
-	return STORE_OK;
+	return rc;
 }
 
 store_rc store_dl_claim_read(store *st, const owned_part *own, char *prev, size_t prevsz,
@@ -410,7 +395,9 @@ store_rc store_dl_claim(store *st, const owned_part *own, const char *txn_id, ch
                         size_t errsz)
 {
 	PGresult *r;
-	return claim_query(st, SQL_CLAIM, own, txn_id, &r, err, errsz);
+	store_rc rc = claim_query(st, SQL_CLAIM, own, txn_id, &r, err, errsz);
+	PQclear(r);
+	return rc;
 }
 
 store_rc store_dl_work(store *st, const owned_part *own, size_t nown, tp_key **out, size_t *n,

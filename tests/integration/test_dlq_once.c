@@ -36,8 +36,9 @@ typedef struct {
 
 /* The dead-letter topic (1 partition) and the control topic made; N
  * committed messages d-0.. to a topic that does not exist (auto-creation
- * off: each is parked after two attempts). */
-static void setup(h_env *e, const char *name, dlq_names *nm)
+ * off: each is parked after two attempts), d-i on control partition
+ * i % spread. */
+static void setup_on(h_env *e, const char *name, dlq_names *nm, int spread)
 {
 	char es[256], buf[512];
 	h_setup(e, name);
@@ -52,10 +53,13 @@ static void setup(h_env *e, const char *name, dlq_names *nm)
 		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"%s\","
 		         "\"payload\":\"p%d\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, i,
 		         nm->missing, mk);
-		h_send_str(e, 0, mk, buf);
+		h_send_str(e, i % spread, mk, buf);
 	}
 	h_flush();
 }
+
+/* setup_on, every message on partition 0. */
+static void setup(h_env *e, const char *name, dlq_names *nm) { setup_on(e, name, nm, 1); }
 
 static pid_t start(h_env *e, const dlq_names *nm)
 {
@@ -309,24 +313,9 @@ Test(dlq_once, one_producer_dead_letters_for_every_partition, .timeout = 300)
 		cr_skip_test("exactly_once needs Apache Kafka (TXHUB_TEST_KAFKA_DIR)");
 	h_env e;
 	dlq_names nm;
-	char es[256], buf[512];
-	h_setup(&e, "dlqo_one");
-	snprintf(nm.dlq, sizeof nm.dlq, "dlq.%s", e.name);
-	snprintf(nm.missing, sizeof nm.missing, "missing.%s", e.name);
-	snprintf(nm.dlqset, sizeof nm.dlqset, "forward.dead_letter_topic=%s", nm.dlq);
-	cr_assert_eq(h_create_topic(&e, nm.dlq, 1, NULL, NULL, es, sizeof es), 0, "%s", es);
-	h_control_topic(&e);
 	int parts = h_control_partitions();
 	cr_assert_geq(parts, 2);
-	for (int i = 0; i < N; i++) {
-		char mk[16];
-		snprintf(mk, sizeof mk, "d-%d", i);
-		snprintf(buf, sizeof buf, "{\"type\":\"commit\",\"biz_id\":\"b\",\"message_key\":\"%s\","
-		         "\"payload\":\"p%d\",\"forward\":{\"topic\":\"%s\",\"key\":\"%s\"}}", mk, i,
-		         nm.missing, mk);
-		h_send_str(&e, i % parts, mk, buf);
-	}
-	h_flush();
+	setup_on(&e, "dlqo_one", &nm, parts);
 	pid_t hub = start(&e, &nm);
 	char want[16], sql[512];
 	snprintf(want, sizeof want, "%d", N);
