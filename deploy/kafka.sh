@@ -388,7 +388,14 @@ group.consumer.heartbeat.interval.ms=500
 PROPS
   echo "$version" >"$dir/kafka-version"
   local id
-  id=$("${java[@]}" kafka.tools.StorageTool random-uuid)
+  # a cluster id as StorageTool random-uuid makes it (16 random bytes in
+  # URL-safe base64, unpadded, not starting with "-"), without a JVM start
+  id=$(python3 -c 'import base64, os
+while True:
+    s = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+    if s[0] != "-":
+        print(s)
+        break')
   "${java[@]}" kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "${scram[@]}" \
     >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; return 1; }
   echo "127.0.0.1:$port" >"$dir/bootstrap"

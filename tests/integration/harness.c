@@ -855,6 +855,67 @@ int h_create_topic(const h_env *e, const char *topic, int partitions,
 	return (int)err;
 }
 
+static rd_kafka_AclOperation_t acl_operation(const char *name)
+{
+	static const struct {
+		const char *name;
+		rd_kafka_AclOperation_t op;
+	} ops[] = {{"Read", RD_KAFKA_ACL_OPERATION_READ},
+	           {"Write", RD_KAFKA_ACL_OPERATION_WRITE},
+	           {"Create", RD_KAFKA_ACL_OPERATION_CREATE},
+	           {"Describe", RD_KAFKA_ACL_OPERATION_DESCRIBE},
+	           {"DescribeConfigs", RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS}};
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		if (!strcmp(ops[i].name, name))
+			return ops[i].op;
+	cr_assert_fail("h_kafka_allow: no ACL operation %s", name);
+	return RD_KAFKA_ACL_OPERATION_UNKNOWN;
+}
+
+void h_kafka_allow(const h_env *e, const char *principal, const char *ops, const char *kind,
+                   const char *name, int prefixed)
+{
+	rd_kafka_ResourceType_t type = !strcmp(kind, "topic")   ? RD_KAFKA_RESOURCE_TOPIC
+	                               : !strcmp(kind, "group") ? RD_KAFKA_RESOURCE_GROUP
+	                                                        : RD_KAFKA_RESOURCE_UNKNOWN;
+	cr_assert_neq(type, RD_KAFKA_RESOURCE_UNKNOWN, "h_kafka_allow: no resource kind %s", kind);
+	char es[512], buf[200];
+	rd_kafka_AclBinding_t *acls[8];
+	size_t n = 0;
+	snprintf(buf, sizeof buf, "%s", ops);
+	for (char *op = strtok(buf, ","); op; op = strtok(NULL, ",")) {
+		cr_assert_lt(n, sizeof acls / sizeof acls[0]);
+		acls[n] = rd_kafka_AclBinding_new(
+			type, name,
+			prefixed ? RD_KAFKA_RESOURCE_PATTERN_PREFIXED : RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+			principal, "*", acl_operation(op), RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, es, sizeof es);
+		cr_assert_not_null(acls[n], "%s", es);
+		n++;
+	}
+	rd_kafka_conf_t *c = client_conf(e, es, sizeof es);
+	rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, es, sizeof es);
+	cr_assert_not_null(rk, "%s", es);
+	rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateAcls(rk, acls, n, NULL, q);
+	rd_kafka_AclBinding_destroy_array(acls, n);
+	rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+	cr_assert_not_null(ev, "no answer to the ACLs on %s %s within 30 s", kind, name);
+	cr_assert_eq(rd_kafka_event_error(ev), 0, "ACLs on %s %s: %s", kind, name,
+	             rd_kafka_event_error_string(ev));
+	size_t nres = 0;
+	const rd_kafka_acl_result_t **res =
+		rd_kafka_CreateAcls_result_acls(rd_kafka_event_CreateAcls_result(ev), &nres);
+	cr_assert_eq(nres, n, "ACLs on %s %s: %zu answers to %zu", kind, name, nres, n);
+	for (size_t i = 0; i < nres; i++) {
+		const rd_kafka_error_t *err = rd_kafka_acl_result_error(res[i]);
+		cr_assert_null(err, "ACL %zu on %s %s: %s", i, kind, name,
+		               err ? rd_kafka_error_string(err) : "");
+	}
+	rd_kafka_event_destroy(ev);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_destroy(rk);
+}
+
 int h_control_partitions(void)
 {
 	/* TXHUB_TEST_PARTITIONS: the crash suites with more partitions than
