@@ -131,6 +131,19 @@ static int run(h_env *e, const char *const *args, char *out, size_t outsz, char 
 
 static char out_buf[1 << 16], err_buf[4096];
 
+/* The redriven head key: sent, after at most one more refused attempt.
+ * The redrive can reach the hub before the devbroker has read "allow", or
+ * while the hub's producer still holds the topic's refusal from its last
+ * metadata (as it would an ACL just granted on Apache Kafka): seen in CI
+ * for both tests that redrive. The messages behind it must still follow
+ * with none. */
+static void check_sent_after_redrive(h_env *e, const char *key)
+{
+	const char *s = h_query(e, status_of(key), sqlbuf, sizeof sqlbuf);
+	cr_assert(strcmp(s, "committed/sent/0") == 0 || strcmp(s, "committed/sent/1") == 0,
+	          "%s: %s", key, s);
+}
+
 /* An embedded broker for e that refuses <topic>.bad (named into bad) from
  * the start; its commands on *cmd ("allow <topic>\n"). */
 static pid_t start_denying(h_env *e, char *bad, size_t badsz, FILE **cmd)
@@ -226,11 +239,7 @@ Test(order, a_parked_key_holds_its_later_messages_until_redrive_or_skip, .timeou
 	cr_assert_eq(run(&e, redrive, out_buf, sizeof out_buf, err_buf, sizeof err_buf), 0, "%s",
 	             err_buf);
 	cr_assert(h_wait(&e, status_of("m3"), "committed/sent/0", WAIT_MS));
-	/* (the redrive may reach the broker before it has read "allow": one
-	 * refused attempt, then sent; seen once in CI) */
-	const char *m1 = h_query(&e, status_of("m1"), sqlbuf, sizeof sqlbuf);
-	cr_assert(strcmp(m1, "committed/sent/0") == 0 || strcmp(m1, "committed/sent/1") == 0, "%s",
-	          m1);
+	check_sent_after_redrive(&e, "m1");
 	cr_assert_str_eq(h_query(&e, status_of("m2"), sqlbuf, sizeof sqlbuf), "committed/sent/0");
 
 	/* parked again (on another topic): skipped with a reason, and the next
@@ -476,7 +485,7 @@ static void head_topic_refused(const char *name, const char *mode)
 	             err_buf);
 	cr_assert(h_wait(&e, status_of("K5-2"), "committed/sent/0", WAIT_MS), "%s",
 	          h_query(&e, status_of("K5-2"), sqlbuf, sizeof sqlbuf));
-	cr_assert_str_eq(h_query(&e, status_of("K5-0"), sqlbuf, sizeof sqlbuf), "committed/sent/0");
+	check_sent_after_redrive(&e, "K5-0");
 	cr_assert_str_eq(h_query(&e, status_of("K5-1"), sqlbuf, sizeof sqlbuf), "committed/sent/0");
 	cr_assert_eq(h_hub_stop(hub), 0);
 	check_values(&e, bad, "K5", "0,1,2", strstr(mode, "exactly_once") != NULL);
