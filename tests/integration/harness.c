@@ -211,6 +211,15 @@ long h_log_lines(const char *path, const char *needle)
 	return h_log_first(path, needle, NULL, 0);
 }
 
+long h_wait_log_lines(const char *path, const char *needle, long n, int timeout_ms)
+{
+	long got = 0;
+	for (int waited = 0; (got = h_log_lines(path, needle)) < n && waited < timeout_ms;
+	     waited += 50)
+		h_pause_ms(50);
+	return got;
+}
+
 long h_log_first(const char *path, const char *needle, char *first, size_t firstsz)
 {
 	FILE *f = fopen(path, "r");

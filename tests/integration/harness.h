@@ -43,6 +43,9 @@ pid_t h_command_start(h_env *e, const char *const *args, const char *const *sett
 const char *h_hub_log(char *out, size_t outsz, h_env *e);
 /* Lines of the file at path that hold needle. */
 long h_log_lines(const char *path, const char *needle);
+/* Wait up to timeout_ms for the log at path to hold at least n lines
+ * holding needle; returns how many it holds. */
+long h_wait_log_lines(const char *path, const char *needle, long n, int timeout_ms);
 /* The same, and the first of them into first ("" when none). */
 long h_log_first(const char *path, const char *needle, char *first, size_t firstsz);
 

@@ -65,18 +65,16 @@ static void decide(h_env *e, const char *type, const char *biz, const char *key)
 	h_send_str(e, 0, key, json);
 }
 
-/* The hub's log holds line within timeout_ms. */
+/* The hub's log holds n lines with line within timeout_ms. */
 static void wait_log_n(h_env *e, const char *line, long n, int timeout_ms)
 {
 	char log[256];
 	h_hub_log(log, sizeof log, e);
-	for (int waited = 0; h_log_lines(log, line) < n; waited += 50) {
-		cr_assert_lt(waited, timeout_ms, "not %ld \"%s\" in %s within %d ms", n, line, log,
-		             timeout_ms);
-		h_pause_ms(50);
-	}
+	cr_assert_geq(h_wait_log_lines(log, line, n, timeout_ms), n,
+	              "not %ld \"%s\" in %s within %d ms", n, line, log, timeout_ms);
 }
 
+/* The hub's log holds line within timeout_ms. */
 static void wait_log(h_env *e, const char *line, int timeout_ms)
 {
 	wait_log_n(e, line, 1, timeout_ms);

@@ -261,17 +261,6 @@ static void write_file(const char *path, const char *text)
 	fclose(f);
 }
 
-/* Wait until the log at path holds at least n lines with needle; returns
- * how many it holds. */
-static long wait_lines(const char *path, const char *needle, long n, int timeout_ms)
-{
-	long got = 0;
-	for (int waited = 0; (got = h_log_lines(path, needle)) < n && waited < timeout_ms;
-	     waited += 50)
-		h_pause_ms(50);
-	return got;
-}
-
 /* Wait until the hub at log has answered n SIGHUPs (each loads the
  * configuration or says that the running one stays). */
 static void wait_reloads(const char *path, long n)
@@ -378,10 +367,10 @@ Test(monitor, a_replaced_configuration_is_freed, .timeout = 120)
 		         4000 + i);
 		write_file(path, text);
 		kill(hub, SIGHUP);
-		cr_assert_eq(wait_lines(log, "configuration reloaded", i, 20000), i);
+		cr_assert_eq(h_wait_log_lines(log, "configuration reloaded", i, 20000), i);
 	}
 	/* the start-up one is main()'s; those of reloads 1 and 2 are replaced */
-	cr_assert_eq(wait_lines(log, freed, 2, 20000), 2, "a replaced configuration is kept");
+	cr_assert_eq(h_wait_log_lines(log, freed, 2, 20000), 2, "a replaced configuration is kept");
 	send_json(&e, "k", "{\"type\":\"commit\",\"biz_id\":\"m\",\"message_key\":\"%s\",\"payload\":1,"
 	                   "\"forward\":{\"topic\":\"%s\"}}", "k", fwd);
 	h_flush();

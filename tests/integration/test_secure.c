@@ -430,18 +430,6 @@ Test(secure, wrong_password_then_the_right_one, .timeout = 240)
 	refused_then_fixed(&s, bad, needles, "Authentication failed");
 }
 
-/* Wait up to timeout_ms for the hub's log to hold n lines holding needle;
- * returns how many it holds. */
-static long wait_log_lines(sec *s, const char *needle, long n, int timeout_ms)
-{
-	char log[256];
-	h_hub_log(log, sizeof log, &s->e);
-	long got = 0;
-	for (int waited = 0; (got = h_log_lines(log, needle)) < n && waited < timeout_ms; waited += 100)
-		h_pause_ms(100);
-	return got;
-}
-
 /* The webhook's bodies holding needle. */
 static int webhook_holding(h_webhook *w, const char *needle)
 {
@@ -485,7 +473,7 @@ Test(secure, a_refused_scram_login_names_the_librdkafka, .timeout = 240)
 	             "no log line names \"%s\"", with);
 	cr_assert(strstr(first, " info ") && strstr(first, "hub: txhub "), "%s", first);
 	/* three refusals (librdkafka tries again and again) */
-	cr_assert_geq(wait_log_lines(&s, "Authentication failed", 3, 60000), 3);
+	cr_assert_geq(h_wait_log_lines(log, "Authentication failed", 3, 60000), 3);
 	char *b = NULL;
 	cr_assert_eq(h_http_get(s.port, "/readyz", &b), 503);
 	if (old) {
