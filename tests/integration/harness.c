@@ -882,7 +882,7 @@ static rd_kafka_AclOperation_t acl_operation(const char *name)
 }
 
 void h_kafka_allow(const h_env *e, const char *principal, const char *ops, const char *kind,
-                   const char *name, int prefixed)
+                   const char *name)
 {
 	rd_kafka_ResourceType_t type = !strcmp(kind, "topic")   ? RD_KAFKA_RESOURCE_TOPIC
 	                               : !strcmp(kind, "group") ? RD_KAFKA_RESOURCE_GROUP
@@ -894,10 +894,9 @@ void h_kafka_allow(const h_env *e, const char *principal, const char *ops, const
 	snprintf(buf, sizeof buf, "%s", ops);
 	for (char *op = strtok(buf, ","); op; op = strtok(NULL, ",")) {
 		cr_assert_lt(n, sizeof acls / sizeof acls[0]);
-		acls[n] = rd_kafka_AclBinding_new(
-			type, name,
-			prefixed ? RD_KAFKA_RESOURCE_PATTERN_PREFIXED : RD_KAFKA_RESOURCE_PATTERN_LITERAL,
-			principal, "*", acl_operation(op), RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, es, sizeof es);
+		acls[n] = rd_kafka_AclBinding_new(type, name, RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+		                                  principal, "*", acl_operation(op),
+		                                  RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW, es, sizeof es);
 		cr_assert_not_null(acls[n], "%s", es);
 		n++;
 	}

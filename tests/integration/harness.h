@@ -169,14 +169,14 @@ int h_create_topic(const h_env *e, const char *topic, int partitions,
 
 /* Allow principal (e.g. "User:txhub") each of ops (comma-separated ACL
  * operation names: "Read,Describe") on one resource: kind is "topic" or
- * "group", name a literal name or, when prefixed, a prefix. Through the
- * Admin API as e's client (an administrator's credentials in e->kafka): the
- * broker's own ACLs, as kafka-acls.sh --add makes them, without that tool's
- * JVM start. (Transactional ids need kafka-acls.sh: librdkafka 2.0.2 has no
- * such resource type.) Fails the test unless the broker accepts every one
+ * "group", name its literal name. Through the Admin API as e's client (an
+ * administrator's credentials in e->kafka): the broker's own ACLs, as
+ * kafka-acls.sh --add makes them, without that tool's JVM start.
+ * (Transactional ids need kafka-acls.sh: librdkafka 2.0.2 has no such
+ * resource type.) Fails the test unless the broker accepts every one
  * within 30 s. */
 void h_kafka_allow(const h_env *e, const char *principal, const char *ops, const char *kind,
-                   const char *name, int prefixed);
+                   const char *name);
 
 /* The partitions h_control_topic gives a control topic on Apache Kafka:
  * TXHUB_TEST_PARTITIONS, else 4 (the embedded broker's 4 always). */

@@ -191,7 +191,7 @@ static void password_of(const char *user, char *out, size_t outsz)
  * test on a loaded machine. */
 static void grant(const stuck *s, const char *ops, const char *kind, const char *name)
 {
-	h_kafka_allow(&s->e, "User:txhub", ops, kind, name, 0);
+	h_kafka_allow(&s->e, "User:txhub", ops, kind, name);
 }
 
 /* Write and Describe on the transactional ids with these two prefixes, in
